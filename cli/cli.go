@@ -1,0 +1,168 @@
+// Package cli owns the skuldd command line: flags (each also read from a
+// SKULD_<NAME> environment variable) mapped onto node.Config, the node's
+// process lifetime (signals, logging), and the client commands `skuldd ctl`
+// and `skuldd bench`.
+//
+// cli is the only importer of urfave/cli. It imports node and wire (and the
+// value packages task and clock); nothing imports cli but main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitNothing = 3 // ctl claim found nothing to claim
+)
+
+// usageError marks a command-line mistake (exit status 2).
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCoder is an error that carries its exit status.
+type exitCoder interface{ ExitCode() int }
+
+// Run runs the command line args (args[0] is the program name) and returns
+// the process exit status.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, "skuldd:", msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "skuldd:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// envName returns the environment variable for a flag: SKULD_DATA_DIR for
+// data-dir.
+func envName(flag string) []string {
+	return []string{"SKULD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func newApp(stdout, stderr io.Writer) *ucli.App {
+	d := node.DefaultConfig()
+	app := &ucli.App{
+		Name:      "skuldd",
+		Usage:     "a distributed task queue: run a node, or talk to one",
+		UsageText: "skuldd [flags]            run a node\nskuldd ctl [--addr A] CMD  talk to a node\nskuldd bench [flags]      load-test a node",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// Errors are printed once, by Run.
+		ExitErrHandler: func(*ucli.Context, error) {},
+		OnUsageError: func(_ *ucli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "bind", Value: d.Bind, EnvVars: envName("bind"), Usage: "address for QUIC (UDP) and HTTP (TCP), one port"},
+			&ucli.StringFlag{Name: "data-dir", Value: d.DataDir, EnvVars: envName("data-dir"), Usage: "directory for the node's data"},
+			&ucli.IntFlag{Name: "partitions", Value: d.Partitions, EnvVars: envName("partitions"), Usage: "partitions of the id space, fixed when the cluster is created"},
+			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
+			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
+			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
+			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without authentication"},
+			&ucli.StringFlag{Name: "log-level", Value: "info", EnvVars: envName("log-level"), Usage: "debug, info, warn or error"},
+			&ucli.StringFlag{Name: "log-format", Value: "text", EnvVars: envName("log-format"), Usage: "text or json"},
+			&ucli.DurationFlag{Name: "clock-offset", Hidden: true, EnvVars: envName("clock-offset"), Usage: "shift this node's clock (tests only)"},
+		},
+		Action:   runNode,
+		Commands: []*ucli.Command{ctlCommand(), benchCommand()},
+	}
+	markUsageErrors(app.Commands)
+	return app
+}
+
+// markUsageErrors makes flag-parsing errors of every command usage errors
+// (exit status 2).
+func markUsageErrors(cmds []*ucli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = func(_ *ucli.Context, err error, _ bool) error { return usageError{err} }
+		markUsageErrors(c.Subcommands)
+	}
+}
+
+// newLogger builds the process logger from --log-level and --log-format.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+func runNode(c *ucli.Context) error {
+	if c.Args().Len() > 0 {
+		return usagef("unexpected argument %q (commands: ctl, bench)", c.Args().First())
+	}
+	logger, err := newLogger(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	cfg := node.DefaultConfig()
+	cfg.Bind = c.String("bind")
+	cfg.DataDir = c.String("data-dir")
+	cfg.Partitions = c.Int("partitions")
+	cfg.Replicas = c.Int("replicas")
+	cfg.SkewBound = c.Duration("clock-skew-bound")
+	cfg.MaxPayload = c.Int("max-payload")
+	cfg.Insecure = c.Bool("insecure")
+	cfg.Logger = logger
+	if off := c.Duration("clock-offset"); off != 0 {
+		cfg.Clock = clock.Offset{Base: clock.Real{}, By: off}
+		logger.Warn("clock offset in effect (a test flag)", "offset", off)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down", "reason", context.Cause(ctx))
+	return n.Close()
+}

@@ -1,0 +1,413 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// defaultAddr is where ctl finds a node unless told otherwise.
+const defaultAddr = "127.0.0.1:13000"
+
+// ctlTimeout bounds one ctl request (a claim's --wait is added to it).
+const ctlTimeout = 30 * time.Second
+
+func ctlCommand() *ucli.Command {
+	idFlag := &ucli.StringFlag{Name: "id", Usage: "task id (40 hex characters); required"}
+	claimFlag := &ucli.UintFlag{Name: "claim", Usage: "claim id; required"}
+	return &ucli.Command{
+		Name:  "ctl",
+		Usage: "talk to a node over QUIC; output is JSON, one object per line",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr"), Usage: "node address host:port"},
+			&ucli.DurationFlag{Name: "timeout", Value: ctlTimeout, Usage: "request timeout"},
+		},
+		Subcommands: []*ucli.Command{
+			{
+				Name:  "enqueue",
+				Usage: "enqueue a task; prints {\"id\",\"acks\"}",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "queue"},
+					&ucli.IntFlag{Name: "priority", Usage: "int32; higher is claimed first"},
+					&ucli.StringFlag{Name: "data", Usage: "payload"},
+					&ucli.StringFlag{Name: "data-file", Usage: "read the payload from a file (- for stdin)"},
+					&ucli.StringSliceFlag{Name: "dep", Usage: "id of a task that must complete first (repeatable)"},
+					&ucli.DurationFlag{Name: "delay", Usage: "not claimable before now + delay"},
+					&ucli.StringFlag{Name: "group"},
+					&ucli.StringFlag{Name: "description"},
+					&ucli.UintFlag{Name: "max-attempts", Usage: "attempts before the task is dead (default: the node's)"},
+					&ucli.IntFlag{Name: "w", Usage: "durable replica acks to wait for (default: majority)"},
+				},
+				Action: ctlAction(ctlEnqueue, "queue"),
+			},
+			{
+				Name:  "claim",
+				Usage: "claim ready tasks; prints one task per line, exits 3 if none",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "queue"},
+					&ucli.DurationFlag{Name: "ttl", Usage: "lease (default: the node's, 30s)"},
+					&ucli.IntFlag{Name: "count", Value: 1},
+					&ucli.DurationFlag{Name: "wait", Usage: "long-poll up to this long for work"},
+				},
+				Action: ctlAction(ctlClaim, "queue"),
+			},
+			{
+				Name:   "renew",
+				Usage:  "extend a claim",
+				Flags:  []ucli.Flag{idFlag, claimFlag, &ucli.DurationFlag{Name: "ttl"}},
+				Action: ctlAction(ctlRenew, "id", "claim"),
+			},
+			{
+				Name:  "update",
+				Usage: "append a progress entry to a claim's history",
+				Flags: []ucli.Flag{idFlag, claimFlag,
+					&ucli.Uint64Flag{Name: "seq"},
+					&ucli.StringFlag{Name: "data"}},
+				Action: ctlAction(ctlUpdate, "id", "claim", "seq"),
+			},
+			{
+				Name:   "complete",
+				Usage:  "complete a task under its claim",
+				Flags:  []ucli.Flag{idFlag, claimFlag, &ucli.Uint64Flag{Name: "seq", Usage: "default: after the last update"}},
+				Action: ctlAction(ctlComplete, "id", "claim"),
+			},
+			{
+				Name:  "fail",
+				Usage: "end a claim as a failed attempt",
+				Flags: []ucli.Flag{idFlag, claimFlag,
+					&ucli.StringFlag{Name: "reason"},
+					&ucli.DurationFlag{Name: "retry-after", Usage: "default: exponential backoff"}},
+				Action: ctlAction(ctlFail, "id", "claim"),
+			},
+			{
+				Name:   "snooze",
+				Usage:  "end a claim without counting an attempt; ready again after --delay",
+				Flags:  []ucli.Flag{idFlag, claimFlag, &ucli.DurationFlag{Name: "delay"}},
+				Action: ctlAction(ctlSnooze, "id", "claim", "delay"),
+			},
+			{
+				Name:   "requeue",
+				Usage:  "make a dead task ready again",
+				Flags:  []ucli.Flag{idFlag},
+				Action: ctlAction(ctlRequeue, "id"),
+			},
+			{
+				Name:   "get",
+				Usage:  "show a task",
+				Flags:  []ucli.Flag{idFlag, &ucli.Uint64Flag{Name: "min-seq", Usage: "fail unless the history has at least this many entries"}},
+				Action: ctlAction(ctlGet, "id"),
+			},
+			{
+				Name:  "list",
+				Usage: "list tasks, one per line",
+				Flags: []ucli.Flag{
+					&ucli.StringFlag{Name: "queue"},
+					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, blocked, completed or dead"},
+					&ucli.StringFlag{Name: "group"},
+					&ucli.IntFlag{Name: "limit"},
+				},
+				Action: ctlAction(ctlList),
+			},
+			{
+				Name:   "count",
+				Usage:  "count tasks; prints {\"count\":N}",
+				Flags:  []ucli.Flag{&ucli.StringFlag{Name: "queue"}},
+				Action: ctlAction(ctlCount),
+			},
+			{
+				Name:   "queues",
+				Usage:  "per-queue counts by state, one object per line",
+				Action: ctlAction(ctlQueues),
+			},
+		},
+	}
+}
+
+// ctlEnv is what every ctl command gets: a client, a context with the
+// request timeout, and JSON output.
+type ctlEnv struct {
+	c   *ucli.Context
+	cl  *wire.Client
+	ctx context.Context
+	out *json.Encoder
+}
+
+// ctlAction wraps a ctl command: it checks the required flags (a missing
+// one is a usage error, exit status 2), dials the node and runs fn.
+func ctlAction(fn func(e *ctlEnv) error, required ...string) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		if c.Args().Len() > 0 {
+			return usagef("unexpected argument %q", c.Args().First())
+		}
+		for _, f := range required {
+			if !c.IsSet(f) {
+				return usagef("%s: missing --%s", c.Command.Name, f)
+			}
+		}
+		timeout := c.Duration("timeout") + c.Duration("wait")
+		ctx, cancel := context.WithTimeout(c.Context, timeout)
+		defer cancel()
+		addr := c.String("addr")
+		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: 1})
+		if err != nil {
+			return fmt.Errorf("connect to %s: %w", addr, err)
+		}
+		cl := wire.NewClient(conn)
+		defer cl.Close()
+		return fn(&ctlEnv{c: c, cl: cl, ctx: ctx, out: json.NewEncoder(c.App.Writer)})
+	}
+}
+
+func (e *ctlEnv) id() (task.ID, error) { return task.ParseID(e.c.String("id")) }
+
+func (e *ctlEnv) claim() (uint32, error) {
+	v := e.c.Uint("claim")
+	if uint64(v) > uint64(^uint32(0)) {
+		return 0, usagef("--claim %d out of range", v)
+	}
+	return uint32(v), nil
+}
+
+func ctlEnqueue(e *ctlEnv) error {
+	c := e.c
+	t := wire.EnqueueTask{
+		Queue:       c.String("queue"),
+		Group:       c.String("group"),
+		Description: c.String("description"),
+		DelayMs:     c.Duration("delay").Milliseconds(),
+	}
+	p := c.Int("priority")
+	if p != int(int32(p)) {
+		return usagef("--priority %d does not fit in int32", p)
+	}
+	t.Priority = int32(p)
+	ma := c.Uint("max-attempts")
+	if uint64(ma) > uint64(^uint32(0)) {
+		return usagef("--max-attempts %d out of range", ma)
+	}
+	t.MaxAttempts = uint32(ma)
+	switch {
+	case c.IsSet("data") && c.IsSet("data-file"):
+		return usagef("give --data or --data-file, not both")
+	case c.IsSet("data"):
+		t.Data = []byte(c.String("data"))
+	case c.IsSet("data-file"):
+		data, err := readDataFile(c.String("data-file"))
+		if err != nil {
+			return err
+		}
+		t.Data = data
+	}
+	for _, s := range c.StringSlice("dep") {
+		id, err := task.ParseID(s)
+		if err != nil {
+			return fmt.Errorf("--dep: %w", err)
+		}
+		t.Deps = append(t.Deps, id)
+	}
+	resp, err := e.cl.Enqueue(e.ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{t}, W: c.Int("w")})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp.Results[0])
+}
+
+// maxDataFile bounds --data-file reads; the node enforces its own limit.
+const maxDataFile = 64 << 20
+
+func readDataFile(path string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--data-file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxDataFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("--data-file: %w", err)
+	}
+	if len(data) > maxDataFile {
+		return nil, fmt.Errorf("--data-file: over %d bytes", maxDataFile)
+	}
+	return data, nil
+}
+
+// nothingToClaim makes ctl claim exit 3 without a message.
+type nothingToClaim struct{}
+
+func (nothingToClaim) Error() string { return "" }
+func (nothingToClaim) ExitCode() int { return exitNothing }
+
+func ctlClaim(e *ctlEnv) error {
+	c := e.c
+	resp, err := e.cl.Claim(e.ctx, &wire.ClaimRequest{
+		Queue:  c.String("queue"),
+		TTLMs:  c.Duration("ttl").Milliseconds(),
+		Count:  c.Int("count"),
+		WaitMs: c.Duration("wait").Milliseconds(),
+	})
+	if err != nil {
+		return err
+	}
+	if len(resp.Tasks) == 0 {
+		return nothingToClaim{}
+	}
+	for i := range resp.Tasks {
+		if err := e.out.Encode(&resp.Tasks[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ctlRenew(e *ctlEnv) error {
+	id, claim, err := e.idClaim()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Renew(e.ctx, &wire.RenewRequest{ID: id, Claim: claim, TTLMs: e.c.Duration("ttl").Milliseconds()})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func (e *ctlEnv) idClaim() (task.ID, uint32, error) {
+	id, err := e.id()
+	if err != nil {
+		return id, 0, err
+	}
+	claim, err := e.claim()
+	return id, claim, err
+}
+
+func ctlUpdate(e *ctlEnv) error {
+	id, claim, err := e.idClaim()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Update(e.ctx, &wire.UpdateRequest{ID: id, Claim: claim, Seq: e.c.Uint64("seq"), Data: []byte(e.c.String("data"))})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlComplete(e *ctlEnv) error {
+	id, claim, err := e.idClaim()
+	if err != nil {
+		return err
+	}
+	req := &wire.CompleteRequest{ID: id, Claim: claim}
+	if e.c.IsSet("seq") {
+		s := e.c.Uint64("seq")
+		req.Seq = &s
+	}
+	resp, err := e.cl.Complete(e.ctx, req)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlFail(e *ctlEnv) error {
+	id, claim, err := e.idClaim()
+	if err != nil {
+		return err
+	}
+	req := &wire.FailRequest{ID: id, Claim: claim, Reason: e.c.String("reason")}
+	if e.c.IsSet("retry-after") {
+		ms := e.c.Duration("retry-after").Milliseconds()
+		req.RetryAfterMs = &ms
+	}
+	resp, err := e.cl.Fail(e.ctx, req)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlSnooze(e *ctlEnv) error {
+	id, claim, err := e.idClaim()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Snooze(e.ctx, &wire.SnoozeRequest{ID: id, Claim: claim, DelayMs: e.c.Duration("delay").Milliseconds()})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlRequeue(e *ctlEnv) error {
+	id, err := e.id()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Requeue(e.ctx, &wire.RequeueRequest{ID: id})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlGet(e *ctlEnv) error {
+	id, err := e.id()
+	if err != nil {
+		return err
+	}
+	req := &wire.GetRequest{ID: id}
+	if e.c.IsSet("min-seq") {
+		s := e.c.Uint64("min-seq")
+		req.MinSeq = &s
+	}
+	v, err := e.cl.Get(e.ctx, req)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(v)
+}
+
+func ctlList(e *ctlEnv) error {
+	req := &wire.ListRequest{Queue: e.c.String("queue"), State: e.c.String("state"), Group: e.c.String("group"), Limit: e.c.Int("limit")}
+	return e.cl.List(e.ctx, req, func(p *wire.ListPage) error {
+		for i := range p.Tasks {
+			if err := e.out.Encode(&p.Tasks[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func ctlCount(e *ctlEnv) error {
+	resp, err := e.cl.Count(e.ctx, &wire.CountRequest{Queue: e.c.String("queue")})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlQueues(e *ctlEnv) error {
+	resp, err := e.cl.Queues(e.ctx, &wire.QueuesRequest{})
+	if err != nil {
+		return err
+	}
+	for i := range resp.Queues {
+		if err := e.out.Encode(&resp.Queues[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

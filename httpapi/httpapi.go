@@ -1,0 +1,232 @@
+// Package httpapi serves the client API as HTTP/JSON on the node's TCP
+// port: the same operations as the QUIC protocol (wire.Service), plus
+// /healthz. Request and response bodies are the wire messages in their JSON
+// form; payloads are base64, as Go encodes []byte; ids are 40 hex
+// characters; durations are milliseconds.
+//
+// Every body is read through a size limit and decoded strictly (unknown
+// fields are an error), and every error is a JSON object with a message, a
+// stable code name and number, and the HTTP status of that code.
+//
+// httpapi imports wire and task; it must not import node or store.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// MaxBody bounds a request body: a full enqueue batch of payloads in
+// base64 fits.
+const MaxBody = 64 << 20
+
+// New returns the HTTP handler. health reports why the node cannot serve
+// (nil when healthy).
+func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handler {
+	a := &api{svc: svc, health: health, log: logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("POST /v1/tasks", a.enqueueOne)
+	mux.HandleFunc("POST /v1/enqueue", handle(a, svc.Enqueue))
+	mux.HandleFunc("POST /v1/claim", handle(a, svc.Claim))
+	mux.HandleFunc("POST /v1/renew", handle(a, svc.Renew))
+	mux.HandleFunc("POST /v1/update", handle(a, svc.Update))
+	mux.HandleFunc("POST /v1/complete", handle(a, svc.Complete))
+	mux.HandleFunc("POST /v1/fail", handle(a, svc.Fail))
+	mux.HandleFunc("POST /v1/snooze", handle(a, svc.Snooze))
+	mux.HandleFunc("POST /v1/requeue", handle(a, svc.Requeue))
+	mux.HandleFunc("GET /v1/tasks/{id}", a.get)
+	mux.HandleFunc("GET /v1/tasks", a.list)
+	mux.HandleFunc("GET /v1/count", a.count)
+	mux.HandleFunc("GET /v1/queues", a.queues)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, wire.Errorf(wire.CodeUnknownOp, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type api struct {
+	svc    wire.Service
+	health func() error
+	log    *slog.Logger
+}
+
+// errorBody is the JSON form of every error.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Num   uint16 `json:"code_num"`
+}
+
+func (a *api) fail(w http.ResponseWriter, err error) {
+	we := wire.ToError(err)
+	if we.Code == wire.CodeInternal {
+		a.log.Error("http request failed", "err", err)
+	}
+	writeJSON(w, we.Code.HTTPStatus(), errorBody{Error: we.Msg, Code: we.Code.Name(), Num: uint16(we.Code)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Decode reads one JSON value from body into v: at most MaxBody bytes,
+// unknown fields rejected, nothing after the value.
+func Decode(body io.Reader, v any) error {
+	dec := json.NewDecoder(io.LimitReader(body, MaxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || err.Error() == "http: request body too large" {
+			return fmt.Errorf("%w: request body truncated or over %d bytes", task.ErrInvalid, MaxBody)
+		}
+		return fmt.Errorf("%w: bad JSON body: %v", task.ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: more than one JSON value in the body", task.ErrInvalid)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON body", task.ErrInvalid)
+	}
+	return nil
+}
+
+func handle[Req, Resp any](a *api, fn func(context.Context, *Req) (*Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req := new(Req)
+		if err := Decode(http.MaxBytesReader(w, r.Body, MaxBody), req); err != nil {
+			a.fail(w, err)
+			return
+		}
+		resp, err := fn(r.Context(), req)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// enqueueOne takes a single task (with an optional "w") and answers
+// {"id", "acks"}.
+func (a *api) enqueueOne(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		wire.EnqueueTask
+		W int `json:"w,omitempty"`
+	}
+	if err := Decode(http.MaxBytesReader(w, r.Body, MaxBody), &body); err != nil {
+		a.fail(w, err)
+		return
+	}
+	resp, err := a.svc.Enqueue(r.Context(), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{body.EnqueueTask}, W: body.W})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp.Results[0])
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	id, err := task.ParseID(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	req := &wire.GetRequest{ID: id}
+	if s := r.URL.Query().Get("min_seq"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			a.fail(w, fmt.Errorf("%w: min_seq %q is not a number", task.ErrInvalid, s))
+			return
+		}
+		req.MinSeq = &v
+	}
+	v, err := a.svc.Get(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// list streams matching tasks as NDJSON, one task per line. Errors before
+// the first line are JSON errors; a failure later ends the stream with an
+// {"error": ...} line.
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &wire.ListRequest{Queue: q.Get("queue"), State: q.Get("state"), Group: q.Get("group")}
+	if s := q.Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			a.fail(w, fmt.Errorf("%w: limit %q is not a count", task.ErrInvalid, s))
+			return
+		}
+		req.Limit = v
+	}
+	started := false
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	err := a.svc.List(r.Context(), req, func(p *wire.ListPage) error {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		for i := range p.Tasks {
+			if err := enc.Encode(&p.Tasks[i]); err != nil {
+				return err
+			}
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
+	switch {
+	case err != nil && !started:
+		a.fail(w, err)
+	case err != nil:
+		we := wire.ToError(err)
+		_ = enc.Encode(errorBody{Error: we.Msg, Code: we.Code.Name(), Num: uint16(we.Code)})
+	case !started:
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (a *api) count(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.Count(r.Context(), &wire.CountRequest{Queue: r.URL.Query().Get("queue")})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *api) queues(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.Queues(r.Context(), &wire.QueuesRequest{})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := a.health(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,171 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/task"
+)
+
+// Config configures a Node. DefaultConfig gives every default; Validate
+// checks the fields against each other. Durations are wall time.
+type Config struct {
+	// Bind is the address of the node: UDP for QUIC and TCP for HTTP on the
+	// same port. Port 0 picks a free port (tests).
+	Bind string
+	// DataDir holds the node's database.
+	DataDir string
+	// Insecure allows binding a non-loopback address without
+	// authentication (which comes with cluster secrets).
+	Insecure bool
+
+	// Partitions is P, fixed when the cluster is created.
+	Partitions int
+	// Replicas is N, the cohort size of each partition (capped by the
+	// number of nodes).
+	Replicas int
+
+	// SkewBound is the clock skew the cluster tolerates: a claim expires
+	// for its leader only at end + SkewBound, so two claims of one task
+	// never overlap while clocks stay within it.
+	SkewBound time.Duration
+	// MaxPayload bounds a task's payload and an update's data, in bytes.
+	MaxPayload int
+	// DefaultTTL is a claim's lease when the request gives none; MaxTTL
+	// bounds any lease.
+	DefaultTTL time.Duration
+	MaxTTL     time.Duration
+	// MaxWait bounds a claim's long-poll.
+	MaxWait time.Duration
+	// MaxDelay bounds enqueue delays, retry-afters and snoozes.
+	MaxDelay time.Duration
+	// MaxBatch bounds the tasks in one enqueue and the count of one claim.
+	MaxBatch int
+	// DefaultMaxAttempts applies to tasks enqueued without max_attempts.
+	DefaultMaxAttempts uint32
+	// RetryBase and RetryMax shape the default backoff after a fail
+	// without retry-after: RetryBase·2^(attempts-1), at most RetryMax.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+
+	// TickInterval is the resolution of timers: how often delayed tasks
+	// and expired claims are moved back to ready.
+	TickInterval time.Duration
+	// ReconcileInterval is how often blocked tasks re-check their deps, to
+	// catch a completion notice lost to a crash.
+	ReconcileInterval time.Duration
+	// ElectionBackoff is the base of the random backoff between failed
+	// partition-leader handoffs; ElectionBackoffMax caps it.
+	ElectionBackoff    time.Duration
+	ElectionBackoffMax time.Duration
+	// StartTimeout bounds the start-up: metadata leader, cluster
+	// initialisation and partition leaders.
+	StartTimeout time.Duration
+	// ShutdownTimeout bounds how long Close waits for in-flight requests.
+	ShutdownTimeout time.Duration
+	// RaftTick is the metadata raft group's tick.
+	RaftTick time.Duration
+
+	// Clock reads wall time; tests skew it (the hidden --clock-offset).
+	Clock clock.Clock
+	// Logger receives the node's logs; the node adds its id.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: a one-node development cluster on
+// 127.0.0.1:13000 with data in ./skuld-data.
+func DefaultConfig() Config {
+	return Config{
+		Bind:               "127.0.0.1:13000",
+		DataDir:            "./skuld-data",
+		Partitions:         64,
+		Replicas:           3,
+		SkewBound:          10 * time.Second,
+		MaxPayload:         task.DefaultMaxData,
+		DefaultTTL:         30 * time.Second,
+		MaxTTL:             24 * time.Hour,
+		MaxWait:            5 * time.Minute,
+		MaxDelay:           365 * 24 * time.Hour,
+		MaxBatch:           10000,
+		DefaultMaxAttempts: 10,
+		RetryBase:          time.Second,
+		RetryMax:           10 * time.Minute,
+		TickInterval:       50 * time.Millisecond,
+		ReconcileInterval:  30 * time.Second,
+		ElectionBackoff:    50 * time.Millisecond,
+		ElectionBackoffMax: 2 * time.Second,
+		StartTimeout:       60 * time.Second,
+		ShutdownTimeout:    10 * time.Second,
+		RaftTick:           100 * time.Millisecond,
+		Clock:              clock.Real{},
+		Logger:             slog.Default(),
+	}
+}
+
+// maxFramePayload keeps one payload well inside a wire frame.
+const maxFramePayload = 8 << 20
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.DataDir != "", "data dir is empty")
+	check(c.Partitions >= 1 && c.Partitions <= ring.MaxPartitions, "partitions %d: want 1..%d", c.Partitions, ring.MaxPartitions)
+	check(c.Replicas >= 1 && c.Replicas <= 7, "replicas %d: want 1..7", c.Replicas)
+	check(c.SkewBound >= 0, "clock skew bound %v is negative", c.SkewBound)
+	check(c.MaxPayload >= 1 && c.MaxPayload <= maxFramePayload, "max payload %d: want 1..%d bytes", c.MaxPayload, maxFramePayload)
+	check(c.DefaultTTL > 0 && c.DefaultTTL <= c.MaxTTL, "default ttl %v must be in (0, max ttl %v]", c.DefaultTTL, c.MaxTTL)
+	check(c.MaxWait >= 0, "max wait %v is negative", c.MaxWait)
+	check(c.MaxDelay > 0, "max delay %v must be positive", c.MaxDelay)
+	check(c.MaxBatch >= 1, "max batch %d must be positive", c.MaxBatch)
+	check(c.DefaultMaxAttempts >= 1, "default max attempts must be at least 1")
+	check(c.RetryBase > 0 && c.RetryBase <= c.RetryMax, "retry base %v must be in (0, retry max %v]", c.RetryBase, c.RetryMax)
+	for name, d := range map[string]time.Duration{
+		"tick interval": c.TickInterval, "reconcile interval": c.ReconcileInterval,
+		"election backoff": c.ElectionBackoff, "start timeout": c.StartTimeout,
+		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
+	} {
+		check(d > 0, "%s %v must be positive", name, d)
+	}
+	check(c.ElectionBackoffMax >= c.ElectionBackoff, "election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
+	check(c.Clock != nil, "no clock")
+	check(c.Logger != nil, "no logger")
+	if err := checkBind(c.Bind, c.Insecure); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ErrInsecureBind is returned for a non-loopback bind without Insecure.
+var ErrInsecureBind = errors.New("refusing to bind a non-loopback address without --insecure: nodes do not authenticate clients or peers yet")
+
+func checkBind(bind string, insecure bool) error {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return fmt.Errorf("bind %q: %w", bind, err)
+	}
+	if insecure {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("bind %q: host must be an IP address or localhost", bind)
+	}
+	if !ip.IsLoopback() {
+		return fmt.Errorf("bind %s: %w", bind, ErrInsecureBind)
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package node is the composition root of one skuldd process: it owns the
+// node's lifecycle (Start, Close), wires the store, the metadata raft group,
+// the partition replicas, partition leadership and the QUIC and HTTP
+// servers together, and coordinates every client operation.
+//
+// A single node is a cluster of one, not a separate code path: it hosts P
+// partitions whose cohorts come from ring over the members the metadata
+// group knows; each partition's leader is established by the epoch handoff
+// (a majority of one) and its compare-and-set in raftgroup.
+//
+// Glossary (one word, one meaning): partition, a slice of the id space;
+// cohort, the nodes that hold it; leader, the cohort member that grants its
+// claims in an epoch; epoch, a partition's leadership generation (never a
+// raft term); promise, a replica's persisted vow to refuse claim writes of
+// lower epochs; claim, a lease on a task, numbered 0, 1, 2, ... (the claim
+// id is the fencing token); attempt, a claim that ended without completion.
+//
+// Lock order: partition.Replica.mu, then headIndex.mu. No lock is held
+// across I/O other than the partition's own store reads and batch applies.
+//
+// node imports every internal package but cli; only cli (and tests) import
+// node.
+package node

@@ -1,0 +1,94 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/google/btree"
+
+	"github.com/skuldd/skuldd/partition"
+)
+
+// headIndex holds, per queue, the best ready task of every partition this
+// node leads, so a claim finds the best partition in O(log P) and the
+// order across the node's partitions is exact. Partitions publish into it
+// from their OnHead callback, under their own lock.
+//
+// Lock order: partition.Replica.mu, then headIndex.mu.
+type headIndex struct {
+	mu     sync.Mutex
+	queues map[string]*queueHeads
+}
+
+type queueHeads struct {
+	tree   *btree.BTreeG[partHead]
+	byPart map[uint16]partition.Head
+	// ready is closed (and replaced) when the queue gains a head, waking
+	// long-polling claims.
+	ready chan struct{}
+}
+
+type partHead struct {
+	h    partition.Head
+	part uint16
+}
+
+func partHeadLess(a, b partHead) bool {
+	if a.h != b.h {
+		return a.h.Less(b.h)
+	}
+	return a.part < b.part
+}
+
+func newHeadIndex() *headIndex { return &headIndex{queues: map[string]*queueHeads{}} }
+
+func (x *headIndex) queueLocked(q string) *queueHeads {
+	qh := x.queues[q]
+	if qh == nil {
+		qh = &queueHeads{
+			tree:   btree.NewG(8, partHeadLess),
+			byPart: map[uint16]partition.Head{},
+			ready:  make(chan struct{}),
+		}
+		x.queues[q] = qh
+	}
+	return qh
+}
+
+// set records part's head for queue (ok=false: it has none). It is the
+// partitions' OnHead callback: it must not block.
+func (x *headIndex) set(part uint16, queue string, h partition.Head, ok bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	qh := x.queueLocked(queue)
+	if old, had := qh.byPart[part]; had {
+		qh.tree.Delete(partHead{old, part})
+		delete(qh.byPart, part)
+	}
+	if !ok {
+		return
+	}
+	qh.byPart[part] = h
+	qh.tree.ReplaceOrInsert(partHead{h, part})
+	close(qh.ready)
+	qh.ready = make(chan struct{})
+}
+
+// best returns the partition holding queue's best ready task.
+func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	qh := x.queues[queue]
+	if qh == nil {
+		return 0, partition.Head{}, false
+	}
+	ph, ok := qh.tree.Min()
+	return ph.part, ph.h, ok
+}
+
+// readyChan returns a channel closed when queue next gains a head. Take it
+// before looking for work, so a task arriving in between is not missed.
+func (x *headIndex) readyChan(queue string) <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.queueLocked(queue).ready
+}

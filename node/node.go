@@ -1,0 +1,377 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/httpapi"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/raftgroup"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Node is one running skuldd process.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock
+
+	id    uint64
+	store *store.Store
+	raft  *raftgroup.Group
+	parts []*partition.Replica
+	heads *headIndex
+	ids   *task.IDGen
+
+	udp      net.PacketConn
+	tcp      net.Listener
+	quicSrv  *wire.Server
+	httpSrv  *http.Server
+	addr     string
+	ready    atomic.Bool
+	stopping atomic.Bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New validates cfg and returns a node that is not started.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: config: %w", err)
+	}
+	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex()}, nil
+}
+
+// Start opens the store, binds the address, brings up the metadata group
+// and the partitions, wins leadership of the partitions this node should
+// lead, and starts serving. On error everything started is closed again.
+func (n *Node) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			n.shutdown()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.StartTimeout)
+	defer cancel()
+	began := time.Now()
+
+	if err := n.openStore(); err != nil {
+		return err
+	}
+	n.log = n.cfg.Logger.With("node", n.id)
+	n.ids = task.NewIDGen(n.id, n.clock)
+	if err := n.bind(); err != nil {
+		return err
+	}
+	if err := n.startRaft(ctx); err != nil {
+		return err
+	}
+	if err := n.loadPartitions(); err != nil {
+		return err
+	}
+	if err := n.electLeaders(ctx); err != nil {
+		return err
+	}
+	loopCtx, loopCancel := context.WithCancel(context.Background())
+	n.cancel = loopCancel
+	n.wg.Go(func() { n.tickLoop(loopCtx) })
+	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
+	if err := n.serve(); err != nil {
+		return err
+	}
+	n.reconcileDeps()
+	n.ready.Store(true)
+	n.log.Info("serving", "addr", n.addr, "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// Addr returns the address the node serves on (UDP and TCP, one port).
+func (n *Node) Addr() string { return n.addr }
+
+// ID returns the node's id.
+func (n *Node) ID() uint64 { return n.id }
+
+func (n *Node) openStore() error {
+	dir := filepath.Join(n.cfg.DataDir, "store")
+	sc := store.DefaultConfig(dir)
+	sc.Logger = n.cfg.Logger
+	s, err := store.Open(sc)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.store = s
+	meta, err := s.NodeMeta()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		meta = store.NodeMeta{NodeID: newNodeID(), CreatedAt: clock.UnixMilli(n.clock)}
+		if err := s.PutNodeMeta(meta); err != nil {
+			return fmt.Errorf("node: save identity: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("node: read identity: %w", err)
+	}
+	n.id = meta.NodeID
+	return nil
+}
+
+// newNodeID returns a random non-zero id. Node ids are durable and never
+// reused (raft requires it), so they are random rather than derived from an
+// address.
+func newNodeID() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if id := binary.BigEndian.Uint64(b[:]) >> 1; id != 0 {
+			return id // kept below 2^63 so it survives JSON number decoders
+		}
+	}
+}
+
+// bind opens UDP (QUIC) and TCP (HTTP) on one port number. With port 0,
+// UDP picks the port and TCP takes the same number.
+func (n *Node) bind() error {
+	udp, err := net.ListenPacket("udp", n.cfg.Bind)
+	if err != nil {
+		return fmt.Errorf("node: bind udp %s: %w", n.cfg.Bind, err)
+	}
+	n.udp = udp
+	host, _, _ := net.SplitHostPort(n.cfg.Bind)
+	port := udp.LocalAddr().(*net.UDPAddr).Port
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("node: bind tcp %s: %w", addr, err)
+	}
+	n.tcp = tcp
+	n.addr = addr
+	return nil
+}
+
+func (n *Node) startRaft(ctx context.Context) error {
+	rc := raftgroup.DefaultConfig()
+	rc.NodeID = n.id
+	rc.Peers = []uint64{n.id}
+	rc.TickInterval = n.cfg.RaftTick
+	rc.Store = n.store
+	rc.Logger = n.log
+	g, err := raftgroup.New(rc)
+	if err != nil {
+		return fmt.Errorf("node: raft: %w", err)
+	}
+	if err := g.Start(); err != nil {
+		return fmt.Errorf("node: raft start: %w", err)
+	}
+	n.raft = g
+	if err := g.WaitLeader(ctx); err != nil {
+		return fmt.Errorf("node: waiting for a metadata leader: %w", err)
+	}
+	cc, err := g.Init(ctx, raftgroup.ClusterConfig{
+		ClusterID:  newClusterID(),
+		Partitions: n.cfg.Partitions,
+		Replicas:   n.cfg.Replicas,
+		CreatedAt:  clock.UnixMilli(n.clock),
+	})
+	if err != nil {
+		return fmt.Errorf("node: cluster config (the partition and replica counts are fixed when the cluster is created): %w", err)
+	}
+	if err := g.PutMember(ctx, raftgroup.Member{ID: n.id, Addr: n.addr, Since: clock.UnixMilli(n.clock)}); err != nil {
+		return fmt.Errorf("node: register: %w", err)
+	}
+	n.log.Info("metadata group ready", "cluster", cc.ClusterID, "partitions", cc.Partitions, "replicas", cc.Replicas)
+	return nil
+}
+
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// loadPartitions creates the replicas and rebuilds their indexes from the
+// store, on as many goroutines as there are CPUs.
+func (n *Node) loadPartitions() error {
+	n.parts = make([]*partition.Replica, n.cfg.Partitions)
+	for p := range n.parts {
+		n.parts[p] = partition.New(partition.Config{
+			Part:       uint16(p),
+			Partitions: n.cfg.Partitions,
+			Self:       n.id,
+			Store:      n.store,
+			SkewBound:  n.cfg.SkewBound,
+			RetryBase:  n.cfg.RetryBase,
+			RetryMax:   n.cfg.RetryMax,
+			Logger:     n.log,
+			OnHead:     n.heads.set,
+		})
+	}
+	now := clock.UnixMilli(n.clock)
+	work := make(chan *partition.Replica, len(n.parts))
+	for _, r := range n.parts {
+		work <- r
+	}
+	close(work)
+	errs := make(chan error, len(n.parts))
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for r := range work {
+				if err := r.Load(now); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(<-errs)
+}
+
+func (n *Node) serve() error {
+	cert, err := wire.SelfSignedCert()
+	if err != nil {
+		return fmt.Errorf("node: tls: %w", err)
+	}
+	srv, err := wire.NewServer(wire.ServerConfig{TLS: wire.ServerTLS(cert), Logger: n.log}, wire.ServiceHandler(n))
+	if err != nil {
+		return fmt.Errorf("node: quic server: %w", err)
+	}
+	n.quicSrv = srv
+	n.wg.Go(func() {
+		if err := srv.Serve(n.udp); err != nil {
+			n.log.Error("quic server stopped", "err", err)
+		}
+	})
+	n.httpSrv = &http.Server{
+		Handler:           httpapi.New(n, n.health, n.log),
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
+	}
+	n.wg.Go(func() {
+		if err := n.httpSrv.Serve(n.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// HTTP server timeouts: a slow client must not hold a connection forever.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// health reports why the node cannot serve, or nil.
+func (n *Node) health() error {
+	switch {
+	case n.stopping.Load():
+		return wire.ErrShuttingDown
+	case !n.ready.Load():
+		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
+	}
+	for _, r := range n.parts {
+		if r.Epoch() == 0 {
+			return fmt.Errorf("%w: partition %d has no leader here", wire.ErrUnavailable, r.Part())
+		}
+	}
+	return nil
+}
+
+// Close stops serving, waits for in-flight requests (up to
+// ShutdownTimeout), and closes everything. Safe to call more than once.
+func (n *Node) Close() error {
+	n.shutdown()
+	return nil
+}
+
+func (n *Node) shutdown() {
+	n.closed.Do(func() {
+		n.stopping.Store(true)
+		n.ready.Store(false)
+		if n.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+			if err := n.httpSrv.Shutdown(ctx); err != nil {
+				n.log.Warn("http shutdown", "err", err)
+			}
+			cancel()
+		} else if n.tcp != nil {
+			_ = n.tcp.Close()
+		}
+		if n.quicSrv != nil {
+			if err := n.quicSrv.Close(); err != nil {
+				n.log.Warn("quic shutdown", "err", err)
+			}
+		}
+		if n.udp != nil {
+			_ = n.udp.Close()
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		for _, r := range n.parts {
+			if r != nil {
+				r.Resign()
+			}
+		}
+		if n.raft != nil {
+			if err := n.raft.Close(); err != nil {
+				n.log.Warn("raft close", "err", err)
+			}
+		}
+		if n.store != nil {
+			if err := n.store.Close(); err != nil {
+				n.log.Warn("store close", "err", err)
+			}
+		}
+		n.log.Info("stopped")
+	})
+}
+
+// tickLoop moves due timers (delays, claim expiries) every TickInterval.
+func (n *Node) tickLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := clock.UnixMilli(n.clock)
+			for _, r := range n.parts {
+				r.Tick(now)
+			}
+		}
+	}
+}
+
+// reconcileLoop re-checks blocked tasks' deps every ReconcileInterval.
+func (n *Node) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.reconcileDeps()
+		}
+	}
+}

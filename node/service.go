@@ -1,0 +1,723 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// The node implements wire.Service for the QUIC and HTTP front ends.
+var _ wire.Service = (*Node)(nil)
+
+// Limits of single requests.
+const (
+	// maxClaimCount bounds the tasks one claim may take.
+	maxClaimCount = 1000
+	// listPageSize is the number of tasks per streamed list frame.
+	listPageSize = 256
+	// maxClaimRaces bounds how often a claim re-picks after losing a race
+	// for the best head; the last try takes whatever its partition has.
+	maxClaimRaces = 16
+)
+
+func (n *Node) now() int64 { return clock.UnixMilli(n.clock) }
+
+func (n *Node) partOf(id task.ID) uint16 { return ring.PartitionOf(id[:], n.cfg.Partitions) }
+
+// replicaOf returns the replica of id's partition.
+func (n *Node) replicaOf(id task.ID) *partition.Replica { return n.parts[n.partOf(id)] }
+
+func (n *Node) checkServing() error {
+	if n.stopping.Load() {
+		return wire.ErrShuttingDown
+	}
+	if !n.ready.Load() {
+		return fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
+	}
+	return nil
+}
+
+// cohortSize is the number of replicas of every partition: N capped by the
+// number of members.
+func (n *Node) cohortSize() int {
+	m := n.raft.Meta()
+	return min(m.Config.Replicas, max(1, len(m.Members)))
+}
+
+// acksFor checks a requested W against the cohort and returns the number
+// of durable acks the write needs.
+func (n *Node) acksFor(w int) (int, error) {
+	size := n.cohortSize()
+	switch {
+	case w < 0:
+		return 0, fmt.Errorf("%w: w=%d is negative", task.ErrInvalid, w)
+	case w == 0:
+		return ring.Majority(size), nil
+	case w > size:
+		return 0, fmt.Errorf("%w: w=%d exceeds the partition's cohort of %d replica(s)", task.ErrInvalid, w, size)
+	}
+	return w, nil
+}
+
+// checkMs checks a duration in ms from a request: not negative, not over maxD.
+func checkMs(what string, v int64, maxD time.Duration) error {
+	if v < 0 {
+		return fmt.Errorf("%w: %s %dms is negative", task.ErrInvalid, what, v)
+	}
+	if v > maxD.Milliseconds() {
+		return fmt.Errorf("%w: %s %dms exceeds the limit of %v", task.ErrInvalid, what, v, maxD)
+	}
+	return nil
+}
+
+// Ping answers a liveness probe.
+func (n *Node) Ping(context.Context) (*wire.PingResponse, error) {
+	return &wire.PingResponse{NodeID: n.id, Time: n.now()}, nil
+}
+
+// Enqueue validates and durably writes a batch of tasks.
+func (n *Node) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if len(req.Tasks) == 0 {
+		return nil, fmt.Errorf("%w: no tasks to enqueue", task.ErrInvalid)
+	}
+	if len(req.Tasks) > n.cfg.MaxBatch {
+		return nil, fmt.Errorf("%w: %d tasks in one enqueue, limit %d", task.ErrTooLarge, len(req.Tasks), n.cfg.MaxBatch)
+	}
+	acks, err := n.acksFor(req.W)
+	if err != nil {
+		return nil, err
+	}
+	now := n.now()
+	batch := make([]partition.NewTask, len(req.Tasks))
+	inBatch := make(map[task.ID]bool, len(req.Tasks))
+	for i := range req.Tasks {
+		nt, err := n.newTask(&req.Tasks[i], now, inBatch)
+		if err != nil {
+			return nil, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+		}
+		batch[i] = nt
+		inBatch[nt.Spec.ID] = true
+	}
+	if err := n.writeTasks(batch, now); err != nil {
+		return nil, err
+	}
+	n.checkNewDeps(batch)
+	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(batch))}
+	for i, nt := range batch {
+		resp.Results[i] = wire.EnqueueResult{ID: nt.Spec.ID, Acks: acks}
+	}
+	return resp, nil
+}
+
+// newTask validates one task of an enqueue and builds its spec. Deps must
+// exist, in the store or earlier in the same batch; those already
+// completed start out as done.
+func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool) (partition.NewTask, error) {
+	var nt partition.NewTask
+	if err := task.ValidateQueue(et.Queue); err != nil {
+		return nt, err
+	}
+	if err := task.ValidateGroup(et.Group); err != nil {
+		return nt, err
+	}
+	if err := task.ValidateDescription(et.Description); err != nil {
+		return nt, err
+	}
+	if err := task.ValidateData(et.Data, n.cfg.MaxPayload); err != nil {
+		return nt, err
+	}
+	if err := checkMs("delay", et.DelayMs, n.cfg.MaxDelay); err != nil {
+		return nt, err
+	}
+	sp := &task.Spec{
+		Queue:       et.Queue,
+		Priority:    et.Priority,
+		Group:       et.Group,
+		Description: et.Description,
+		MaxAttempts: et.MaxAttempts,
+		EnqueuedAt:  now,
+		Data:        et.Data,
+	}
+	if et.ID != nil {
+		if et.ID.IsZero() {
+			return nt, fmt.Errorf("%w: the zero id is reserved", task.ErrInvalid)
+		}
+		sp.ID, nt.CheckExisting = *et.ID, true
+	} else {
+		sp.ID = n.ids.Next()
+	}
+	if sp.MaxAttempts == 0 {
+		sp.MaxAttempts = n.cfg.DefaultMaxAttempts
+	}
+	if et.DelayMs > 0 {
+		sp.NotBefore = now + et.DelayMs
+	}
+	deps, err := task.NormalizeDeps(et.Deps, sp.ID)
+	if err != nil {
+		return nt, err
+	}
+	sp.Deps = deps
+	for _, d := range deps {
+		if inBatch[d] {
+			continue
+		}
+		done, err := n.depState(d)
+		if err != nil {
+			return nt, err
+		}
+		if done {
+			nt.State.DepsDone = append(nt.State.DepsDone, d)
+		}
+	}
+	nt.Spec = sp
+	return nt, nil
+}
+
+// depState reports whether dep exists and is completed.
+func (n *Node) depState(dep task.ID) (completed bool, err error) {
+	part := n.partOf(dep)
+	if _, err := n.store.Spec(part, dep); errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
+	} else if err != nil {
+		return false, err
+	}
+	st, _, err := n.store.State(part, dep)
+	if err != nil {
+		return false, err
+	}
+	return st.Completion != nil, nil
+}
+
+// writeTasks writes the batch, one store batch per partition, all
+// partitions at once so their syncs share fsyncs.
+func (n *Node) writeTasks(batch []partition.NewTask, now int64) error {
+	byPart := map[uint16][]partition.NewTask{}
+	for _, nt := range batch {
+		p := n.partOf(nt.Spec.ID)
+		byPart[p] = append(byPart[p], nt)
+	}
+	if len(byPart) == 1 {
+		for p, ts := range byPart {
+			return n.parts[p].Enqueue(ts, now)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for p, ts := range byPart {
+		wg.Go(func() {
+			if err := n.parts[p].Enqueue(ts, now); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// checkNewDeps runs after new tasks are durable: a dep that completed
+// between the pre-check and the write of the reverse edge is caught here
+// (the dep's completer reads edges after writing its completion; the
+// enqueuer reads completions after writing its edges, so one of them sees
+// the other).
+func (n *Node) checkNewDeps(batch []partition.NewTask) {
+	now := n.now()
+	for _, nt := range batch {
+		for _, d := range nt.Spec.Deps {
+			if slices.Contains(nt.State.DepsDone, d) {
+				continue
+			}
+			done, err := n.depState(d)
+			if err != nil || !done {
+				continue
+			}
+			if err := n.replicaOf(nt.Spec.ID).DepDone(nt.Spec.ID, d, now); err != nil {
+				n.log.Warn("marking dependency done", "task", nt.Spec.ID, "dep", d, "err", err)
+			}
+		}
+	}
+}
+
+// Claim takes up to Count of the queue's best ready tasks, waiting up to
+// WaitMs for the first one.
+func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateQueue(req.Queue); err != nil {
+		return nil, err
+	}
+	ttl := req.TTLMs
+	if ttl == 0 {
+		ttl = n.cfg.DefaultTTL.Milliseconds()
+	}
+	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	}
+	count := max(req.Count, 1)
+	if req.Count < 0 || count > maxClaimCount {
+		return nil, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
+	}
+	if err := checkMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+		return nil, err
+	}
+	var deadline <-chan time.Time
+	if req.WaitMs > 0 {
+		t := time.NewTimer(time.Duration(req.WaitMs) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
+	for {
+		wake := n.heads.readyChan(req.Queue)
+		for len(resp.Tasks) < count {
+			g, err := n.claimOne(req.Queue, ttl)
+			if err != nil {
+				if len(resp.Tasks) > 0 {
+					n.log.Warn("claim stopped early", "queue", req.Queue, "claimed", len(resp.Tasks), "err", err)
+					return resp, nil
+				}
+				return nil, err
+			}
+			if g == nil {
+				break
+			}
+			v, err := n.grantedView(g)
+			if err != nil {
+				return nil, err
+			}
+			resp.Tasks = append(resp.Tasks, v)
+		}
+		if len(resp.Tasks) > 0 || deadline == nil {
+			return resp, nil
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return resp, nil
+		case <-ctx.Done():
+			return resp, nil
+		}
+	}
+}
+
+// claimOne claims the best ready task of queue across the partitions this
+// node leads. The partition re-checks, under its lock, that its head is
+// still the best of all, so concurrent claims keep the order exact.
+func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
+	for race := range maxClaimRaces {
+		part, _, ok := n.heads.best(queue)
+		if !ok {
+			return nil, nil
+		}
+		accept := func(mine partition.Head) bool {
+			_, best, ok := n.heads.best(queue)
+			return ok && !best.Less(mine)
+		}
+		if race == maxClaimRaces-1 {
+			accept = nil
+		}
+		g, err := n.parts[part].ClaimBest(queue, n.now(), ttl, accept)
+		if errors.Is(err, partition.ErrNotLeader) {
+			continue // stepped down since best(); its heads are gone
+		}
+		if err != nil || g != nil {
+			return g, err
+		}
+	}
+	return nil, nil
+}
+
+func (n *Node) grantedView(g *partition.Granted) (wire.TaskView, error) {
+	data, err := n.store.Data(n.partOf(g.Spec.ID), g.Spec.ID)
+	if err != nil {
+		return wire.TaskView{}, fmt.Errorf("read payload of %s: %w", g.Spec.ID, err)
+	}
+	v := n.view(g.Spec, data, &g.State, nil, n.now())
+	idx := g.Claim.Index
+	v.Claim = &idx
+	return v, nil
+}
+
+// Renew extends a claim.
+func (n *Node) Renew(_ context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	ttl := req.TTLMs
+	if ttl == 0 {
+		ttl = n.cfg.DefaultTTL.Milliseconds()
+	}
+	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	}
+	c, err := n.replicaOf(req.ID).Renew(req.ID, req.Claim, n.now(), ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.RenewResponse{End: c.End, Acks: 1}, nil
+}
+
+// Update appends a progress entry.
+func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
+		return nil, err
+	}
+	if err := n.replicaOf(req.ID).Update(req.ID, req.Claim, req.Seq, req.Data, n.now()); err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// Complete completes a task and tells its dependents.
+func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	newly, err := n.replicaOf(req.ID).Complete(req.ID, req.Claim, req.Seq, n.now())
+	if err != nil {
+		return nil, err
+	}
+	if newly {
+		n.notifyDependents(req.ID)
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// notifyDependents marks dep done on every task waiting on it. Failures are
+// logged; the periodic reconcile retries them.
+func (n *Node) notifyDependents(dep task.ID) {
+	now := n.now()
+	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
+		if err := n.replicaOf(id).DepDone(id, dep, now); err != nil {
+			n.log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
+		}
+		return true
+	})
+	if err != nil {
+		n.log.Warn("reading dependents", "dep", dep, "err", err)
+	}
+}
+
+// reconcileDeps re-checks every blocked task's deps.
+func (n *Node) reconcileDeps() {
+	now := n.now()
+	for _, r := range n.parts {
+		for _, id := range r.Blocked() {
+			sp, err := n.store.Spec(r.Part(), id)
+			if err != nil {
+				continue
+			}
+			for _, d := range sp.Deps {
+				if done, err := n.depState(d); err == nil && done {
+					if err := r.DepDone(id, d, now); err != nil {
+						n.log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Fail ends a claim as a failed attempt.
+func (n *Node) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if req.RetryAfterMs != nil {
+		if err := checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.replicaOf(req.ID).Fail(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now()); err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// Snooze ends a claim without counting an attempt.
+func (n *Node) Snooze(_ context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
+		return nil, err
+	}
+	if err := n.replicaOf(req.ID).Snooze(req.ID, req.Claim, req.DelayMs, n.now()); err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// Requeue makes a dead task ready again.
+func (n *Node) Requeue(_ context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// Get reads a task.
+func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	part := n.partOf(req.ID)
+	sp, err := n.store.Spec(part, req.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.readView(part, sp, true)
+	if err != nil {
+		return nil, err
+	}
+	if req.MinSeq != nil {
+		var have uint64
+		if latest := len(v.Claims); latest > 0 {
+			last := v.Claims[latest-1].Claim
+			for _, u := range v.Updates {
+				if u.Claim == last {
+					have++
+				}
+			}
+		}
+		if have < *req.MinSeq {
+			return nil, fmt.Errorf("%w: history has %d entries, caller saw %d", task.ErrStale, have, *req.MinSeq)
+		}
+	}
+	return &v, nil
+}
+
+// readView reads a task's payload, state and (if withUpdates) its visible
+// updates and builds its view.
+func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.TaskView, error) {
+	data, err := n.store.Data(part, sp.ID)
+	if err != nil {
+		return wire.TaskView{}, fmt.Errorf("read payload of %s: %w", sp.ID, err)
+	}
+	st, _, err := n.store.State(part, sp.ID)
+	if err != nil {
+		return wire.TaskView{}, err
+	}
+	var ups []store.Update
+	if withUpdates {
+		err = n.store.Updates(part, sp.ID, func(u store.Update) bool {
+			ups = append(ups, u)
+			return true
+		})
+		if err != nil {
+			return wire.TaskView{}, err
+		}
+	}
+	return n.view(sp, data, &st, ups, n.now()), nil
+}
+
+// view builds a task's client view. Only the contiguous prefix of each
+// claim's updates (seq 0, 1, 2, ... without a gap) is visible.
+func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []store.Update, now int64) wire.TaskView {
+	status, _ := task.Derive(sp, st, now, n.cfg.SkewBound.Milliseconds())
+	live := status == task.Claimed
+	v := wire.TaskView{
+		ID:          sp.ID,
+		Queue:       sp.Queue,
+		Priority:    sp.Priority,
+		Data:        data,
+		Deps:        sp.Deps,
+		State:       status.String(),
+		Claims:      make([]wire.ClaimView, 0, len(st.Claims)),
+		Updates:     []wire.UpdateView{},
+		Group:       sp.Group,
+		Description: sp.Description,
+		MaxAttempts: sp.MaxAttempts,
+		Attempts:    st.Attempts(live),
+		NotBefore:   task.NotBefore(sp, st),
+		EnqueuedAt:  sp.EnqueuedAt,
+	}
+	if v.Deps == nil {
+		v.Deps = []task.ID{}
+	}
+	if v.Data == nil {
+		v.Data = []byte{}
+	}
+	for _, c := range st.Claims {
+		cv := wire.ClaimView{Claim: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+		if comp := st.Completion; comp != nil && comp.Claim == c.Index {
+			at := comp.At
+			cv.Completed = &at
+		}
+		if r, ok := st.ReleaseOf(c.Index); ok {
+			cv.End = min(cv.End, r.At)
+		}
+		v.Claims = append(v.Claims, cv)
+	}
+	for _, r := range st.Releases {
+		v.Failures = append(v.Failures, wire.FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
+	}
+	var claim uint32
+	var next uint64
+	for i, u := range ups {
+		if i == 0 || u.Claim != claim {
+			claim, next = u.Claim, 0
+		}
+		if u.Seq != next {
+			continue // a gap: later entries of this claim stay hidden
+		}
+		v.Updates = append(v.Updates, wire.UpdateView{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
+		next++
+	}
+	return v
+}
+
+// List streams the tasks matching the filters, partition by partition in
+// id order, a page at a time; nothing is held beyond one page.
+func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	if err := n.checkServing(); err != nil {
+		return err
+	}
+	if req.Queue != "" {
+		if err := task.ValidateQueue(req.Queue); err != nil {
+			return err
+		}
+	}
+	if err := task.ValidateGroup(req.Group); err != nil {
+		return err
+	}
+	var want *task.Status
+	if req.State != "" {
+		s, err := task.ParseStatus(req.State)
+		if err != nil {
+			return err
+		}
+		want = &s
+	}
+	if req.Limit < 0 {
+		return fmt.Errorf("%w: limit %d is negative", task.ErrInvalid, req.Limit)
+	}
+	page := &wire.ListPage{Tasks: make([]wire.TaskView, 0, listPageSize)}
+	sent := 0
+	skew := n.cfg.SkewBound.Milliseconds()
+	for p := range n.parts {
+		now := n.now()
+		err := n.store.ScanPartition(uint16(p), task.ID{}, func(rec store.TaskRecord) (bool, error) {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			sp := rec.Spec
+			if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group {
+				return true, nil
+			}
+			if want != nil {
+				if s, _ := task.Derive(sp, &rec.State, now, skew); s != *want {
+					return true, nil
+				}
+			}
+			data, err := n.store.Data(uint16(p), sp.ID)
+			if err != nil {
+				return false, err
+			}
+			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, nil, now))
+			sent++
+			if len(page.Tasks) == listPageSize {
+				if err := emit(page); err != nil {
+					return false, err
+				}
+				page.Tasks = page.Tasks[:0]
+			}
+			return req.Limit == 0 || sent < req.Limit, nil
+		})
+		if err != nil {
+			return err
+		}
+		if req.Limit > 0 && sent >= req.Limit {
+			break
+		}
+	}
+	if len(page.Tasks) > 0 {
+		return emit(page)
+	}
+	return nil
+}
+
+// Count counts tasks of a queue (or all queues) in every state.
+func (n *Node) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if req.Queue != "" {
+		if err := task.ValidateQueue(req.Queue); err != nil {
+			return nil, err
+		}
+	}
+	var total int64
+	for _, r := range n.parts {
+		r.Stats(func(q string, c [task.NumStatus]int64) {
+			if req.Queue == "" || q == req.Queue {
+				for _, v := range c {
+					total += v
+				}
+			}
+		})
+	}
+	return &wire.CountResponse{Count: total}, nil
+}
+
+// Queues returns per-queue counts by state.
+func (n *Node) Queues(context.Context, *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	sums := map[string]*[task.NumStatus]int64{}
+	for _, r := range n.parts {
+		r.Stats(func(q string, c [task.NumStatus]int64) {
+			s := sums[q]
+			if s == nil {
+				s = new([task.NumStatus]int64)
+				sums[q] = s
+			}
+			for i, v := range c {
+				s[i] += v
+			}
+		})
+	}
+	resp := &wire.QueuesResponse{Queues: make([]wire.QueueStats, 0, len(sums))}
+	for q, c := range sums {
+		resp.Queues = append(resp.Queues, wire.QueueStats{
+			Queue: q, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
+			Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead],
+		})
+	}
+	slices.SortFunc(resp.Queues, func(a, b wire.QueueStats) int {
+		if a.Queue < b.Queue {
+			return -1
+		}
+		if a.Queue > b.Queue {
+			return 1
+		}
+		return 0
+	})
+	return resp, nil
+}

@@ -1,0 +1,70 @@
+package partition
+
+import (
+	"github.com/google/btree"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+// Head is a queue's best ready task in one partition.
+type Head struct {
+	Priority int32
+	ID       task.ID
+}
+
+// Less orders heads as claims take them: higher priority first, then the
+// older (smaller) id.
+func (h Head) Less(o Head) bool {
+	if h.Priority != o.Priority {
+		return h.Priority > o.Priority
+	}
+	return h.ID.Compare(o.ID) < 0
+}
+
+// entry is the in-memory state of one task that is not completed. It holds
+// just enough to move the task between states on a timer without reading
+// the store.
+type entry struct {
+	q        *queueIndex
+	priority int32
+	status   task.Status
+	// pendingDeps is how many deps are not known complete.
+	pendingDeps uint16
+	// attempts counts ended, non-snoozed claims since the last requeue.
+	attempts    uint32
+	maxAttempts uint32
+	// due is when a timer moves the task: the not-before of a delayed task,
+	// or end + skew bound of a claimed one. 0 when no timer is set.
+	due int64
+}
+
+// timerItem orders timers by due time, then id.
+type timerItem struct {
+	due int64
+	id  task.ID
+}
+
+func timerLess(a, b timerItem) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	return a.id.Compare(b.id) < 0
+}
+
+// btreeDegree trades node size against depth; 32 keeps a 1e6-entry tree
+// four levels deep with small nodes.
+const btreeDegree = 32
+
+// queueIndex is one queue's ready index and counts within a partition.
+type queueIndex struct {
+	name   string
+	ready  *btree.BTreeG[Head]
+	counts [task.NumStatus]int64
+}
+
+func newQueueIndex(name string) *queueIndex {
+	return &queueIndex{name: name, ready: btree.NewG(btreeDegree, Head.Less)}
+}
+
+// head returns the queue's best ready task.
+func (q *queueIndex) head() (Head, bool) { return q.ready.Min() }

@@ -1,0 +1,370 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skuldd/skuldd/epoch"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+)
+
+// Granted is a claim just granted, with the task it is on.
+type Granted struct {
+	Spec  *task.Spec // without payload
+	State task.State
+	Claim task.Claim
+}
+
+// maxClaimRetries bounds how often ClaimBest re-picks when the index
+// disagrees with the stored state (which only a bug could cause).
+const maxClaimRetries = 8
+
+// ClaimBest claims queue's best ready task for ttl ms, if accept (called
+// with the lock held) agrees that this partition's head is the best to
+// take. It returns nil when there is nothing to claim or accept declines.
+// The claim is durable when ClaimBest returns.
+func (r *Replica) ClaimBest(queue string, now, ttl int64, accept func(Head) bool) (*Granted, error) {
+	r.mu.Lock()
+	if err := r.checkLeaderLocked(); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	q := r.queues[queue]
+	for range maxClaimRetries {
+		h, ok := Head{}, false
+		if q != nil {
+			h, ok = q.head()
+		}
+		if !ok || accept != nil && !accept(h) {
+			r.mu.Unlock()
+			return nil, nil
+		}
+		sp, st, err := r.loadLocked(h.ID)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		if status, _ := task.Derive(sp, &st, now, r.skew); status != task.Ready {
+			r.log.Error("ready index disagrees with stored state", "task", h.ID, "state", status)
+			r.rederiveLocked(sp, &st, now)
+			continue
+		}
+		c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
+		st.AddClaim(c)
+		p, err := r.writeStateLocked(sp, &st, now, nil)
+		r.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Wait(); err != nil {
+			return nil, err
+		}
+		return &Granted{Spec: sp, State: st, Claim: c}, nil
+	}
+	r.mu.Unlock()
+	return nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
+}
+
+func (r *Replica) checkLeaderLocked() error {
+	if r.epoch == 0 {
+		return fmt.Errorf("%w: partition %d", ErrNotLeader, r.cfg.Part)
+	}
+	if r.promised > r.epoch && r.promTo != r.cfg.Self {
+		r.resignLocked()
+		return fmt.Errorf("%w: partition %d promised epoch %d to node %d", ErrNotLeader, r.cfg.Part, r.promised, r.promTo)
+	}
+	return nil
+}
+
+// Renew extends claim idx of task id to now+ttl.
+func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
+	var out task.Claim
+	err := r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		c, err := st.Renew(idx, now, ttl)
+		out = c
+		return err == nil, nil, err
+	})
+	return out, err
+}
+
+// Update appends progress entry seq to claim idx's history. A repeat of
+// an entry with the same data succeeds without a write.
+func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now int64) error {
+	r.mu.Lock()
+	sp, st, err := r.loadLocked(id)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	next, err := r.cfg.Store.NextSeq(r.cfg.Part, id, idx)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	dup, err := st.CheckUpdate(idx, seq, next)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	if dup {
+		old, err := r.cfg.Store.Update(r.cfg.Part, id, idx, seq)
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if string(old) != string(data) {
+			return fmt.Errorf("%w: update seq %d of claim %d exists with other data", task.ErrConflict, seq, idx)
+		}
+		return nil
+	}
+	b := r.cfg.Store.NewBatch()
+	if err := b.PutUpdate(r.cfg.Part, sp.ID, idx, seq, data); err != nil {
+		r.mu.Unlock()
+		b.Close()
+		return err
+	}
+	p, err := b.Apply()
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return p.Wait()
+}
+
+// Complete completes task id under claim idx at seq (nil: the next seq of
+// the claim's history). It returns newly=true when this call completed the
+// task, false for a repeat of the same completion.
+func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, err error) {
+	err = r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		next, err := r.cfg.Store.NextSeq(r.cfg.Part, id, idx)
+		if err != nil {
+			return false, nil, err
+		}
+		s := next
+		if seq != nil {
+			s = *seq
+		}
+		newly, err = st.Complete(idx, s, next, now)
+		return newly, nil, err
+	})
+	return newly, err
+}
+
+// Fail ends claim idx as a failed attempt. The task is retried after
+// retryAfter ms (nil: exponential backoff), or is dead after max attempts.
+func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) error {
+	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		// Attempts(false) already counts claim idx, the one failing now.
+		wait := r.backoff(st.Attempts(false))
+		if retryAfter != nil {
+			wait = *retryAfter
+		}
+		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason)})
+		return done, nil, err
+	})
+}
+
+// backoff is the default retry delay before attempt n+1, in ms.
+func (r *Replica) backoff(failed uint32) int64 {
+	d := r.cfg.RetryBase
+	for i := uint32(1); i < failed && d < r.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.RetryMax).Milliseconds()
+}
+
+// Snooze ends claim idx without counting an attempt; the task is ready
+// again after delay ms.
+func (r *Replica) Snooze(id task.ID, idx uint32, delay, now int64) error {
+	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		done, err := st.End(idx, task.Release{At: now, Snooze: true, Until: now + delay})
+		return done, nil, err
+	})
+}
+
+// Requeue makes a dead task ready again.
+func (r *Replica) Requeue(id task.ID, now int64) error {
+	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		if status, _ := task.Derive(sp, st, now, r.skew); status != task.Dead {
+			return false, nil, fmt.Errorf("%w: %s is %s", task.ErrNotDead, id, status)
+		}
+		st.Requeue()
+		return true, nil, nil
+	})
+}
+
+// DepDone records that dep, a dependency of task id, completed.
+func (r *Replica) DepDone(id, dep task.ID, now int64) error {
+	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+		if !slices.Contains(sp.Deps, dep) {
+			return false, nil, fmt.Errorf("%w: %s does not depend on %s", task.ErrInvalid, id, dep)
+		}
+		if _, ok := slices.BinarySearchFunc(st.DepsDone, dep, task.ID.Compare); ok {
+			return false, nil, nil
+		}
+		st.AddDepDone(dep)
+		return true, nil, nil
+	})
+}
+
+// Blocked returns the ids of tasks waiting on deps, for the dependency
+// reconcile.
+func (r *Replica) Blocked() []task.ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []task.ID
+	for id, e := range r.tasks {
+		if e.status == task.Blocked {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Stats calls fn with each queue's counts by state.
+func (r *Replica) Stats(fn func(queue string, counts [task.NumStatus]int64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, q := range r.queues {
+		fn(name, q.counts)
+	}
+}
+
+// Promise is the voter side of the handoff (package epoch, step 3): promise
+// epoch to candidate, persist it, and return this replica's claim set.
+func (r *Replica) Promise(ep, candidate uint64) ([]epoch.Claim, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ep < r.promised || ep == r.promised && r.promTo != candidate {
+		return nil, fmt.Errorf("%w: partition %d promised epoch %d to node %d", epoch.ErrRefused, r.cfg.Part, r.promised, r.promTo)
+	}
+	if ep > r.promised {
+		b := r.cfg.Store.NewBatch()
+		if err := b.PutPromise(r.cfg.Part, ep, candidate); err != nil {
+			b.Close()
+			return nil, err
+		}
+		// Waited under the lock: no claim may be written after the promise
+		// is given and before it is durable.
+		if err := b.Commit(); err != nil {
+			return nil, fmt.Errorf("partition %d: persist promise: %w", r.cfg.Part, err)
+		}
+		r.promised, r.promTo = ep, candidate
+	}
+	// <=: a replica may lead at an epoch it never promised to itself; a
+	// promise of that epoch to another node ends its leadership too.
+	if r.epoch > 0 && r.epoch <= ep && candidate != r.cfg.Self {
+		r.resignLocked()
+	}
+	var cs []epoch.Claim
+	for id, e := range r.tasks {
+		if e.status != task.Claimed {
+			continue
+		}
+		st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := st.Latest(); ok {
+			cs = append(cs, epoch.Claim{Task: id, Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch})
+		}
+	}
+	return epoch.Union(cs), nil
+}
+
+// Install merges a claim set into this replica (handoff step 7).
+func (r *Replica) Install(ep uint64, cs []epoch.Claim, now int64) error {
+	r.mu.Lock()
+	if ep < r.promised {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: install at epoch %d, promised %d", task.ErrEpoch, ep, r.promised)
+	}
+	b := r.cfg.Store.NewBatch()
+	type changed struct {
+		sp *task.Spec
+		st task.State
+	}
+	var ch []changed
+	for _, c := range cs {
+		id := task.ID(c.Task)
+		sp, st, err := r.loadLocked(id)
+		if errors.Is(err, task.ErrNotFound) {
+			continue // anti-entropy brings the task; its claim comes with it
+		}
+		if err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
+		merged := st.Clone()
+		merged.Merge(&task.State{Claims: []task.Claim{{Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}}})
+		if slices.Equal(merged.Claims, st.Claims) {
+			continue
+		}
+		if err := b.PutState(r.cfg.Part, id, &merged); err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
+		ch = append(ch, changed{sp, merged})
+	}
+	if b.Empty() {
+		r.mu.Unlock()
+		b.Close()
+		return nil
+	}
+	p, err := b.Apply()
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	for i := range ch {
+		r.rederiveLocked(ch[i].sp, &ch[i].st, now)
+	}
+	r.mu.Unlock()
+	return p.Wait()
+}
+
+// Lead makes the replica grant claims at ep, which the caller won through
+// the handoff, and publishes its queue heads.
+func (r *Replica) Lead(ep uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ep < r.promised || ep == r.promised && r.promTo != r.cfg.Self {
+		return fmt.Errorf("%w: partition %d: lead at epoch %d, promised %d to node %d", ErrNotLeader, r.cfg.Part, ep, r.promised, r.promTo)
+	}
+	r.epoch = ep
+	for name, q := range r.queues {
+		if h, ok := q.head(); ok {
+			r.cfg.OnHead(r.cfg.Part, name, h, true)
+		}
+	}
+	return nil
+}
+
+// Resign stops the replica from granting claims.
+func (r *Replica) Resign() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resignLocked()
+}
+
+func (r *Replica) resignLocked() {
+	if r.epoch == 0 {
+		return
+	}
+	r.log.Info("stepping down", "epoch", r.epoch, "promised", r.promised)
+	r.epoch = 0
+	for name := range r.queues {
+		r.cfg.OnHead(r.cfg.Part, name, Head{}, false)
+	}
+}
+
+// Epoch returns the epoch the replica leads at, 0 if it does not lead.
+func (r *Replica) Epoch() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
+}

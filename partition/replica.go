@@ -1,0 +1,407 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+)
+
+// ErrNotLeader is returned by a claim on a replica that does not lead its
+// partition (or was superseded by a promise to a higher epoch).
+var ErrNotLeader = errors.New("not the partition leader")
+
+// Config configures a Replica.
+type Config struct {
+	// Part is the partition number; Partitions is P, the cluster's count.
+	Part       uint16
+	Partitions int
+	// Self is this node's id: a promise to another candidate at a higher
+	// epoch makes the replica step down.
+	Self  uint64
+	Store *store.Store
+	// SkewBound is added to a claim's end before the leader treats it as
+	// expired (DESIGN.md, "Partition leaders").
+	SkewBound time.Duration
+	// RetryBase and RetryMax shape the backoff of a failed task whose
+	// client gave no retry-after: RetryBase·2^(attempts-1), at most
+	// RetryMax.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	Logger    *slog.Logger
+	// OnHead is called with the replica's lock held whenever queue's best
+	// ready task changes while the replica leads (ok=false: the queue has
+	// none). It must not block or call into the replica.
+	OnHead func(part uint16, queue string, head Head, ok bool)
+}
+
+// Replica is one partition's replica on this node. Safe for concurrent use.
+type Replica struct {
+	cfg  Config
+	skew int64 // SkewBound in ms
+	log  *slog.Logger
+
+	// mu guards the fields below and orders every write of the partition.
+	mu       sync.Mutex
+	tasks    map[task.ID]*entry
+	queues   map[string]*queueIndex
+	timers   *btree.BTreeG[timerItem]
+	promised uint64 // highest epoch promised
+	promTo   uint64 // candidate it was promised to
+	epoch    uint64 // epoch this replica leads at; 0 when not leading
+}
+
+// New returns an empty replica; call Load before use.
+func New(cfg Config) *Replica {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.OnHead == nil {
+		cfg.OnHead = func(uint16, string, Head, bool) {}
+	}
+	return &Replica{
+		cfg:    cfg,
+		skew:   cfg.SkewBound.Milliseconds(),
+		log:    cfg.Logger.With("partition", cfg.Part),
+		tasks:  make(map[task.ID]*entry),
+		queues: make(map[string]*queueIndex),
+		timers: btree.NewG(btreeDegree, timerLess),
+	}
+}
+
+// Part returns the partition number.
+func (r *Replica) Part() uint16 { return r.cfg.Part }
+
+// Load rebuilds the indexes from the store. It must be called once, before
+// any other method.
+func (r *Replica) Load(now int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, to, err := r.cfg.Store.Promise(r.cfg.Part)
+	if err != nil {
+		return fmt.Errorf("partition %d: load promise: %w", r.cfg.Part, err)
+	}
+	r.promised, r.promTo = p, to
+	err = r.cfg.Store.ScanPartition(r.cfg.Part, task.ID{}, func(rec store.TaskRecord) (bool, error) {
+		r.insertLocked(rec.Spec, &rec.State, now)
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("partition %d: load: %w", r.cfg.Part, err)
+	}
+	return nil
+}
+
+func (r *Replica) queueLocked(name string) *queueIndex {
+	q := r.queues[name]
+	if q == nil {
+		q = newQueueIndex(name)
+		r.queues[name] = q
+	}
+	return q
+}
+
+// insertLocked adds a task the indexes do not hold yet.
+func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
+	q := r.queueLocked(sp.Queue)
+	status, due := task.Derive(sp, st, now, r.skew)
+	if status == task.Completed {
+		q.counts[task.Completed]++
+		return
+	}
+	e := &entry{
+		q:           q,
+		priority:    sp.Priority,
+		pendingDeps: uint16(st.DepsPending(sp)),
+		attempts:    st.Attempts(status == task.Claimed),
+		maxAttempts: sp.MaxAttempts,
+	}
+	r.tasks[sp.ID] = e
+	e.status = status
+	q.counts[status]++
+	r.placeLocked(sp.ID, e, due)
+}
+
+// placeLocked puts e into the ready index or the timers according to its
+// status. e must be in neither.
+func (r *Replica) placeLocked(id task.ID, e *entry, due int64) {
+	switch e.status {
+	case task.Ready:
+		r.pushReadyLocked(e.q, Head{e.priority, id})
+	case task.Delayed, task.Claimed:
+		e.due = due
+		r.timers.ReplaceOrInsert(timerItem{due, id})
+	}
+}
+
+// unplaceLocked removes e from the ready index or the timers.
+func (r *Replica) unplaceLocked(id task.ID, e *entry) {
+	switch e.status {
+	case task.Ready:
+		r.popReadyLocked(e.q, Head{e.priority, id})
+	case task.Delayed, task.Claimed:
+		r.timers.Delete(timerItem{e.due, id})
+		e.due = 0
+	}
+}
+
+// setStatusLocked moves e to status (with timer due) and keeps counts and
+// indexes in step.
+func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due int64) {
+	r.unplaceLocked(id, e)
+	e.q.counts[e.status]--
+	e.status = status
+	e.q.counts[status]++
+	if status == task.Completed {
+		delete(r.tasks, id)
+		return
+	}
+	r.placeLocked(id, e, due)
+}
+
+func (r *Replica) pushReadyLocked(q *queueIndex, h Head) {
+	old, had := q.head()
+	q.ready.ReplaceOrInsert(h)
+	if r.epoch > 0 && (!had || h.Less(old)) {
+		r.cfg.OnHead(r.cfg.Part, q.name, h, true)
+	}
+}
+
+func (r *Replica) popReadyLocked(q *queueIndex, h Head) {
+	old, had := q.head()
+	if _, ok := q.ready.Delete(h); !ok || !had || old != h || r.epoch == 0 {
+		return
+	}
+	nh, ok := q.head()
+	r.cfg.OnHead(r.cfg.Part, q.name, nh, ok)
+}
+
+// rederiveLocked recomputes a task's state from its spec and state after a
+// write and moves it in the indexes.
+func (r *Replica) rederiveLocked(sp *task.Spec, st *task.State, now int64) {
+	e := r.tasks[sp.ID]
+	if e == nil {
+		// A completed task (or one being added): completions are final.
+		return
+	}
+	status, due := task.Derive(sp, st, now, r.skew)
+	e.pendingDeps = uint16(st.DepsPending(sp))
+	e.attempts = st.Attempts(status == task.Claimed)
+	if status == e.status && e.due == due {
+		return
+	}
+	r.setStatusLocked(sp.ID, e, status, due)
+}
+
+// Tick moves tasks whose timers are due at now: delayed tasks become ready,
+// expired claims become ready again (or dead after max attempts). It
+// returns the queues that gained ready tasks, for waking long-polls.
+func (r *Replica) Tick(now int64) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var woke []string
+	for {
+		it, ok := r.timers.Min()
+		if !ok || it.due > now {
+			return woke
+		}
+		e := r.tasks[it.id]
+		if e == nil || e.due != it.due {
+			// Cannot happen: timers and entries change together. Drop the
+			// stray timer rather than loop on it.
+			r.timers.Delete(it)
+			r.log.Error("stray timer", "task", it.id)
+			continue
+		}
+		switch e.status {
+		case task.Claimed:
+			e.attempts++
+			if e.maxAttempts > 0 && e.attempts >= e.maxAttempts {
+				r.setStatusLocked(it.id, e, task.Dead, 0)
+				continue
+			}
+		case task.Delayed:
+		default:
+			r.timers.Delete(it)
+			continue
+		}
+		// The task's deps were complete and its not-before passed when it
+		// was delayed or claimed; expiry makes it ready.
+		r.setStatusLocked(it.id, e, task.Ready, 0)
+		if !slices.Contains(woke, e.q.name) {
+			woke = append(woke, e.q.name)
+		}
+	}
+}
+
+// NewTask is one task to enqueue on this replica.
+type NewTask struct {
+	Spec *task.Spec
+	// State is the initial state: deps already known complete.
+	State task.State
+	// CheckExisting asks for an idempotency check: the id came from the
+	// client and may already exist.
+	CheckExisting bool
+}
+
+// Enqueue durably writes new tasks (and the reverse edges of their deps)
+// and indexes them. A task whose id exists with the same content is
+// accepted again without a write (a retry); with other content it fails
+// with task.ErrConflict and nothing of the batch is written.
+func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
+	r.mu.Lock()
+	b := r.cfg.Store.NewBatch()
+	fresh := make([]NewTask, 0, len(tasks))
+	for _, nt := range tasks {
+		if nt.CheckExisting {
+			dup, err := r.existsLocked(nt.Spec)
+			if err != nil {
+				r.mu.Unlock()
+				b.Close()
+				return err
+			}
+			if dup {
+				continue
+			}
+		}
+		if err := r.putNewLocked(b, nt); err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
+		fresh = append(fresh, nt)
+	}
+	if b.Empty() {
+		r.mu.Unlock()
+		b.Close()
+		return nil
+	}
+	p, err := b.Apply()
+	if err != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("partition %d: enqueue: %w", r.cfg.Part, err)
+	}
+	for i := range fresh {
+		if _, ok := r.tasks[fresh[i].Spec.ID]; !ok {
+			r.insertLocked(fresh[i].Spec, &fresh[i].State, now)
+		}
+	}
+	r.mu.Unlock()
+	return p.Wait()
+}
+
+func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
+	if err := b.PutSpec(r.cfg.Part, nt.Spec); err != nil {
+		return err
+	}
+	if len(nt.State.DepsDone) > 0 {
+		if err := b.PutState(r.cfg.Part, nt.Spec.ID, &nt.State); err != nil {
+			return err
+		}
+	}
+	for _, d := range nt.Spec.Deps {
+		if err := b.PutEdge(ring.PartitionOf(d[:], r.cfg.Partitions), d, nt.Spec.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// existsLocked reports whether sp's id is already stored with the same
+// content; other content under the same id is a conflict.
+func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
+	old, err := r.cfg.Store.Spec(r.cfg.Part, sp.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	data, err := r.cfg.Store.Data(r.cfg.Part, sp.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	same := old.Queue == sp.Queue && old.Priority == sp.Priority && slices.Equal(old.Deps, sp.Deps) &&
+		old.Group == sp.Group && old.Description == sp.Description && old.MaxAttempts == sp.MaxAttempts &&
+		string(data) == string(sp.Data)
+	if !same {
+		return false, fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID)
+	}
+	return true, nil
+}
+
+// loadLocked reads a task's spec and state for a mutation.
+func (r *Replica) loadLocked(id task.ID) (*task.Spec, task.State, error) {
+	sp, err := r.cfg.Store.Spec(r.cfg.Part, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, task.State{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, task.State{}, err
+	}
+	st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+	if err != nil {
+		return nil, task.State{}, err
+	}
+	return sp, st, nil
+}
+
+// writeStateLocked applies a batch holding st (plus whatever fill adds),
+// re-derives the task and returns the pending sync. The caller unlocks and
+// then waits.
+func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fill func(*store.Batch) error) (*store.Pending, error) {
+	b := r.cfg.Store.NewBatch()
+	if err := b.PutState(r.cfg.Part, sp.ID, st); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if fill != nil {
+		if err := fill(b); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	p, err := b.Apply()
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: write %s: %w", r.cfg.Part, sp.ID, err)
+	}
+	if st.Completion != nil {
+		if e := r.tasks[sp.ID]; e != nil {
+			r.setStatusLocked(sp.ID, e, task.Completed, 0)
+		}
+	} else {
+		r.rederiveLocked(sp, st, now)
+	}
+	return p, nil
+}
+
+// mutate runs fn on the task's spec and state under the lock; if fn
+// returns write=true the new state is written, and the call returns after
+// it is durable.
+func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, fill func(*store.Batch) error, err error)) error {
+	r.mu.Lock()
+	sp, st, err := r.loadLocked(id)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	write, fill, err := fn(sp, &st)
+	if err != nil || !write {
+		r.mu.Unlock()
+		return err
+	}
+	p, err := r.writeStateLocked(sp, &st, now, fill)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return p.Wait()
+}

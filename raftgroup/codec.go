@@ -1,0 +1,221 @@
+package raftgroup
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// The raft log entries and snapshots of this group are CBOR with integer
+// keys, behind a format-version byte. The records below are the persisted
+// format; they are separate from the API types so that the API can grow
+// without changing what is on disk by accident. Key numbers are never
+// reused.
+const (
+	commandVersion  byte = 1
+	snapshotVersion byte = 1
+)
+
+// op names a command.
+type op uint8
+
+const (
+	opInit      op = 1
+	opPutMember op = 2
+	opCAS       op = 3
+)
+
+func (o op) String() string {
+	switch o {
+	case opInit:
+		return "init"
+	case opPutMember:
+		return "put-member"
+	case opCAS:
+		return "cas"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// command is one proposal. Proposer, Boot and Seq form the request id:
+// Boot is random per Group instance, so entries proposed before a restart
+// (and replayed after it) never match a waiter of the new instance,
+// whose Seq starts again from 1.
+type command struct {
+	Proposer uint64        `cbor:"1,keyasint"`
+	Boot     uint64        `cbor:"2,keyasint"`
+	Seq      uint64        `cbor:"3,keyasint"`
+	Op       op            `cbor:"4,keyasint"`
+	Config   *configRecord `cbor:"5,keyasint,omitempty"`
+	Member   *memberRecord `cbor:"6,keyasint,omitempty"`
+	CAS      *casRecord    `cbor:"7,keyasint,omitempty"`
+}
+
+type configRecord struct {
+	ClusterID  string `cbor:"1,keyasint"`
+	Partitions int    `cbor:"2,keyasint"`
+	Replicas   int    `cbor:"3,keyasint"`
+	CreatedAt  int64  `cbor:"4,keyasint"`
+}
+
+type memberRecord struct {
+	ID    uint64 `cbor:"1,keyasint"`
+	Addr  string `cbor:"2,keyasint"`
+	Since int64  `cbor:"3,keyasint"`
+}
+
+type partitionRecord struct {
+	Epoch  uint64   `cbor:"1,keyasint"`
+	Cohort []uint64 `cbor:"2,keyasint,omitempty"`
+	Leader uint64   `cbor:"3,keyasint"`
+}
+
+type casRecord struct {
+	Partition int      `cbor:"1,keyasint"`
+	PrevEpoch uint64   `cbor:"2,keyasint"`
+	Epoch     uint64   `cbor:"3,keyasint"`
+	Cohort    []uint64 `cbor:"4,keyasint"`
+	Leader    uint64   `cbor:"5,keyasint"`
+}
+
+// snapshotRecord is Meta as stored in a raft snapshot. Members are a
+// slice sorted by id, so equal states encode to equal bytes.
+type snapshotRecord struct {
+	Applied    uint64            `cbor:"1,keyasint"`
+	Config     *configRecord     `cbor:"2,keyasint,omitempty"`
+	Members    []memberRecord    `cbor:"3,keyasint,omitempty"`
+	Partitions []partitionRecord `cbor:"4,keyasint,omitempty"`
+}
+
+// Decoding limits. A snapshot of the largest state has MaxPartitions
+// partition records; nothing nests deeper than a snapshot's cohort lists.
+const (
+	maxNestedLevels  = 8
+	maxArrayElements = MaxPartitions
+	maxMapPairs      = 64
+)
+
+var (
+	encMode cbor.EncMode
+	decMode cbor.DecMode
+)
+
+func init() {
+	var err error
+	if encMode, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
+		panic(err)
+	}
+	// Entries come from peers through the log; bound what decoding may
+	// allocate, and refuse fields this version does not know rather than
+	// apply half a command.
+	dopts := cbor.DecOptions{
+		MaxNestedLevels:   maxNestedLevels,
+		MaxArrayElements:  maxArrayElements,
+		MaxMapPairs:       maxMapPairs,
+		IndefLength:       cbor.IndefLengthForbidden,
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+	}
+	if decMode, err = dopts.DecMode(); err != nil {
+		panic(err)
+	}
+}
+
+func marshalVersioned(version byte, v any) ([]byte, error) {
+	b, err := encMode.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{version}, b...), nil
+}
+
+func unmarshalVersioned(version byte, b []byte, v any) error {
+	if len(b) == 0 {
+		return fmt.Errorf("empty record")
+	}
+	if b[0] != version {
+		return fmt.Errorf("format version %d, want %d", b[0], version)
+	}
+	return decMode.Unmarshal(b[1:], v)
+}
+
+func encodeCommand(c *command) ([]byte, error) {
+	b, err := marshalVersioned(commandVersion, c)
+	if err != nil {
+		return nil, fmt.Errorf("encode %v command: %w", c.Op, err)
+	}
+	return b, nil
+}
+
+func decodeCommand(b []byte) (command, error) {
+	var c command
+	if err := unmarshalVersioned(commandVersion, b, &c); err != nil {
+		return command{}, fmt.Errorf("decode command: %w", err)
+	}
+	return c, nil
+}
+
+// encodeSnapshot checks m's invariants before it is written.
+func encodeSnapshot(m *Meta) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("encode snapshot: state at %d: %w", m.Applied, err)
+	}
+	rec := snapshotRecord{Applied: m.Applied, Config: toConfigRecord(m.Config)}
+	for _, mem := range m.Members {
+		rec.Members = append(rec.Members, memberRecord(mem))
+	}
+	slices.SortFunc(rec.Members, func(a, b memberRecord) int { return cmp.Compare(a.ID, b.ID) })
+	for _, p := range m.Partitions {
+		rec.Partitions = append(rec.Partitions, partitionRecord{Epoch: p.Epoch, Cohort: p.Cohort, Leader: p.Leader})
+	}
+	b, err := marshalVersioned(snapshotVersion, &rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return b, nil
+}
+
+// decodeSnapshot checks the decoded state's invariants after reading.
+func decodeSnapshot(b []byte) (Meta, error) {
+	var rec snapshotRecord
+	if err := unmarshalVersioned(snapshotVersion, b, &rec); err != nil {
+		return Meta{}, fmt.Errorf("decode snapshot: %w", err)
+	}
+	m := Meta{Applied: rec.Applied, Members: make(map[uint64]Member, len(rec.Members))}
+	if rec.Config != nil {
+		c := ClusterConfig(*rec.Config)
+		m.Config = &c
+		m.Partitions = make([]PartitionInfo, 0, len(rec.Partitions))
+	}
+	for _, mr := range rec.Members {
+		if _, dup := m.Members[mr.ID]; dup {
+			return Meta{}, fmt.Errorf("decode snapshot: member %d twice", mr.ID)
+		}
+		m.Members[mr.ID] = Member(mr)
+	}
+	for _, pr := range rec.Partitions {
+		m.Partitions = append(m.Partitions, PartitionInfo{Epoch: pr.Epoch, Cohort: pr.Cohort, Leader: pr.Leader})
+	}
+	if err := m.check(); err != nil {
+		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)
+	}
+	return m, nil
+}
+
+func toConfigRecord(c *ClusterConfig) *configRecord {
+	if c == nil {
+		return nil
+	}
+	r := configRecord(*c)
+	return &r
+}
+
+func toCASRecord(c CAS) *casRecord {
+	return &casRecord{Partition: c.Partition, PrevEpoch: c.PrevEpoch, Epoch: c.Epoch, Cohort: c.Cohort, Leader: c.Leader}
+}
+
+func (r *casRecord) toCAS() CAS {
+	return CAS{Partition: r.Partition, PrevEpoch: r.PrevEpoch, Epoch: r.Epoch, Cohort: r.Cohort, Leader: r.Leader}
+}

@@ -1,0 +1,156 @@
+package raftgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+)
+
+// Init sets the cluster config if it is unset, creating c.Partitions
+// never-led partitions. If the cluster was initialised before, Init returns
+// the existing config when its Partitions and Replicas equal c's (the
+// ClusterID and CreatedAt of the first Init win), and otherwise fails
+// with ErrConfigMismatch, naming both, and returns the existing config
+// along with the error.
+func (g *Group) Init(ctx context.Context, c ClusterConfig) (ClusterConfig, error) {
+	if err := c.validate(); err != nil {
+		return ClusterConfig{}, fmt.Errorf("raftgroup: init: %w", err)
+	}
+	r, err := g.propose(ctx, command{Op: opInit, Config: toConfigRecord(&c)})
+	if err != nil {
+		return ClusterConfig{}, err
+	}
+	if r.err != nil {
+		return r.config, fmt.Errorf("raftgroup: %w", r.err)
+	}
+	return r.config, nil
+}
+
+// PutMember adds m to the registry or replaces the member with its id.
+// It does not need Init: the registry is independent of the partition
+// layout.
+func (g *Group) PutMember(ctx context.Context, m Member) error {
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("raftgroup: put member: %w", err)
+	}
+	r, err := g.propose(ctx, command{Op: opPutMember, Member: (*memberRecord)(&m)})
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		return fmt.Errorf("raftgroup: %w", r.err)
+	}
+	return nil
+}
+
+// CAS sets a partition's epoch, cohort and leader iff its epoch is still
+// c.PrevEpoch (DESIGN.md, Partition leaders, step 8). A lost race fails
+// with a *ConflictError (errors.Is ErrCASConflict) carrying the current
+// record. Arguments are checked first: Epoch must exceed PrevEpoch and
+// Leader must be in a cohort of distinct non-zero ids (ErrInvalid); the
+// partition must exist (ErrBadPartition) once the cluster is initialised
+// (ErrNotInitialized).
+func (g *Group) CAS(ctx context.Context, c CAS) error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("raftgroup: cas partition %d: %w", c.Partition, err)
+	}
+	r, err := g.propose(ctx, command{Op: opCAS, CAS: toCASRecord(c)})
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		return fmt.Errorf("raftgroup: %w", r.err)
+	}
+	return nil
+}
+
+// propose replicates cmd and waits until this node applied it, returning
+// the apply result.
+//
+// raft may drop a proposal without telling anyone (doc.go: "it is user's
+// job to ensure proposal retries"): a follower forwards it to a leader
+// that dies, or a deposed leader's uncommitted tail is overwritten. So
+// whenever this node learns of a new leader while waiting, it proposes
+// the same command again. If both copies commit, the first one applied
+// answers the call; the second changes nothing for Init and CAS (an
+// equal config; a CAS from an epoch that is gone) and rewrites the same
+// member for PutMember.
+//
+// An error other than ErrInvalid means the command's fate is unknown:
+// after ctx ends or Close, it may still be applied.
+func (g *Group) propose(ctx context.Context, cmd command) (result, error) {
+	ch := make(chan result, 1)
+	g.mu.Lock()
+	if g.mu.lifecycle != stateRunning {
+		g.mu.Unlock()
+		return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, ErrClosed)
+	}
+	g.mu.seq++
+	seq := g.mu.seq
+	g.mu.waiters[seq] = ch
+	node := g.node
+	leaderCh := g.mu.leaderCh
+	g.mu.Unlock()
+	defer g.dropWaiter(seq)
+
+	cmd.Proposer, cmd.Boot, cmd.Seq = g.cfg.NodeID, g.boot, seq
+	data, err := encodeCommand(&cmd)
+	if err != nil {
+		return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
+	}
+	if len(data) > maxCommandBytes {
+		return result{}, fmt.Errorf("raftgroup: %v: %w: command of %d bytes, limit %d",
+			cmd.Op, ErrInvalid, len(data), maxCommandBytes)
+	}
+	for {
+		if err := node.Propose(ctx, data); err != nil {
+			if errors.Is(err, raft.ErrStopped) {
+				err = ErrClosed
+			}
+			return result{}, fmt.Errorf("raftgroup: %v: propose: %w", cmd.Op, err)
+		}
+		r, again, err := g.awaitApply(ctx, ch, &leaderCh)
+		if !again {
+			if err != nil {
+				return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
+			}
+			return r, nil
+		}
+		g.log.Debug("leader changed; proposing again", "op", cmd.Op, "seq", seq, "leader", g.Leader())
+	}
+}
+
+// awaitApply waits for the result on ch. It returns again when a new
+// leader became known (updating *leaderCh), so the caller re-proposes.
+func (g *Group) awaitApply(ctx context.Context, ch chan result, leaderCh *chan struct{}) (r result, again bool, err error) {
+	for {
+		select {
+		case r := <-ch:
+			return r, false, nil
+		case <-*leaderCh:
+			g.mu.Lock()
+			*leaderCh = g.mu.leaderCh
+			g.mu.Unlock()
+			if g.Leader() != 0 {
+				return result{}, true, nil
+			}
+		case <-ctx.Done():
+			return result{}, false, fmt.Errorf("waiting for apply: %w", ctx.Err())
+		case <-g.stopc:
+			select {
+			case r := <-ch: // applied just before Close
+				return r, false, nil
+			default:
+				return result{}, false, ErrClosed
+			}
+		}
+	}
+}
+
+func (g *Group) dropWaiter(seq uint64) {
+	g.mu.Lock()
+	delete(g.mu.waiters, seq)
+	g.mu.Unlock()
+}

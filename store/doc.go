@@ -1,0 +1,34 @@
+// Package store owns the on-disk format: one Pebble database per node,
+// holding task records, progress updates, dependency edges, partition
+// promises, the metadata raft log and node identity.
+//
+// # Keyspace
+//
+// Every key starts with a kind byte. Task-related kinds continue with the
+// partition as a big-endian uint16, so one partition's data of one kind is a
+// contiguous range (cheap handoff and anti-entropy):
+//
+//	0x01 name                          node meta (identity, format version)
+//	0x10 part id                       task spec, without payload (CBOR)
+//	0x11 part id                       task payload (raw bytes)
+//	0x12 part id                       task state, the CRDT (CBOR)
+//	0x13 part id claim(u32) seq(u64)   progress update payload (raw bytes)
+//	0x14 part dep dependent            reverse dependency edge (empty value)
+//	0x15 part                          promised epoch (u64)
+//	0x20 ...                           metadata raft log (raftlog.go)
+//
+// Values that are structs are a format-version byte followed by CBOR.
+//
+// # Durability
+//
+// A Batch is applied in order and then waited on: Apply assigns its place in
+// the WAL while the caller still holds whatever lock orders its writes, and
+// Wait blocks until the WAL is synced. Concurrent waiters share fsyncs
+// (Pebble's group commit), so acks never need one fsync each.
+//
+// Invariant: nothing is acknowledged to a client before the batch holding it
+// was waited on; a batch applied after another is never durable before it.
+//
+// store is the only importer of cockroachdb/pebble. It imports task and
+// clock; it must not import wire, partition, raftgroup, node or raft.
+package store

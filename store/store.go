@@ -1,0 +1,225 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Key kinds. See the package doc for the layout of each.
+const (
+	kindMeta    byte = 0x01
+	kindSpec    byte = 0x10
+	kindData    byte = 0x11
+	kindState   byte = 0x12
+	kindUpdate  byte = 0x13
+	kindEdge    byte = 0x14
+	kindPromise byte = 0x15
+	kindRaft    byte = 0x20
+)
+
+// formatVersion is the version byte in front of every CBOR value. A reader
+// refuses a value with another version rather than misreading it.
+const formatVersion byte = 1
+
+// ErrNotFound is returned by reads of a key that does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrCorrupt is returned when a stored value cannot be decoded.
+var ErrCorrupt = errors.New("store: corrupt record")
+
+// Config configures a Store. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	// Dir is the database directory; created if missing.
+	Dir string
+	// FS is the filesystem; default vfs.Default. Tests pass vfs.NewMem or a
+	// crashable filesystem.
+	FS vfs.FS
+	// CacheBytes is the block cache size.
+	CacheBytes int64
+	// MemTableBytes is the size of one memtable. Larger memtables mean fewer
+	// flushes under enqueue load.
+	MemTableBytes uint64
+	// Logger receives Pebble's log lines.
+	Logger *slog.Logger
+}
+
+// Default sizes. The cache is small because the hot data (indexes) is in
+// node memory; Pebble reads are mostly payloads of claimed tasks.
+const (
+	defaultCacheBytes    = 64 << 20
+	defaultMemTableBytes = 64 << 20
+)
+
+// DefaultConfig returns the defaults for dir.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Dir:           dir,
+		FS:            vfs.Default,
+		CacheBytes:    defaultCacheBytes,
+		MemTableBytes: defaultMemTableBytes,
+		Logger:        slog.Default(),
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig(c.Dir)
+	if c.FS == nil {
+		c.FS = d.FS
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = d.CacheBytes
+	}
+	if c.MemTableBytes == 0 {
+		c.MemTableBytes = d.MemTableBytes
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+}
+
+// Store is one node's database. Safe for concurrent use.
+type Store struct {
+	db     *pebble.DB
+	cache  interface{ Unref() }
+	logger *slog.Logger
+}
+
+// Open opens (creating if needed) the database in cfg.Dir.
+func Open(cfg Config) (*Store, error) {
+	cfg.fill()
+	if cfg.Dir == "" {
+		return nil, errors.New("store: no directory")
+	}
+	if cfg.FS == vfs.Default {
+		if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+			return nil, fmt.Errorf("store: create %s: %w", cfg.Dir, err)
+		}
+	}
+	cache := pebble.NewCache(cfg.CacheBytes)
+	opts := &pebble.Options{
+		FS:                 cfg.FS,
+		Cache:              cache,
+		MemTableSize:       cfg.MemTableBytes,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{cfg.Logger.With("component", "pebble")},
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+	}
+	return &Store{db: db, cache: cache, logger: cfg.Logger}, nil
+}
+
+// Close closes the database. No method may be called after Close.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.cache.Unref()
+	if err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger adapts slog to pebble's Logger. Fatalf logs and exits:
+// Pebble calls it only on unrecoverable corruption, where carrying on would
+// risk acknowledged data.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) { p.l.Info(fmt.Sprintf(format, args...)) }
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error("fatal storage error", "err", fmt.Sprintf(format, args...))
+	os.Exit(70)
+}
+
+var (
+	encMode cbor.EncMode
+	decMode cbor.DecMode
+)
+
+func init() {
+	var err error
+	if encMode, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
+		panic(err)
+	}
+	// Stored records were written by this code, but a damaged file must
+	// still not exhaust memory: bound what decoding may allocate.
+	dopts := cbor.DecOptions{
+		MaxNestedLevels:  16,
+		MaxArrayElements: 1 << 20,
+		MaxMapPairs:      1 << 16,
+		IndefLength:      cbor.IndefLengthForbidden,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+	}
+	if decMode, err = dopts.DecMode(); err != nil {
+		panic(err)
+	}
+}
+
+// encode returns the version byte followed by v's CBOR.
+func encode(v any) ([]byte, error) {
+	b, err := encMode.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode %T: %w", v, err)
+	}
+	out := make([]byte, 0, 1+len(b))
+	out = append(out, formatVersion)
+	return append(out, b...), nil
+}
+
+// decode checks the version byte and decodes the rest into v.
+func decode(b []byte, v any) error {
+	if len(b) == 0 || b[0] != formatVersion {
+		return fmt.Errorf("%w: unknown format version", ErrCorrupt)
+	}
+	if err := decMode.Unmarshal(b[1:], v); err != nil {
+		return fmt.Errorf("%w: decode %T: %v", ErrCorrupt, v, err)
+	}
+	return nil
+}
+
+// partKey returns kind | part | rest...
+func partKey(kind byte, part uint16, extra int) []byte {
+	k := make([]byte, 3, 3+extra)
+	k[0] = kind
+	binary.BigEndian.PutUint16(k[1:3], part)
+	return k
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}
+
+// get reads key, returning a copy of its value or ErrNotFound.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	if err := closer.Close(); err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,358 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+func taskKey(kind byte, part uint16, id task.ID) []byte {
+	return append(partKey(kind, part, task.IDLen), id[:]...)
+}
+
+func updateKey(part uint16, id task.ID, claim uint32, seq uint64) []byte {
+	k := append(partKey(kindUpdate, part, task.IDLen+12), id[:]...)
+	k = binary.BigEndian.AppendUint32(k, claim)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func edgeKey(part uint16, dep, dependent task.ID) []byte {
+	k := append(partKey(kindEdge, part, 2*task.IDLen), dep[:]...)
+	return append(k, dependent[:]...)
+}
+
+// Batch collects writes that become durable together. Not safe for
+// concurrent use. See the package doc for Apply/Wait.
+type Batch struct {
+	s *Store
+	b *pebble.Batch
+}
+
+// NewBatch returns an empty batch.
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// PutSpec writes a task's spec and, separately, its payload.
+func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
+	meta := *sp
+	meta.Data = nil
+	v, err := encode(&meta)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(taskKey(kindSpec, part, sp.ID), v, nil); err != nil {
+		return fmt.Errorf("store: put spec: %w", err)
+	}
+	if err := b.b.Set(taskKey(kindData, part, sp.ID), sp.Data, nil); err != nil {
+		return fmt.Errorf("store: put data: %w", err)
+	}
+	return nil
+}
+
+// PutState writes a task's state.
+func (b *Batch) PutState(part uint16, id task.ID, st *task.State) error {
+	v, err := encode(st)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(taskKey(kindState, part, id), v, nil); err != nil {
+		return fmt.Errorf("store: put state: %w", err)
+	}
+	return nil
+}
+
+// PutUpdate writes one progress update.
+func (b *Batch) PutUpdate(part uint16, id task.ID, claim uint32, seq uint64, data []byte) error {
+	if err := b.b.Set(updateKey(part, id, claim, seq), data, nil); err != nil {
+		return fmt.Errorf("store: put update: %w", err)
+	}
+	return nil
+}
+
+// PutEdge records that dependent waits on dep; part is dep's partition.
+func (b *Batch) PutEdge(part uint16, dep, dependent task.ID) error {
+	if err := b.b.Set(edgeKey(part, dep, dependent), nil, nil); err != nil {
+		return fmt.Errorf("store: put edge: %w", err)
+	}
+	return nil
+}
+
+// PutPromise records the epoch a partition replica promised, and to which
+// candidate.
+func (b *Batch) PutPromise(part uint16, epoch, candidate uint64) error {
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, epoch), candidate)
+	if err := b.b.Set(partKey(kindPromise, part, 0), v, nil); err != nil {
+		return fmt.Errorf("store: put promise: %w", err)
+	}
+	return nil
+}
+
+// Pending is an applied batch whose durability is not yet confirmed.
+type Pending struct{ b *pebble.Batch }
+
+// Apply gives the batch its place in the WAL and makes it visible to reads,
+// without waiting for the sync. Call it while holding the lock that orders
+// the writes; then release the lock and Wait. The batch must not be used
+// after Apply.
+func (b *Batch) Apply() (*Pending, error) {
+	if err := b.s.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		_ = b.b.Close()
+		return nil, fmt.Errorf("store: apply: %w", err)
+	}
+	return &Pending{b: b.b}, nil
+}
+
+// Wait blocks until the applied batch is durable (its WAL synced).
+func (p *Pending) Wait() error {
+	err := p.b.SyncWait()
+	_ = p.b.Close()
+	if err != nil {
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	return nil
+}
+
+// Commit applies the batch and waits for it to be durable.
+func (b *Batch) Commit() error {
+	p, err := b.Apply()
+	if err != nil {
+		return err
+	}
+	return p.Wait()
+}
+
+// Close discards a batch that was not applied.
+func (b *Batch) Close() { _ = b.b.Close() }
+
+// Spec reads a task's spec without its payload.
+func (s *Store) Spec(part uint16, id task.ID) (*task.Spec, error) {
+	v, err := s.get(taskKey(kindSpec, part, id))
+	if err != nil {
+		return nil, err
+	}
+	sp := new(task.Spec)
+	if err := decode(v, sp); err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	return sp, nil
+}
+
+// Data reads a task's payload.
+func (s *Store) Data(part uint16, id task.ID) ([]byte, error) {
+	return s.get(taskKey(kindData, part, id))
+}
+
+// State reads a task's state; a task with no state record has the zero
+// state (found=false).
+func (s *Store) State(part uint16, id task.ID) (st task.State, found bool, err error) {
+	v, err := s.get(taskKey(kindState, part, id))
+	if errors.Is(err, ErrNotFound) {
+		return task.State{}, false, nil
+	}
+	if err != nil {
+		return task.State{}, false, err
+	}
+	if err := decode(v, &st); err != nil {
+		return task.State{}, false, fmt.Errorf("task %s: %w", id, err)
+	}
+	return st, true, nil
+}
+
+// Update is one stored progress update.
+type Update struct {
+	Claim uint32
+	Seq   uint64
+	Data  []byte
+}
+
+// Updates calls fn for each stored update of task id, ordered by (claim,
+// seq), until fn returns false.
+func (s *Store) Updates(part uint16, id task.ID, fn func(Update) bool) error {
+	prefix := taskKey(kindUpdate, part, id)
+	return s.scan(prefix, prefixEnd(prefix), func(k, v []byte) (bool, error) {
+		rest := k[len(prefix):]
+		if len(rest) != 12 {
+			return false, fmt.Errorf("%w: update key of %d bytes", ErrCorrupt, len(k))
+		}
+		u := Update{
+			Claim: binary.BigEndian.Uint32(rest[0:4]),
+			Seq:   binary.BigEndian.Uint64(rest[4:12]),
+			Data:  append([]byte(nil), v...),
+		}
+		return fn(u), nil
+	})
+}
+
+// Update reads one update, or ErrNotFound.
+func (s *Store) Update(part uint16, id task.ID, claim uint32, seq uint64) ([]byte, error) {
+	return s.get(updateKey(part, id, claim, seq))
+}
+
+// NextSeq returns the length of claim's contiguous update history: the
+// number of updates with seq 0, 1, 2, ... present without a gap.
+func (s *Store) NextSeq(part uint16, id task.ID, claim uint32) (uint64, error) {
+	prefix := binary.BigEndian.AppendUint32(taskKey(kindUpdate, part, id), claim)
+	var next uint64
+	err := s.scan(prefix, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
+		if len(k) != len(prefix)+8 {
+			return false, fmt.Errorf("%w: update key of %d bytes", ErrCorrupt, len(k))
+		}
+		if binary.BigEndian.Uint64(k[len(prefix):]) != next {
+			return false, nil
+		}
+		next++
+		return true, nil
+	})
+	return next, err
+}
+
+// Dependents calls fn with each task recorded as waiting on dep.
+func (s *Store) Dependents(part uint16, dep task.ID, fn func(task.ID) bool) error {
+	prefix := taskKey(kindEdge, part, dep)
+	return s.scan(prefix, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
+		if len(k) != len(prefix)+task.IDLen {
+			return false, fmt.Errorf("%w: edge key of %d bytes", ErrCorrupt, len(k))
+		}
+		var id task.ID
+		copy(id[:], k[len(prefix):])
+		return fn(id), nil
+	})
+}
+
+// Promise returns the epoch partition part promised and the candidate it
+// promised it to; 0, 0 if none.
+func (s *Store) Promise(part uint16) (epoch, candidate uint64, err error) {
+	v, err := s.get(partKey(kindPromise, part, 0))
+	if errors.Is(err, ErrNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 16 {
+		return 0, 0, fmt.Errorf("%w: promise of %d bytes", ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:]), nil
+}
+
+// TaskRecord is a task's spec (without payload) and state, as a scan
+// returns them.
+type TaskRecord struct {
+	Spec  *task.Spec
+	State task.State
+}
+
+// ScanPartition calls fn for every task of partition part with id >= from,
+// in id order, until fn returns false or an error. Payloads are not read.
+// It walks the spec and state ranges side by side, so a scan costs one pass
+// over each.
+func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
+	specLo := taskKey(kindSpec, part, from)
+	specHi := partKey(kindSpec, part+1, 0)
+	if part == ^uint16(0) {
+		specHi = []byte{kindSpec + 1}
+	}
+	stateLo := taskKey(kindState, part, from)
+	stateHi := prefixEnd(partKey(kindState, part, 0))
+	si, err := s.db.NewIter(&pebble.IterOptions{LowerBound: specLo, UpperBound: specHi})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	defer si.Close()
+	ti, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stateLo, UpperBound: stateHi})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	defer ti.Close()
+	ti.First()
+	for si.First(); si.Valid(); si.Next() {
+		key := si.Key()
+		if len(key) != 3+task.IDLen {
+			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
+		}
+		rec := TaskRecord{Spec: new(task.Spec)}
+		if err := decode(si.Value(), rec.Spec); err != nil {
+			return fmt.Errorf("part %d: %w", part, err)
+		}
+		id := key[3:]
+		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) < 0 {
+			ti.Next() // a state without a spec: cannot happen, skip it
+		}
+		if ti.Valid() && bytes.Equal(ti.Key()[3:], id) {
+			if err := decode(ti.Value(), &rec.State); err != nil {
+				return fmt.Errorf("part %d task %x: %w", part, id, err)
+			}
+		}
+		more, err := fn(rec)
+		if err != nil || !more {
+			return err
+		}
+	}
+	if err := si.Error(); err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	return ti.Error()
+}
+
+// scan iterates [lo, hi) calling fn until it returns false or an error.
+func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("store: iter: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		more, err := fn(it.Key(), it.Value())
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: iter: %w", err)
+	}
+	return nil
+}
+
+// NodeMeta is a node's durable identity.
+type NodeMeta struct {
+	NodeID    uint64 `cbor:"1,keyasint"`
+	ClusterID string `cbor:"2,keyasint,omitempty"`
+	CreatedAt int64  `cbor:"3,keyasint,omitempty"`
+}
+
+var nodeMetaKey = []byte{kindMeta, 'n', 'o', 'd', 'e'}
+
+// NodeMeta returns the node's identity, or ErrNotFound on a new database.
+func (s *Store) NodeMeta() (NodeMeta, error) {
+	var m NodeMeta
+	v, err := s.get(nodeMetaKey)
+	if err != nil {
+		return m, err
+	}
+	if err := decode(v, &m); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// PutNodeMeta durably writes the node's identity.
+func (s *Store) PutNodeMeta(m NodeMeta) error {
+	v, err := encode(&m)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Set(nodeMetaKey, v, pebble.Sync); err != nil {
+		return fmt.Errorf("store: put node meta: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package task
+
+import "fmt"
+
+// The methods below check and apply the client operations that act on a
+// claim. Each checks fencing first (DESIGN.md, Fencing): only the task's
+// latest claim may renew, update, snooze, fail or complete it. They mutate
+// s only when they return nil.
+
+// CheckLatest returns nil if idx is the task's latest claim.
+func (s *State) CheckLatest(idx uint32) error {
+	c, ok := s.Latest()
+	switch {
+	case !ok || idx > c.Index:
+		return fmt.Errorf("%w: claim %d was never granted", ErrNoSuchClaim, idx)
+	case idx < c.Index:
+		return fmt.Errorf("%w: claim %d was superseded by claim %d", ErrClaimSuperseded, idx, c.Index)
+	}
+	return nil
+}
+
+// checkOpen returns nil if idx is the latest claim, the task is not
+// completed and the claim was not ended by fail or snooze.
+func (s *State) checkOpen(idx uint32) error {
+	if s.Completion != nil {
+		return fmt.Errorf("%w: by claim %d", ErrCompleted, s.Completion.Claim)
+	}
+	if err := s.CheckLatest(idx); err != nil {
+		return err
+	}
+	if r, ok := s.ReleaseOf(idx); ok {
+		what := "failed"
+		if r.Snooze {
+			what = "snoozed"
+		}
+		return fmt.Errorf("%w: claim %d was %s", ErrClaimEnded, idx, what)
+	}
+	return nil
+}
+
+// Renew grows the end of claim idx to at least now+ttl. It is refused once
+// the claim has expired (now >= End) by the renewing node's clock.
+func (s *State) Renew(idx uint32, now, ttl int64) (Claim, error) {
+	if err := s.checkOpen(idx); err != nil {
+		return Claim{}, err
+	}
+	c := &s.Claims[len(s.Claims)-1]
+	if now >= c.End {
+		return Claim{}, fmt.Errorf("%w: claim %d ended at %d, now %d", ErrClaimExpired, idx, c.End, now)
+	}
+	c.End = max(c.End, now+ttl)
+	return *c, nil
+}
+
+// CheckUpdate checks that claim idx may append the update with seq, given
+// next, the length of the claim's visible (contiguous) history. It returns
+// dup=true for an idempotent retry of seq < next, which the caller must
+// confirm carries the same data.
+func (s *State) CheckUpdate(idx uint32, seq, next uint64) (dup bool, err error) {
+	if err := s.checkOpen(idx); err != nil {
+		return false, err
+	}
+	if seq > next {
+		return false, fmt.Errorf("%w: update seq %d, next is %d", ErrSeq, seq, next)
+	}
+	return seq < next, nil
+}
+
+// Complete marks the task completed by claim idx at seq, where next is the
+// length of the claim's visible history: seq must equal it, so a completion
+// is the last entry of a contiguous history. Repeating the same completion
+// is a no-op (done=false, nil); a different one is a conflict.
+func (s *State) Complete(idx uint32, seq, next uint64, now int64) (done bool, err error) {
+	if c := s.Completion; c != nil {
+		if c.Claim == idx && c.Seq == seq {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: task already completed by claim %d at seq %d", ErrConflict, c.Claim, c.Seq)
+	}
+	if err := s.checkOpen(idx); err != nil {
+		return false, err
+	}
+	if seq != next {
+		return false, fmt.Errorf("%w: complete seq %d, next is %d", ErrSeq, seq, next)
+	}
+	s.Completion = &Completion{Claim: idx, Seq: seq, At: now}
+	return true, nil
+}
+
+// End ends claim idx early: a fail (snooze=false) or a snooze. A retry of
+// the same kind of release is a no-op (done=false, nil).
+func (s *State) End(idx uint32, r Release) (done bool, err error) {
+	if s.Completion == nil && s.CheckLatest(idx) == nil {
+		if prev, ok := s.ReleaseOf(idx); ok && prev.Snooze == r.Snooze {
+			return false, nil
+		}
+	}
+	if err := s.checkOpen(idx); err != nil {
+		return false, err
+	}
+	r.Claim = idx
+	s.AddRelease(r)
+	return true, nil
+}
+
+// Requeue makes a dead task claimable again: claims so far stop counting as
+// attempts. The caller checks that the task is dead.
+func (s *State) Requeue() {
+	s.RequeueBase = max(s.RequeueBase, s.NextClaim())
+}

@@ -1,0 +1,327 @@
+package task
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Spec is the immutable part of a task, fixed at enqueue.
+type Spec struct {
+	ID       ID     `cbor:"1,keyasint"`
+	Queue    string `cbor:"2,keyasint"`
+	Priority int32  `cbor:"3,keyasint,omitempty"`
+	// Deps are the ids of tasks that must complete before this one is
+	// ready; sorted and unique. Deps are older ids that existed at enqueue,
+	// so dependency cycles cannot form.
+	Deps []ID `cbor:"4,keyasint,omitempty"`
+	// NotBefore is the Unix ms time before which the task is not ready.
+	NotBefore   int64  `cbor:"5,keyasint,omitempty"`
+	Group       string `cbor:"6,keyasint,omitempty"`
+	Description string `cbor:"7,keyasint,omitempty"`
+	// MaxAttempts is how many claims may end without completion (failed or
+	// expired; snoozes do not count) before the task is dead.
+	// INVARIANT: >= 1 once stored (the node fills in its default).
+	MaxAttempts uint32 `cbor:"8,keyasint,omitempty"`
+	// EnqueuedAt is the coordinator's Unix ms time at enqueue.
+	EnqueuedAt int64 `cbor:"9,keyasint,omitempty"`
+	// Data is the payload. The store keeps it apart from the rest of the
+	// spec so that rebuilding indexes never reads payloads.
+	Data []byte `cbor:"10,keyasint,omitempty"`
+}
+
+// Claim is one lease on a task. Its index is the claim id, a fencing token.
+type Claim struct {
+	Index uint32 `cbor:"1,keyasint"`
+	// Start and End are Unix ms by the granting leader's clock. End only
+	// grows (renew); merge takes the max.
+	Start int64  `cbor:"2,keyasint"`
+	End   int64  `cbor:"3,keyasint"`
+	Epoch uint64 `cbor:"4,keyasint,omitempty"`
+}
+
+// Release ends a claim before its End: a fail (counts as an attempt) or a
+// snooze (does not).
+type Release struct {
+	Claim  uint32 `cbor:"1,keyasint"`
+	At     int64  `cbor:"2,keyasint"`
+	Snooze bool   `cbor:"3,keyasint,omitempty"`
+	// Until is the Unix ms time before which the task is not ready again.
+	Until  int64  `cbor:"4,keyasint,omitempty"`
+	Reason string `cbor:"5,keyasint,omitempty"`
+}
+
+// Completion records the claim and sequence number that completed a task.
+type Completion struct {
+	Claim uint32 `cbor:"1,keyasint"`
+	Seq   uint64 `cbor:"2,keyasint"`
+	At    int64  `cbor:"3,keyasint"`
+}
+
+// State is the mutable part of a task: a CRDT that any two replicas merge to
+// the same value.
+//
+// INVARIANT: Claims is sorted by Index with no duplicates; Releases is
+// sorted by Claim with no duplicates; DepsDone is sorted with no duplicates.
+type State struct {
+	Claims     []Claim     `cbor:"1,keyasint,omitempty"`
+	Releases   []Release   `cbor:"2,keyasint,omitempty"`
+	Completion *Completion `cbor:"3,keyasint,omitempty"`
+	// DepsDone are the deps known to be completed.
+	DepsDone []ID `cbor:"4,keyasint,omitempty"`
+	// RequeueBase: claims with a lower index do not count as attempts. A
+	// requeue of a dead task sets it to the number of claims; merge by max.
+	RequeueBase uint32 `cbor:"5,keyasint,omitempty"`
+}
+
+// Status is a task's derived state.
+type Status uint8
+
+// The derived states. Their order is only for tables; it means nothing.
+const (
+	Ready Status = iota
+	Claimed
+	Delayed
+	Blocked
+	Completed
+	Dead
+	numStatus
+)
+
+// NumStatus is the number of distinct Status values.
+const NumStatus = int(numStatus)
+
+var statusNames = [...]string{"ready", "claimed", "delayed", "blocked", "completed", "dead"}
+
+// String returns the lowercase name used on the wire and in ctl output.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// ParseStatus parses a status name.
+func ParseStatus(s string) (Status, error) {
+	for i, n := range statusNames {
+		if n == s {
+			return Status(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, blocked, completed, dead)", ErrInvalid, truncate(s, 32))
+}
+
+// Clone returns a deep copy of s.
+func (s *State) Clone() State {
+	c := State{
+		Claims:      slices.Clone(s.Claims),
+		Releases:    slices.Clone(s.Releases),
+		DepsDone:    slices.Clone(s.DepsDone),
+		RequeueBase: s.RequeueBase,
+	}
+	if s.Completion != nil {
+		cp := *s.Completion
+		c.Completion = &cp
+	}
+	return c
+}
+
+// Latest returns the task's highest claim, if any.
+func (s *State) Latest() (Claim, bool) {
+	if len(s.Claims) == 0 {
+		return Claim{}, false
+	}
+	return s.Claims[len(s.Claims)-1], true
+}
+
+// NextClaim returns the index the next claim of the task gets.
+func (s *State) NextClaim() uint32 {
+	if c, ok := s.Latest(); ok {
+		return c.Index + 1
+	}
+	return 0
+}
+
+// ReleaseOf returns the release of claim idx, if it was ended early.
+func (s *State) ReleaseOf(idx uint32) (Release, bool) {
+	i, ok := slices.BinarySearchFunc(s.Releases, idx, func(r Release, k uint32) int { return cmp.Compare(r.Claim, k) })
+	if !ok {
+		return Release{}, false
+	}
+	return s.Releases[i], true
+}
+
+// Attempts counts claims since the last requeue that ended without
+// completing and were not snoozed. Only claims that have ended count: the
+// caller passes whether the latest claim is still live.
+func (s *State) Attempts(latestLive bool) uint32 {
+	var n uint32
+	for i, c := range s.Claims {
+		if c.Index < s.RequeueBase {
+			continue
+		}
+		if latestLive && i == len(s.Claims)-1 {
+			continue
+		}
+		if s.Completion != nil && s.Completion.Claim == c.Index {
+			continue
+		}
+		if r, ok := s.ReleaseOf(c.Index); ok && r.Snooze {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// DepsPending returns how many of spec's deps are not known complete.
+func (s *State) DepsPending(spec *Spec) int {
+	n := 0
+	for _, d := range spec.Deps {
+		if _, ok := slices.BinarySearchFunc(s.DepsDone, d, ID.Compare); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// Derive computes the task's state at now (Unix ms). skew is added to a
+// claim's End before it counts as expired: a partition leader passes the
+// clock-skew bound, so claims of one task never overlap while clocks stay
+// within it. Derive also returns the time at which the result next changes
+// by the passage of time alone (0 if it does not).
+func Derive(spec *Spec, s *State, now, skew int64) (Status, int64) {
+	if s.Completion != nil {
+		return Completed, 0
+	}
+	if c, ok := s.Latest(); ok {
+		if _, released := s.ReleaseOf(c.Index); !released && now < c.End+skew {
+			return Claimed, c.End + skew
+		}
+	}
+	// No claim is live here, so every claim has ended.
+	if spec.MaxAttempts > 0 && s.Attempts(false) >= spec.MaxAttempts {
+		return Dead, 0
+	}
+	if s.DepsPending(spec) > 0 {
+		return Blocked, 0
+	}
+	if nb := NotBefore(spec, s); now < nb {
+		return Delayed, nb
+	}
+	return Ready, 0
+}
+
+// NotBefore returns the time before which the task may not be claimed: its
+// enqueue delay or the latest retry or snooze delay. A requeue drops the
+// delays of the claims before it, as it drops their attempts.
+func NotBefore(spec *Spec, s *State) int64 {
+	nb := spec.NotBefore
+	for _, r := range s.Releases {
+		if r.Claim < s.RequeueBase {
+			continue
+		}
+		nb = max(nb, r.Until)
+	}
+	return nb
+}
+
+// Merge folds o into s. It is commutative, associative and idempotent.
+func (s *State) Merge(o *State) {
+	s.Claims = mergeSorted(s.Claims, o.Claims,
+		func(a, b Claim) int { return cmp.Compare(a.Index, b.Index) },
+		func(a, b Claim) Claim {
+			return Claim{Index: a.Index, Start: min(a.Start, b.Start), End: max(a.End, b.End), Epoch: max(a.Epoch, b.Epoch)}
+		})
+	s.Releases = mergeSorted(s.Releases, o.Releases,
+		func(a, b Release) int { return cmp.Compare(a.Claim, b.Claim) },
+		func(a, b Release) Release {
+			if releaseLess(b, a) {
+				return b
+			}
+			return a
+		})
+	if o.Completion != nil && (s.Completion == nil || completionLess(*o.Completion, *s.Completion)) {
+		c := *o.Completion
+		s.Completion = &c
+	}
+	s.DepsDone = mergeSorted(s.DepsDone, o.DepsDone, ID.Compare, func(a, _ ID) ID { return a })
+	s.RequeueBase = max(s.RequeueBase, o.RequeueBase)
+}
+
+// releaseLess orders two releases of one claim so that merge keeps the
+// earliest, with a total tie-break so every replica keeps the same one.
+func releaseLess(a, b Release) bool {
+	return cmp.Or(
+		cmp.Compare(a.At, b.At),
+		cmp.Compare(boolInt(a.Snooze), boolInt(b.Snooze)),
+		cmp.Compare(a.Until, b.Until),
+		cmp.Compare(a.Reason, b.Reason),
+	) < 0
+}
+
+// completionLess orders completions: the earliest wins, then the lowest
+// (claim, seq), so merge is deterministic.
+func completionLess(a, b Completion) bool {
+	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Seq, b.Seq)) < 0
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mergeSorted merges two slices sorted by key into a new sorted slice,
+// combining elements with equal keys.
+func mergeSorted[T any](a, b []T, key func(T, T) int, combine func(T, T) T) []T {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]T, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := key(a[i], b[j]); {
+		case c < 0:
+			out = append(out, a[i])
+			i++
+		case c > 0:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, combine(a[i], b[j]))
+			i++
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// AddClaim appends a new claim. It panics if c.Index is not the next index:
+// claim indices are dense and monotonic, and only a leader holding the
+// partition's lock assigns them.
+func (s *State) AddClaim(c Claim) {
+	if c.Index != s.NextClaim() {
+		panic(fmt.Sprintf("task: claim index %d, want next index %d", c.Index, s.NextClaim()))
+	}
+	s.Claims = append(s.Claims, c)
+}
+
+// AddRelease records the early end of a claim.
+func (s *State) AddRelease(r Release) {
+	s.Releases = mergeSorted(s.Releases, []Release{r},
+		func(a, b Release) int { return cmp.Compare(a.Claim, b.Claim) },
+		func(a, b Release) Release {
+			if releaseLess(b, a) {
+				return b
+			}
+			return a
+		})
+}
+
+// AddDepDone records that dep completed.
+func (s *State) AddDepDone(dep ID) {
+	s.DepsDone = mergeSorted(s.DepsDone, []ID{dep}, ID.Compare, func(a, _ ID) ID { return a })
+}

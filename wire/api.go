@@ -1,0 +1,266 @@
+package wire
+
+import (
+	"github.com/skuldd/skuldd/task"
+)
+
+// The ops of the client API. Values are part of the protocol: never
+// renumber, only append.
+const (
+	OpPing     Op = 1
+	OpEnqueue  Op = 10
+	OpClaim    Op = 11
+	OpRenew    Op = 12
+	OpUpdate   Op = 13
+	OpComplete Op = 14
+	OpFail     Op = 15
+	OpSnooze   Op = 16
+	OpRequeue  Op = 17
+	OpGet      Op = 18
+	OpList     Op = 19
+	OpCount    Op = 20
+	OpQueues   Op = 21
+)
+
+var opNames = map[Op]string{
+	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
+	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
+	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
+}
+
+// String returns the op's name.
+func (o Op) String() string {
+	if n, ok := opNames[o]; ok {
+		return n
+	}
+	return "op_" + itoa(uint64(o))
+}
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// The messages below are shared by the QUIC protocol (CBOR, integer keys)
+// and the HTTP API (JSON, the json names). Durations travel as
+// milliseconds; times as Unix milliseconds.
+
+// EnqueueTask is one task to enqueue.
+type EnqueueTask struct {
+	// ID is optional: a client that supplies it can retry the enqueue after
+	// a timeout without ever creating a duplicate.
+	ID          *task.ID  `cbor:"1,keyasint,omitempty" json:"id,omitempty"`
+	Queue       string    `cbor:"2,keyasint" json:"queue"`
+	Priority    int32     `cbor:"3,keyasint,omitempty" json:"priority,omitempty"`
+	Data        []byte    `cbor:"4,keyasint,omitempty" json:"data,omitempty"`
+	Deps        []task.ID `cbor:"5,keyasint,omitempty" json:"deps,omitempty"`
+	DelayMs     int64     `cbor:"6,keyasint,omitempty" json:"delay_ms,omitempty"`
+	Group       string    `cbor:"7,keyasint,omitempty" json:"group,omitempty"`
+	Description string    `cbor:"8,keyasint,omitempty" json:"description,omitempty"`
+	// MaxAttempts 0 means the node's default.
+	MaxAttempts uint32 `cbor:"9,keyasint,omitempty" json:"max_attempts,omitempty"`
+}
+
+// EnqueueRequest enqueues a batch of tasks. W is the number of durable
+// replica acks to wait for (0: a majority of the cohort).
+type EnqueueRequest struct {
+	Tasks []EnqueueTask `cbor:"1,keyasint" json:"tasks"`
+	W     int           `cbor:"2,keyasint,omitempty" json:"w,omitempty"`
+}
+
+// EnqueueResult is the outcome for one task, in request order.
+type EnqueueResult struct {
+	ID   task.ID `cbor:"1,keyasint" json:"id"`
+	Acks int     `cbor:"2,keyasint" json:"acks"`
+}
+
+// EnqueueResponse answers EnqueueRequest.
+type EnqueueResponse struct {
+	Results []EnqueueResult `cbor:"1,keyasint" json:"results"`
+}
+
+// ClaimRequest asks for up to Count ready tasks of Queue, each leased for
+// TTLMs. With WaitMs > 0 it long-polls: it waits up to WaitMs for work to
+// appear instead of answering empty at once.
+type ClaimRequest struct {
+	Queue  string `cbor:"1,keyasint" json:"queue"`
+	TTLMs  int64  `cbor:"2,keyasint,omitempty" json:"ttl_ms,omitempty"`
+	Count  int    `cbor:"3,keyasint,omitempty" json:"count,omitempty"`
+	WaitMs int64  `cbor:"4,keyasint,omitempty" json:"wait_ms,omitempty"`
+}
+
+// ClaimResponse holds the claimed tasks, each with its Claim set; empty
+// when nothing was ready (that is not an error).
+type ClaimResponse struct {
+	Tasks []TaskView `cbor:"1,keyasint" json:"tasks"`
+}
+
+// RenewRequest extends claim Claim of task ID to now+TTLMs.
+type RenewRequest struct {
+	ID    task.ID `cbor:"1,keyasint" json:"id"`
+	Claim uint32  `cbor:"2,keyasint" json:"claim"`
+	TTLMs int64   `cbor:"3,keyasint,omitempty" json:"ttl_ms,omitempty"`
+}
+
+// RenewResponse gives the claim's new end.
+type RenewResponse struct {
+	End  int64 `cbor:"1,keyasint" json:"end"`
+	Acks int   `cbor:"2,keyasint" json:"acks"`
+}
+
+// UpdateRequest appends progress entry Seq to claim Claim's history.
+type UpdateRequest struct {
+	ID    task.ID `cbor:"1,keyasint" json:"id"`
+	Claim uint32  `cbor:"2,keyasint" json:"claim"`
+	Seq   uint64  `cbor:"3,keyasint" json:"seq"`
+	Data  []byte  `cbor:"4,keyasint,omitempty" json:"data,omitempty"`
+}
+
+// CompleteRequest completes task ID under claim Claim. Seq, if set, must be
+// the next seq of the claim's history; unset means "after the last update".
+type CompleteRequest struct {
+	ID    task.ID `cbor:"1,keyasint" json:"id"`
+	Claim uint32  `cbor:"2,keyasint" json:"claim"`
+	Seq   *uint64 `cbor:"3,keyasint,omitempty" json:"seq,omitempty"`
+}
+
+// FailRequest ends claim Claim as a failed attempt. The task is retried
+// after RetryAfterMs (unset: the node's exponential backoff), or goes dead
+// once it has failed max_attempts times.
+type FailRequest struct {
+	ID           task.ID `cbor:"1,keyasint" json:"id"`
+	Claim        uint32  `cbor:"2,keyasint" json:"claim"`
+	Reason       string  `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
+	RetryAfterMs *int64  `cbor:"4,keyasint,omitempty" json:"retry_after_ms,omitempty"`
+}
+
+// SnoozeRequest ends claim Claim without counting an attempt; the task is
+// ready again after DelayMs.
+type SnoozeRequest struct {
+	ID      task.ID `cbor:"1,keyasint" json:"id"`
+	Claim   uint32  `cbor:"2,keyasint" json:"claim"`
+	DelayMs int64   `cbor:"3,keyasint,omitempty" json:"delay_ms,omitempty"`
+}
+
+// RequeueRequest makes a dead task ready again.
+type RequeueRequest struct {
+	ID task.ID `cbor:"1,keyasint" json:"id"`
+}
+
+// Ack answers writes with the number of durable replica acks.
+type Ack struct {
+	Acks int `cbor:"1,keyasint" json:"acks"`
+}
+
+// GetRequest reads a task. With MinSeq set, the read fails with
+// CodeStale unless the visible history of the task's latest claim has at
+// least MinSeq entries.
+type GetRequest struct {
+	ID     task.ID `cbor:"1,keyasint" json:"id"`
+	MinSeq *uint64 `cbor:"2,keyasint,omitempty" json:"min_seq,omitempty"`
+}
+
+// ListRequest lists tasks, filtered; the response is streamed in pages.
+// Limit 0 means no limit.
+type ListRequest struct {
+	Queue string `cbor:"1,keyasint,omitempty" json:"queue,omitempty"`
+	State string `cbor:"2,keyasint,omitempty" json:"state,omitempty"`
+	Group string `cbor:"3,keyasint,omitempty" json:"group,omitempty"`
+	Limit int    `cbor:"4,keyasint,omitempty" json:"limit,omitempty"`
+}
+
+// ListPage is one page of a streamed list.
+type ListPage struct {
+	Tasks []TaskView `cbor:"1,keyasint" json:"tasks"`
+}
+
+// CountRequest counts the tasks of Queue (all queues if empty), in every
+// state.
+type CountRequest struct {
+	Queue string `cbor:"1,keyasint,omitempty" json:"queue,omitempty"`
+}
+
+// CountResponse answers CountRequest.
+type CountResponse struct {
+	Count int64 `cbor:"1,keyasint" json:"count"`
+}
+
+// QueuesRequest asks for per-queue statistics.
+type QueuesRequest struct{}
+
+// QueueStats counts one queue's tasks by state.
+type QueueStats struct {
+	Queue     string `cbor:"1,keyasint" json:"queue"`
+	Ready     int64  `cbor:"2,keyasint" json:"ready"`
+	Claimed   int64  `cbor:"3,keyasint" json:"claimed"`
+	Delayed   int64  `cbor:"4,keyasint" json:"delayed"`
+	Blocked   int64  `cbor:"5,keyasint" json:"blocked"`
+	Completed int64  `cbor:"6,keyasint" json:"completed"`
+	Dead      int64  `cbor:"7,keyasint" json:"dead"`
+}
+
+// QueuesResponse answers QueuesRequest, sorted by queue name.
+type QueuesResponse struct {
+	Queues []QueueStats `cbor:"1,keyasint" json:"queues"`
+}
+
+// TaskView is a task as clients see it.
+type TaskView struct {
+	ID       task.ID   `cbor:"1,keyasint" json:"id"`
+	Queue    string    `cbor:"2,keyasint" json:"queue"`
+	Priority int32     `cbor:"3,keyasint" json:"priority"`
+	Data     []byte    `cbor:"4,keyasint" json:"data"`
+	Deps     []task.ID `cbor:"5,keyasint" json:"deps"`
+	State    string    `cbor:"6,keyasint" json:"state"`
+	// Claim is set in claim responses: the claim id just granted.
+	Claim       *uint32       `cbor:"7,keyasint,omitempty" json:"claim,omitempty"`
+	Claims      []ClaimView   `cbor:"8,keyasint" json:"claims"`
+	Updates     []UpdateView  `cbor:"9,keyasint" json:"updates"`
+	Group       string        `cbor:"10,keyasint,omitempty" json:"group,omitempty"`
+	Description string        `cbor:"11,keyasint,omitempty" json:"description,omitempty"`
+	MaxAttempts uint32        `cbor:"12,keyasint" json:"max_attempts"`
+	Attempts    uint32        `cbor:"13,keyasint" json:"attempts"`
+	NotBefore   int64         `cbor:"14,keyasint,omitempty" json:"not_before,omitempty"`
+	EnqueuedAt  int64         `cbor:"15,keyasint" json:"enqueued_at"`
+	Failures    []FailureView `cbor:"16,keyasint,omitempty" json:"failures,omitempty"`
+}
+
+// ClaimView is one claim of a task. Completed is the completion time if
+// this claim completed the task, else null.
+type ClaimView struct {
+	Claim     uint32 `cbor:"1,keyasint" json:"claim"`
+	Start     int64  `cbor:"2,keyasint" json:"start"`
+	End       int64  `cbor:"3,keyasint" json:"end"`
+	Completed *int64 `cbor:"4,keyasint,omitempty" json:"completed"`
+	Epoch     uint64 `cbor:"5,keyasint,omitempty" json:"epoch,omitempty"`
+}
+
+// UpdateView is one visible progress entry.
+type UpdateView struct {
+	Claim uint32 `cbor:"1,keyasint" json:"claim"`
+	Seq   uint64 `cbor:"2,keyasint" json:"seq"`
+	Data  []byte `cbor:"3,keyasint" json:"data"`
+}
+
+// FailureView is a claim ended by fail or snooze.
+type FailureView struct {
+	Claim  uint32 `cbor:"1,keyasint" json:"claim"`
+	At     int64  `cbor:"2,keyasint" json:"at"`
+	Reason string `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
+	Snooze bool   `cbor:"4,keyasint,omitempty" json:"snooze,omitempty"`
+	Until  int64  `cbor:"5,keyasint,omitempty" json:"until,omitempty"`
+}
+
+// PingResponse answers OpPing.
+type PingResponse struct {
+	NodeID uint64 `cbor:"1,keyasint" json:"node_id"`
+	Time   int64  `cbor:"2,keyasint" json:"time"`
+}

@@ -1,0 +1,177 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Service is the client API a node serves, over QUIC (ServiceHandler) and
+// over HTTP (package httpapi). Methods are called concurrently; a request
+// value is owned by the call.
+type Service interface {
+	Ping(ctx context.Context) (*PingResponse, error)
+	Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueResponse, error)
+	Claim(ctx context.Context, req *ClaimRequest) (*ClaimResponse, error)
+	Renew(ctx context.Context, req *RenewRequest) (*RenewResponse, error)
+	Update(ctx context.Context, req *UpdateRequest) (*Ack, error)
+	Complete(ctx context.Context, req *CompleteRequest) (*Ack, error)
+	Fail(ctx context.Context, req *FailRequest) (*Ack, error)
+	Snooze(ctx context.Context, req *SnoozeRequest) (*Ack, error)
+	Requeue(ctx context.Context, req *RequeueRequest) (*Ack, error)
+	Get(ctx context.Context, req *GetRequest) (*TaskView, error)
+	// List calls emit with each page, in order; an error from emit ends
+	// the listing with that error.
+	List(ctx context.Context, req *ListRequest, emit func(*ListPage) error) error
+	Count(ctx context.Context, req *CountRequest) (*CountResponse, error)
+	Queues(ctx context.Context, req *QueuesRequest) (*QueuesResponse, error)
+}
+
+// ServiceHandler serves svc over the QUIC transport: it decodes each
+// request body by op, calls the method, and writes the response (or the
+// error with its code). A body that does not decode is CodeBadFrame; an op
+// it does not know is CodeUnknownOp.
+func ServiceHandler(svc Service) Handler {
+	return HandlerFunc(func(ctx context.Context, req *Request, w ResponseWriter) {
+		if req.Op == OpList {
+			var lr ListRequest
+			if err := decodeBody(req, &lr); err != nil {
+				_ = w.Error(err)
+				return
+			}
+			if err := svc.List(ctx, &lr, func(p *ListPage) error { return w.Send(p) }); err != nil {
+				_ = w.Error(err)
+				return
+			}
+			_ = w.Reply(nil)
+			return
+		}
+		resp, err := dispatch(ctx, svc, req)
+		if err != nil {
+			_ = w.Error(err)
+			return
+		}
+		_ = w.Reply(resp)
+	})
+}
+
+// call decodes a request body of type Req and calls fn with it.
+func call[Req, Resp any](ctx context.Context, req *Request, fn func(context.Context, *Req) (*Resp, error)) (any, error) {
+	var r Req
+	if err := decodeBody(req, &r); err != nil {
+		return nil, err
+	}
+	return fn(ctx, &r)
+}
+
+func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
+	switch req.Op {
+	case OpPing:
+		return svc.Ping(ctx)
+	case OpEnqueue:
+		return call(ctx, req, svc.Enqueue)
+	case OpClaim:
+		return call(ctx, req, svc.Claim)
+	case OpRenew:
+		return call(ctx, req, svc.Renew)
+	case OpUpdate:
+		return call(ctx, req, svc.Update)
+	case OpComplete:
+		return call(ctx, req, svc.Complete)
+	case OpFail:
+		return call(ctx, req, svc.Fail)
+	case OpSnooze:
+		return call(ctx, req, svc.Snooze)
+	case OpRequeue:
+		return call(ctx, req, svc.Requeue)
+	case OpGet:
+		return call(ctx, req, svc.Get)
+	case OpCount:
+		return call(ctx, req, svc.Count)
+	case OpQueues:
+		return call(ctx, req, svc.Queues)
+	}
+	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
+}
+
+func decodeBody(req *Request, v any) error {
+	if len(req.Body) == 0 {
+		return nil // an empty body is the zero request; validation rejects what it lacks
+	}
+	if err := Unmarshal(req.Body, v); err != nil {
+		return Errorf(CodeBadFrame, "%s: bad request body: %v", req.Op, err)
+	}
+	return nil
+}
+
+// Client is the client side of Service over a Conn: the typed calls the
+// Go client, ctl and bench use.
+type Client struct{ c *Conn }
+
+// NewClient wraps c.
+func NewClient(c *Conn) *Client { return &Client{c: c} }
+
+// Conn returns the underlying connection.
+func (cl *Client) Conn() *Conn { return cl.c }
+
+// Close closes the connection.
+func (cl *Client) Close() error { return cl.c.Close() }
+
+func invoke[Resp any](ctx context.Context, cl *Client, op Op, req any) (*Resp, error) {
+	resp := new(Resp)
+	if err := cl.c.Call(ctx, op, req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (cl *Client) Ping(ctx context.Context) (*PingResponse, error) {
+	return invoke[PingResponse](ctx, cl, OpPing, nil)
+}
+func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueResponse, error) {
+	return invoke[EnqueueResponse](ctx, cl, OpEnqueue, req)
+}
+func (cl *Client) Claim(ctx context.Context, req *ClaimRequest) (*ClaimResponse, error) {
+	return invoke[ClaimResponse](ctx, cl, OpClaim, req)
+}
+func (cl *Client) Renew(ctx context.Context, req *RenewRequest) (*RenewResponse, error) {
+	return invoke[RenewResponse](ctx, cl, OpRenew, req)
+}
+func (cl *Client) Update(ctx context.Context, req *UpdateRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpUpdate, req)
+}
+func (cl *Client) Complete(ctx context.Context, req *CompleteRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpComplete, req)
+}
+func (cl *Client) Fail(ctx context.Context, req *FailRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpFail, req)
+}
+func (cl *Client) Snooze(ctx context.Context, req *SnoozeRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpSnooze, req)
+}
+func (cl *Client) Requeue(ctx context.Context, req *RequeueRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpRequeue, req)
+}
+func (cl *Client) Get(ctx context.Context, req *GetRequest) (*TaskView, error) {
+	return invoke[TaskView](ctx, cl, OpGet, req)
+}
+func (cl *Client) Count(ctx context.Context, req *CountRequest) (*CountResponse, error) {
+	return invoke[CountResponse](ctx, cl, OpCount, req)
+}
+func (cl *Client) Queues(ctx context.Context, req *QueuesRequest) (*QueuesResponse, error) {
+	return invoke[QueuesResponse](ctx, cl, OpQueues, req)
+}
+
+// List streams pages to emit.
+func (cl *Client) List(ctx context.Context, req *ListRequest, emit func(*ListPage) error) error {
+	return cl.c.Stream(ctx, OpList, req, func(body cbor.RawMessage) error {
+		var p ListPage
+		if err := Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("list: bad page: %w", err)
+		}
+		return emit(&p)
+	})
+}
+
+var _ Service = (*Client)(nil)
