@@ -95,6 +95,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without authentication"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", EnvVars: envName("log-level"), Usage: "debug, info, warn or error"},
 			&ucli.StringFlag{Name: "log-format", Value: "text", EnvVars: envName("log-format"), Usage: "text or json"},
+			&ucli.BoolFlag{Name: "pprof", EnvVars: envName("pprof"), Usage: "serve Go's profiler at /debug/pprof/ on the HTTP port"},
 			&ucli.DurationFlag{Name: "clock-offset", Hidden: true, EnvVars: envName("clock-offset"), Usage: "shift this node's clock (tests only)"},
 		},
 		Action:   runNode,
@@ -145,6 +146,7 @@ func runNode(c *ucli.Context) error {
 	cfg.SkewBound = c.Duration("clock-skew-bound")
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
+	cfg.Pprof = c.Bool("pprof")
 	cfg.Logger = logger
 	if off := c.Duration("clock-offset"); off != 0 {
 		cfg.Clock = clock.Offset{Base: clock.Real{}, By: off}

@@ -72,6 +72,9 @@ type Config struct {
 	// RaftTick is the metadata raft group's tick.
 	RaftTick time.Duration
 
+	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
+	Pprof bool
+
 	// Clock reads wall time; tests skew it (the hidden --clock-offset).
 	Clock clock.Clock
 	// Logger receives the node's logs; the node adds its id.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -171,7 +172,7 @@ func (n *Node) startRaft(ctx context.Context) error {
 	rc.Peers = []uint64{n.id}
 	rc.TickInterval = n.cfg.RaftTick
 	rc.Store = n.store
-	rc.Logger = n.log
+	rc.Logger = n.cfg.Logger // the group adds the node id itself
 	g, err := raftgroup.New(rc)
 	if err != nil {
 		return fmt.Errorf("node: raft: %w", err)
@@ -259,8 +260,17 @@ func (n *Node) serve() error {
 			n.log.Error("quic server stopped", "err", err)
 		}
 	})
+	var handler http.Handler = httpapi.New(n, n.health, n.log)
+	if n.cfg.Pprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handler = mux
+	}
 	n.httpSrv = &http.Server{
-		Handler:           httpapi.New(n, n.health, n.log),
+		Handler:           handler,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		IdleTimeout:       httpIdleTimeout,
 	}

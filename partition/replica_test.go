@@ -2,6 +2,7 @@ package partition_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -1180,13 +1181,18 @@ func sortedIDs(ids []task.ID) []task.ID {
 	return ids
 }
 
+var seedFlag = flag.Uint64("seed", 0, "seed for TestReplicaMatchesStore (0: random)")
+
 // TestReplicaMatchesStore drives a replica with random operations and, after
 // every step, checks that its indexes agree with the stored state: the
 // counts per queue equal what task.Derive says of every stored task at
 // that time, and every claim takes the best ready task.
 func TestReplicaMatchesStore(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 99))
 	s := newStore(t)
 	r := leader(t, s)
@@ -1194,7 +1200,7 @@ func TestReplicaMatchesStore(t *testing.T) {
 	var specs []*task.Spec
 	var ids []task.ID
 	now := t0
-	for step := range 1500 {
+	for step := range 700 {
 		now += int64(rng.IntN(3000))
 		r.Tick(now)
 		op := rng.IntN(100)
@@ -1244,6 +1250,12 @@ func TestReplicaMatchesStore(t *testing.T) {
 			err = r.Requeue(pick, now)
 		case op < 92:
 			err = r.Update(pick, latest(), uint64(rng.IntN(3)), []byte{byte(rng.IntN(2))}, now)
+		case op < 94:
+			// Restart: a fresh replica over the same store.
+			r = loaded(t, config(s), now)
+			if err := r.Lead(1); err != nil {
+				t.Fatalf("step %d: lead after restart: %v", step, err)
+			}
 		default:
 			// Complete a dependency's dependents, as the node would.
 			for _, sp := range specs {

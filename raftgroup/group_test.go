@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"reflect"
 	"strings"
 	"sync"
@@ -52,6 +54,9 @@ func startGroup(t *testing.T, cfg Config) *Group {
 func wantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		}
 		t.Errorf("%s: got %v; want %v", what, err, want)
 	}
 }
@@ -90,6 +95,7 @@ func TestSingleVoterOperations(t *testing.T) {
 	g := startGroup(t, singleConfig(t, testStore(t)))
 	ctx := testCtx(t)
 	if err := g.WaitLeader(ctx); err != nil {
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 		t.Fatalf("wait leader: %v", err)
 	}
 
@@ -187,6 +193,7 @@ func TestRestartRestoresMeta(t *testing.T) {
 			ctx := testCtx(t)
 			const parts, rounds = 4, 50
 			if _, err := g.Init(ctx, ClusterConfig{ClusterID: "c1", Partitions: parts, Replicas: 3, CreatedAt: 7}); err != nil {
+				pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 				t.Fatal(err)
 			}
 			for id := uint64(1); id <= 3; id++ {
@@ -469,7 +476,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	if err := c.groups[lag].CAS(ctx, CAS{Partition: 0, PrevEpoch: prev, Epoch: prev + 1, Cohort: c.ids, Leader: lag}); err != nil {
 		t.Fatalf("cas from the restarted follower: %v", err)
 	}
-	c.converged(g.Meta())
+	c.converged(c.groups[lag].Meta()) // the proposer applied it; the leader may not have yet
 }
 
 // persistedVoters reads the voters of the snapshot in st.
@@ -487,4 +494,31 @@ func persistedVoters(t *testing.T, st *store.Store) []uint64 {
 		t.Fatal(err)
 	}
 	return snap.GetMetadata().GetConfState().GetVoters()
+}
+
+// A proposal forwarded to a leader that is then cut off is lost by raft
+// without notice; the proposer proposes again once it learns of the new
+// leader, instead of waiting out its deadline (TESTING.md, scenario 12:
+// metadata raft faults).
+func TestProposalSurvivesLeaderLoss(t *testing.T) {
+	c := newCluster(t, []uint64{1, 2, 3}, nil, nil)
+	ctx := testCtx(t)
+	lead := c.leader()
+	if _, err := c.groups[lead].Init(ctx, ClusterConfig{ClusterID: "c", Partitions: 1, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	c.converged(c.groups[lead].Meta())
+	f := c.follower(lead)
+	c.net.isolate(lead, c.ids)
+	// Far below testWait, far above an election (10-20 ticks of 10ms).
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.groups[f].CAS(short, CAS{Partition: 0, PrevEpoch: 0, Epoch: 1, Cohort: c.ids, Leader: f}); err != nil {
+		t.Fatalf("cas while the leader is cut off: %v", err)
+	}
+	c.net.heal()
+	c.converged(c.groups[f].Meta())
+	if got := c.groups[lead].Meta().Partitions[0].Epoch; got != 1 {
+		t.Errorf("old leader after heal: epoch %d; want 1", got)
+	}
 }

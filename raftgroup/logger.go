@@ -31,10 +31,13 @@ func (r raftLogger) logf(level slog.Level, format string, v []any) {
 	r.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
 }
 
-func (r raftLogger) Debug(v ...any)                   { r.log(slog.LevelDebug, v) }
-func (r raftLogger) Debugf(format string, v ...any)   { r.logf(slog.LevelDebug, format, v) }
-func (r raftLogger) Info(v ...any)                    { r.log(slog.LevelInfo, v) }
-func (r raftLogger) Infof(format string, v ...any)    { r.logf(slog.LevelInfo, format, v) }
+func (r raftLogger) Debug(v ...any)                 { r.log(slog.LevelDebug, v) }
+func (r raftLogger) Debugf(format string, v ...any) { r.logf(slog.LevelDebug, format, v) }
+
+// raft's info lines narrate every election step; the group logs leader
+// changes itself, so raft's info goes to debug.
+func (r raftLogger) Info(v ...any)                    { r.log(slog.LevelDebug, v) }
+func (r raftLogger) Infof(format string, v ...any)    { r.logf(slog.LevelDebug, format, v) }
 func (r raftLogger) Warning(v ...any)                 { r.log(slog.LevelWarn, v) }
 func (r raftLogger) Warningf(format string, v ...any) { r.logf(slog.LevelWarn, format, v) }
 func (r raftLogger) Error(v ...any)                   { r.log(slog.LevelError, v) }

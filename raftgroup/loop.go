@@ -315,7 +315,7 @@ func (g *Group) maybeSnapshot() {
 // applied, which is the one raft itself holds, so raft is ready to
 // campaign when the check passes.
 func (g *Group) maybeCampaign(ctx context.Context) {
-	if g.leader.Load() != 0 {
+	if g.leader.Load() != 0 || g.node.Status().RaftState != raft.StateFollower {
 		return
 	}
 	cs := g.confState

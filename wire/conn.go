@@ -24,9 +24,9 @@ const (
 	DefaultStreams = 4
 	// DefaultDialTimeout is the default ClientConfig.DialTimeout.
 	DefaultDialTimeout = 5 * time.Second
-	// maxStreams bounds ClientConfig.Streams well below the server's
+	// maxClientStreams bounds ClientConfig.Streams well below the server's
 	// maxIncomingStreams.
-	maxStreams = 64
+	maxClientStreams = 64
 	// streamRespQueueLen is the capacity, in frames, of a Stream call's
 	// queue of response frames. When it is full the stream's reader waits
 	// for the callback to catch up, which also holds up the other calls
@@ -71,8 +71,8 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 	switch {
 	case cfg.Streams == 0:
 		cfg.Streams = DefaultStreams
-	case cfg.Streams < 0 || cfg.Streams > maxStreams:
-		return cfg, fmt.Errorf("wire: ClientConfig.Streams %d out of range [1, %d]", cfg.Streams, maxStreams)
+	case cfg.Streams < 0 || cfg.Streams > maxClientStreams:
+		return cfg, fmt.Errorf("wire: ClientConfig.Streams %d out of range [1, %d]", cfg.Streams, maxClientStreams)
 	}
 	switch {
 	case cfg.MaxFrame == 0:
@@ -335,7 +335,7 @@ func (c *Conn) Call(ctx context.Context, op Op, req, resp any) error {
 		return &Error{Code: f.Code, Msg: f.Msg}
 	}
 	if f.Flags&FlagMore != 0 {
-		return Errorf(CodeBadFrame, "wire: op %d: streamed response to Call; use Stream", uint16(op))
+		return Errorf(CodeBadFrame, "wire: op %v: streamed response to Call; use Stream", op)
 	}
 	if resp != nil && len(f.Body) > 0 {
 		return Unmarshal(f.Body, resp)

@@ -86,8 +86,9 @@ type Request struct {
 type ResponseWriter interface {
 	// Send marshals v and sends it as a streamed response frame (FlagMore).
 	Send(v any) error
-	// Reply marshals v (nil for an empty body) and sends it as the final
-	// response frame. If v cannot be encoded or its frame would exceed
+	// Reply marshals v (nil, or an empty cbor.RawMessage, for an empty
+	// body) and sends it as the final response frame. A cbor.RawMessage is
+	// sent as is (after a well-formedness check). If v cannot be encoded or its frame would exceed
 	// MaxFrame, Reply ends the request with an error frame instead
 	// (CodeInternal or CodeFrameTooLarge) and returns the error.
 	Reply(v any) error
@@ -190,7 +191,8 @@ type Server struct {
 	h   Handler
 	log *slog.Logger
 
-	// ctx is the parent of every connection's context; Close cancels it.
+	// ctx is cancelled by Close: it ends the accept loops (connections,
+	// streams) and idle handler goroutines.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// wg counts every goroutine the server runs (see the type comment).
@@ -497,7 +499,7 @@ func (st *serverStream) readLoop() {
 			return
 		default:
 		}
-		if bad := checkRequest(&f); bad != nil {
+		if bad := checkRequestFrame(&f); bad != nil {
 			st.log.Debug("wire: bad request frame", "id", f.ID, "err", bad.Msg)
 			if st.sendError(cs.ctx, f.ID, f.Op, bad) != nil {
 				return
@@ -558,9 +560,9 @@ func (s *Server) worker(j handlerJob) {
 	}
 }
 
-// checkRequest returns the error frame to answer a request frame that
+// checkRequestFrame returns the error frame to answer a request frame that
 // decoded but is not a valid request, or nil.
-func checkRequest(f *Frame) *Error {
+func checkRequestFrame(f *Frame) *Error {
 	switch {
 	case f.ID == 0:
 		return Errorf(CodeBadFrame, "wire: request id 0 is reserved")
@@ -582,12 +584,12 @@ func (st *serverStream) handle(id uint64, op Op, body cbor.RawMessage) {
 	w := &responseWriter{st: st, ctx: cs.ctx, id: id, op: op}
 	defer func() {
 		if r := recover(); r != nil {
-			st.log.Error("wire: handler panicked", "op", uint16(op), "id", id, "panic", r, "stack", string(debug.Stack()))
+			st.log.Error("wire: handler panicked", "op", op, "id", id, "panic", r, "stack", string(debug.Stack()))
 			_ = w.Error(Errorf(CodeInternal, "internal error: handler panicked"))
 			return
 		}
 		if !w.ended.Load() {
-			st.log.Error("wire: handler returned without a response", "op", uint16(op), "id", id)
+			st.log.Error("wire: handler returned without a response", "op", op, "id", id)
 			_ = w.Error(Errorf(CodeInternal, "handler returned without a response"))
 		}
 	}()

@@ -58,10 +58,6 @@ func newTestHandler() *testHandler {
 func (h *testHandler) Serve(ctx context.Context, req *Request, w ResponseWriter) {
 	switch req.Op {
 	case opEcho:
-		if len(req.Body) == 0 {
-			_ = w.Reply(nil)
-			return
-		}
 		_ = w.Reply(req.Body)
 	case opStream:
 		for i := range streamN {
@@ -631,31 +627,57 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := NewServer(ServerConfig{TLS: ServerTLS(cert)}, nil); err == nil {
 		t.Errorf("NewServer with nil handler succeeded")
 	}
-	for _, cfg := range []ClientConfig{{Streams: -1}, {Streams: maxStreams + 1}, {MaxFrame: 1}, {DialTimeout: -1}} {
+	for _, cfg := range []ClientConfig{{Streams: -1}, {Streams: maxClientStreams + 1}, {MaxFrame: 1}, {DialTimeout: -1}} {
 		if _, err := Dial(context.Background(), "127.0.0.1:1", cfg); err == nil {
 			t.Errorf("Dial with %+v succeeded", cfg)
 		}
 	}
 }
 
-// BenchmarkCallParallel measures request throughput of ~64 concurrent
-// callers sharing one Conn, echoing 100-byte bodies.
-var benchStreams = 4
+// Server.Close and Conn.Close leave no goroutine behind, including
+// handlers that were blocked and idle handler goroutines.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("traffic", func(t *testing.T) {
+		h := newTestHandler()
+		_, addr := startServer(t, h, nil)
+		c := dial(t, addr)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() {
+				if err := c.Call(ctx, opEcho, i, nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		go func() { _ = c.Call(ctx, opBlock, nil, nil) }()
+		<-h.blocked
+		// Cleanup closes the Conn, then the Server, and waits for Serve.
+	})
+	waitFor(t, testTimeout, func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			return fmt.Errorf("%d goroutines, %d before", n, before)
+		}
+		return nil
+	})
+}
 
+// BenchmarkCallParallel measures request throughput of ~64 concurrent
+// callers sharing one Conn (default config), echoing 100-byte bodies. It
+// also reports the UDP packets the client sent per request, which shows
+// how well requests are batched.
 func BenchmarkCallParallel(b *testing.B) {
 	const callers = 64
 	_, addr := startServer(b, newTestHandler(), func(cfg *ServerConfig) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	})
-	ctx0, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c, err := Dial(ctx0, addr, ClientConfig{MaxFrame: testMaxFrame, Streams: benchStreams})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(b, addr)
 	payload := bytes.Repeat([]byte{'x'}, 100)
 	ctx := context.Background()
+	sent := c.qc.ConnectionStats().PacketsSent
 
 	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
@@ -671,6 +693,5 @@ func BenchmarkCallParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
-	st := c.qc.ConnectionStats()
-	b.Logf("N=%d stats %+v pkts/req sent %.2f recv %.2f", b.N, st, float64(st.PacketsSent)/float64(b.N), float64(st.PacketsReceived)/float64(b.N))
+	b.ReportMetric(float64(c.qc.ConnectionStats().PacketsSent-sent)/float64(b.N), "pkts/req")
 }

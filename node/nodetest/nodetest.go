@@ -1,0 +1,320 @@
+// Package nodetest is the in-process cluster harness every skuldd
+// integration test uses (STYLE.md habit 6). It is for tests only: only
+// _test.go files may import it.
+//
+// A Cluster runs real nodes in the test process: each with its own
+// t.TempDir() data directory, bound to 127.0.0.1 port 0, short timers, and
+// a logger that writes to t.Log (so logs show only for failing tests, or
+// with -v). Everything is closed through t.Cleanup.
+//
+// Today a cluster is one node: NewCluster fails the test for any other
+// size. Multi-node clusters come with cluster membership (join).
+//
+// Concurrency: Node, Addr, Client, HTTP and Config may be called from any
+// goroutine; NewCluster, Stop and Restart call t.Fatal on failure and must
+// be called from the test's goroutine.
+package nodetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/node"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Option adjusts a node's configuration before it is created. Options run
+// after the harness's test defaults, in order.
+type Option func(*node.Config)
+
+// Test defaults: short timers so a test never waits on a production
+// interval.
+const (
+	// DefaultSkewBound is the clock skew bound of test nodes: a claim
+	// expires for its leader at end + 100ms.
+	DefaultSkewBound = 100 * time.Millisecond
+	// DefaultPartitions is P for test clusters.
+	DefaultPartitions = 8
+	// startTimeout bounds a node's start-up: generous, since -race on a
+	// small machine is slow, but a start normally takes milliseconds.
+	startTimeout = 30 * time.Second
+	// dialTimeout bounds dialing a node's QUIC client.
+	dialTimeout = 10 * time.Second
+	// bindAttempts bounds retries of a start whose port was taken in the
+	// meantime (port 0 picks a free UDP port; its TCP twin may be in use).
+	bindAttempts = 5
+)
+
+// SkewBound sets the clock skew bound.
+func SkewBound(d time.Duration) Option { return func(c *node.Config) { c.SkewBound = d } }
+
+// MaxPayload sets the payload limit in bytes.
+func MaxPayload(n int) Option { return func(c *node.Config) { c.MaxPayload = n } }
+
+// Partitions sets P.
+func Partitions(p int) Option { return func(c *node.Config) { c.Partitions = p } }
+
+// testConfig returns the harness defaults for a node of t with data in dir.
+func testConfig(t testing.TB, i int, dir string) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.Bind = "127.0.0.1:0"
+	cfg.DataDir = dir
+	cfg.Partitions = DefaultPartitions
+	cfg.SkewBound = DefaultSkewBound
+	cfg.TickInterval = 10 * time.Millisecond
+	cfg.RaftTick = 10 * time.Millisecond
+	cfg.ElectionBackoff = 5 * time.Millisecond
+	cfg.ElectionBackoffMax = 200 * time.Millisecond
+	cfg.RetryBase = 10 * time.Millisecond
+	cfg.StartTimeout = startTimeout
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Logger = Logger(t).With("member", i)
+	return cfg
+}
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	t       testing.TB
+	mu      sync.Mutex
+	members []*member
+}
+
+// member is one node of the cluster, running or stopped.
+type member struct {
+	cfg    node.Config // as configured; Bind stays the original request
+	node   *node.Node  // nil before the first start
+	addr   string      // the address it serves (or last served) on
+	client *wire.Client
+	up     bool
+}
+
+// NewCluster starts a cluster of n nodes configured with the test defaults
+// and then opts. It fails the test unless n == 1: multi-node clusters come
+// with cluster membership.
+func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	if n != 1 {
+		t.Fatalf("nodetest: NewCluster(%d): only one-node clusters can run yet; multi-node clusters come with cluster membership (join)", n)
+	}
+	c := &Cluster{t: t}
+	for i := range n {
+		cfg := testConfig(t, i, t.TempDir())
+		for _, o := range opts {
+			o(&cfg)
+		}
+		c.members = append(c.members, &member{cfg: cfg})
+	}
+	// Cleanups run last-in first-out: this one, registered after the data
+	// dirs and loggers were made, closes the nodes before their data dirs
+	// are removed and while their logs still reach t.Log.
+	t.Cleanup(c.closeAll)
+	for i, m := range c.members {
+		c.start(i, m, m.cfg.Bind)
+	}
+	return c
+}
+
+func (c *Cluster) member(i int) *member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.members) {
+		panic(fmt.Sprintf("nodetest: node %d out of range [0, %d)", i, len(c.members)))
+	}
+	return c.members[i]
+}
+
+// start creates and starts node i bound to bind, retrying on a port that
+// is in use (falling back to port 0), then dials its client.
+func (c *Cluster) start(i int, m *member, bind string) {
+	c.t.Helper()
+	cfg := m.cfg
+	var n *node.Node
+	for attempt := 1; ; attempt++ {
+		cfg.Bind = bind
+		var err error
+		n, err = node.New(cfg)
+		if err != nil {
+			c.t.Fatalf("nodetest: node %d: %v", i, err)
+		}
+		err = n.Start(context.Background())
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == bindAttempts {
+			c.t.Fatalf("nodetest: start node %d (bind %s): %v", i, bind, err)
+		}
+		c.t.Logf("nodetest: node %d: %s is in use, binding port 0: %v", i, bind, err)
+		bind = anyPort(bind)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	conn, err := wire.Dial(ctx, n.Addr(), wire.ClientConfig{})
+	if err != nil {
+		_ = n.Close()
+		c.t.Fatalf("nodetest: dial node %d at %s: %v", i, n.Addr(), err)
+	}
+	c.mu.Lock()
+	m.node, m.addr, m.client, m.up = n, n.Addr(), wire.NewClient(conn), true
+	c.mu.Unlock()
+}
+
+// anyPort returns addr's host with port 0.
+func anyPort(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, "0")
+}
+
+// Node returns node i (closed if it was stopped).
+func (c *Cluster) Node(i int) *node.Node {
+	m := c.member(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.node
+}
+
+// Config returns node i's configuration (Bind as requested, not as bound).
+func (c *Cluster) Config(i int) node.Config { return c.member(i).cfg }
+
+// Addr returns the address node i serves on (UDP for QUIC, TCP for HTTP),
+// or last served on if it is stopped.
+func (c *Cluster) Addr(i int) string {
+	m := c.member(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m.addr
+}
+
+// Client returns the QUIC client of node i, dialed when the node started
+// and closed when it stops. After Restart it is a new client.
+func (c *Cluster) Client(i int) *wire.Client {
+	m := c.member(i)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !m.up {
+		panic(fmt.Sprintf("nodetest: Client(%d): node is stopped", i))
+	}
+	return m.client
+}
+
+// HTTP returns the base URL of node i's HTTP API, "http://host:port".
+func (c *Cluster) HTTP(i int) string { return "http://" + c.Addr(i) }
+
+// Stop closes node i and its client. Stopping a stopped node does nothing.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	m := c.member(i)
+	c.mu.Lock()
+	up, n, cl := m.up, m.node, m.client
+	m.up, m.client = false, nil
+	c.mu.Unlock()
+	if !up {
+		return
+	}
+	if err := cl.Close(); err != nil {
+		c.t.Logf("nodetest: close client of node %d: %v", i, err)
+	}
+	if err := n.Close(); err != nil {
+		c.t.Errorf("nodetest: close node %d: %v", i, err)
+	}
+}
+
+// Restart stops node i if it runs, then creates and starts it again with
+// the same configuration and data directory, on the same address if it is
+// still free (else on a new port: read Addr again).
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.Stop(i)
+	m := c.member(i)
+	c.mu.Lock()
+	addr := m.addr
+	c.mu.Unlock()
+	c.start(i, m, addr)
+}
+
+// closeAll stops every running node; it is the cluster's cleanup.
+func (c *Cluster) closeAll() {
+	c.mu.Lock()
+	n := len(c.members)
+	c.mu.Unlock()
+	for i := range n {
+		c.Stop(i)
+	}
+}
+
+// WaitFor calls f until it returns nil, polling every few milliseconds,
+// and fails the test with f's last error if timeout passes first. It is
+// the one place tests wait: they never sleep bare (STYLE.md habit 7).
+func WaitFor(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	if err := Poll(timeout, f); err != nil {
+		t.Fatalf("nodetest: condition not met within %v: %v", timeout, err)
+	}
+}
+
+// pollInterval is the pause between WaitFor's attempts: short against the
+// harness's 10ms timers.
+const pollInterval = 5 * time.Millisecond
+
+// Poll is WaitFor without the test: it calls f until it returns nil or
+// timeout passes, and returns nil or f's last error. It may be called from
+// any goroutine.
+func Poll(timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(pollInterval) // the documented polling pause
+	}
+}
+
+// Logger returns a logger that writes to t.Log at Info level, so logs show
+// only for failing tests (or with -v). Lines logged after the test's
+// cleanups have run are dropped: t.Log would panic on them.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(newTBWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// tbWriter is the io.Writer behind Logger: a slog text handler writes each
+// record in one Write, which becomes one t.Log line.
+type tbWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func newTBWriter(t testing.TB) *tbWriter {
+	w := &tbWriter{t: t}
+	// Registered first, so it runs after the cleanups registered later
+	// (the nodes closing) and still logs their shutdown.
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
