@@ -15,7 +15,8 @@
 // lower epochs; claim, a lease on a task, numbered 0, 1, 2, ... (the claim
 // id is the fencing token); attempt, a claim that ended without completion.
 //
-// Lock order: partition.Replica.mu, then headIndex.mu. No lock is held
+// Lock order: a queue's pick lock, then partition.Replica.mu, then
+// headIndex.mu. No lock is held
 // across I/O other than the partition's own store reads and batch applies.
 //
 // node imports every internal package but cli; only cli (and tests) import

@@ -13,13 +13,17 @@ import (
 // order across the node's partitions is exact. Partitions publish into it
 // from their OnHead callback, under their own lock.
 //
-// Lock order: partition.Replica.mu, then headIndex.mu.
+// Lock order: a queue's pick lock, then partition.Replica.mu, then
+// headIndex.mu.
 type headIndex struct {
 	mu     sync.Mutex
 	queues map[string]*queueHeads
 }
 
 type queueHeads struct {
+	// pick serialises claim picks of the queue (see Node.claimOne). Lock
+	// order: pick, then partition.Replica.mu, then headIndex.mu.
+	pick   sync.Mutex
 	tree   *btree.BTreeG[partHead]
 	byPart map[uint16]partition.Head
 	// ready is closed (and replaced) when the queue gains a head, waking
@@ -83,6 +87,13 @@ func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
 	}
 	ph, ok := qh.tree.Min()
 	return ph.part, ph.h, ok
+}
+
+// pickLock returns queue's pick lock.
+func (x *headIndex) pickLock(queue string) *sync.Mutex {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return &x.queueLocked(queue).pick
 }
 
 // readyChan returns a channel closed when queue next gains a head. Take it

@@ -33,19 +33,23 @@ type Node struct {
 	log   *slog.Logger
 	clock clock.Clock
 
-	id    uint64
-	store *store.Store
-	raft  *raftgroup.Group
-	parts []*partition.Replica
-	heads *headIndex
-	ids   *task.IDGen
+	id       uint64
+	resetKey [32]byte // QUIC stateless reset key, kept across restarts
+	store    *store.Store
+	raft     *raftgroup.Group
+	parts    []*partition.Replica
+	heads    *headIndex
+	ids      *task.IDGen
 
-	udp      net.PacketConn
-	tcp      net.Listener
-	quicSrv  *wire.Server
-	httpSrv  *http.Server
-	addr     string
-	ready    atomic.Bool
+	udp     net.PacketConn
+	tcp     net.Listener
+	quicSrv *wire.Server
+	httpSrv *http.Server
+	addr    string
+	ready   atomic.Bool
+	// cohort caches the cohort size from the metadata group, so requests
+	// never copy the group's state.
+	cohort   atomic.Int32
 	stopping atomic.Bool
 
 	cancel context.CancelFunc
@@ -85,8 +89,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startRaft(ctx); err != nil {
 		return err
 	}
+	n.refreshMeta()
 	if err := n.loadPartitions(); err != nil {
 		return err
+	}
+	// Never issue an id twice, even if the clock was set back across a
+	// restart: a reissued id would overwrite the task that holds it.
+	for _, r := range n.parts {
+		n.ids.After(r.MaxOwnID())
 	}
 	if err := n.electLeaders(ctx); err != nil {
 		return err
@@ -95,6 +105,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.cancel = loopCancel
 	n.wg.Go(func() { n.tickLoop(loopCtx) })
 	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
+	n.wg.Go(func() { n.metaLoop(loopCtx) })
 	if err := n.serve(); err != nil {
 		return err
 	}
@@ -123,12 +134,17 @@ func (n *Node) openStore() error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		meta = store.NodeMeta{NodeID: newNodeID(), CreatedAt: clock.UnixMilli(n.clock)}
-		if err := s.PutNodeMeta(meta); err != nil {
-			return fmt.Errorf("node: save identity: %w", err)
-		}
 	case err != nil:
 		return fmt.Errorf("node: read identity: %w", err)
 	}
+	if len(meta.ResetKey) != len(n.resetKey) {
+		meta.ResetKey = make([]byte, len(n.resetKey))
+		_, _ = rand.Read(meta.ResetKey)
+		if err := s.PutNodeMeta(meta); err != nil {
+			return fmt.Errorf("node: save identity: %w", err)
+		}
+	}
+	copy(n.resetKey[:], meta.ResetKey)
 	n.id = meta.NodeID
 	return nil
 }
@@ -250,7 +266,7 @@ func (n *Node) serve() error {
 	if err != nil {
 		return fmt.Errorf("node: tls: %w", err)
 	}
-	srv, err := wire.NewServer(wire.ServerConfig{TLS: wire.ServerTLS(cert), Logger: n.log}, wire.ServiceHandler(n))
+	srv, err := wire.NewServer(wire.ServerConfig{TLS: wire.ServerTLS(cert), Logger: n.log, ResetKey: &n.resetKey}, wire.ServiceHandler(n))
 	if err != nil {
 		return fmt.Errorf("node: quic server: %w", err)
 	}
@@ -368,6 +384,28 @@ func (n *Node) tickLoop(ctx context.Context) {
 			for _, r := range n.parts {
 				r.Tick(now)
 			}
+		}
+	}
+}
+
+// refreshMeta caches what requests need from the metadata group.
+func (n *Node) refreshMeta() {
+	m := n.raft.Meta()
+	if m.Config == nil {
+		return
+	}
+	n.cohort.Store(int32(min(m.Config.Replicas, max(1, len(m.Members)))))
+}
+
+// metaLoop refreshes the cached metadata after every change.
+func (n *Node) metaLoop(ctx context.Context) {
+	for {
+		ch := n.raft.Changed()
+		n.refreshMeta()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
 		}
 	}
 }

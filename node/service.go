@@ -25,8 +25,8 @@ const (
 	maxClaimCount = 1000
 	// listPageSize is the number of tasks per streamed list frame.
 	listPageSize = 256
-	// maxClaimRaces bounds how often a claim re-picks after losing a race
-	// for the best head; the last try takes whatever its partition has.
+	// maxClaimRaces bounds how often a claim re-picks after the partition
+	// it picked stepped down.
 	maxClaimRaces = 16
 )
 
@@ -48,11 +48,8 @@ func (n *Node) checkServing() error {
 }
 
 // cohortSize is the number of replicas of every partition: N capped by the
-// number of members.
-func (n *Node) cohortSize() int {
-	m := n.raft.Meta()
-	return min(m.Config.Replicas, max(1, len(m.Members)))
-}
+// number of members. metaLoop keeps it current.
+func (n *Node) cohortSize() int { return int(n.cohort.Load()) }
 
 // acksFor checks a requested W against the cohort and returns the number
 // of durable acks the write needs.
@@ -317,28 +314,30 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 }
 
 // claimOne claims the best ready task of queue across the partitions this
-// node leads. The partition re-checks, under its lock, that its head is
-// still the best of all, so concurrent claims keep the order exact.
+// node leads. Picks of one queue are serialised by the queue's pick lock,
+// so concurrent claims take tasks in exact (priority, id) order; the lock
+// is released before the claim's fsync, so claims still share fsyncs.
 func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
-	for race := range maxClaimRaces {
+	pick := n.heads.pickLock(queue)
+	for range maxClaimRaces {
+		pick.Lock()
 		part, _, ok := n.heads.best(queue)
 		if !ok {
+			pick.Unlock()
 			return nil, nil
 		}
-		accept := func(mine partition.Head) bool {
-			_, best, ok := n.heads.best(queue)
-			return ok && !best.Less(mine)
-		}
-		if race == maxClaimRaces-1 {
-			accept = nil
-		}
-		g, err := n.parts[part].ClaimBest(queue, n.now(), ttl, accept)
+		g, pending, err := n.parts[part].ClaimApply(queue, n.now(), ttl, nil)
+		pick.Unlock()
 		if errors.Is(err, partition.ErrNotLeader) {
 			continue // stepped down since best(); its heads are gone
 		}
-		if err != nil || g != nil {
-			return g, err
+		if err != nil || g == nil {
+			return nil, err
 		}
+		if err := pending.Wait(); err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
 	return nil, nil
 }

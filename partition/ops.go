@@ -26,10 +26,26 @@ const maxClaimRetries = 8
 // take. It returns nil when there is nothing to claim or accept declines.
 // The claim is durable when ClaimBest returns.
 func (r *Replica) ClaimBest(queue string, now, ttl int64, accept func(Head) bool) (*Granted, error) {
-	r.mu.Lock()
-	if err := r.checkLeaderLocked(); err != nil {
-		r.mu.Unlock()
+	g, p, err := r.ClaimApply(queue, now, ttl, accept)
+	if err != nil || g == nil {
 		return nil, err
+	}
+	if err := p.Wait(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ClaimApply is ClaimBest without the wait: the claim is applied (ordered
+// in the WAL, visible to readers) but not yet durable; the caller must
+// Wait on the returned Pending before acknowledging it. It lets a caller
+// that serialises picks across partitions release its own lock before the
+// fsync.
+func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) bool) (*Granted, *store.Pending, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkLeaderLocked(); err != nil {
+		return nil, nil, err
 	}
 	q := r.queues[queue]
 	for range maxClaimRetries {
@@ -38,13 +54,11 @@ func (r *Replica) ClaimBest(queue string, now, ttl int64, accept func(Head) bool
 			h, ok = q.head()
 		}
 		if !ok || accept != nil && !accept(h) {
-			r.mu.Unlock()
-			return nil, nil
+			return nil, nil, nil
 		}
 		sp, st, err := r.loadLocked(h.ID)
 		if err != nil {
-			r.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 		if status, _ := task.Derive(sp, &st, now, r.skew); status != task.Ready {
 			r.log.Error("ready index disagrees with stored state", "task", h.ID, "state", status)
@@ -54,17 +68,12 @@ func (r *Replica) ClaimBest(queue string, now, ttl int64, accept func(Head) bool
 		c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
 		st.AddClaim(c)
 		p, err := r.writeStateLocked(sp, &st, now, nil)
-		r.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if err := p.Wait(); err != nil {
-			return nil, err
-		}
-		return &Granted{Spec: sp, State: st, Claim: c}, nil
+		return &Granted{Spec: sp, State: st, Claim: c}, p, nil
 	}
-	r.mu.Unlock()
-	return nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
+	return nil, nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
 }
 
 func (r *Replica) checkLeaderLocked() error {
@@ -348,14 +357,26 @@ func (r *Replica) Lead(ep uint64) error {
 func (r *Replica) Resign() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.resignLocked()
+	if r.epoch != 0 {
+		r.log.Debug("resigning", "epoch", r.epoch)
+	}
+	r.unpublishLocked()
 }
 
+// resignLocked steps down because another candidate won a promise.
 func (r *Replica) resignLocked() {
 	if r.epoch == 0 {
 		return
 	}
-	r.log.Info("stepping down", "epoch", r.epoch, "promised", r.promised)
+	r.log.Info("stepping down: promised a newer epoch to another node", "epoch", r.epoch, "promised", r.promised, "to", r.promTo)
+	r.unpublishLocked()
+}
+
+// unpublishLocked stops leading and withdraws the queue heads.
+func (r *Replica) unpublishLocked() {
+	if r.epoch == 0 {
+		return
+	}
 	r.epoch = 0
 	for name := range r.queues {
 		r.cfg.OnHead(r.cfg.Part, name, Head{}, false)

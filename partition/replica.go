@@ -57,6 +57,9 @@ type Replica struct {
 	promised uint64 // highest epoch promised
 	promTo   uint64 // candidate it was promised to
 	epoch    uint64 // epoch this replica leads at; 0 when not leading
+	// maxOwn is the highest id in the partition that this node issued
+	// (its node field is Self), found by Load.
+	maxOwn task.ID
 }
 
 // New returns an empty replica; call Load before use.
@@ -92,12 +95,23 @@ func (r *Replica) Load(now int64) error {
 	r.promised, r.promTo = p, to
 	err = r.cfg.Store.ScanPartition(r.cfg.Part, task.ID{}, func(rec store.TaskRecord) (bool, error) {
 		r.insertLocked(rec.Spec, &rec.State, now)
+		if id := rec.Spec.ID; id.Node() == r.cfg.Self {
+			r.maxOwn = id // the scan is in id order
+		}
 		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("partition %d: load: %w", r.cfg.Part, err)
 	}
 	return nil
+}
+
+// MaxOwnID returns the highest id in the partition that this node issued,
+// as Load found it (the zero id if none).
+func (r *Replica) MaxOwnID() task.ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.maxOwn
 }
 
 func (r *Replica) queueLocked(name string) *queueIndex {

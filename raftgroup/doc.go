@@ -46,7 +46,9 @@
 // Every exported method of Group is safe for concurrent use. Init,
 // PutMember and CAS block until this node applied the command (then
 // Meta reflects it) or ctx ends or the group closes; a follower forwards
-// the proposal to the leader. Meta returns a deep copy. Transport.Send is
+// the proposal to the leader, and a proposer proposes again when a new
+// leader appears, since raft drops proposals silently. Meta returns a
+// deep copy. Transport.Send is
 // called on the raft goroutine and must not block. Step may be called
 // from any goroutine and blocks until raft takes the message. Changed's
 // channel is closed after the apply batch that next changes Meta's

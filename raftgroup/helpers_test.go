@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"log/slog"
 	"strings"
 	"sync"
@@ -91,7 +89,6 @@ func waitFor(t *testing.T, timeout time.Duration, f func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 			t.Fatalf("timed out after %v: %v", timeout, err)
 		}
 		time.Sleep(testTick / 2) // the poll interval, not a wait for an event

@@ -328,6 +328,9 @@ type NodeMeta struct {
 	NodeID    uint64 `cbor:"1,keyasint"`
 	ClusterID string `cbor:"2,keyasint,omitempty"`
 	CreatedAt int64  `cbor:"3,keyasint,omitempty"`
+	// ResetKey keys the node's QUIC stateless resets; it is random, made
+	// once, and kept so that it survives restarts.
+	ResetKey []byte `cbor:"4,keyasint,omitempty"`
 }
 
 var nodeMetaKey = []byte{kindMeta, 'n', 'o', 'd', 'e'}

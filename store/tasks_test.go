@@ -435,11 +435,11 @@ func TestNodeMeta(t *testing.T) {
 	if _, err := s.NodeMeta(); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NodeMeta on a new store = %v; want ErrNotFound", err)
 	}
-	want := store.NodeMeta{NodeID: 42, ClusterID: "c-1", CreatedAt: 1_700_000_000_000}
+	want := store.NodeMeta{NodeID: 42, ClusterID: "c-1", CreatedAt: 1_700_000_000_000, ResetKey: []byte{1, 2, 3}}
 	if err := s.PutNodeMeta(want); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.NodeMeta(); err != nil || got != want {
+	if got, err := s.NodeMeta(); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("NodeMeta = %+v, %v; want %+v", got, err, want)
 	}
 }

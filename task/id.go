@@ -119,6 +119,19 @@ func (g *IDGen) Next() ID {
 	return MakeID(ms, g.node, ctr)
 }
 
+// After makes every later id from g sort after id. A node calls it at
+// start with the highest id it issued before: its clock may have been set
+// back across the restart, and an id issued twice would overwrite the
+// task that holds it.
+func (g *IDGen) After(id ID) {
+	ms, ctr := id.Millis(), binary.BigEndian.Uint32(id[16:20])
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ms > g.lastMs || ms == g.lastMs && ctr > g.counter {
+		g.lastMs, g.counter = ms, ctr
+	}
+}
+
 // MakeID assembles an id from its parts.
 func MakeID(ms int64, node uint64, counter uint32) ID {
 	var id ID

@@ -138,6 +138,10 @@ type ServerConfig struct {
 	MaxInflightPerConn int
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
+	// ResetKey keys QUIC stateless resets. A key that survives restarts
+	// (the node keeps one in its data dir) lets peers drop a connection to
+	// the node's previous life as soon as they use it. Nil: a random key.
+	ResetKey *[32]byte
 }
 
 // validate checks cfg and returns a copy with defaults filled in.
@@ -242,11 +246,12 @@ func (s *Server) Serve(pc net.PacketConn) error {
 		return errors.New("wire: Server.Serve called twice")
 	}
 	s.mu.serving = true
-	// A random stateless reset key lets a peer drop our connection as soon
-	// as it sends to a connection we forgot. TODO(cluster): derive it from
-	// the cluster secret and the address so it also survives a restart.
+	// The stateless reset key lets a peer drop our connection as soon as
+	// it sends to a connection we forgot.
 	var key quic.StatelessResetKey
-	if _, err := rand.Read(key[:]); err != nil {
+	if s.cfg.ResetKey != nil {
+		key = *s.cfg.ResetKey
+	} else if _, err := rand.Read(key[:]); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("wire: stateless reset key: %w", err)
 	}

@@ -1,0 +1,419 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/skuldd/skuldd/httpapi"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// fakeService answers every call from its request alone, and fails on
+// request: a queue named "e<n>" (or, for calls that carry a claim, claim n
+// in 1..99) makes the call fail with wire code n; a list of queue "m<n>"
+// sends a page and then fails with code n. It records the codes it failed
+// with, so a test can tell a 5xx it caused from one httpapi made up.
+type fakeService struct {
+	mu     sync.Mutex
+	failed []wire.Code
+	// err, if set, is what Count returns (the error-mapping table).
+	err error
+}
+
+// fail returns the error for code n and records it.
+func (f *fakeService) fail(n uint64) error {
+	c := wire.Code(n)
+	f.mu.Lock()
+	f.failed = append(f.failed, c)
+	f.mu.Unlock()
+	return wire.Errorf(c, "fake failure with code %d", n)
+}
+
+// errFor returns the error a queue name asks for, if any.
+func (f *fakeService) errFor(queue, prefix string) error {
+	if !strings.HasPrefix(queue, prefix) {
+		return nil
+	}
+	n, err := strconv.ParseUint(queue[len(prefix):], 10, 16)
+	if err != nil || n == 0 {
+		return nil
+	}
+	return f.fail(n)
+}
+
+func (f *fakeService) errForClaim(claim uint32) error {
+	if claim == 0 || claim > 99 {
+		return nil
+	}
+	return f.fail(uint64(claim))
+}
+
+func (f *fakeService) failedWith(status int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.failed {
+		if c.HTTPStatus() == status {
+			return true
+		}
+	}
+	return false
+}
+
+func fakeView(id task.ID, queue string) wire.TaskView {
+	claim := uint32(0)
+	return wire.TaskView{
+		ID: id, Queue: queue, Data: []byte("payload"), Deps: []task.ID{}, State: "claimed",
+		Claim: &claim, Claims: []wire.ClaimView{{Claim: 0, Start: 1, End: 2}}, Updates: []wire.UpdateView{},
+		MaxAttempts: 3,
+	}
+}
+
+var fakeID = task.MakeID(1_700_000_000_000, 1, 1)
+
+func (f *fakeService) Ping(context.Context) (*wire.PingResponse, error) {
+	return &wire.PingResponse{NodeID: 1, Time: 2}, nil
+}
+
+func (f *fakeService) Enqueue(_ context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	resp := &wire.EnqueueResponse{Results: []wire.EnqueueResult{}}
+	for i, t := range req.Tasks {
+		if err := f.errFor(t.Queue, "e"); err != nil {
+			return nil, err
+		}
+		resp.Results = append(resp.Results, wire.EnqueueResult{ID: task.MakeID(1, 1, uint32(i)), Acks: 1})
+	}
+	return resp, nil
+}
+
+func (f *fakeService) Claim(_ context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	if err := f.errFor(req.Queue, "e"); err != nil {
+		return nil, err
+	}
+	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
+	for i := range min(max(req.Count, 1), 3) {
+		resp.Tasks = append(resp.Tasks, fakeView(task.MakeID(1, 1, uint32(i)), req.Queue))
+	}
+	return resp, nil
+}
+
+func (f *fakeService) Renew(_ context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	if err := f.errForClaim(req.Claim); err != nil {
+		return nil, err
+	}
+	return &wire.RenewResponse{End: 5, Acks: 1}, nil
+}
+
+func (f *fakeService) ack(claim uint32) (*wire.Ack, error) {
+	if err := f.errForClaim(claim); err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: 1}, nil
+}
+
+func (f *fakeService) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	return f.ack(req.Claim)
+}
+
+func (f *fakeService) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack, error) {
+	return f.ack(req.Claim)
+}
+
+func (f *fakeService) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	return f.ack(req.Claim)
+}
+
+func (f *fakeService) Snooze(_ context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	return f.ack(req.Claim)
+}
+
+func (f *fakeService) Requeue(context.Context, *wire.RequeueRequest) (*wire.Ack, error) {
+	return &wire.Ack{Acks: 1}, nil
+}
+
+// Get fails with code id[19] for ids whose first byte is 0xee.
+func (f *fakeService) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	if req.ID[0] == 0xee && req.ID[19] != 0 {
+		return nil, f.fail(uint64(req.ID[19]))
+	}
+	v := fakeView(req.ID, "q")
+	v.Claim = nil
+	return &v, nil
+}
+
+func (f *fakeService) List(_ context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	if err := f.errFor(req.Queue, "e"); err != nil {
+		return err
+	}
+	n := min(req.Limit, 5)
+	if req.Limit == 0 {
+		n = 2
+	}
+	for i := range n {
+		if err := emit(&wire.ListPage{Tasks: []wire.TaskView{fakeView(task.MakeID(1, 1, uint32(i)), req.Queue)}}); err != nil {
+			return err
+		}
+	}
+	return f.errFor(req.Queue, "m")
+}
+
+func (f *fakeService) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	if err := f.errFor(req.Queue, "e"); err != nil {
+		return nil, err
+	}
+	return &wire.CountResponse{Count: 7}, nil
+}
+
+func (f *fakeService) Queues(context.Context, *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	return &wire.QueuesResponse{Queues: []wire.QueueStats{{Queue: "q", Ready: 1}}}, nil
+}
+
+var _ wire.Service = (*fakeService)(nil)
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// errorBody is the JSON form of every error answer.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Num   uint16 `json:"code_num"`
+}
+
+// The routes FuzzHTTPDecode drives, by the fuzzer's route byte.
+const (
+	routeEnqueue  = iota // POST /v1/enqueue, body
+	routeClaim           // POST /v1/claim, body
+	routeComplete        // POST /v1/complete, body
+	routeTasks           // POST /v1/tasks, body
+	routeGet             // GET /v1/tasks/{id}: arg is the id segment, then "?" and a query
+	routeGetRaw          // GET /v1/tasks/ + arg as a raw path and query
+	routeList            // GET /v1/tasks?arg
+	numRoutes
+)
+
+// request builds the request for route, or nil if the fuzzer's input
+// cannot be a request line at all.
+func request(route uint8, body []byte, arg string) *http.Request {
+	switch route {
+	case routeEnqueue, routeClaim, routeComplete, routeTasks:
+		path := [...]string{"/v1/enqueue", "/v1/claim", "/v1/complete", "/v1/tasks"}[route]
+		r := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	case routeGet:
+		seg, query, _ := strings.Cut(arg, "?")
+		r := httptest.NewRequest("GET", "/v1/tasks/x", nil)
+		r.URL.Path = "/v1/tasks/" + seg
+		r.URL.RawPath = "/v1/tasks/" + url.PathEscape(seg)
+		r.URL.RawQuery = query
+		r.RequestURI = r.URL.RequestURI()
+		return r
+	case routeGetRaw:
+		u, err := url.ParseRequestURI("/v1/tasks/" + arg)
+		if err != nil {
+			return nil
+		}
+		r := httptest.NewRequest("GET", "/v1/tasks/x", nil)
+		r.URL = u
+		r.RequestURI = u.RequestURI()
+		return r
+	case routeList:
+		r := httptest.NewRequest("GET", "/v1/tasks", nil)
+		r.URL.RawQuery = arg
+		r.RequestURI = r.URL.RequestURI()
+		return r
+	}
+	return nil
+}
+
+// checkResponse checks the invariants of every answer: JSON (NDJSON for a
+// listing), a status below 500 unless the service failed with that
+// status, and error bodies that agree with their status.
+func checkResponse(t *testing.T, f *fakeService, route uint8, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	status, body := rec.Code, rec.Body.Bytes()
+	ct := rec.Header().Get("Content-Type")
+	if status >= 300 && status < 400 {
+		// ServeMux's own redirect of a path it cleans ("/v1/tasks/..",
+		// "/v1/tasks/a/../b"): only a path can ask for it, and it names
+		// where to go. Its body is ServeMux's, not JSON.
+		if route != routeGet && route != routeGetRaw || rec.Header().Get("Location") == "" {
+			t.Fatalf("route %d: status %d, location %q", route, status, rec.Header().Get("Location"))
+		}
+		return
+	}
+	if status >= 500 && !f.failedWith(status) {
+		t.Fatalf("route %d: status %d that the service did not cause: %s", route, status, body)
+	}
+	if status == http.StatusOK && (route == routeList || route == routeGetRaw && ct == "application/x-ndjson") {
+		if ct != "application/x-ndjson" {
+			t.Fatalf("list: content type %q", ct)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if !json.Valid(sc.Bytes()) {
+				t.Fatalf("list: line %q is not JSON", sc.Bytes())
+			}
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		return
+	}
+	if ct != "application/json" {
+		t.Fatalf("route %d: status %d, content type %q: %q", route, status, ct, body)
+	}
+	if !json.Valid(body) {
+		t.Fatalf("route %d: status %d, body is not JSON: %q", route, status, body)
+	}
+	if status == http.StatusOK {
+		return
+	}
+	var e errorBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		t.Fatalf("route %d: status %d, error body %q: %v", route, status, body, err)
+	}
+	if c := wire.Code(e.Num); e.Error == "" || c.Name() != e.Code || c.HTTPStatus() != status {
+		t.Fatalf("route %d: status %d with error body %+v", route, status, e)
+	}
+}
+
+// FuzzHTTPDecode feeds arbitrary bodies to the POST endpoints and
+// arbitrary paths and queries to the GET ones. The handler must never
+// panic, and every answer must be well-formed (checkResponse). The seeds
+// run in every go test.
+func FuzzHTTPDecode(f *testing.F) {
+	id := fakeID.String()
+	bodies := []string{
+		``, `null`, `{}`, `[]`, `"x"`, `1`, `{`, `}`, `{"tasks":null}`, `{"tasks":[]}`, `{"tasks":[null]}`,
+		`{"tasks":[{"queue":"q","data":"aGk=","deps":["` + id + `"],"priority":-3}],"w":1}`,
+		`{"tasks":[{"queue":"e16"}]}`, `{"tasks":[{"queue":"q"},{"queue":"e1"}]}`, `{"tasks":[{"id":"` + id + `","queue":"q"}]}`,
+		`{"tasks":[{"queue":"q","data":"not base64!"}]}`, `{"tasks":[{"queue":"q","deps":["zz"]}]}`,
+		`{"queue":"q","count":2,"ttl_ms":1000,"wait_ms":10}`, `{"queue":"e17"}`, `{"queue":"e99"}`, `{"queue":"e2"}`,
+		`{"queue":"q","count":1e400}`, `{"queue":"q","count":-1}`, `{"queue":"q","ttl_ms":"x"}`, `{"queue":"q","count":9223372036854775808}`,
+		`{"id":"` + id + `","claim":0}`, `{"id":"` + id + `","claim":0,"seq":3}`, `{"id":"` + id + `","claim":16}`,
+		`{"id":"` + id + `","claim":23}`, `{"id":"` + id + `","claim":4294967296}`, `{"id":"00","claim":0}`, `{"id":null,"claim":0}`,
+		`{"queue":"q","w":2}`, `{"queue":"q","bogus":1}`, `{"queue":"q","queue":"r"}`, `{"queue":"q"} {"queue":"r"}`, `{"queue":"q"}garbage`,
+		"\xef\xbb\xbf{}", "{\"queue\":\"\xff\"}", strings.Repeat("[", 10000), `{"queue":"q","description":"` + strings.Repeat("x", 5000) + `"}`,
+	}
+	for route := range uint8(routeTasks + 1) {
+		for _, b := range bodies {
+			f.Add(route, []byte(b), "")
+		}
+	}
+	for _, arg := range []string{
+		id, id + "?min_seq=2", id + "?min_seq=-1", id + "?min_seq=x", "", "xyz", strings.Repeat("0", 40),
+		"ee00000000000000000000000000000000000010", "ee00000000000000000000000000000000000001",
+		"a/b", "..", ".", "a%2Fb", "%zz", "?", "\x00", strings.ToUpper(id),
+	} {
+		f.Add(uint8(routeGet), []byte(nil), arg)
+		f.Add(uint8(routeGetRaw), []byte(nil), arg)
+	}
+	for _, q := range []string{
+		"", "queue=q", "queue=e16", "queue=m1", "queue=m22&limit=3", "limit=-1", "limit=x", "limit=99999999999999999999",
+		"state=ready", "state=nope", "group=g&queue=q&state=dead&limit=1", "%zz", "queue=%00", ";;&&==",
+	} {
+		f.Add(uint8(routeList), []byte(nil), q)
+	}
+	f.Fuzz(func(t *testing.T, route uint8, body []byte, arg string) {
+		route %= numRoutes
+		r := request(route, body, arg)
+		if r == nil {
+			return
+		}
+		fake := &fakeService{}
+		rec := httptest.NewRecorder()
+		httpapi.New(fake, func() error { return nil }, quiet()).ServeHTTP(rec, r)
+		checkResponse(t, fake, route, rec)
+	})
+}
+
+// TestErrorMapping checks the one table from errors to HTTP answers: the
+// status, the stable code name and number, and the message.
+func TestErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   wire.Code
+		status int
+	}{
+		{task.ErrInvalid, wire.CodeInvalid, http.StatusBadRequest},
+		{fmt.Errorf("get %s: %w", fakeID, task.ErrNotFound), wire.CodeNotFound, http.StatusNotFound},
+		{fmt.Errorf("%w: %s", task.ErrDepNotFound, fakeID), wire.CodeDepNotFound, http.StatusBadRequest},
+		{fmt.Errorf("%w: payload is 2 bytes, limit 1", task.ErrTooLarge), wire.CodeTooLarge, http.StatusRequestEntityTooLarge},
+		{task.ErrNoSuchClaim, wire.CodeNoSuchClaim, http.StatusConflict},
+		{task.ErrClaimSuperseded, wire.CodeClaimSuperseded, http.StatusConflict},
+		{task.ErrClaimExpired, wire.CodeClaimExpired, http.StatusConflict},
+		{task.ErrClaimEnded, wire.CodeClaimEnded, http.StatusConflict},
+		{task.ErrCompleted, wire.CodeCompleted, http.StatusConflict},
+		{task.ErrConflict, wire.CodeConflict, http.StatusConflict},
+		{task.ErrSeq, wire.CodeSeq, http.StatusConflict},
+		{task.ErrNotDead, wire.CodeNotDead, http.StatusConflict},
+		{task.ErrStale, wire.CodeStale, http.StatusConflict},
+		{task.ErrEpoch, wire.CodeEpoch, http.StatusConflict},
+		{fmt.Errorf("%w: no leader", wire.ErrUnavailable), wire.CodeUnavailable, http.StatusServiceUnavailable},
+		{wire.ErrShuttingDown, wire.CodeShuttingDown, http.StatusServiceUnavailable},
+		{wire.ErrOverloaded, wire.CodeOverloaded, http.StatusTooManyRequests},
+		{context.DeadlineExceeded, wire.CodeTimeout, http.StatusGatewayTimeout},
+		{context.Canceled, wire.CodeTimeout, http.StatusGatewayTimeout},
+		{errors.New("disk on fire"), wire.CodeInternal, http.StatusInternalServerError},
+		{wire.Errorf(wire.CodeBadFrame, "bad frame"), wire.CodeBadFrame, http.StatusBadRequest},
+		{wire.Errorf(wire.CodeUnknownOp, "unknown op"), wire.CodeUnknownOp, http.StatusNotFound},
+		{wire.Errorf(wire.CodeVersion, "version 9"), wire.CodeVersion, http.StatusBadRequest},
+		{wire.Errorf(wire.CodeFrameTooLarge, "frame"), wire.CodeFrameTooLarge, http.StatusRequestEntityTooLarge},
+		// A sentinel wrapped twice keeps its code.
+		{fmt.Errorf("task 3 of 4: %w", fmt.Errorf("%w: queue name is empty", task.ErrInvalid)), wire.CodeInvalid, http.StatusBadRequest},
+	} {
+		fake := &fakeService{err: tc.err}
+		rec := httptest.NewRecorder()
+		httpapi.New(fake, func() error { return nil }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/count", nil))
+		var e errorBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+			t.Fatalf("%v: body %q: %v", tc.err, rec.Body.Bytes(), err)
+		}
+		if rec.Code != tc.status || e.Code != tc.code.Name() || wire.Code(e.Num) != tc.code || e.Error != tc.err.Error() {
+			t.Errorf("%v: status %d body %+v; want status %d, code %s (%d), the error's message",
+				tc.err, rec.Code, e, tc.status, tc.code.Name(), tc.code)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%v: content type %q", tc.err, ct)
+		}
+	}
+
+	// /healthz reports why the node cannot serve.
+	for _, tc := range []struct {
+		health error
+		status int
+		want   string
+	}{
+		{nil, http.StatusOK, "ok"},
+		{fmt.Errorf("%w: starting", wire.ErrUnavailable), http.StatusServiceUnavailable, "unhealthy"},
+	} {
+		rec := httptest.NewRecorder()
+		httpapi.New(&fakeService{}, func() error { return tc.health }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		var body map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != tc.status || body["status"] != tc.want {
+			t.Errorf("healthz with %v: status %d body %q (%v); want %d %q", tc.health, rec.Code, rec.Body.Bytes(), err, tc.status, tc.want)
+		}
+		if tc.health != nil && body["reason"] != tc.health.Error() {
+			t.Errorf("healthz: reason %q; want %q", body["reason"], tc.health.Error())
+		}
+	}
+}
