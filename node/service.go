@@ -343,11 +343,7 @@ func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
 }
 
 func (n *Node) grantedView(g *partition.Granted) (wire.TaskView, error) {
-	data, err := n.store.Data(n.partOf(g.Spec.ID), g.Spec.ID)
-	if err != nil {
-		return wire.TaskView{}, fmt.Errorf("read payload of %s: %w", g.Spec.ID, err)
-	}
-	v := n.view(g.Spec, data, &g.State, nil, n.now())
+	v := n.view(g.Spec, g.Spec.Data, &g.State, nil, n.now())
 	idx := g.Claim.Index
 	v.Claim = &idx
 	return v, nil
@@ -483,7 +479,7 @@ func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, err
 		return nil, err
 	}
 	part := n.partOf(req.ID)
-	sp, err := n.store.Spec(part, req.ID)
+	sp, err := n.store.FullSpec(part, req.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
 	}
@@ -511,13 +507,9 @@ func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, err
 	return &v, nil
 }
 
-// readView reads a task's payload, state and (if withUpdates) its visible
-// updates and builds its view.
+// readView reads a task's state and (if withUpdates) its visible updates
+// and builds its view; sp carries the payload.
 func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.TaskView, error) {
-	data, err := n.store.Data(part, sp.ID)
-	if err != nil {
-		return wire.TaskView{}, fmt.Errorf("read payload of %s: %w", sp.ID, err)
-	}
 	st, _, err := n.store.State(part, sp.ID)
 	if err != nil {
 		return wire.TaskView{}, err
@@ -532,7 +524,7 @@ func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.Task
 			return wire.TaskView{}, err
 		}
 	}
-	return n.view(sp, data, &st, ups, n.now()), nil
+	return n.view(sp, sp.Data, &st, ups, n.now()), nil
 }
 
 // view builds a task's client view. Only the contiguous prefix of each

@@ -36,6 +36,32 @@ type entry struct {
 	// due is when a timer moves the task: the not-before of a delayed task,
 	// or end + skew bound of a claimed one. 0 when no timer is set.
 	due int64
+	// stored is false while the task has no state record (never claimed,
+	// no dep done), so its first claim skips that lookup.
+	stored bool
+	// hot caches a claimed task's spec and state, so the operations that
+	// follow a claim (renew, update, complete, fail, snooze) read nothing
+	// from the store. INVARIANT: set only while status is Claimed, and
+	// equal to what the store holds (every state write goes through the
+	// replica, under its lock, and refreshes it).
+	hot *hotTask
+}
+
+// hotTask is the cached spec (without payload) and state of a claimed task.
+type hotTask struct {
+	spec *task.Spec
+	st   task.State
+	// nextSeq is the length of the latest claim's contiguous update
+	// history, when seqKnown.
+	nextSeq  uint64
+	seqKnown bool
+}
+
+// isZeroState reports whether st is the state of a task with no state
+// record.
+func isZeroState(st *task.State) bool {
+	return st.Completion == nil && len(st.Claims) == 0 && len(st.Releases) == 0 &&
+		len(st.DepsDone) == 0 && st.RequeueBase == 0
 }
 
 // timerItem orders timers by due time, then id.

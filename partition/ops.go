@@ -12,7 +12,7 @@ import (
 
 // Granted is a claim just granted, with the task it is on.
 type Granted struct {
-	Spec  *task.Spec // without payload
+	Spec  *task.Spec // with its payload
 	State task.State
 	Claim task.Claim
 }
@@ -56,7 +56,13 @@ func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) boo
 		if !ok || accept != nil && !accept(h) {
 			return nil, nil, nil
 		}
-		sp, st, err := r.loadLocked(h.ID)
+		// One lookup reads the spec with its payload, which the claimant
+		// gets; a task never claimed has no state record to read.
+		sp, err := r.cfg.Store.FullSpec(r.cfg.Part, h.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("partition %d: claim %s: %w", r.cfg.Part, h.ID, err)
+		}
+		st, err := r.stateLocked(h.ID, r.tasks[h.ID])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -70,6 +76,9 @@ func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) boo
 		p, err := r.writeStateLocked(sp, &st, now, nil)
 		if err != nil {
 			return nil, nil, err
+		}
+		if e := r.tasks[h.ID]; e != nil && e.hot != nil {
+			e.hot.nextSeq, e.hot.seqKnown = 0, true // a new claim has no updates yet
 		}
 		return &Granted{Spec: sp, State: st, Claim: c}, p, nil
 	}
@@ -107,7 +116,7 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		r.mu.Unlock()
 		return err
 	}
-	next, err := r.cfg.Store.NextSeq(r.cfg.Part, id, idx)
+	next, err := r.nextSeqLocked(id, idx)
 	if err != nil {
 		r.mu.Unlock()
 		return err
@@ -135,10 +144,16 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		return err
 	}
 	p, err := b.Apply()
-	r.mu.Unlock()
 	if err != nil {
+		r.mu.Unlock()
 		return err
 	}
+	if e := r.tasks[id]; e != nil && e.hot != nil && e.hot.seqKnown {
+		if c, _ := e.hot.st.Latest(); c.Index == idx {
+			e.hot.nextSeq = next + 1 // seq == next: the history grew by one
+		}
+	}
+	r.mu.Unlock()
 	return p.Wait()
 }
 
@@ -147,7 +162,7 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 // task, false for a repeat of the same completion.
 func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, err error) {
 	err = r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
-		next, err := r.cfg.Store.NextSeq(r.cfg.Part, id, idx)
+		next, err := r.nextSeqLocked(id, idx)
 		if err != nil {
 			return false, nil, err
 		}
@@ -331,6 +346,7 @@ func (r *Replica) Install(ep uint64, cs []epoch.Claim, now int64) error {
 	}
 	for i := range ch {
 		r.rederiveLocked(ch[i].sp, &ch[i].st, now)
+		r.refreshHotLocked(ch[i].sp, &ch[i].st)
 	}
 	r.mu.Unlock()
 	return p.Wait()

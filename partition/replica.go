@@ -137,6 +137,7 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
 		pendingDeps: uint16(st.DepsPending(sp)),
 		attempts:    st.Attempts(status == task.Claimed),
 		maxAttempts: sp.MaxAttempts,
+		stored:      !isZeroState(st),
 	}
 	r.tasks[sp.ID] = e
 	e.status = status
@@ -170,6 +171,9 @@ func (r *Replica) unplaceLocked(id task.ID, e *entry) {
 // setStatusLocked moves e to status (with timer due) and keeps counts and
 // indexes in step.
 func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due int64) {
+	if status != task.Claimed {
+		e.hot = nil
+	}
 	r.unplaceLocked(id, e)
 	e.q.counts[e.status]--
 	e.status = status
@@ -352,8 +356,14 @@ func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
 	return true, nil
 }
 
-// loadLocked reads a task's spec and state for a mutation.
+// loadLocked reads a task's spec (without payload) and state for a
+// mutation: from the hot cache of a claimed task, else from the store. The
+// state returned is the caller's to modify.
 func (r *Replica) loadLocked(id task.ID) (*task.Spec, task.State, error) {
+	e := r.tasks[id]
+	if e != nil && e.hot != nil {
+		return e.hot.spec, e.hot.st.Clone(), nil
+	}
 	sp, err := r.cfg.Store.Spec(r.cfg.Part, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, task.State{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
@@ -361,11 +371,66 @@ func (r *Replica) loadLocked(id task.ID) (*task.Spec, task.State, error) {
 	if err != nil {
 		return nil, task.State{}, err
 	}
-	st, _, err := r.cfg.Store.State(r.cfg.Part, id)
-	if err != nil {
-		return nil, task.State{}, err
+	st, err := r.stateLocked(id, e)
+	return sp, st, err
+}
+
+// stateLocked reads a task's state record, skipping the lookup for a task
+// known to have none.
+func (r *Replica) stateLocked(id task.ID, e *entry) (task.State, error) {
+	if e != nil && !e.stored {
+		return task.State{}, nil
 	}
-	return sp, st, nil
+	st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+	return st, err
+}
+
+// nextSeqLocked returns the length of claim idx's contiguous update
+// history.
+func (r *Replica) nextSeqLocked(id task.ID, idx uint32) (uint64, error) {
+	e := r.tasks[id]
+	var h *hotTask
+	if e != nil && e.hot != nil {
+		if c, ok := e.hot.st.Latest(); ok && c.Index == idx {
+			h = e.hot
+		}
+	}
+	if h != nil && h.seqKnown {
+		return h.nextSeq, nil
+	}
+	next, err := r.cfg.Store.NextSeq(r.cfg.Part, id, idx)
+	if err == nil && h != nil {
+		h.nextSeq, h.seqKnown = next, true
+	}
+	return next, err
+}
+
+// refreshHotLocked caches (or drops) a task's spec and state after a
+// state write: claimed tasks are cached.
+func (r *Replica) refreshHotLocked(sp *task.Spec, st *task.State) {
+	e := r.tasks[sp.ID]
+	if e == nil {
+		return
+	}
+	e.stored = true
+	if e.status != task.Claimed {
+		e.hot = nil
+		return
+	}
+	h := &hotTask{spec: sp, st: st.Clone()}
+	if sp.Data != nil {
+		meta := *sp
+		meta.Data = nil
+		h.spec = &meta
+	}
+	if old := e.hot; old != nil && old.seqKnown {
+		oc, _ := old.st.Latest()
+		nc, _ := st.Latest()
+		if oc.Index == nc.Index {
+			h.nextSeq, h.seqKnown = old.nextSeq, true
+		}
+	}
+	e.hot = h
 }
 
 // writeStateLocked applies a batch holding st (plus whatever fill adds),
@@ -394,6 +459,7 @@ func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fil
 	} else {
 		r.rederiveLocked(sp, st, now)
 	}
+	r.refreshHotLocked(sp, st)
 	return p, nil
 }
 

@@ -207,8 +207,8 @@ func TestClaimOrder(t *testing.T) {
 		if g.Claim.Index != 0 || g.Claim.Epoch != 1 || g.Claim.Start != t0+int64(i) || g.Claim.End != t0+int64(i)+ttl {
 			t.Fatalf("claim %d: %+v", i, g.Claim)
 		}
-		if g.Spec.Data != nil {
-			t.Fatalf("claim %d: granted spec carries the payload", i)
+		if string(g.Spec.Data) != string(w.Data) {
+			t.Fatalf("claim %d: granted payload %q; want %q", i, g.Spec.Data, w.Data)
 		}
 	}
 	noClaim(t, r, "q", t0+n)

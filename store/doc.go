@@ -10,7 +10,7 @@
 //
 //	0x01 name                          node meta (identity, format version)
 //	0x10 part id                       task spec, without payload (CBOR)
-//	0x11 part id                       task payload (raw bytes)
+//	0x11 part id                       task spec with its payload (CBOR)
 //	0x12 part id                       task state, the CRDT (CBOR)
 //	0x13 part id claim(u32) seq(u64)   progress update payload (raw bytes)
 //	0x14 part dep dependent            reverse dependency edge (empty value)

@@ -39,7 +39,10 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 // Empty reports whether the batch holds no writes.
 func (b *Batch) Empty() bool { return b.b.Empty() }
 
-// PutSpec writes a task's spec and, separately, its payload.
+// PutSpec writes a task's spec twice: without the payload under the spec
+// key, which index rebuilds and lists scan without reading payloads, and
+// whole under the data key, so a claim or a get reads the task with one
+// lookup. The spec fields are small; the duplication costs tens of bytes.
 func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
 	meta := *sp
 	meta.Data = nil
@@ -50,7 +53,11 @@ func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
 	if err := b.b.Set(taskKey(kindSpec, part, sp.ID), v, nil); err != nil {
 		return fmt.Errorf("store: put spec: %w", err)
 	}
-	if err := b.b.Set(taskKey(kindData, part, sp.ID), sp.Data, nil); err != nil {
+	full, err := encode(sp)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(taskKey(kindData, part, sp.ID), full, nil); err != nil {
 		return fmt.Errorf("store: put data: %w", err)
 	}
 	return nil
@@ -144,9 +151,26 @@ func (s *Store) Spec(part uint16, id task.ID) (*task.Spec, error) {
 	return sp, nil
 }
 
+// FullSpec reads a task's spec with its payload, in one lookup.
+func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
+	v, err := s.get(taskKey(kindData, part, id))
+	if err != nil {
+		return nil, err
+	}
+	sp := new(task.Spec)
+	if err := decode(v, sp); err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	return sp, nil
+}
+
 // Data reads a task's payload.
 func (s *Store) Data(part uint16, id task.ID) ([]byte, error) {
-	return s.get(taskKey(kindData, part, id))
+	sp, err := s.FullSpec(part, id)
+	if err != nil {
+		return nil, err
+	}
+	return sp.Data, nil
 }
 
 // State reads a task's state; a task with no state record has the zero

@@ -1,0 +1,81 @@
+package main_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/skuldd/skuldd"
+
+// allowedInternal lists, for each package, the internal packages it may
+// import (STYLE.md §3: dependencies point one way, node at the top, store
+// and wire at the bottom).
+var allowedInternal = map[string][]string{
+	"":              {"cli"},
+	"cli":           {"node", "wire", "task", "clock"},
+	"node":          {"httpapi", "partition", "raftgroup", "epoch", "ring", "store", "wire", "task", "clock"},
+	"httpapi":       {"wire", "task"},
+	"partition":     {"store", "epoch", "ring", "task", "clock"},
+	"raftgroup":     {"store"},
+	"store":         {"task", "clock"},
+	"wire":          {"task", "clock"},
+	"epoch":         {},
+	"ring":          {},
+	"task":          {"clock"},
+	"clock":         {},
+	"node/nodetest": nil, // test harness: may import anything
+}
+
+// owners names the one package allowed to import each heavyweight
+// dependency, so each stays behind its seam.
+var owners = map[string]string{
+	"github.com/cockroachdb/pebble":   "store",
+	"github.com/quic-go/quic-go":      "wire",
+	"go.etcd.io/raft":                 "raftgroup",
+	"github.com/urfave/cli":           "cli",
+	"github.com/hashicorp/memberlist": "node",
+}
+
+// TestLayering enforces the package layering of STYLE.md §3 on non-test
+// imports.
+func TestLayering(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go not on PATH")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		allowed, known := allowedInternal[pkg]
+		if !known {
+			t.Errorf("package %q is not in the layering table: add it with its allowed imports", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok {
+				if allowed != nil && !contains(allowed, rel) {
+					t.Errorf("%s imports %s: not allowed by the layering", fields[0], imp)
+				}
+				continue
+			}
+			for dep, owner := range owners {
+				if strings.HasPrefix(imp, dep) && pkg != owner && pkg != "node/nodetest" {
+					t.Errorf("%s imports %s: only %s may", fields[0], imp, owner)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
