@@ -40,9 +40,6 @@ func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// exitCoder is an error that carries its exit status.
-type exitCoder interface{ ExitCode() int }
-
 // Run runs the command line args (args[0] is the program name) and returns
 // the process exit status.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -51,16 +48,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	var ec exitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(stderr, "skuldd:", msg)
-		}
-		return ec.ExitCode()
+	var nothing nothingToClaim
+	if errors.As(err, &nothing) {
+		return nothing.ExitCode()
 	}
 	fmt.Fprintln(stderr, "skuldd:", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	var libExit ucli.ExitCoder
+	if errors.As(err, &ue) || errors.As(err, &libExit) {
+		// The cli library exits with its own codes only for usage
+		// mistakes (an unknown command or help topic).
 		return exitUsage
 	}
 	return exitError

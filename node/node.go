@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -47,10 +48,18 @@ type Node struct {
 	httpSrv *http.Server
 	addr    string
 	ready   atomic.Bool
+	// nextDue is the earliest timer of any partition (MaxInt64: none);
+	// tickMu serialises tick.
+	nextDue atomic.Int64
+	tickMu  sync.Mutex
 	// cohort caches the cohort size from the metadata group, so requests
 	// never copy the group's state.
 	cohort   atomic.Int32
 	stopping atomic.Bool
+	// stopc is closed when shutdown begins: it ends long-polling claims,
+	// which would otherwise hold the HTTP server's graceful shutdown for
+	// its whole timeout and outlive Close.
+	stopc chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -62,7 +71,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
-	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex()}, nil
+	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), stopc: make(chan struct{})}, nil
 }
 
 // Start opens the store, binds the address, brings up the metadata group
@@ -90,6 +99,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.refreshMeta()
+	n.nextDue.Store(0) // tick once right after the load
 	if err := n.loadPartitions(); err != nil {
 		return err
 	}
@@ -237,6 +247,7 @@ func (n *Node) loadPartitions() error {
 			RetryMax:   n.cfg.RetryMax,
 			Logger:     n.log,
 			OnHead:     n.heads.set,
+			OnTimer:    n.noteTimer,
 		})
 	}
 	now := clock.UnixMilli(n.clock)
@@ -330,6 +341,7 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() {
 	n.closed.Do(func() {
 		n.stopping.Store(true)
+		close(n.stopc)
 		n.ready.Store(false)
 		if n.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -380,11 +392,42 @@ func (n *Node) tickLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			now := clock.UnixMilli(n.clock)
-			for _, r := range n.parts {
-				r.Tick(now)
-			}
+			n.tick(clock.UnixMilli(n.clock))
 		}
+	}
+}
+
+// noteTimer lowers nextDue to due: the partitions' OnTimer callback.
+func (n *Node) noteTimer(due int64) {
+	for {
+		cur := n.nextDue.Load()
+		if due >= cur || n.nextDue.CompareAndSwap(cur, due) {
+			return
+		}
+	}
+}
+
+// tick moves every partition's due timers and recomputes nextDue.
+func (n *Node) tick(now int64) {
+	n.tickMu.Lock()
+	defer n.tickMu.Unlock()
+	// Reset first: timers set while the partitions are walked lower it
+	// again through noteTimer, so none is missed.
+	n.nextDue.Store(math.MaxInt64)
+	for _, r := range n.parts {
+		r.Tick(now)
+		if due, ok := r.NextDue(); ok {
+			n.noteTimer(due)
+		}
+	}
+}
+
+// catchUp runs the timers that are due before a request looks at states,
+// so what a claim, a count or a get sees agrees to the millisecond rather
+// than to the tick.
+func (n *Node) catchUp() {
+	if now := n.now(); now >= n.nextDue.Load() {
+		n.tick(now)
 	}
 }
 

@@ -1575,3 +1575,50 @@ func TestIDsAcrossRestartWithClockSetBack(t *testing.T) {
 		t.Errorf("count: %d; want 2", n)
 	}
 }
+
+// Reference: DESIGN.md, "Operations" (claim long-poll) and STYLE.md habit
+// 18 (every Start has a Close that cancels and then waits). A claim
+// long-polling over HTTP ends when the node stops: it neither holds Close
+// for the whole shutdown timeout nor outlives it.
+func TestCloseEndsLongPoll(t *testing.T) {
+	x := newH(t)
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, err := http.NewRequest("POST", x.c.HTTP(0)+"/v1/claim", strings.NewReader(`{"queue":"lp","wait_ms":60000}`))
+		if err != nil {
+			done <- result{0, err}
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- result{0, err}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- result{resp.StatusCode, nil}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("long-poll returned before the node stopped: %+v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	began := time.Now()
+	x.c.Stop(0)
+	limit := x.c.Config(0).ShutdownTimeout / 2
+	if took := time.Since(began); took >= limit {
+		t.Errorf("Close took %v with a long-poll in flight; want well under the shutdown timeout %v", took, x.c.Config(0).ShutdownTimeout)
+	}
+	select {
+	case r := <-done:
+		if r.err == nil && r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
+			t.Errorf("long-poll ended by Close: status %d; want 200 (nothing claimed) or 503", r.status)
+		}
+	case <-time.After(limit):
+		t.Fatalf("long-poll still pending %v after Close returned", limit)
+	}
+}

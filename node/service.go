@@ -309,6 +309,8 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 			return resp, nil
 		case <-ctx.Done():
 			return resp, nil
+		case <-n.stopc:
+			return resp, nil // nothing claimed: the client tries again, elsewhere
 		}
 	}
 }
@@ -318,6 +320,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 // so concurrent claims take tasks in exact (priority, id) order; the lock
 // is released before the claim's fsync, so claims still share fsyncs.
 func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
+	n.catchUp()
 	pick := n.heads.pickLock(queue)
 	for range maxClaimRaces {
 		pick.Lock()
@@ -478,6 +481,7 @@ func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, err
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	n.catchUp()
 	part := n.partOf(req.ID)
 	sp, err := n.store.FullSpec(part, req.ID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -663,6 +667,7 @@ func (n *Node) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResp
 			return nil, err
 		}
 	}
+	n.catchUp()
 	var total int64
 	for _, r := range n.parts {
 		r.Stats(func(q string, c [task.NumStatus]int64) {
@@ -681,6 +686,7 @@ func (n *Node) Queues(context.Context, *wire.QueuesRequest) (*wire.QueuesRespons
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	n.catchUp()
 	sums := map[string]*[task.NumStatus]int64{}
 	for _, r := range n.parts {
 		r.Stats(func(q string, c [task.NumStatus]int64) {

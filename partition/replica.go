@@ -41,6 +41,10 @@ type Config struct {
 	// ready task changes while the replica leads (ok=false: the queue has
 	// none). It must not block or call into the replica.
 	OnHead func(part uint16, queue string, head Head, ok bool)
+	// OnTimer is called with the replica's lock held whenever a timer is
+	// set, with its due time, so the caller can run Tick on time. It must
+	// not block or call into the replica.
+	OnTimer func(due int64)
 }
 
 // Replica is one partition's replica on this node. Safe for concurrent use.
@@ -69,6 +73,9 @@ func New(cfg Config) *Replica {
 	}
 	if cfg.OnHead == nil {
 		cfg.OnHead = func(uint16, string, Head, bool) {}
+	}
+	if cfg.OnTimer == nil {
+		cfg.OnTimer = func(int64) {}
 	}
 	return &Replica{
 		cfg:    cfg,
@@ -154,6 +161,7 @@ func (r *Replica) placeLocked(id task.ID, e *entry, due int64) {
 	case task.Delayed, task.Claimed:
 		e.due = due
 		r.timers.ReplaceOrInsert(timerItem{due, id})
+		r.cfg.OnTimer(due)
 	}
 }
 
@@ -217,6 +225,14 @@ func (r *Replica) rederiveLocked(sp *task.Spec, st *task.State, now int64) {
 		return
 	}
 	r.setStatusLocked(sp.ID, e, status, due)
+}
+
+// NextDue returns when the earliest timer is due, and false if none is set.
+func (r *Replica) NextDue() (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	it, ok := r.timers.Min()
+	return it.due, ok
 }
 
 // Tick moves tasks whose timers are due at now: delayed tasks become ready,

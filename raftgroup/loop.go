@@ -323,8 +323,9 @@ func (g *Group) maybeCampaign(ctx context.Context) {
 		return
 	}
 	// raft may refuse (a committed conf change not yet applied): this
-	// runs again after the next Ready. A lone voter wins at once, so it
-	// never campaigns twice in a row.
+	// runs again after the next Ready. Only a follower campaigns: a
+	// campaign restarts any election under way, and a lone voter's own
+	// election needs a few Readies (its vote to itself) to finish.
 	if err := g.node.Campaign(ctx); err != nil {
 		g.log.Warn("campaign failed; waiting for the election timeout", "err", err)
 	}
