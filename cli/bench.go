@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,15 +46,17 @@ func benchCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr")},
 			&ucli.IntFlag{Name: "n", Value: 100000, Usage: "tasks"},
 			&ucli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
-			&ucli.IntFlag{Name: "conns", Value: 4, Usage: "QUIC connections the clients share"},
+			&ucli.IntFlag{Name: "conns", Value: 1, Usage: "QUIC connections the clients share"},
+			&ucli.IntFlag{Name: "streams", Value: wire.DefaultStreams, Usage: "QUIC streams per connection"},
 			&ucli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes"},
 			&ucli.IntFlag{Name: "batch", Value: 1, Usage: "tasks per enqueue request"},
 			&ucli.StringFlag{Name: "queue", Usage: "queue name (default: a fresh one)"},
-			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim"},
+			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim, ping (a bare round trip, to measure the transport)"},
 			&ucli.BoolFlag{Name: "json", Usage: "one JSON object per phase on stdout"},
 			&ucli.BoolFlag{Name: "claim-scaling", Usage: "measure claim latency with 1e3..1e6 ready tasks"},
 			&ucli.StringFlag{Name: "scaling-sizes", Value: "1000,10000,100000,1000000", Usage: "queue depths for --claim-scaling"},
 			&ucli.IntFlag{Name: "scaling-claims", Value: 2000, Usage: "claims measured per depth"},
+			&ucli.StringFlag{Name: "cpuprofile", Usage: "write the load generator's own CPU profile to this file"},
 		},
 		Action: runBench,
 	}
@@ -86,7 +90,7 @@ func runBench(c *ucli.Context) error {
 	if c.Args().Len() > 0 {
 		return usagef("unexpected argument %q", c.Args().First())
 	}
-	for _, f := range []string{"n", "clients", "conns", "batch", "scaling-claims"} {
+	for _, f := range []string{"n", "clients", "conns", "streams", "batch", "scaling-claims"} {
 		if c.Int(f) < 1 {
 			return usagef("--%s must be at least 1", f)
 		}
@@ -94,10 +98,21 @@ func runBench(c *ucli.Context) error {
 	if c.Int("size") < 0 {
 		return usagef("--size must not be negative")
 	}
+	if path := c.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b := &bench{c: c, stderr: c.App.ErrWriter, out: json.NewEncoder(c.App.Writer), jsonOut: c.Bool("json")}
 	ctx := c.Context
 	for range c.Int("conns") {
-		conn, err := wire.Dial(ctx, c.String("addr"), wire.ClientConfig{})
+		conn, err := wire.Dial(ctx, c.String("addr"), wire.ClientConfig{Streams: c.Int("streams")})
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", c.String("addr"), err)
 		}
@@ -120,6 +135,8 @@ func runBench(c *ucli.Context) error {
 			res, err = b.enqueuePhase(ctx, queue)
 		case "claim":
 			res, err = b.claimPhase(ctx, queue)
+		case "ping":
+			res, err = b.pingPhase(ctx)
 		default:
 			return usagef("--phases: unknown phase %q", ph)
 		}
@@ -269,6 +286,23 @@ func (b *bench) enqueuePhase(ctx context.Context, queue string) (phaseResult, er
 	})
 	res.Size = size
 	return res, err
+}
+
+// pingPhase sends --n pings: round trips that do no work, the transport's
+// own cost.
+func (b *bench) pingPhase(ctx context.Context) (phaseResult, error) {
+	n := int64(b.c.Int("n"))
+	var next atomic.Int64
+	r := newRunner("ping", n)
+	return r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+		if next.Add(1) > n {
+			return 0, false, nil
+		}
+		if _, err := b.client(w).Ping(ctx); err != nil {
+			return 0, true, err
+		}
+		return 1, true, nil
+	})
 }
 
 // claimPhase claims and completes tasks until the queue is drained; an op

@@ -87,8 +87,12 @@ func Decode(body io.Reader, v any) error {
 	dec := json.NewDecoder(io.LimitReader(body, MaxBody+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || err.Error() == "http: request body too large" {
-			return fmt.Errorf("%w: request body truncated or over %d bytes", task.ErrInvalid, MaxBody)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("%w: request body over %d bytes", task.ErrTooLarge, tooBig.Limit)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: request body truncated", task.ErrInvalid)
 		}
 		return fmt.Errorf("%w: bad JSON body: %v", task.ErrInvalid, err)
 	}
@@ -132,6 +136,10 @@ func (a *api) enqueueOne(w http.ResponseWriter, r *http.Request) {
 	resp, err := a.svc.Enqueue(r.Context(), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{body.EnqueueTask}, W: body.W})
 	if err != nil {
 		a.fail(w, err)
+		return
+	}
+	if len(resp.Results) != 1 {
+		a.fail(w, fmt.Errorf("enqueue answered %d results for one task", len(resp.Results)))
 		return
 	}
 	writeJSON(w, http.StatusOK, resp.Results[0])

@@ -153,6 +153,19 @@ func (x *h) wantState(id task.ID, want string) {
 	}
 }
 
+// wantDelayed reads task id and checks that it is delayed, as far as the
+// time the read was answered tells: past its not-before (a slow machine)
+// it may be ready already.
+func (x *h) wantDelayed(id task.ID) *wire.TaskView {
+	x.t.Helper()
+	v := x.get(id)
+	now := time.Now().UnixMilli()
+	if v.State != "delayed" && !(v.State == "ready" && now >= v.NotBefore) {
+		x.t.Fatalf("task %s at %d: state %q, not before %d; want delayed", id, now, v.State, v.NotBefore)
+	}
+	return v
+}
+
 // waitState polls until task id is in state want.
 func (x *h) waitState(id task.ID, want string) {
 	x.t.Helper()
@@ -338,6 +351,26 @@ func TestEnqueue(t *testing.T) {
 	if got := x.count("q"); got != 54 {
 		t.Fatalf("count after mixed retry: %d; want 54", got)
 	}
+	// The same id twice in one batch is one task.
+	twice := gen.next()
+	dup := wire.EnqueueTask{ID: &twice, Queue: "q", Data: []byte("twice")}
+	if got := x.enqueue(dup, dup); got[0] != twice || got[1] != twice {
+		t.Fatalf("one id twice in a batch: ids %v; want %s twice", got, twice)
+	}
+	if got := x.count("q"); got != 55 {
+		t.Fatalf("count after one id twice in a batch: %d; want 55", got)
+	}
+	// A retry after the task was claimed leaves its claim alone.
+	for claimedOwn := false; !claimedOwn; {
+		claimedOwn = x.claim1("q", longTTL).ID == own // claims q in order until own
+	}
+	claimed := x.get(own)
+	if got := x.enqueue1(et); got != own {
+		t.Fatalf("retry after claim: id %s; want %s", got, own)
+	}
+	if v := x.get(own); !reflect.DeepEqual(v, claimed) {
+		t.Fatalf("retry after claim changed the task:\n%+v\n%+v", claimed, v)
+	}
 	// The same id with other content is a conflict, and changes nothing.
 	x.refused("enqueue of a used id with other data", wire.CodeConflict, []task.ID{own}, func() error {
 		_, err := x.cl().Enqueue(x.ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &own, Queue: "q", Data: []byte("theirs")}}})
@@ -514,19 +547,11 @@ func TestFail(t *testing.T) {
 	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 0, Reason: "boom", RetryAfterMs: i64(150)}); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
-	v := x.get(id)
-	if v.State != "delayed" || v.Attempts != 1 || len(v.Failures) != 1 || v.Failures[0].Reason != "boom" ||
+	v := x.wantDelayed(id)
+	if v.Attempts != 1 || len(v.Failures) != 1 || v.Failures[0].Reason != "boom" ||
 		v.Failures[0].Snooze || v.NotBefore != v.Failures[0].At+150 {
 		t.Fatalf("after fail with retry_after 150ms: %+v", v)
 	}
-	// A repeated fail is a no-op; a snooze of the failed claim is refused.
-	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 0, Reason: "again"}); err != nil {
-		t.Fatalf("repeated fail: %v", err)
-	}
-	x.refused("snooze of a failed claim", wire.CodeClaimEnded, []task.ID{id}, func() error {
-		_, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: id, Claim: 0})
-		return err
-	})
 	x.waitState(id, "ready")
 	c := x.claimWait("f", longTTL)
 	if *c.Claim != 1 || c.Attempts != 1 {
@@ -537,10 +562,28 @@ func TestFail(t *testing.T) {
 	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 1}); err != nil {
 		t.Fatalf("second fail: %v", err)
 	}
-	if v := x.get(id); v.Attempts != 2 || v.NotBefore <= v.Failures[1].At {
+	if v := x.wantDelayed(id); v.Attempts != 2 || v.NotBefore <= v.Failures[1].At {
 		t.Fatalf("after a fail without retry_after: %+v; want 2 attempts and a backoff", v)
 	}
 	x.waitState(id, "ready")
+
+	// A repeated fail is a no-op; a snooze of the failed claim is refused.
+	other := x.enqueue1(wire.EnqueueTask{Queue: "f2"})
+	x.claim1("f2", longTTL)
+	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: other, Claim: 0, Reason: "r", RetryAfterMs: i64(60_000)}); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	before := x.get(other)
+	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: other, Claim: 0, Reason: "again"}); err != nil {
+		t.Fatalf("repeated fail: %v", err)
+	}
+	if after := x.get(other); !reflect.DeepEqual(before, after) {
+		t.Fatalf("repeated fail changed the task:\n%+v\n%+v", before, after)
+	}
+	x.refused("snooze of a failed claim", wire.CodeClaimEnded, []task.ID{other}, func() error {
+		_, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: other, Claim: 0})
+		return err
+	})
 }
 
 // Reference: DESIGN.md, "Operations" (snooze(id, claim, delay): ready again
@@ -552,11 +595,11 @@ func TestSnooze(t *testing.T) {
 	if _, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: id, Claim: 0, DelayMs: 100}); err != nil {
 		t.Fatalf("snooze: %v", err)
 	}
-	if v := x.get(id); v.State != "delayed" || v.Attempts != 0 || len(v.Failures) != 1 || !v.Failures[0].Snooze {
+	if v := x.wantDelayed(id); v.Attempts != 0 || len(v.Failures) != 1 || !v.Failures[0].Snooze {
 		t.Fatalf("after snooze: %+v", v)
 	}
 	x.waitState(id, "ready")
-	// max_attempts 1 and two claims so far: a snooze is not an attempt.
+	// max_attempts 1, and claim 0 ended: a snooze is not an attempt.
 	c := x.claimWait("s", longTTL)
 	if *c.Claim != 1 || c.Attempts != 0 {
 		t.Fatalf("claim after snooze: claim %d attempts %d; want claim 1, 0 attempts", *c.Claim, c.Attempts)
@@ -1620,5 +1663,49 @@ func TestCloseEndsLongPoll(t *testing.T) {
 		}
 	case <-time.After(limit):
 		t.Fatalf("long-poll still pending %v after Close returned", limit)
+	}
+}
+
+// Reference: DESIGN.md, "Operations" (get with min_seq refuses a history
+// shorter than the client has seen): the history spans claims, so a
+// client that saw claim 0's updates still reads after a reclaim.
+func TestMinSeqSpansClaims(t *testing.T) {
+	x := newH(t)
+	id := x.enqueue1(wire.EnqueueTask{Queue: "m"})
+	x.claim1("m", longTTL)
+	for seq := range uint64(2) {
+		if _, err := x.cl().Update(x.ctx, &wire.UpdateRequest{ID: id, Claim: 0, Seq: seq, Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: id, Claim: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if c := x.claim1("m", longTTL); *c.Claim != 1 {
+		t.Fatalf("reclaim got claim %d; want 1", *c.Claim)
+	}
+	if _, err := x.cl().Get(x.ctx, &wire.GetRequest{ID: id, MinSeq: u64(2)}); err != nil {
+		t.Fatalf("get min_seq 2 after a reclaim, with 2 updates under claim 0: %v", err)
+	}
+	_, err := x.cl().Get(x.ctx, &wire.GetRequest{ID: id, MinSeq: u64(3)})
+	wantCode(t, "get min_seq 3 with 2 updates", err, wire.CodeStale)
+}
+
+// The zero id is never assigned: every operation naming it is invalid
+// input, on QUIC as on HTTP.
+func TestZeroIDInvalid(t *testing.T) {
+	x := newH(t)
+	var zero task.ID
+	ops := map[string]func() error{
+		"get":      func() error { _, err := x.cl().Get(x.ctx, &wire.GetRequest{ID: zero}); return err },
+		"renew":    func() error { _, err := x.cl().Renew(x.ctx, &wire.RenewRequest{ID: zero}); return err },
+		"update":   func() error { _, err := x.cl().Update(x.ctx, &wire.UpdateRequest{ID: zero}); return err },
+		"complete": func() error { _, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: zero}); return err },
+		"fail":     func() error { _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: zero}); return err },
+		"snooze":   func() error { _, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: zero}); return err },
+		"requeue":  func() error { _, err := x.cl().Requeue(x.ctx, &wire.RequeueRequest{ID: zero}); return err },
+	}
+	for name, op := range ops {
+		wantCode(t, name+" of the zero id", op(), wire.CodeInvalid)
 	}
 }

@@ -25,8 +25,9 @@ const (
 	maxClaimCount = 1000
 	// listPageSize is the number of tasks per streamed list frame.
 	listPageSize = 256
-	// maxClaimRaces bounds how often a claim re-picks after the partition
-	// it picked stepped down.
+	// maxClaimRaces bounds how often a claim picks again after the
+	// partition it picked stepped down or its task stopped being
+	// claimable.
 	maxClaimRaces = 16
 )
 
@@ -36,6 +37,14 @@ func (n *Node) partOf(id task.ID) uint16 { return ring.PartitionOf(id[:], n.cfg.
 
 // replicaOf returns the replica of id's partition.
 func (n *Node) replicaOf(id task.ID) *partition.Replica { return n.parts[n.partOf(id)] }
+
+// checkID rejects the zero id, which is never assigned.
+func checkID(id task.ID) error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: the zero id is reserved", task.ErrInvalid)
+	}
+	return nil
+}
 
 func (n *Node) checkServing() error {
 	if n.stopping.Load() {
@@ -317,8 +326,9 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 
 // claimOne claims the best ready task of queue across the partitions this
 // node leads. Picks of one queue are serialised by the queue's pick lock,
-// so concurrent claims take tasks in exact (priority, id) order; the lock
-// is released before the claim's fsync, so claims still share fsyncs.
+// so concurrent claims take tasks in exact (priority, id) order; the pick
+// only moves the task out of the ready index (Reserve), and the store work
+// and the fsync happen after the lock is released, so claims overlap them.
 func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
 	n.catchUp()
 	pick := n.heads.pickLock(queue)
@@ -329,13 +339,23 @@ func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
 			pick.Unlock()
 			return nil, nil
 		}
-		g, pending, err := n.parts[part].ClaimApply(queue, n.now(), ttl, nil)
+		id, ok, err := n.parts[part].Reserve(queue)
 		pick.Unlock()
 		if errors.Is(err, partition.ErrNotLeader) {
 			continue // stepped down since best(); its heads are gone
 		}
-		if err != nil || g == nil {
+		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		g, pending, err := n.parts[part].ClaimReserved(id, n.now(), ttl)
+		if err != nil {
+			return nil, err
+		}
+		if g == nil {
+			continue // no longer claimable; pick again
 		}
 		if err := pending.Wait(); err != nil {
 			return nil, err
@@ -357,6 +377,9 @@ func (n *Node) Renew(_ context.Context, req *wire.RenewRequest) (*wire.RenewResp
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.ID); err != nil {
+		return nil, err
+	}
 	ttl := req.TTLMs
 	if ttl == 0 {
 		ttl = n.cfg.DefaultTTL.Milliseconds()
@@ -376,6 +399,9 @@ func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, er
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.ID); err != nil {
+		return nil, err
+	}
 	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
 		return nil, err
 	}
@@ -388,6 +414,9 @@ func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, er
 // Complete completes a task and tells its dependents.
 func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack, error) {
 	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.ID); err != nil {
 		return nil, err
 	}
 	newly, err := n.replicaOf(req.ID).Complete(req.ID, req.Claim, req.Seq, n.now())
@@ -440,6 +469,9 @@ func (n *Node) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error)
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.ID); err != nil {
+		return nil, err
+	}
 	if req.RetryAfterMs != nil {
 		if err := checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay); err != nil {
 			return nil, err
@@ -456,6 +488,9 @@ func (n *Node) Snooze(_ context.Context, req *wire.SnoozeRequest) (*wire.Ack, er
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.ID); err != nil {
+		return nil, err
+	}
 	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
 		return nil, err
 	}
@@ -470,6 +505,9 @@ func (n *Node) Requeue(_ context.Context, req *wire.RequeueRequest) (*wire.Ack, 
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if err := checkID(req.ID); err != nil {
+		return nil, err
+	}
 	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
 		return nil, err
 	}
@@ -479,6 +517,9 @@ func (n *Node) Requeue(_ context.Context, req *wire.RequeueRequest) (*wire.Ack, 
 // Get reads a task.
 func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
 	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := checkID(req.ID); err != nil {
 		return nil, err
 	}
 	n.catchUp()
@@ -494,17 +535,10 @@ func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, err
 	if err != nil {
 		return nil, err
 	}
+	// min_seq counts the visible history over all claims: it only grows,
+	// so a client that saw n entries never reads fewer.
 	if req.MinSeq != nil {
-		var have uint64
-		if latest := len(v.Claims); latest > 0 {
-			last := v.Claims[latest-1].Claim
-			for _, u := range v.Updates {
-				if u.Claim == last {
-					have++
-				}
-			}
-		}
-		if have < *req.MinSeq {
+		if have := uint64(len(v.Updates)); have < *req.MinSeq {
 			return nil, fmt.Errorf("%w: history has %d entries, caller saw %d", task.ErrStale, have, *req.MinSeq)
 		}
 	}

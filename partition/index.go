@@ -36,6 +36,9 @@ type entry struct {
 	// due is when a timer moves the task: the not-before of a delayed task,
 	// or end + skew bound of a claimed one. 0 when no timer is set.
 	due int64
+	// reserved marks a ready task taken out of the ready index by Reserve
+	// and not yet claimed by ClaimReserved (or put back).
+	reserved bool
 	// stored is false while the task has no state record (never claimed,
 	// no dep done), so its first claim skips that lookup.
 	stored bool

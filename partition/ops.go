@@ -85,6 +85,95 @@ func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) boo
 	return nil, nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
 }
 
+// Reserve takes queue's best ready task out of the ready index, so no
+// other claim picks it, and returns its id; ok=false when there is none. It
+// is the fast half of a claim, done while the caller holds whatever lock
+// orders picks across partitions; ClaimReserved then does the store work.
+// A reserved task counts as ready until it is claimed or put back.
+func (r *Replica) Reserve(queue string) (id task.ID, ok bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkLeaderLocked(); err != nil {
+		return id, false, err
+	}
+	q := r.queues[queue]
+	if q == nil {
+		return id, false, nil
+	}
+	h, ok := q.head()
+	if !ok {
+		return id, false, nil
+	}
+	e := r.tasks[h.ID]
+	if e == nil || e.status != task.Ready || e.reserved {
+		// Cannot happen: the ready index holds exactly the unreserved
+		// ready entries. Drop the stray item rather than hand it out.
+		r.log.Error("ready index holds a task that is not ready", "task", h.ID)
+		r.popReadyLocked(q, h)
+		return id, false, nil
+	}
+	r.popReadyLocked(q, h)
+	e.reserved = true
+	return h.ID, true, nil
+}
+
+// ClaimReserved claims a task Reserve returned, for ttl ms. The claim is
+// applied but not yet durable: the caller must Wait on the Pending before
+// acknowledging it. It returns nil (and puts the task back) if the task
+// stopped being claimable since Reserve, for instance because an expired
+// but not superseded claim completed it.
+func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pending, error) {
+	// The spec is immutable: read it, with its payload, before taking the
+	// lock, so concurrent claims of one partition overlap their lookups.
+	sp, err := r.cfg.Store.FullSpec(r.cfg.Part, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.tasks[id]
+	if e == nil || !e.reserved {
+		return nil, nil, nil // completed meanwhile; nothing to put back
+	}
+	e.reserved = false
+	if err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, fmt.Errorf("partition %d: claim %s: %w", r.cfg.Part, id, err)
+	}
+	if err := r.checkLeaderLocked(); err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, err
+	}
+	st, err := r.stateLocked(id, e)
+	if err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, err
+	}
+	if status, _ := task.Derive(sp, &st, now, r.skew); status != task.Ready {
+		r.log.Warn("reserved task no longer ready", "task", id, "state", status)
+		r.unreserveLocked(id, e)
+		r.rederiveLocked(sp, &st, now)
+		return nil, nil, nil
+	}
+	c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
+	st.AddClaim(c)
+	p, err := r.writeStateLocked(sp, &st, now, nil)
+	if err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, err
+	}
+	if e.hot != nil {
+		e.hot.nextSeq, e.hot.seqKnown = 0, true // a new claim has no updates yet
+	}
+	return &Granted{Spec: sp, State: st, Claim: c}, p, nil
+}
+
+// unreserveLocked puts a reserved-then-abandoned task back in the ready
+// index if it is still ready.
+func (r *Replica) unreserveLocked(id task.ID, e *entry) {
+	e.reserved = false
+	if e.status == task.Ready {
+		r.pushReadyLocked(e.q, Head{e.priority, id})
+	}
+}
+
 func (r *Replica) checkLeaderLocked() error {
 	if r.epoch == 0 {
 		return fmt.Errorf("%w: partition %d", ErrNotLeader, r.cfg.Part)

@@ -169,6 +169,9 @@ func (r *Replica) placeLocked(id task.ID, e *entry, due int64) {
 func (r *Replica) unplaceLocked(id task.ID, e *entry) {
 	switch e.status {
 	case task.Ready:
+		// A reserved task is already out of the index; taking it out of
+		// the ready state cancels the reservation.
+		e.reserved = false
 		r.popReadyLocked(e.q, Head{e.priority, id})
 	case task.Delayed, task.Claimed:
 		r.timers.Delete(timerItem{e.due, id})

@@ -1323,3 +1323,57 @@ func checkBest(t *testing.T, s *store.Store, specs []*task.Spec, g *partition.Gr
 		}
 	}
 }
+
+// Reserve takes the head out of the ready index for ClaimReserved; a task
+// completed in between (by an expired but not superseded claim) is not
+// claimed, and a reservation put back is claimable again.
+func TestReserveThenClaim(t *testing.T) {
+	s := newStore(t)
+	r := leader(t, s)
+	a, b := task.MakeID(t0, 1, 1), task.MakeID(t0, 1, 2)
+	enqueue(t, r, t0, spec(a, "q", 5, 3), spec(b, "q", 1, 3))
+
+	id, ok, err := r.Reserve("q")
+	if err != nil || !ok || id != a {
+		t.Fatalf("Reserve = %v, %v, %v; want %v", id, ok, err, a)
+	}
+	// Reserved: the next pick is the next task, and a is still counted ready.
+	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 2})
+	if id2, ok, _ := r.Reserve("q"); !ok || id2 != b {
+		t.Fatalf("second Reserve = %v, %v; want %v", id2, ok, b)
+	}
+	g, p, err := r.ClaimReserved(a, t0+1, ttl)
+	if err != nil || g == nil || g.Claim.Index != 0 || string(g.Spec.Data) != "data "+a.String() {
+		t.Fatalf("ClaimReserved(a) = %+v, %v", g, err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1, task.Claimed: 1})
+
+	// a's claim expires and a is reserved again; claim 0 (expired, not
+	// superseded) completes it before ClaimReserved runs.
+	r.Tick(g.Claim.End + skew)
+	if id, ok, _ := r.Reserve("q"); !ok || id != a {
+		t.Fatalf("Reserve after expiry = %v, %v; want %v", id, ok, a)
+	}
+	if _, err := r.Complete(a, 0, nil, g.Claim.End+skew+1); err != nil {
+		t.Fatalf("complete by the expired claim: %v", err)
+	}
+	if g, _, err := r.ClaimReserved(a, g.Claim.End+skew+2, ttl); g != nil || err != nil {
+		t.Fatalf("ClaimReserved of a completed task = %+v, %v; want nothing", g, err)
+	}
+	// b was reserved and never claimed: still ready in the counts; it was
+	// out of the index until a claim takes it, so put it back by claiming.
+	g, p, err = r.ClaimReserved(b, t0+5, ttl)
+	if err != nil || g == nil || g.Spec.ID != b {
+		t.Fatalf("ClaimReserved(b) = %+v, %v", g, err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, r, "q", map[task.Status]int64{task.Completed: 1, task.Claimed: 1})
+	if _, ok, _ := r.Reserve("q"); ok {
+		t.Fatal("Reserve on a queue with nothing ready found a task")
+	}
+}

@@ -98,6 +98,12 @@ func (s *State) End(idx uint32, r Release) (done bool, err error) {
 	if err := s.checkOpen(idx); err != nil {
 		return false, err
 	}
+	// A snooze hands the task back without counting an attempt, so it must
+	// come while the claim is live: after its end the expiry has already
+	// counted as an attempt, and snoozing then would dodge max_attempts.
+	if c, _ := s.Latest(); r.Snooze && r.At >= c.End {
+		return false, fmt.Errorf("%w: claim %d ended at %d; a snooze must come before the end", ErrClaimExpired, idx, c.End)
+	}
 	r.Claim = idx
 	s.AddRelease(r)
 	return true, nil

@@ -391,6 +391,10 @@ func TestEnd(t *testing.T) {
 		{"fail after snooze", &snooze, 1, fail, false, task.ErrClaimEnded, withClaim(snooze, 1)},
 		{"superseded", nil, 0, fail, false, task.ErrClaimSuperseded, task.Release{}},
 		{"never granted", nil, 7, fail, false, task.ErrNoSuchClaim, task.Release{}},
+		// Claim 1 ends at 2000: after that its expiry counted an attempt,
+		// and a snooze would take it back; a fail still may end it.
+		{"snooze after the end", nil, 1, task.Release{At: 2000, Snooze: true}, false, task.ErrClaimExpired, task.Release{}},
+		{"fail after the end", nil, 1, task.Release{At: 2500}, true, nil, task.Release{Claim: 1, At: 2500}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,8 +161,8 @@ type Ack struct {
 }
 
 // GetRequest reads a task. With MinSeq set, the read fails with
-// CodeStale unless the visible history of the task's latest claim has at
-// least MinSeq entries.
+// CodeStale unless the task's visible history (the updates of all its
+// claims) has at least MinSeq entries.
 type GetRequest struct {
 	ID     task.ID `cbor:"1,keyasint" json:"id"`
 	MinSeq *uint64 `cbor:"2,keyasint,omitempty" json:"min_seq,omitempty"`
