@@ -107,23 +107,35 @@ func (n *Node) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.Enq
 		return nil, err
 	}
 	now := n.now()
-	batch := make([]partition.NewTask, len(req.Tasks))
+	// ids holds each task's id, in request order; batch the distinct tasks
+	// to write: one id given twice with the same content is one task (a
+	// client retrying inside its own batch), with other content a conflict.
+	ids := make([]task.ID, len(req.Tasks))
+	batch := make([]partition.NewTask, 0, len(req.Tasks))
 	inBatch := make(map[task.ID]bool, len(req.Tasks))
 	for i := range req.Tasks {
 		nt, err := n.newTask(&req.Tasks[i], now, inBatch)
 		if err != nil {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 		}
-		batch[i] = nt
+		ids[i] = nt.Spec.ID
+		if inBatch[nt.Spec.ID] {
+			j := slices.IndexFunc(batch, func(o partition.NewTask) bool { return o.Spec.ID == nt.Spec.ID })
+			if !partition.SameTask(batch[j].Spec, nt.Spec) {
+				return nil, fmt.Errorf("%w: task %d of %d: id %s appears twice in the batch with different content", task.ErrConflict, i+1, len(req.Tasks), nt.Spec.ID)
+			}
+			continue
+		}
+		batch = append(batch, nt)
 		inBatch[nt.Spec.ID] = true
 	}
 	if err := n.writeTasks(batch, now); err != nil {
 		return nil, err
 	}
 	n.checkNewDeps(batch)
-	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(batch))}
-	for i, nt := range batch {
-		resp.Results[i] = wire.EnqueueResult{ID: nt.Spec.ID, Acks: acks}
+	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(ids))}
+	for i, id := range ids {
+		resp.Results[i] = wire.EnqueueResult{ID: id, Acks: acks}
 	}
 	return resp, nil
 }

@@ -105,9 +105,15 @@ func (r *Replica) Reserve(queue string) (id task.ID, ok bool, err error) {
 		return id, false, nil
 	}
 	e := r.tasks[h.ID]
-	if e == nil || e.status != task.Ready || e.reserved {
+	if e == nil {
+		// A fresh ready task, indexed without an entry: make one to hold
+		// the reservation (ClaimReserved fills in the rest from the spec).
+		e = &entry{q: q, priority: h.Priority, status: task.Ready}
+		r.tasks[h.ID] = e
+	}
+	if e.status != task.Ready || e.reserved {
 		// Cannot happen: the ready index holds exactly the unreserved
-		// ready entries. Drop the stray item rather than hand it out.
+		// ready tasks. Drop the stray item rather than hand it out.
 		r.log.Error("ready index holds a task that is not ready", "task", h.ID)
 		r.popReadyLocked(q, h)
 		return id, false, nil

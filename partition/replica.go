@@ -130,12 +130,20 @@ func (r *Replica) queueLocked(name string) *queueIndex {
 	return q
 }
 
-// insertLocked adds a task the indexes do not hold yet.
+// insertLocked adds a task the indexes do not hold yet. A ready task that
+// was never claimed (the common case: fresh work) gets no entry, only its
+// place in the ready index, so memory per queued task is the index item;
+// entryLocked materialises the entry when the task is first touched.
 func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
 	q := r.queueLocked(sp.Queue)
 	status, due := task.Derive(sp, st, now, r.skew)
 	if status == task.Completed {
 		q.counts[task.Completed]++
+		return
+	}
+	if status == task.Ready && isZeroState(st) {
+		q.counts[task.Ready]++
+		r.pushReadyLocked(q, Head{sp.Priority, sp.ID})
 		return
 	}
 	e := &entry{
@@ -150,6 +158,21 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
 	e.status = status
 	q.counts[status]++
 	r.placeLocked(sp.ID, e, due)
+}
+
+// entryLocked returns the entry of task sp, materialising one for a ready
+// task indexed without an entry; nil for a completed or unknown task.
+func (r *Replica) entryLocked(sp *task.Spec) *entry {
+	if e := r.tasks[sp.ID]; e != nil {
+		return e
+	}
+	q := r.queues[sp.Queue]
+	if q == nil || !q.ready.Has(Head{sp.Priority, sp.ID}) {
+		return nil
+	}
+	e := &entry{q: q, priority: sp.Priority, status: task.Ready, maxAttempts: sp.MaxAttempts}
+	r.tasks[sp.ID] = e
+	return e
 }
 
 // placeLocked puts e into the ready index or the timers according to its
@@ -216,12 +239,13 @@ func (r *Replica) popReadyLocked(q *queueIndex, h Head) {
 // rederiveLocked recomputes a task's state from its spec and state after a
 // write and moves it in the indexes.
 func (r *Replica) rederiveLocked(sp *task.Spec, st *task.State, now int64) {
-	e := r.tasks[sp.ID]
+	e := r.entryLocked(sp)
 	if e == nil {
 		// A completed task (or one being added): completions are final.
 		return
 	}
 	status, due := task.Derive(sp, st, now, r.skew)
+	e.maxAttempts = sp.MaxAttempts
 	e.pendingDeps = uint16(st.DepsPending(sp))
 	e.attempts = st.Attempts(status == task.Claimed)
 	if status == e.status && e.due == due {
@@ -366,13 +390,21 @@ func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return false, err
 	}
-	same := old.Queue == sp.Queue && old.Priority == sp.Priority && slices.Equal(old.Deps, sp.Deps) &&
-		old.Group == sp.Group && old.Description == sp.Description && old.MaxAttempts == sp.MaxAttempts &&
-		string(data) == string(sp.Data)
-	if !same {
+	withData := *old
+	withData.Data = data
+	if !SameTask(&withData, sp) {
 		return false, fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID)
 	}
 	return true, nil
+}
+
+// SameTask reports whether two specs describe the same task: what the
+// client sent is equal (the enqueue time and not-before, which the node
+// derives from its clock, may differ between a request and its retry).
+func SameTask(a, b *task.Spec) bool {
+	return a.ID == b.ID && a.Queue == b.Queue && a.Priority == b.Priority && slices.Equal(a.Deps, b.Deps) &&
+		a.Group == b.Group && a.Description == b.Description && a.MaxAttempts == b.MaxAttempts &&
+		string(a.Data) == string(b.Data)
 }
 
 // loadLocked reads a task's spec (without payload) and state for a
@@ -472,7 +504,7 @@ func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fil
 		return nil, fmt.Errorf("partition %d: write %s: %w", r.cfg.Part, sp.ID, err)
 	}
 	if st.Completion != nil {
-		if e := r.tasks[sp.ID]; e != nil {
+		if e := r.entryLocked(sp); e != nil {
 			r.setStatusLocked(sp.ID, e, task.Completed, 0)
 		}
 	} else {

@@ -1230,7 +1230,20 @@ func TestReplicaMatchesStore(t *testing.T) {
 		case op < 45:
 			q := queues[rng.IntN(len(queues))]
 			var g *partition.Granted
-			g, err = r.ClaimBest(q, now, int64(1000+rng.IntN(20_000)), nil)
+			ttl := int64(1000 + rng.IntN(20_000))
+			if rng.IntN(2) == 0 {
+				g, err = r.ClaimBest(q, now, ttl, nil)
+			} else {
+				// The node's two-step claim: reserve, then claim.
+				var id task.ID
+				var ok bool
+				if id, ok, err = r.Reserve(q); err == nil && ok {
+					var p *store.Pending
+					if g, p, err = r.ClaimReserved(id, now, ttl); err == nil && g != nil {
+						err = p.Wait()
+					}
+				}
+			}
 			if err == nil && g != nil {
 				checkBest(t, s, specs, g, now)
 			}
