@@ -40,6 +40,7 @@ type Node struct {
 	raft     *raftgroup.Group
 	parts    []*partition.Replica
 	heads    *headIndex
+	deps     *depSet
 	ids      *task.IDGen
 
 	udp     net.PacketConn
@@ -71,7 +72,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
-	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), stopc: make(chan struct{})}, nil
+	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{})}, nil
 }
 
 // Start opens the store, binds the address, brings up the metadata group
@@ -102,6 +103,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.nextDue.Store(0) // tick once right after the load
 	if err := n.loadPartitions(); err != nil {
 		return err
+	}
+	if err := n.store.DepTargets(n.deps.add); err != nil {
+		return fmt.Errorf("node: load dependency edges: %w", err)
 	}
 	// Never issue an id twice, even if the clock was set back across a
 	// restart: a reissued id would overwrite the task that holds it.

@@ -1709,3 +1709,21 @@ func TestZeroIDInvalid(t *testing.T) {
 		wantCode(t, name+" of the zero id", op(), wire.CodeInvalid)
 	}
 }
+
+// Reference: DESIGN.md, "Operations" (dependencies: when a dep completes,
+// its dependents are told). The node learns which tasks are deps from the
+// stored reverse edges at start, so a completion after a restart still
+// unblocks its dependents at once, not only at the next reconcile.
+func TestDependenciesAcrossRestart(t *testing.T) {
+	x := newH(t)
+	a := x.enqueue1(wire.EnqueueTask{Queue: "dr-a"})
+	b := x.enqueue1(wire.EnqueueTask{Queue: "dr-b", Deps: []task.ID{a}})
+	x.wantState(b, "blocked")
+	x.c.Restart(0)
+	x.wantState(b, "blocked")
+	x.claim1("dr-a", longTTL)
+	if _, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: a, Claim: 0}); err != nil {
+		t.Fatalf("complete a: %v", err)
+	}
+	x.wantState(b, "ready")
+}

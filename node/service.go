@@ -222,6 +222,11 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 // writeTasks writes the batch, one store batch per partition, all
 // partitions at once so their syncs share fsyncs.
 func (n *Node) writeTasks(batch []partition.NewTask, now int64) error {
+	for _, nt := range batch {
+		for _, d := range nt.Spec.Deps {
+			n.deps.add(d) // before the edges are written: see depSet
+		}
+	}
 	byPart := map[uint16][]partition.NewTask{}
 	for _, nt := range batch {
 		p := n.partOf(nt.Spec.ID)
@@ -435,7 +440,7 @@ func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack
 	if err != nil {
 		return nil, err
 	}
-	if newly {
+	if newly && n.deps.take(req.ID) {
 		n.notifyDependents(req.ID)
 	}
 	return &wire.Ack{Acks: 1}, nil

@@ -250,6 +250,25 @@ func (s *Store) Dependents(part uint16, dep task.ID, fn func(task.ID) bool) erro
 	})
 }
 
+// DepTargets calls fn once for every task that some task depends on, as
+// the reverse edges record them, in partition then id order.
+func (s *Store) DepTargets(fn func(dep task.ID)) error {
+	var last task.ID
+	first := true
+	return s.scan([]byte{kindEdge}, []byte{kindEdge + 1}, func(k, _ []byte) (bool, error) {
+		if len(k) != 3+2*task.IDLen {
+			return false, fmt.Errorf("%w: edge key of %d bytes", ErrCorrupt, len(k))
+		}
+		var dep task.ID
+		copy(dep[:], k[3:3+task.IDLen])
+		if first || dep != last {
+			fn(dep)
+			last, first = dep, false
+		}
+		return true, nil
+	})
+}
+
 // Promise returns the epoch partition part promised and the candidate it
 // promised it to; 0, 0 if none.
 func (s *Store) Promise(part uint16) (epoch, candidate uint64, err error) {
