@@ -140,20 +140,16 @@ func (b *Batch) Close() { _ = b.b.Close() }
 
 // Spec reads a task's spec without its payload.
 func (s *Store) Spec(part uint16, id task.ID) (*task.Spec, error) {
-	v, err := s.get(taskKey(kindSpec, part, id))
-	if err != nil {
-		return nil, err
-	}
-	sp := new(task.Spec)
-	if err := decode(v, sp); err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	return sp, nil
+	return s.readSpec(kindSpec, part, id)
 }
 
 // FullSpec reads a task's spec with its payload, in one lookup.
 func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
-	v, err := s.get(taskKey(kindData, part, id))
+	return s.readSpec(kindData, part, id)
+}
+
+func (s *Store) readSpec(kind byte, part uint16, id task.ID) (*task.Spec, error) {
+	v, err := s.get(taskKey(kind, part, id))
 	if err != nil {
 		return nil, err
 	}
