@@ -230,7 +230,7 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		if string(old) != string(data) {
 			return fmt.Errorf("%w: update seq %d of claim %d exists with other data", task.ErrConflict, seq, idx)
 		}
-		return nil
+		return r.cfg.Store.Barrier() // the repeat is acknowledged once the original is durable
 	}
 	b := r.cfg.Store.NewBatch()
 	if err := b.PutUpdate(r.cfg.Part, sp.ID, idx, seq, data); err != nil {

@@ -341,9 +341,11 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		fresh = append(fresh, nt)
 	}
 	if b.Empty() {
+		// Every task was there already: retries. What they found may not
+		// be durable yet (a concurrent first attempt); wait until it is.
 		r.mu.Unlock()
 		b.Close()
-		return nil
+		return r.cfg.Store.Barrier()
 	}
 	p, err := b.Apply()
 	if err != nil {
@@ -525,9 +527,15 @@ func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.
 		return err
 	}
 	write, fill, err := fn(sp, &st)
-	if err != nil || !write {
+	if err != nil {
 		r.mu.Unlock()
 		return err
+	}
+	if !write {
+		// A repeat of a write already made: acknowledge it only once that
+		// write is durable.
+		r.mu.Unlock()
+		return r.cfg.Store.Barrier()
 	}
 	p, err := r.writeStateLocked(sp, &st, now, fill)
 	r.mu.Unlock()

@@ -135,6 +135,17 @@ func (b *Batch) Commit() error {
 	return p.Wait()
 }
 
+// Barrier returns once every write applied before it is durable. An
+// operation that succeeds without writing (a retry that finds its write
+// already there) calls it before acknowledging: the write it found may have
+// been applied by a concurrent request and not yet be synced.
+func (s *Store) Barrier() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: sync barrier: %w", err)
+	}
+	return nil
+}
+
 // Close discards a batch that was not applied.
 func (b *Batch) Close() { _ = b.b.Close() }
 
