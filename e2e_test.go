@@ -790,6 +790,24 @@ func TestCtlSession(t *testing.T) {
 		n.ack(t, "complete", "--id", id, "--claim", "1")
 	})
 
+	t.Run("complete-claims-next", func(t *testing.T) {
+		a := n.enqueue(t, "--queue", "nxt", "--priority", "2")
+		b := n.enqueue(t, "--queue", "nxt", "--priority", "1")
+		n.claim(t, "nxt", "5m", a)
+		var out struct {
+			Acks int       `json:"acks"`
+			Next []taskOut `json:"next"`
+		}
+		n.okJSON(t, &out, "complete", "--id", a, "--claim", "0", "--next-queue", "nxt", "--next-ttl", "5m")
+		if out.Acks < 1 || len(out.Next) != 1 || out.Next[0].ID != b || out.Next[0].Claim == nil || *out.Next[0].Claim != 0 {
+			t.Fatalf("complete --next-queue: %+v; want acks and %s under claim 0", out, b)
+		}
+		if v := n.get(t, a); v.State != "completed" {
+			t.Fatalf("after complete --next-queue: %s is %s; want completed", a, v.State)
+		}
+		n.ack(t, "complete", "--id", b, "--claim", "0")
+	})
+
 	t.Run("update-renew-complete", func(t *testing.T) {
 		id := n.enqueue(t, "--queue", "prog", "--data", "job")
 		c := n.claim(t, "prog", "5m", id)

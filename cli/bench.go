@@ -51,7 +51,7 @@ func benchCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes"},
 			&ucli.IntFlag{Name: "batch", Value: 1, Usage: "tasks per enqueue request"},
 			&ucli.StringFlag{Name: "queue", Usage: "queue name (default: a fresh one)"},
-			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim, ping (a bare round trip, to measure the transport)"},
+			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim (claim then complete: two requests per task), work (complete carrying the next claim: one request per task), ping (a bare round trip)"},
 			&ucli.BoolFlag{Name: "json", Usage: "one JSON object per phase on stdout"},
 			&ucli.BoolFlag{Name: "claim-scaling", Usage: "measure claim latency with 1e3..1e6 ready tasks"},
 			&ucli.StringFlag{Name: "scaling-sizes", Value: "1000,10000,100000,1000000", Usage: "queue depths for --claim-scaling"},
@@ -137,6 +137,8 @@ func runBench(c *ucli.Context) error {
 			res, err = b.claimPhase(ctx, queue)
 		case "ping":
 			res, err = b.pingPhase(ctx)
+		case "work":
+			res, err = b.workPhase(ctx, queue)
 		default:
 			return usagef("--phases: unknown phase %q", ph)
 		}
@@ -285,6 +287,47 @@ func (b *bench) enqueuePhase(ctx context.Context, queue string) (phaseResult, er
 		return k, true, nil
 	})
 	res.Size = size
+	return res, err
+}
+
+// workPhase drains the queue the way a worker loop does with
+// complete-and-claim-next: each complete carries the next claim, so a task
+// costs one round trip. An op is one task completed.
+func (b *bench) workPhase(ctx context.Context, queue string) (phaseResult, error) {
+	n := int64(b.c.Int("n"))
+	var empties atomic.Int64
+	r := newRunner("work", n)
+	current := make([]*wire.TaskView, b.c.Int("clients"))
+	claimReq := &wire.ClaimRequest{Queue: queue, TTLMs: 60_000}
+	res, err := r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+		if r.done.Load() >= n {
+			return 0, false, nil
+		}
+		cl := b.client(w)
+		t := current[w]
+		if t == nil {
+			resp, err := cl.Claim(ctx, claimReq)
+			if err != nil {
+				return 0, true, err
+			}
+			if len(resp.Tasks) == 0 {
+				return 0, empties.Add(1) < emptyClaimLimit, nil
+			}
+			current[w] = &resp.Tasks[0]
+			return 0, true, nil
+		}
+		empties.Store(0)
+		resp, err := cl.Complete(ctx, &wire.CompleteRequest{ID: t.ID, Claim: *t.Claim, Next: claimReq})
+		if err != nil {
+			return 0, true, err
+		}
+		current[w] = nil
+		if len(resp.Next) > 0 {
+			current[w] = &resp.Next[0]
+		}
+		return 1, true, nil
+	})
+	res.Size = b.c.Int("size")
 	return res, err
 }
 

@@ -74,9 +74,11 @@ func ctlCommand() *ucli.Command {
 				Action: ctlAction(ctlUpdate, "id", "claim", "seq"),
 			},
 			{
-				Name:   "complete",
-				Usage:  "complete a task under its claim",
-				Flags:  []ucli.Flag{idFlag, claimFlag, &ucli.Uint64Flag{Name: "seq", Usage: "default: after the last update"}},
+				Name:  "complete",
+				Usage: "complete a task under its claim",
+				Flags: []ucli.Flag{idFlag, claimFlag, &ucli.Uint64Flag{Name: "seq", Usage: "default: after the last update"},
+					&ucli.StringFlag{Name: "next-queue", Usage: "also claim the next task of this queue (printed under \"next\")"},
+					&ucli.DurationFlag{Name: "next-ttl", Usage: "lease of the next task"}},
 				Action: ctlAction(ctlComplete, "id", "claim"),
 			},
 			{
@@ -310,6 +312,9 @@ func ctlComplete(e *ctlEnv) error {
 		return err
 	}
 	req := &wire.CompleteRequest{ID: id, Claim: claim}
+	if q := e.c.String("next-queue"); q != "" {
+		req.Next = &wire.ClaimRequest{Queue: q, TTLMs: e.c.Duration("next-ttl").Milliseconds()}
+	}
 	if e.c.IsSet("seq") {
 		s := e.c.Uint64("seq")
 		req.Seq = &s

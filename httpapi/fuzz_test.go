@@ -127,8 +127,12 @@ func (f *fakeService) Update(_ context.Context, req *wire.UpdateRequest) (*wire.
 	return f.ack(req.Claim)
 }
 
-func (f *fakeService) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack, error) {
-	return f.ack(req.Claim)
+func (f *fakeService) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	a, err := f.ack(req.Claim)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.CompleteResponse{Acks: a.Acks}, nil
 }
 
 func (f *fakeService) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error) {

@@ -1727,3 +1727,39 @@ func TestDependenciesAcrossRestart(t *testing.T) {
 	}
 	x.wantState(b, "ready")
 }
+
+// A completion can carry the next claim (wire.CompleteRequest.Next): the
+// completion is applied first and is durable when the answer comes, the
+// next task comes with its claim, and invalid next parameters change
+// nothing.
+func TestCompleteAndClaimNext(t *testing.T) {
+	x := newH(t)
+	ids := x.enqueue(wire.EnqueueTask{Queue: "cn", Priority: 2}, wire.EnqueueTask{Queue: "cn", Priority: 1})
+	first := x.claim1("cn", longTTL)
+	if first.ID != ids[0] {
+		t.Fatalf("first claim %s; want %s", first.ID, ids[0])
+	}
+	x.refused("complete with a long-polling next claim", wire.CodeInvalid, ids, func() error {
+		_, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: first.ID, Claim: 0, Next: &wire.ClaimRequest{Queue: "cn", WaitMs: 10}})
+		return err
+	})
+	x.refused("complete with an invalid next queue", wire.CodeInvalid, ids, func() error {
+		_, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: first.ID, Claim: 0, Next: &wire.ClaimRequest{Queue: "bad/q"}})
+		return err
+	})
+	resp, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: first.ID, Claim: 0, Next: &wire.ClaimRequest{Queue: "cn", TTLMs: longTTL}})
+	if err != nil {
+		t.Fatalf("complete with next: %v", err)
+	}
+	if resp.Acks != 1 || len(resp.Next) != 1 || resp.Next[0].ID != ids[1] || resp.Next[0].Claim == nil || *resp.Next[0].Claim != 0 {
+		t.Fatalf("complete with next: %+v; want acks 1 and %s under claim 0", resp, ids[1])
+	}
+	x.wantState(ids[0], "completed")
+	x.wantState(ids[1], "claimed")
+	// Nothing left: the completion still succeeds, with no next task.
+	resp, err = x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: ids[1], Claim: 0, Next: &wire.ClaimRequest{Queue: "cn"}})
+	if err != nil || len(resp.Next) != 0 {
+		t.Fatalf("complete with next on an empty queue: %+v, %v", resp, err)
+	}
+	x.wantState(ids[1], "completed")
+}

@@ -282,21 +282,8 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := task.ValidateQueue(req.Queue); err != nil {
-		return nil, err
-	}
-	ttl := req.TTLMs
-	if ttl == 0 {
-		ttl = n.cfg.DefaultTTL.Milliseconds()
-	}
-	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
-		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
-	}
-	count := max(req.Count, 1)
-	if req.Count < 0 || count > maxClaimCount {
-		return nil, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
-	}
-	if err := checkMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+	ttl, count, err := n.claimParams(req)
+	if err != nil {
 		return nil, err
 	}
 	var deadline <-chan time.Time
@@ -341,12 +328,48 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	}
 }
 
+// claimParams validates a claim request and returns its lease (ms) and
+// count with the defaults applied.
+func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err error) {
+	if err := task.ValidateQueue(req.Queue); err != nil {
+		return 0, 0, err
+	}
+	ttl = req.TTLMs
+	if ttl == 0 {
+		ttl = n.cfg.DefaultTTL.Milliseconds()
+	}
+	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+		return 0, 0, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	}
+	count = max(req.Count, 1)
+	if req.Count < 0 || count > maxClaimCount {
+		return 0, 0, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
+	}
+	if err := checkMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+		return 0, 0, err
+	}
+	return ttl, count, nil
+}
+
 // claimOne claims the best ready task of queue across the partitions this
 // node leads. Picks of one queue are serialised by the queue's pick lock,
 // so concurrent claims take tasks in exact (priority, id) order; the pick
 // only moves the task out of the ready index (Reserve), and the store work
 // and the fsync happen after the lock is released, so claims overlap them.
 func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
+	g, pending, err := n.claimOneApply(queue, ttl)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	if err := pending.Wait(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// claimOneApply is claimOne without the wait: the claim is applied and the
+// caller waits on the pending write before acknowledging it.
+func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
 	n.catchUp()
 	pick := n.heads.pickLock(queue)
 	for range maxClaimRaces {
@@ -354,7 +377,7 @@ func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
 		part, _, ok := n.heads.best(queue)
 		if !ok {
 			pick.Unlock()
-			return nil, nil
+			return nil, nil, nil
 		}
 		id, ok, err := n.parts[part].Reserve(queue)
 		pick.Unlock()
@@ -362,24 +385,21 @@ func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
 			continue // stepped down since best(); its heads are gone
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !ok {
 			continue
 		}
 		g, pending, err := n.parts[part].ClaimReserved(id, n.now(), ttl)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if g == nil {
 			continue // no longer claimable; pick again
 		}
-		if err := pending.Wait(); err != nil {
-			return nil, err
-		}
-		return g, nil
+		return g, pending, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 func (n *Node) grantedView(g *partition.Granted) (wire.TaskView, error) {
@@ -428,22 +448,64 @@ func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, er
 	return &wire.Ack{Acks: 1}, nil
 }
 
-// Complete completes a task and tells its dependents.
-func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Ack, error) {
+// Complete completes a task and tells its dependents; with Next it also
+// claims the next tasks (see wire.CompleteRequest), applying the claims
+// before waiting so that one fsync covers the completion and the claims.
+func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
 	}
-	newly, err := n.replicaOf(req.ID).Complete(req.ID, req.Claim, req.Seq, n.now())
+	var ttl int64
+	var count int
+	if req.Next != nil {
+		var err error
+		if ttl, count, err = n.claimParams(req.Next); err != nil {
+			return nil, fmt.Errorf("next: %w", err)
+		}
+		if req.Next.WaitMs != 0 {
+			return nil, fmt.Errorf("%w: next: a claim with a completion does not long-poll; claim separately to wait", task.ErrInvalid)
+		}
+	}
+	newly, done, err := n.replicaOf(req.ID).CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
 		return nil, err
+	}
+	resp := &wire.CompleteResponse{Acks: 1}
+	var claims []partition.Durable
+	for len(resp.Next) < count {
+		g, pending, err := n.claimOneApply(req.Next.Queue, ttl)
+		if err != nil {
+			// The completion stands; the worker claims again on its own.
+			n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
+			break
+		}
+		if g == nil {
+			break
+		}
+		v, err := n.grantedView(g)
+		if err != nil {
+			return nil, err
+		}
+		resp.Next = append(resp.Next, v)
+		claims = append(claims, pending)
+	}
+	// Every write here was applied before any wait, so one fsync can
+	// cover the completion and the claims.
+	if err := done.Wait(); err != nil {
+		return nil, err
+	}
+	for _, p := range claims {
+		if err := p.Wait(); err != nil {
+			return nil, err
+		}
 	}
 	if newly && n.deps.take(req.ID) {
 		n.notifyDependents(req.ID)
 	}
-	return &wire.Ack{Acks: 1}, nil
+	return resp, nil
 }
 
 // notifyDependents marks dep done on every task waiting on it. Failures are

@@ -256,7 +256,17 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 // the claim's history). It returns newly=true when this call completed the
 // task, false for a repeat of the same completion.
 func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, err error) {
-	err = r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	newly, d, err := r.CompleteApply(id, idx, seq, now)
+	if err != nil {
+		return false, err
+	}
+	return newly, d.Wait()
+}
+
+// CompleteApply is Complete without the wait: the caller waits on the
+// returned Durable before acknowledging the completion.
+func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, d Durable, err error) {
+	d, err = r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
 		next, err := r.nextSeqLocked(id, idx)
 		if err != nil {
 			return false, nil, err
@@ -268,7 +278,7 @@ func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newl
 		newly, err = st.Complete(idx, s, next, now)
 		return newly, nil, err
 	})
-	return newly, err
+	return newly, d, err
 }
 
 // Fail ends claim idx as a failed attempt. The task is retried after

@@ -520,27 +520,44 @@ func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fil
 // returns write=true the new state is written, and the call returns after
 // it is durable.
 func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, fill func(*store.Batch) error, err error)) error {
-	r.mu.Lock()
-	sp, st, err := r.loadLocked(id)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	write, fill, err := fn(sp, &st)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	if !write {
-		// A repeat of a write already made: acknowledge it only once that
-		// write is durable.
-		r.mu.Unlock()
-		return r.cfg.Store.Barrier()
-	}
-	p, err := r.writeStateLocked(sp, &st, now, fill)
-	r.mu.Unlock()
+	p, err := r.mutateApply(id, now, fn)
 	if err != nil {
 		return err
 	}
 	return p.Wait()
+}
+
+// Durable is what a write returns before it is durable: Wait blocks until
+// it is. It is either an applied batch or, for a repeat that wrote
+// nothing, a sync barrier behind the write the repeat found.
+type Durable interface{ Wait() error }
+
+// barrier is the Durable of a repeat that wrote nothing.
+type barrier struct{ s *store.Store }
+
+func (b barrier) Wait() error { return b.s.Barrier() }
+
+// mutateApply is mutate without the wait: the write is applied, and the
+// caller waits on the result before acknowledging it.
+func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, fill func(*store.Batch) error, err error)) (Durable, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sp, st, err := r.loadLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	write, fill, err := fn(sp, &st)
+	if err != nil {
+		return nil, err
+	}
+	if !write {
+		// A repeat of a write already made: acknowledge it only once that
+		// write is durable.
+		return barrier{r.cfg.Store}, nil
+	}
+	p, err := r.writeStateLocked(sp, &st, now, fill)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }

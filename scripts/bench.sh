@@ -51,6 +51,8 @@ for c in 1 16 64; do
 	[ "$c" = 1 ] && n=$((N / 10))
 	"$bin" bench --addr "$addr" --n "$n" --clients "$c" --size 100 2>/dev/null
 done
+echo "== worker loop: complete carrying the next claim (one request per task), 64 clients"
+"$bin" bench --addr "$addr" --n "$N" --clients 64 --size 100 --phases enqueue,work 2>/dev/null
 
 echo "== claim latency by queue depth (one client)"
 "$bin" bench --addr "$addr" --claim-scaling --size 100 2>/dev/null

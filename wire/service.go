@@ -16,7 +16,7 @@ type Service interface {
 	Claim(ctx context.Context, req *ClaimRequest) (*ClaimResponse, error)
 	Renew(ctx context.Context, req *RenewRequest) (*RenewResponse, error)
 	Update(ctx context.Context, req *UpdateRequest) (*Ack, error)
-	Complete(ctx context.Context, req *CompleteRequest) (*Ack, error)
+	Complete(ctx context.Context, req *CompleteRequest) (*CompleteResponse, error)
 	Fail(ctx context.Context, req *FailRequest) (*Ack, error)
 	Snooze(ctx context.Context, req *SnoozeRequest) (*Ack, error)
 	Requeue(ctx context.Context, req *RequeueRequest) (*Ack, error)
@@ -141,8 +141,8 @@ func (cl *Client) Renew(ctx context.Context, req *RenewRequest) (*RenewResponse,
 func (cl *Client) Update(ctx context.Context, req *UpdateRequest) (*Ack, error) {
 	return invoke[Ack](ctx, cl, OpUpdate, req)
 }
-func (cl *Client) Complete(ctx context.Context, req *CompleteRequest) (*Ack, error) {
-	return invoke[Ack](ctx, cl, OpComplete, req)
+func (cl *Client) Complete(ctx context.Context, req *CompleteRequest) (*CompleteResponse, error) {
+	return invoke[CompleteResponse](ctx, cl, OpComplete, req)
 }
 func (cl *Client) Fail(ctx context.Context, req *FailRequest) (*Ack, error) {
 	return invoke[Ack](ctx, cl, OpFail, req)
