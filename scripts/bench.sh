@@ -16,7 +16,13 @@ bin=$work/skuldd
 port=${SKULD_BENCH_PORT:-13900}
 addr=127.0.0.1:$port
 pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
 trap cleanup EXIT
 
 go build -o "$bin" .
