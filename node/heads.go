@@ -21,7 +21,7 @@ type headIndex struct {
 }
 
 type queueHeads struct {
-	// pick serialises claim picks of the queue (see Node.claimOne). Lock
+	// pick serialises claim picks of the queue (see Node.claimOneApply). Lock
 	// order: pick, then partition.Replica.mu, then headIndex.mu.
 	pick   sync.Mutex
 	tree   *btree.BTreeG[partHead]

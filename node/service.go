@@ -295,24 +295,14 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for {
 		wake := n.heads.readyChan(req.Queue)
-		for len(resp.Tasks) < count {
-			g, err := n.claimOne(req.Queue, ttl)
-			if err != nil {
-				if len(resp.Tasks) > 0 {
-					n.log.Warn("claim stopped early", "queue", req.Queue, "claimed", len(resp.Tasks), "err", err)
-					return resp, nil
-				}
-				return nil, err
-			}
-			if g == nil {
-				break
-			}
-			v, err := n.grantedView(g)
-			if err != nil {
-				return nil, err
-			}
-			resp.Tasks = append(resp.Tasks, v)
+		tasks, pending, err := n.claimBatch(req.Queue, ttl, count)
+		if err != nil {
+			return nil, err
 		}
+		if err := waitAll(pending); err != nil {
+			return nil, err
+		}
+		resp.Tasks = append(resp.Tasks, tasks...)
 		if len(resp.Tasks) > 0 || deadline == nil {
 			return resp, nil
 		}
@@ -351,24 +341,49 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 	return ttl, count, nil
 }
 
-// claimOne claims the best ready task of queue across the partitions this
-// node leads. Picks of one queue are serialised by the queue's pick lock,
-// so concurrent claims take tasks in exact (priority, id) order; the pick
-// only moves the task out of the ready index (Reserve), and the store work
-// and the fsync happen after the lock is released, so claims overlap them.
-func (n *Node) claimOne(queue string, ttl int64) (*partition.Granted, error) {
-	g, pending, err := n.claimOneApply(queue, ttl)
-	if err != nil || g == nil {
-		return nil, err
+// claimBatch claims up to count of queue's best ready tasks without
+// waiting: the caller waits on the returned writes (waitAll) before
+// answering, so the claims of one request share one fsync. An error after
+// some claims were applied ends the batch early with what it has (those
+// claims stand and must be answered); an error before any is returned.
+func (n *Node) claimBatch(queue string, ttl int64, count int) ([]wire.TaskView, []*store.Pending, error) {
+	var views []wire.TaskView
+	var pending []*store.Pending
+	for len(views) < count {
+		g, p, err := n.claimOneApply(queue, ttl)
+		if err != nil {
+			if len(views) == 0 {
+				return nil, nil, err
+			}
+			n.log.Warn("claim stopped early", "queue", queue, "claimed", len(views), "err", err)
+			break
+		}
+		if g == nil {
+			break
+		}
+		views = append(views, n.grantedView(g))
+		pending = append(pending, p)
 	}
-	if err := pending.Wait(); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return views, pending, nil
 }
 
-// claimOneApply is claimOne without the wait: the claim is applied and the
-// caller waits on the pending write before acknowledging it.
+// waitAll waits until every write in ps is durable.
+func waitAll(ps []*store.Pending) error {
+	for _, p := range ps {
+		if err := p.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimOneApply claims the best ready task of queue across the partitions
+// this node leads, without waiting for the fsync: the caller waits on the
+// pending write before acknowledging the claim. Picks of one queue are
+// serialised by the queue's pick lock, so concurrent claims take tasks in
+// exact (priority, id) order; the pick only moves the task out of the
+// ready index (Reserve), and the store work and the fsync happen after the
+// lock is released, so claims overlap them.
 func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
 	n.catchUp()
 	pick := n.heads.pickLock(queue)
@@ -402,11 +417,12 @@ func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *stor
 	return nil, nil, nil
 }
 
-func (n *Node) grantedView(g *partition.Granted) (wire.TaskView, error) {
+// grantedView is the view of a task just claimed, with its claim id.
+func (n *Node) grantedView(g *partition.Granted) wire.TaskView {
 	v := n.view(g.Spec, g.Spec.Data, &g.State, nil, n.now())
 	idx := g.Claim.Index
 	v.Claim = &idx
-	return v, nil
+	return v
 }
 
 // Renew extends a claim.
@@ -474,33 +490,21 @@ func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.Com
 		return nil, err
 	}
 	resp := &wire.CompleteResponse{Acks: 1}
-	var claims []partition.Durable
-	for len(resp.Next) < count {
-		g, pending, err := n.claimOneApply(req.Next.Queue, ttl)
+	var claims []*store.Pending
+	if req.Next != nil {
+		resp.Next, claims, err = n.claimBatch(req.Next.Queue, ttl, count)
 		if err != nil {
 			// The completion stands; the worker claims again on its own.
 			n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
-			break
 		}
-		if g == nil {
-			break
-		}
-		v, err := n.grantedView(g)
-		if err != nil {
-			return nil, err
-		}
-		resp.Next = append(resp.Next, v)
-		claims = append(claims, pending)
 	}
 	// Every write here was applied before any wait, so one fsync can
 	// cover the completion and the claims.
 	if err := done.Wait(); err != nil {
 		return nil, err
 	}
-	for _, p := range claims {
-		if err := p.Wait(); err != nil {
-			return nil, err
-		}
+	if err := waitAll(claims); err != nil {
+		return nil, err
 	}
 	if newly && n.deps.take(req.ID) {
 		n.notifyDependents(req.ID)

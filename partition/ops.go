@@ -17,72 +17,34 @@ type Granted struct {
 	Claim task.Claim
 }
 
-// maxClaimRetries bounds how often ClaimBest re-picks when the index
-// disagrees with the stored state (which only a bug could cause).
+// maxClaimRetries bounds how often ClaimBest picks again when the task it
+// reserved stopped being claimable before it could claim it.
 const maxClaimRetries = 8
 
 // ClaimBest claims queue's best ready task for ttl ms, if accept (called
 // with the lock held) agrees that this partition's head is the best to
 // take. It returns nil when there is nothing to claim or accept declines.
-// The claim is durable when ClaimBest returns.
+// The claim is durable when ClaimBest returns. It is Reserve and
+// ClaimReserved in one call, for callers that pick within one partition.
 func (r *Replica) ClaimBest(queue string, now, ttl int64, accept func(Head) bool) (*Granted, error) {
-	g, p, err := r.ClaimApply(queue, now, ttl, accept)
-	if err != nil || g == nil {
-		return nil, err
-	}
-	if err := p.Wait(); err != nil {
-		return nil, err
-	}
-	return g, nil
-}
-
-// ClaimApply is ClaimBest without the wait: the claim is applied (ordered
-// in the WAL, visible to readers) but not yet durable; the caller must
-// Wait on the returned Pending before acknowledging it. It lets a caller
-// that serialises picks across partitions release its own lock before the
-// fsync.
-func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) bool) (*Granted, *store.Pending, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.checkLeaderLocked(); err != nil {
-		return nil, nil, err
-	}
-	q := r.queues[queue]
 	for range maxClaimRetries {
-		h, ok := Head{}, false
-		if q != nil {
-			h, ok = q.head()
+		id, ok, err := r.reserve(queue, accept)
+		if err != nil || !ok {
+			return nil, err
 		}
-		if !ok || accept != nil && !accept(h) {
-			return nil, nil, nil
-		}
-		// One lookup reads the spec with its payload, which the claimant
-		// gets; a task never claimed has no state record to read.
-		sp, err := r.cfg.Store.FullSpec(r.cfg.Part, h.ID)
+		g, p, err := r.ClaimReserved(id, now, ttl)
 		if err != nil {
-			return nil, nil, fmt.Errorf("partition %d: claim %s: %w", r.cfg.Part, h.ID, err)
+			return nil, err
 		}
-		st, err := r.stateLocked(h.ID, r.tasks[h.ID])
-		if err != nil {
-			return nil, nil, err
+		if g == nil {
+			continue // no longer claimable; pick again
 		}
-		if status, _ := task.Derive(sp, &st, now, r.skew); status != task.Ready {
-			r.log.Error("ready index disagrees with stored state", "task", h.ID, "state", status)
-			r.rederiveLocked(sp, &st, now)
-			continue
+		if err := p.Wait(); err != nil {
+			return nil, err
 		}
-		c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
-		st.AddClaim(c)
-		p, err := r.writeStateLocked(sp, &st, now, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		if e := r.tasks[h.ID]; e != nil && e.hot != nil {
-			e.hot.nextSeq, e.hot.seqKnown = 0, true // a new claim has no updates yet
-		}
-		return &Granted{Spec: sp, State: st, Claim: c}, p, nil
+		return g, nil
 	}
-	return nil, nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
+	return nil, fmt.Errorf("partition %d: ready index inconsistent for queue %q", r.cfg.Part, queue)
 }
 
 // Reserve takes queue's best ready task out of the ready index, so no
@@ -91,6 +53,11 @@ func (r *Replica) ClaimApply(queue string, now, ttl int64, accept func(Head) boo
 // orders picks across partitions; ClaimReserved then does the store work.
 // A reserved task counts as ready until it is claimed or put back.
 func (r *Replica) Reserve(queue string) (id task.ID, ok bool, err error) {
+	return r.reserve(queue, nil)
+}
+
+// reserve is Reserve, declining when accept (if set) rejects the head.
+func (r *Replica) reserve(queue string, accept func(Head) bool) (id task.ID, ok bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.checkLeaderLocked(); err != nil {
@@ -101,7 +68,7 @@ func (r *Replica) Reserve(queue string) (id task.ID, ok bool, err error) {
 		return id, false, nil
 	}
 	h, ok := q.head()
-	if !ok {
+	if !ok || accept != nil && !accept(h) {
 		return id, false, nil
 	}
 	e := r.tasks[h.ID]

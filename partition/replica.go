@@ -381,20 +381,14 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
 // existsLocked reports whether sp's id is already stored with the same
 // content; other content under the same id is a conflict.
 func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
-	old, err := r.cfg.Store.Spec(r.cfg.Part, sp.ID)
+	old, err := r.cfg.Store.FullSpec(r.cfg.Part, sp.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	data, err := r.cfg.Store.Data(r.cfg.Part, sp.ID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return false, err
-	}
-	withData := *old
-	withData.Data = data
-	if !SameTask(&withData, sp) {
+	if !SameTask(old, sp) {
 		return false, fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID)
 	}
 	return true, nil

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"strconv"
+
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -33,20 +35,7 @@ func (o Op) String() string {
 	if n, ok := opNames[o]; ok {
 		return n
 	}
-	return "op_" + itoa(uint64(o))
-}
-
-func itoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			return string(b[i:])
-		}
-	}
+	return "op_" + strconv.FormatUint(uint64(o), 10)
 }
 
 // The messages below are shared by the QUIC protocol (CBOR, integer keys)
