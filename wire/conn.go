@@ -53,6 +53,19 @@ type ClientConfig struct {
 	// DialTimeout bounds Dial: resolving, the QUIC handshake and opening
 	// the streams; default DefaultDialTimeout.
 	DialTimeout time.Duration
+	// Token is the client token of a cluster with a secret (DeriveKeys,
+	// ParseToken); nil says no hello. With a token the Conn also checks
+	// that the node proves the same secret.
+	Token []byte
+
+	// hello, set by DialPeer, makes the Conn say hello as a peer.
+	hello *helloConfig
+}
+
+// helloConfig is what a dialer proves in its hello.
+type helloConfig struct {
+	key []byte
+	id  uint64
 }
 
 // validate checks cfg and returns a copy with defaults filled in.
@@ -86,6 +99,9 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 	case cfg.DialTimeout < 0:
 		return cfg, fmt.Errorf("wire: ClientConfig.DialTimeout %v is negative", cfg.DialTimeout)
 	}
+	if cfg.hello == nil && cfg.Token != nil {
+		cfg.hello = &helloConfig{key: cfg.Token}
+	}
 	return cfg, nil
 }
 
@@ -109,10 +125,14 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 type Conn struct {
 	remote   string
 	maxFrame int
-	pc       net.PacketConn
-	tr       *quic.Transport
-	qc       *quic.Conn
-	streams  []*clientStream
+	// pc and tr are the Conn's own socket and transport, closed by Close;
+	// nil on a Conn from DialPeer, which uses the server's.
+	pc      net.PacketConn
+	tr      *quic.Transport
+	qc      *quic.Conn
+	alpn    string
+	peerID  uint64
+	streams []*clientStream
 	// nextID numbers requests; IDs start at 1 (0 is reserved).
 	nextID atomic.Uint64
 
@@ -164,6 +184,12 @@ type pending struct {
 // and opens cfg.Streams request streams. ctx bounds the dial together with
 // cfg.DialTimeout; it does not bound the Conn's life afterwards.
 func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
+	return dialOn(ctx, nil, addr, cfg)
+}
+
+// dialOn dials addr over tr, or over a socket and transport of its own
+// when tr is nil.
+func dialOn(ctx context.Context, tr *quic.Transport, addr string, cfg ClientConfig) (*Conn, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -175,42 +201,58 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire: dial %s: %w", addr, err)
 	}
-	network := "udp4"
-	if raddr.AddrPort().Addr().Is6() {
-		network = "udp6"
+	var udp net.PacketConn
+	owned := tr == nil
+	if owned {
+		network := "udp4"
+		if raddr.AddrPort().Addr().Is6() {
+			network = "udp6"
+		}
+		u, err := net.ListenUDP(network, nil)
+		if err != nil {
+			return nil, fmt.Errorf("wire: dial %s: bind udp socket: %w", addr, err)
+		}
+		udp = u
+		tr = &quic.Transport{Conn: udp}
 	}
-	udp, err := net.ListenUDP(network, nil)
-	if err != nil {
-		return nil, fmt.Errorf("wire: dial %s: bind udp socket: %w", addr, err)
-	}
-	tr := &quic.Transport{Conn: udp}
 	qc, err := tr.Dial(ctx, raddr, cfg.TLS, quicConfig())
 	if err != nil {
-		_ = tr.Close()
-		_ = udp.Close()
+		if owned {
+			_ = tr.Close()
+			_ = udp.Close()
+		}
 		return nil, fmt.Errorf("wire: dial %s: %w", addr, err)
 	}
 	c := &Conn{
 		remote:   addr,
 		maxFrame: cfg.MaxFrame,
-		pc:       udp,
-		tr:       tr,
 		qc:       qc,
+		alpn:     cfg.TLS.NextProtos[0],
 		done:     make(chan struct{}),
 	}
-	if err := c.open(ctx, cfg.Streams); err != nil {
+	if owned {
+		c.pc, c.tr = udp, tr
+	}
+	if err := c.open(ctx, cfg.Streams, cfg.hello); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("wire: dial %s: %w", addr, err)
 	}
 	return c, nil
 }
 
-// open checks the negotiated protocol, opens n streams and starts their
-// goroutines.
-func (c *Conn) open(ctx context.Context, n int) error {
+// open checks the negotiated protocol, says hello if asked to, opens n
+// streams and starts their goroutines.
+func (c *Conn) open(ctx context.Context, n int, hello *helloConfig) error {
 	state := c.qc.ConnectionState()
-	if p := state.TLS.NegotiatedProtocol; p != ALPNClient {
-		return fmt.Errorf("server negotiated protocol %q, want %q", p, ALPNClient)
+	if p := state.TLS.NegotiatedProtocol; p != c.alpn {
+		return fmt.Errorf("server negotiated protocol %q, want %q", p, c.alpn)
+	}
+	if hello != nil {
+		id, err := dialHello(ctx, c.qc, hello.key, hello.id)
+		if err != nil {
+			return err
+		}
+		c.peerID = id
 	}
 	for range n {
 		str, err := c.qc.OpenStreamSync(ctx)
@@ -285,6 +327,9 @@ func (c *Conn) Close() error {
 	c.fail(errConnClosed)
 	c.closeOnce.Do(func() {
 		c.wg.Wait()
+		if c.tr == nil {
+			return
+		}
 		err := c.tr.Close()
 		if uerr := c.pc.Close(); err == nil {
 			err = uerr

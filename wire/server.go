@@ -22,12 +22,18 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// streamTypeClient is the first byte of every client request stream. Each
-// bidirectional stream starts with one type byte; it also makes the stream
-// visible to the server's AcceptStream, which returns only once the first
-// byte has arrived. Other types (peer streams) come later; the server
-// resets a stream whose type it does not know.
+// streamTypeClient is the first byte of every request stream (clients'
+// and peers'). Each bidirectional stream starts with one type byte; it
+// also makes the stream visible to the server's AcceptStream, which
+// returns only once the first byte has arrived. The other types are
+// streamTypeHello (auth.go) and streamTypeRaw; the server resets a stream
+// whose type it does not know.
 const streamTypeClient byte = 'C'
+
+// streamTypeRaw starts a raw byte stream, handed whole to the server's
+// RawHandler: the type byte, then one byte the application chose (its
+// kind), then whatever the two ends exchange.
+const streamTypeRaw byte = 'R'
 
 // QUIC application error codes, sent when closing a connection.
 const (
@@ -68,6 +74,9 @@ const (
 // Request is one request as a Handler sees it.
 type Request struct {
 	Op Op
+	// PeerID is the node id the peer proved in its hello; 0 on client
+	// connections.
+	PeerID uint64
 	// Body is the request's CBOR body, empty if it had none. It is owned by
 	// the handler: the server never reuses it.
 	Body   cbor.RawMessage
@@ -138,6 +147,17 @@ type ServerConfig struct {
 	MaxInflightPerConn int
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
+	// PeerHandler serves requests of peer connections (ALPNPeer); nil
+	// refuses peer connections. Handler serves client connections.
+	PeerHandler Handler
+	// RawHandler receives the raw streams peers open (Conn.OpenRaw); nil
+	// resets them. It runs on the stream's own goroutine, owns the stream
+	// and must close it.
+	RawHandler func(ctx context.Context, rs RawStream)
+	// NodeID is this node's id, sent in hellos; required with PeerHandler.
+	NodeID uint64
+	// Keys are the keys peers and clients must prove (see auth.go).
+	Keys Keys
 	// ResetKey keys QUIC stateless resets. A key that survives restarts
 	// (the node keeps one in its data dir) lets peers drop a connection to
 	// the node's previous life as soon as they use it. Nil: a random key.
@@ -173,6 +193,9 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PeerHandler != nil && cfg.NodeID == 0 {
+		return cfg, errors.New("wire: ServerConfig.NodeID is required with a PeerHandler")
 	}
 	return cfg, nil
 }
@@ -322,6 +345,21 @@ type serverConn struct {
 	qc     *quic.Conn
 	remote net.Addr
 	log    *slog.Logger
+	// h serves the connection's requests: the Handler or the PeerHandler,
+	// by the negotiated protocol.
+	h Handler
+	// key is what the dialer's hello must prove; needHello says whether
+	// the connection must say hello before anything else.
+	key       []byte
+	needHello bool
+	// helloOnce guards the hello exchange; authed is closed once it
+	// succeeded (at once when no hello is needed), and peerID is set
+	// before.
+	helloOnce    sync.Once
+	helloStarted atomic.Bool
+	refuseOnce   sync.Once
+	authed       chan struct{}
+	peerID       uint64
 	// ctx is cancelled once the connection is closed, by either side or
 	// by the server shutting down; handlers get it.
 	ctx context.Context
@@ -347,17 +385,31 @@ func (s *Server) serveConn(qc *quic.Conn) {
 
 	remote := qc.RemoteAddr()
 	state := qc.ConnectionState()
+	alpn := state.TLS.NegotiatedProtocol
 	cs := &serverConn{
 		srv:    s,
 		qc:     qc,
 		remote: remote,
-		log:    s.log.With("remote", remote.String()),
+		log:    s.log.With("remote", remote.String(), "alpn", alpn),
 		ctx:    ctx,
 		sem:    make(chan struct{}, s.cfg.MaxInflightPerConn),
+		authed: make(chan struct{}),
 	}
-	// Peer connections (ALPNPeer) are served like client connections until
-	// the peer protocol exists: their streams need a known type byte.
-	cs.log.Debug("wire: connection accepted", "alpn", state.TLS.NegotiatedProtocol)
+	switch alpn {
+	case ALPNPeer:
+		if s.cfg.PeerHandler == nil {
+			cs.log.Warn("wire: refusing a peer connection: this node does not serve peers")
+			_ = qc.CloseWithError(appErrAuth, "this node does not accept peer connections")
+			return
+		}
+		cs.h, cs.key, cs.needHello = s.cfg.PeerHandler, s.cfg.Keys.PeerKey, true
+	default:
+		cs.h, cs.key, cs.needHello = s.h, s.cfg.Keys.ClientToken, s.cfg.Keys.ClientToken != nil
+	}
+	if !cs.needHello {
+		close(cs.authed)
+	}
+	cs.log.Debug("wire: connection accepted")
 
 	var err error
 	for {
@@ -411,7 +463,21 @@ func (cs *serverConn) serveStream(str *quic.Stream) {
 		return
 	}
 	_ = str.SetReadDeadline(time.Time{})
-	if typ[0] != streamTypeClient {
+	switch typ[0] {
+	case streamTypeHello:
+		cs.hello(str)
+		return
+	case streamTypeClient, streamTypeRaw:
+		if !cs.waitAuthed() {
+			str.CancelRead(streamErrNone)
+			str.CancelWrite(streamErrNone)
+			return
+		}
+		if typ[0] == streamTypeRaw {
+			cs.serveRaw(str, log)
+			return
+		}
+	default:
 		log.Debug("wire: unknown stream type; resetting", "type", typ[0])
 		str.CancelRead(streamErrUnknownType)
 		str.CancelWrite(streamErrUnknownType)
@@ -598,7 +664,7 @@ func (st *serverStream) handle(id uint64, op Op, body cbor.RawMessage) {
 			_ = w.Error(Errorf(CodeInternal, "handler returned without a response"))
 		}
 	}()
-	cs.srv.h.Serve(cs.ctx, &Request{Op: op, Body: body, Remote: cs.remote}, w)
+	cs.h.Serve(cs.ctx, &Request{Op: op, PeerID: cs.peerID, Body: body, Remote: cs.remote}, w)
 }
 
 // errStreamGone is returned by sends once the stream's writer has failed.
