@@ -138,7 +138,7 @@ func freePort(t *testing.T) int {
 // startNode runs skuldd on dir and waits for /healthz. With port 0 it picks
 // a free port, and picks again if the node finds it taken; with a given
 // port (a restart) it retries that port a few times.
-func startNode(t *testing.T, dir string, port int) *node {
+func startNode(t *testing.T, dir string, port int, extra ...string) *node {
 	t.Helper()
 	bin := skulddBin(t)
 	pick := port == 0
@@ -147,7 +147,7 @@ func startNode(t *testing.T, dir string, port int) *node {
 		if pick {
 			port = freePort(t)
 		}
-		n, err := launch(t, bin, dir, port)
+		n, err := launch(t, bin, dir, port, extra...)
 		if err == nil {
 			return n
 		}
@@ -159,10 +159,10 @@ func startNode(t *testing.T, dir string, port int) *node {
 }
 
 // launch starts one process and waits until it is healthy or has exited.
-func launch(t *testing.T, bin, dir string, port int) (*node, error) {
+func launch(t *testing.T, bin, dir string, port int, extra ...string) (*node, error) {
 	t.Helper()
 	n := &node{bin: bin, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &lockedBuffer{}, done: make(chan struct{})}
-	args := append([]string{"--bind", n.addr, "--data-dir", dir}, nodeFlags...)
+	args := append(append([]string{"--bind", n.addr, "--data-dir", dir}, nodeFlags...), extra...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Stdout = n.out
 	n.cmd.Stderr = n.out

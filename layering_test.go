@@ -14,7 +14,8 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"":              {"cli"},
 	"cli":           {"node", "wire", "task", "clock"},
-	"node":          {"httpapi", "partition", "raftgroup", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":          {"httpapi", "partition", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"member":        {},
 	"httpapi":       {"wire", "task"},
 	"partition":     {"store", "epoch", "ring", "task", "clock"},
 	"raftgroup":     {"store"},
@@ -34,7 +35,7 @@ var owners = map[string]string{
 	"github.com/quic-go/quic-go":      "wire",
 	"go.etcd.io/raft":                 "raftgroup",
 	"github.com/urfave/cli":           "cli",
-	"github.com/hashicorp/memberlist": "node",
+	"github.com/hashicorp/memberlist": "member",
 }
 
 // TestLayering enforces the package layering of STYLE.md §3 on non-test

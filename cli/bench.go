@@ -43,6 +43,7 @@ func benchCommand() *ucli.Command {
 		Name:  "bench",
 		Usage: "load-test a running node: enqueue, then claim+complete; ops/s and latency per phase",
 		Flags: []ucli.Flag{
+			authFlags()[0], authFlags()[1],
 			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr")},
 			&ucli.IntFlag{Name: "n", Value: 100000, Usage: "tasks"},
 			&ucli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
@@ -112,7 +113,11 @@ func runBench(c *ucli.Context) error {
 	b := &bench{c: c, stderr: c.App.ErrWriter, out: json.NewEncoder(c.App.Writer), jsonOut: c.Bool("json")}
 	ctx := c.Context
 	for range c.Int("conns") {
-		conn, err := wire.Dial(ctx, c.String("addr"), wire.ClientConfig{Streams: c.Int("streams")})
+		tok, err := clientToken(c)
+		if err != nil {
+			return err
+		}
+		conn, err := wire.Dial(ctx, c.String("addr"), wire.ClientConfig{Streams: c.Int("streams"), Token: tok})
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", c.String("addr"), err)
 		}

@@ -8,6 +8,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // Exit codes.
@@ -89,7 +91,10 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
-			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without authentication"},
+			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
+			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
+			&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "file holding the cluster secret (at least 16 bytes): peers and clients must prove it"},
+			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without a cluster secret"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", EnvVars: envName("log-level"), Usage: "debug, info, warn or error"},
 			&ucli.StringFlag{Name: "log-format", Value: "text", EnvVars: envName("log-format"), Usage: "text or json"},
 			&ucli.BoolFlag{Name: "pprof", EnvVars: envName("pprof"), Usage: "serve Go's profiler at /debug/pprof/ on the HTTP port"},
@@ -143,6 +148,15 @@ func runNode(c *ucli.Context) error {
 	cfg.SkewBound = c.Duration("clock-skew-bound")
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
+	cfg.Join = c.StringSlice("join")
+	cfg.Advertise = c.String("advertise")
+	if f := c.String("cluster-secret-file"); f != "" {
+		secret, err := readSecret(f)
+		if err != nil {
+			return usageError{err}
+		}
+		cfg.ClusterSecret = secret
+	}
 	cfg.Pprof = c.Bool("pprof")
 	cfg.Logger = logger
 	if off := c.Duration("clock-offset"); off != 0 {
@@ -164,4 +178,51 @@ func runNode(c *ucli.Context) error {
 	<-ctx.Done()
 	logger.Info("shutting down", "reason", context.Cause(ctx))
 	return n.Close()
+}
+
+// readSecret reads a cluster secret file: its bytes, surrounding
+// whitespace trimmed (so `openssl rand -hex 32 > F` works).
+func readSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < wire.MinSecretLen {
+		return nil, fmt.Errorf("cluster secret %s: %d bytes; at least %d are needed (try: openssl rand -hex 32 > %s)", path, len(b), wire.MinSecretLen, path)
+	}
+	return b, nil
+}
+
+// clientToken returns the token a client proves: from --token (or
+// SKULD_TOKEN), or derived from --cluster-secret-file; nil without either.
+func clientToken(c *ucli.Context) ([]byte, error) {
+	if t := c.String("token"); t != "" {
+		tok, err := wire.ParseToken(t)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return tok, nil
+	}
+	if f := c.String("cluster-secret-file"); f != "" {
+		secret, err := readSecret(f)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		keys, err := wire.DeriveKeys(secret)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return keys.ClientToken, nil
+	}
+	return nil, nil
+}
+
+// authFlags are the client flags that authenticate to a cluster with a
+// secret.
+func authFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "the cluster secret file (the client token is derived from it)"},
+		&ucli.StringFlag{Name: "token", EnvVars: []string{"SKULD_TOKEN"}, Usage: "client token (skuldd ctl token prints it)"},
+	}
 }

@@ -29,6 +29,7 @@ func ctlCommand() *ucli.Command {
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr"), Usage: "node address host:port"},
 			&ucli.DurationFlag{Name: "timeout", Value: ctlTimeout, Usage: "request timeout"},
+			authFlags()[0], authFlags()[1],
 		},
 		Subcommands: []*ucli.Command{
 			{
@@ -129,6 +130,17 @@ func ctlCommand() *ucli.Command {
 				Usage:  "per-queue counts by state, one object per line",
 				Action: ctlAction(ctlQueues),
 			},
+			{
+				Name:   "cluster",
+				Usage:  "the cluster as this node sees it: members, the metadata group, partition placement; one JSON object",
+				Action: ctlAction(ctlCluster),
+			},
+			{
+				Name:   "token",
+				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
+				Flags:  []ucli.Flag{authFlags()[0]},
+				Action: ctlToken,
+			},
 		},
 	}
 }
@@ -158,7 +170,11 @@ func ctlAction(fn func(e *ctlEnv) error, required ...string) ucli.ActionFunc {
 		ctx, cancel := context.WithTimeout(c.Context, timeout)
 		defer cancel()
 		addr := c.String("addr")
-		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: 1})
+		tok, err := clientToken(c)
+		if err != nil {
+			return err
+		}
+		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: 1, Token: tok})
 		if err != nil {
 			return fmt.Errorf("connect to %s: %w", addr, err)
 		}
@@ -402,6 +418,26 @@ func ctlCount(e *ctlEnv) error {
 		return err
 	}
 	return e.out.Encode(resp)
+}
+
+func ctlCluster(e *ctlEnv) error {
+	resp, err := e.cl.Cluster(e.ctx)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+// ctlToken prints the client token; it needs no node.
+func ctlToken(c *ucli.Context) error {
+	if !c.IsSet("cluster-secret-file") {
+		return usagef("token: missing --cluster-secret-file")
+	}
+	tok, err := clientToken(c)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(c.App.Writer).Encode(map[string]string{"token": wire.FormatToken(tok)})
 }
 
 func ctlQueues(e *ctlEnv) error {

@@ -187,6 +187,10 @@ func (f *fakeService) Queues(context.Context, *wire.QueuesRequest) (*wire.Queues
 	return &wire.QueuesResponse{Queues: []wire.QueueStats{{Queue: "q", Ready: 1}}}, nil
 }
 
+func (f *fakeService) Cluster(context.Context) (*wire.ClusterResponse, error) {
+	return &wire.ClusterResponse{Self: 1}, nil
+}
+
 var _ wire.Service = (*fakeService)(nil)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -418,6 +422,32 @@ func TestErrorMapping(t *testing.T) {
 		}
 		if tc.health != nil && body["reason"] != tc.health.Error() {
 			t.Errorf("healthz: reason %q; want %q", body["reason"], tc.health.Error())
+		}
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	h := httpapi.RequireToken(httpapi.New(&fakeService{}, func() error { return nil }, quiet()), "abc")
+	cases := []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"GET", "/healthz", "", http.StatusOK},
+		{"GET", "/v1/queues", "", http.StatusUnauthorized},
+		{"GET", "/v1/queues", "Bearer wrong", http.StatusUnauthorized},
+		{"GET", "/v1/queues", "Bearer abc", http.StatusOK},
+		{"GET", "/v1/cluster", "Bearer abc", http.StatusOK},
+		{"POST", "/healthz", "", http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		h.ServeHTTP(rec, r)
+		if rec.Code != tc.want {
+			t.Errorf("%s %s auth %q: status %d, want %d", tc.method, tc.path, tc.auth, rec.Code, tc.want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("GET /v1/tasks", a.list)
 	mux.HandleFunc("GET /v1/count", a.count)
 	mux.HandleFunc("GET /v1/queues", a.queues)
+	mux.HandleFunc("GET /v1/cluster", a.cluster)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, wire.Errorf(wire.CodeUnknownOp, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -229,6 +231,34 @@ func (a *api) queues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.Cluster(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// RequireToken wraps h so that every request but GET /healthz must carry
+// "Authorization: Bearer TOKEN" (the client token of a cluster with a
+// secret, as `skuldd ctl token` prints it). Others get 401.
+func RequireToken(h http.Handler, token string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="skuldd"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a client token is required (Authorization: Bearer TOKEN; skuldd ctl token prints it)", Code: "unauthorized", Num: 0})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {

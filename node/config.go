@@ -21,8 +21,20 @@ type Config struct {
 	Bind string
 	// DataDir holds the node's database.
 	DataDir string
-	// Insecure allows binding a non-loopback address without
-	// authentication (which comes with cluster secrets).
+	// Advertise is the address other nodes reach this one at; default
+	// the bound address, or for a wildcard bind (0.0.0.0) the first
+	// non-loopback IPv4 address of the host's interfaces.
+	Advertise string
+	// Join lists members of an existing cluster to join through (any live
+	// one will do). Empty: this node founds a cluster, or restarts in the
+	// one its data dir belongs to.
+	Join []string
+	// ClusterSecret authenticates peers and clients (DESIGN.md, Wire:
+	// Security). Nil: no authentication, which is allowed on loopback
+	// only unless Insecure.
+	ClusterSecret []byte
+	// Insecure allows binding a non-loopback address without a cluster
+	// secret.
 	Insecure bool
 
 	// Partitions is P, fixed when the cluster is created.
@@ -71,6 +83,19 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// RaftTick is the metadata raft group's tick.
 	RaftTick time.Duration
+	// GossipProfile picks memberlist's timing: "lan" (production) or
+	// "local" (faster failure detection, for tests on one machine).
+	GossipProfile string
+	// VoterInterval is how often the metadata leader checks the group's
+	// shape (learners to promote, dead voters to replace).
+	VoterInterval time.Duration
+	// DeadVoterGrace is how long a voter may be unreachable before the
+	// metadata leader replaces it with a live learner.
+	DeadVoterGrace time.Duration
+	// JoinRetry is the pause between join attempts while starting.
+	JoinRetry time.Duration
+	// LeaveTimeout bounds the gossip of a graceful leave at shutdown.
+	LeaveTimeout time.Duration
 
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
 	Pprof bool
@@ -106,6 +131,11 @@ func DefaultConfig() Config {
 		StartTimeout:       60 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
 		RaftTick:           100 * time.Millisecond,
+		GossipProfile:      "lan",
+		VoterInterval:      time.Second,
+		DeadVoterGrace:     30 * time.Second,
+		JoinRetry:          500 * time.Millisecond,
+		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
 		Logger:             slog.Default(),
 	}
@@ -137,20 +167,51 @@ func (c *Config) Validate() error {
 		"tick interval": c.TickInterval, "reconcile interval": c.ReconcileInterval,
 		"election backoff": c.ElectionBackoff, "start timeout": c.StartTimeout,
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
+		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
+		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}
 	check(c.ElectionBackoffMax >= c.ElectionBackoff, "election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
 	check(c.Clock != nil, "no clock")
 	check(c.Logger != nil, "no logger")
-	if err := checkBind(c.Bind, c.Insecure); err != nil {
+	check(c.GossipProfile == "lan" || c.GossipProfile == "local", "gossip profile %q: want lan or local", c.GossipProfile)
+	check(c.ClusterSecret == nil || len(c.ClusterSecret) >= minSecretLen, "cluster secret is %d bytes; at least %d are needed", len(c.ClusterSecret), minSecretLen)
+	if err := checkBind(c.Bind, c.Insecure || c.ClusterSecret != nil); err != nil {
 		errs = append(errs, err)
+	}
+	if err := checkAdvertise(c.Advertise); err != nil {
+		errs = append(errs, err)
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			errs = append(errs, fmt.Errorf("join %q: %w", j, err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// ErrInsecureBind is returned for a non-loopback bind without Insecure.
-var ErrInsecureBind = errors.New("refusing to bind a non-loopback address without --insecure: nodes do not authenticate clients or peers yet")
+// minSecretLen is the shortest cluster secret (wire.MinSecretLen).
+const minSecretLen = 16
+
+// ErrInsecureBind is returned for a non-loopback bind without a cluster
+// secret or Insecure.
+var ErrInsecureBind = errors.New("refusing to bind a non-loopback address without a cluster secret (--cluster-secret-file) or --insecure")
+
+// checkAdvertise checks that an explicit advertise address is dialable.
+func checkAdvertise(advertise string) error {
+	if advertise == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return fmt.Errorf("advertise %q: %w", advertise, err)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return fmt.Errorf("advertise %s: a wildcard address cannot be dialed", advertise)
+	}
+	return nil
+}
 
 func checkBind(bind string, insecure bool) error {
 	host, _, err := net.SplitHostPort(bind)

@@ -17,9 +17,11 @@ import (
 // electParallel bounds how many partition handoffs run at once at start.
 const electParallel = 8
 
-// electLeaders runs the epoch handoff for every partition whose cohort,
-// computed by ring from the metadata group's members, names this node as
-// preferred leader.
+// electLeaders runs the epoch handoff for the partitions this node should
+// lead: a placed partition (epoch > 0) keeps its cohort and its leader
+// (moving partitions between nodes is the ring's job, driven by the
+// metadata leader); a partition never placed gets its cohort from ring
+// over the registered members, and its first member leads it.
 func (n *Node) electLeaders(ctx context.Context) error {
 	meta := n.raft.Meta()
 	members := make([]uint64, 0, len(meta.Members))
@@ -31,9 +33,17 @@ func (n *Node) electLeaders(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n.cfg.Partitions)
 	for p := range n.cfg.Partitions {
-		cohort := ring.Cohort(p, members, meta.Config.Replicas)
-		if len(cohort) == 0 || cohort[0] != n.id {
-			continue
+		var cohort []uint64
+		if p < len(meta.Partitions) && meta.Partitions[p].Epoch > 0 {
+			if meta.Partitions[p].Leader != n.id {
+				continue
+			}
+			cohort = meta.Partitions[p].Cohort
+		} else {
+			cohort = ring.Cohort(p, members, meta.Config.Replicas)
+			if len(cohort) == 0 || cohort[0] != n.id {
+				continue
+			}
 		}
 		sem <- struct{}{}
 		wg.Go(func() {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/httpapi"
+	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -42,6 +44,19 @@ type Node struct {
 	heads    *headIndex
 	deps     *depSet
 	ids      *task.IDGen
+
+	// Cluster plumbing (cluster.go). raftReady is closed once raft is set;
+	// the peer handler may run before that.
+	member    *member.Member
+	peers     *peerPool
+	raftTr    *raftTransport
+	raftReady chan struct{}
+	learnedMu sync.Mutex
+	learned   map[uint64]string
+	shapeKick chan struct{}
+	// clientHandler serves the client API, on client connections and for
+	// requests peers forward.
+	clientHandler wire.Handler
 
 	udp     net.PacketConn
 	tcp     net.Listener
@@ -72,7 +87,10 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
-	return &Node{cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{})}, nil
+	return &Node{
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
+		raftReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
+	}, nil
 }
 
 // Start opens the store, binds the address, brings up the metadata group
@@ -96,6 +114,16 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.bind(); err != nil {
 		return err
 	}
+	loopCtx, loopCancel := context.WithCancel(context.Background())
+	n.cancel = loopCancel
+	n.peers = newPeerPool(n)
+	n.raftTr = newRaftTransport(loopCtx, n)
+	if err := n.startQUIC(); err != nil {
+		return err
+	}
+	if err := n.startMember(); err != nil {
+		return err
+	}
 	if err := n.startRaft(ctx); err != nil {
 		return err
 	}
@@ -115,12 +143,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.electLeaders(ctx); err != nil {
 		return err
 	}
-	loopCtx, loopCancel := context.WithCancel(context.Background())
-	n.cancel = loopCancel
 	n.wg.Go(func() { n.tickLoop(loopCtx) })
 	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
 	n.wg.Go(func() { n.metaLoop(loopCtx) })
-	if err := n.serve(); err != nil {
+	n.wg.Go(func() { n.voterLoop(loopCtx) })
+	if err := n.serveHTTP(); err != nil {
 		return err
 	}
 	n.reconcileDeps()
@@ -131,6 +158,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 // Addr returns the address the node serves on (UDP and TCP, one port).
 func (n *Node) Addr() string { return n.addr }
+
+// Config returns the node's configuration; after Start, Partitions and
+// Replicas are the cluster's.
+func (n *Node) Config() Config { return n.cfg }
 
 // ID returns the node's id.
 func (n *Node) ID() uint64 { return n.id }
@@ -185,23 +216,55 @@ func (n *Node) bind() error {
 	}
 	n.udp = udp
 	host, _, _ := net.SplitHostPort(n.cfg.Bind)
-	port := udp.LocalAddr().(*net.UDPAddr).Port
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	port := strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port)
+	addr := net.JoinHostPort(host, port)
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("node: bind tcp %s: %w", addr, err)
 	}
 	n.tcp = tcp
 	n.addr = addr
+	if a := n.cfg.Advertise; a != "" {
+		ahost, aport, _ := net.SplitHostPort(a)
+		if aport == "0" {
+			aport = port
+		}
+		n.addr = net.JoinHostPort(ahost, aport)
+	} else if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		n.addr = net.JoinHostPort(hostIP(), port)
+		n.log.Info("advertising a host address for the wildcard bind (set --advertise to choose)", "addr", n.addr)
+	}
 	return nil
+}
+
+// hostIP returns the first non-loopback IPv4 address of the host's
+// interfaces, or 127.0.0.1 when there is none.
+func hostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if p, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(p.IP); ok && ip.Unmap().Is4() && !ip.IsLoopback() {
+					return ip.Unmap().String()
+				}
+			}
+		}
+	}
+	return "127.0.0.1"
 }
 
 func (n *Node) startRaft(ctx context.Context) error {
 	rc := raftgroup.DefaultConfig()
 	rc.NodeID = n.id
-	rc.Peers = []uint64{n.id}
+	// With a join list a node with no raft state waits to be added by the
+	// cluster; without one it founds a cluster of one. A node with raft
+	// state ignores Peers and comes back as what it was.
+	if len(n.cfg.Join) == 0 {
+		rc.Peers = []uint64{n.id}
+	}
 	rc.TickInterval = n.cfg.RaftTick
 	rc.Store = n.store
+	rc.Transport = n.raftTr
 	rc.Logger = n.cfg.Logger // the group adds the node id itself
 	g, err := raftgroup.New(rc)
 	if err != nil {
@@ -211,23 +274,64 @@ func (n *Node) startRaft(ctx context.Context) error {
 		return fmt.Errorf("node: raft start: %w", err)
 	}
 	n.raft = g
+	close(n.raftReady)
+	// Gossip first: a restarted member finds its peers' addresses there
+	// and in the registry it kept.
+	n.gossipJoin()
+	fresh := g.Meta().Config == nil
+	if fresh && len(n.cfg.Join) > 0 {
+		if _, err := n.join(ctx); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
 	if err := g.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("node: waiting for a metadata leader: %w", err)
 	}
-	cc, err := g.Init(ctx, raftgroup.ClusterConfig{
-		ClusterID:  newClusterID(),
-		Partitions: n.cfg.Partitions,
-		Replicas:   n.cfg.Replicas,
-		CreatedAt:  clock.UnixMilli(n.clock),
-	})
-	if err != nil {
-		return fmt.Errorf("node: cluster config (the partition and replica counts are fixed when the cluster is created): %w", err)
+	var cc raftgroup.ClusterConfig
+	if joined := fresh && len(n.cfg.Join) > 0; joined {
+		c, err := n.waitConfig(ctx)
+		if err != nil {
+			return err
+		}
+		cc = *c
+	} else {
+		// Founding, or restarting: Init is idempotent and refuses flags
+		// that disagree with the cluster's fixed P and N.
+		cc, err = g.Init(ctx, raftgroup.ClusterConfig{
+			ClusterID:  newClusterID(),
+			Partitions: n.cfg.Partitions,
+			Replicas:   n.cfg.Replicas,
+			CreatedAt:  clock.UnixMilli(n.clock),
+		})
+		if err != nil {
+			return fmt.Errorf("node: cluster config (the partition and replica counts are fixed when the cluster is created): %w", err)
+		}
 	}
-	if err := g.PutMember(ctx, raftgroup.Member{ID: n.id, Addr: n.addr, Since: clock.UnixMilli(n.clock)}); err != nil {
-		return fmt.Errorf("node: register: %w", err)
+	// A joiner takes the cluster's P and N, whatever its flags say.
+	n.cfg.Partitions, n.cfg.Replicas = cc.Partitions, cc.Replicas
+	if mem, ok := g.Meta().Members[n.id]; !ok || mem.Addr != n.addr {
+		if err := g.PutMember(ctx, raftgroup.Member{ID: n.id, Addr: n.addr, Since: clock.UnixMilli(n.clock)}); err != nil {
+			return fmt.Errorf("node: register: %w", err)
+		}
 	}
 	n.log.Info("metadata group ready", "cluster", cc.ClusterID, "partitions", cc.Partitions, "replicas", cc.Replicas)
 	return nil
+}
+
+// waitConfig waits until this node applied the cluster config (a joiner
+// gets it from the metadata leader's log or snapshot).
+func (n *Node) waitConfig(ctx context.Context) (*raftgroup.ClusterConfig, error) {
+	for {
+		ch := n.raft.Changed()
+		if c := n.raft.Meta().Config; c != nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("node: waiting for the cluster config from the metadata group: %w", ctx.Err())
+		case <-ch:
+		}
+	}
 }
 
 func newClusterID() string {
@@ -276,12 +380,29 @@ func (n *Node) loadPartitions() error {
 	return errors.Join(<-errs)
 }
 
-func (n *Node) serve() error {
+// startQUIC starts the QUIC server: the peer protocol from now on, the
+// client API once the node is ready (its ops refuse before).
+func (n *Node) startQUIC() error {
 	cert, err := wire.SelfSignedCert()
 	if err != nil {
 		return fmt.Errorf("node: tls: %w", err)
 	}
-	srv, err := wire.NewServer(wire.ServerConfig{TLS: wire.ServerTLS(cert), Logger: n.log, ResetKey: &n.resetKey}, wire.ServiceHandler(n))
+	n.clientHandler = wire.ServiceHandler(n)
+	var keys wire.Keys
+	if n.cfg.ClusterSecret != nil {
+		if keys, err = wire.DeriveKeys(n.cfg.ClusterSecret); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+	srv, err := wire.NewServer(wire.ServerConfig{
+		TLS:         wire.ServerTLS(cert),
+		Logger:      n.log,
+		ResetKey:    &n.resetKey,
+		NodeID:      n.id,
+		Keys:        keys,
+		PeerHandler: n.peerHandler(),
+		RawHandler:  n.rawHandler,
+	}, n.clientHandler)
 	if err != nil {
 		return fmt.Errorf("node: quic server: %w", err)
 	}
@@ -291,6 +412,11 @@ func (n *Node) serve() error {
 			n.log.Error("quic server stopped", "err", err)
 		}
 	})
+	return nil
+}
+
+// serveHTTP starts the HTTP server.
+func (n *Node) serveHTTP() error {
 	var handler http.Handler = httpapi.New(n, n.health, n.log)
 	if n.cfg.Pprof {
 		mux := http.NewServeMux()
@@ -299,6 +425,15 @@ func (n *Node) serve() error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		handler = mux
+	}
+	// With a secret every endpoint but /healthz (pprof included) needs
+	// the client token.
+	if n.cfg.ClusterSecret != nil {
+		keys, err := wire.DeriveKeys(n.cfg.ClusterSecret)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		handler = httpapi.RequireToken(handler, wire.FormatToken(keys.ClientToken))
 	}
 	n.httpSrv = &http.Server{
 		Handler:           handler,
@@ -327,8 +462,11 @@ func (n *Node) health() error {
 	case !n.ready.Load():
 		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
 	}
+	// Healthy when this node leads every partition the registry says it
+	// leads.
+	meta := n.raft.Meta()
 	for _, r := range n.parts {
-		if r.Epoch() == 0 {
+		if p := int(r.Part()); p < len(meta.Partitions) && meta.Partitions[p].Leader == n.id && r.Epoch() == 0 {
 			return fmt.Errorf("%w: partition %d has no leader here", wire.ErrUnavailable, r.Part())
 		}
 	}
@@ -356,6 +494,26 @@ func (n *Node) shutdown() {
 		} else if n.tcp != nil {
 			_ = n.tcp.Close()
 		}
+		// Tell the others we leave while the transport still works.
+		if n.member != nil {
+			if err := n.member.Leave(n.cfg.LeaveTimeout); err != nil {
+				n.log.Warn("gossip leave", "err", err)
+			}
+		}
+		if n.cancel != nil {
+			n.cancel() // loops and raft senders
+		}
+		if n.raftTr != nil {
+			n.raftTr.wait()
+		}
+		if n.member != nil {
+			if err := n.member.Shutdown(); err != nil {
+				n.log.Warn("gossip shutdown", "err", err)
+			}
+		}
+		if n.peers != nil {
+			n.peers.close()
+		}
 		if n.quicSrv != nil {
 			if err := n.quicSrv.Close(); err != nil {
 				n.log.Warn("quic shutdown", "err", err)
@@ -363,9 +521,6 @@ func (n *Node) shutdown() {
 		}
 		if n.udp != nil {
 			_ = n.udp.Close()
-		}
-		if n.cancel != nil {
-			n.cancel()
 		}
 		n.wg.Wait()
 		for _, r := range n.parts {
@@ -441,7 +596,15 @@ func (n *Node) refreshMeta() {
 	if m.Config == nil {
 		return
 	}
-	n.cohort.Store(int32(min(m.Config.Replicas, max(1, len(m.Members)))))
+	// Writes are acknowledged by the partition's cohort as placed in the
+	// registry; the smallest cohort bounds what a request may ask for.
+	size := m.Config.Replicas
+	for _, p := range m.Partitions {
+		if len(p.Cohort) > 0 {
+			size = min(size, len(p.Cohort))
+		}
+	}
+	n.cohort.Store(int32(max(1, size)))
 }
 
 // metaLoop refreshes the cached metadata after every change.

@@ -56,6 +56,17 @@ func (n *Node) checkServing() error {
 	return nil
 }
 
+// leadsAll reports whether this node leads every partition (a one-node
+// cluster): requests then never need routing.
+func (n *Node) leadsAll() bool {
+	for _, r := range n.parts {
+		if r.Epoch() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // cohortSize is the number of replicas of every partition: N capped by the
 // number of members. metaLoop keeps it current.
 func (n *Node) cohortSize() int { return int(n.cohort.Load()) }
@@ -96,6 +107,16 @@ func (n *Node) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.Enq
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	if len(req.Tasks) > 0 && len(req.Tasks) <= n.cfg.MaxBatch && !n.leadsAll() {
+		if resp, handled, err := n.enqueueRouted(ctx, req); handled {
+			return resp, err
+		}
+	}
+	return n.enqueueLocal(ctx, req)
+}
+
+// enqueueLocal writes an enqueue whose partitions this node leads.
+func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
 	if len(req.Tasks) == 0 {
 		return nil, fmt.Errorf("%w: no tasks to enqueue", task.ErrInvalid)
 	}
@@ -303,11 +324,25 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 			return nil, err
 		}
 		resp.Tasks = append(resp.Tasks, tasks...)
+		if len(resp.Tasks) == 0 {
+			more, err := n.claimElsewhere(ctx, req, count)
+			if err != nil && deadline == nil {
+				return nil, err
+			}
+			resp.Tasks = append(resp.Tasks, more...)
+		}
 		if len(resp.Tasks) > 0 || deadline == nil {
 			return resp, nil
 		}
+		var poll <-chan time.Time
+		if !isForwarded(ctx) && !n.leadsAll() {
+			t := time.NewTimer(claimPollInterval)
+			poll = t.C
+			defer t.Stop()
+		}
 		select {
 		case <-wake:
+		case <-poll:
 		case <-deadline:
 			return resp, nil
 		case <-ctx.Done():
@@ -426,12 +461,15 @@ func (n *Node) grantedView(g *partition.Granted) wire.TaskView {
 }
 
 // Renew extends a claim.
-func (n *Node) Renew(_ context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.RenewRequest, wire.RenewResponse](ctx, n, n.partOf(req.ID), wire.OpRenew, req); handled {
+		return resp, err
 	}
 	ttl := req.TTLMs
 	if ttl == 0 {
@@ -448,12 +486,15 @@ func (n *Node) Renew(_ context.Context, req *wire.RenewRequest) (*wire.RenewResp
 }
 
 // Update appends a progress entry.
-func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.UpdateRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpUpdate, req); handled {
+		return resp, err
 	}
 	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
 		return nil, err
@@ -467,12 +508,15 @@ func (n *Node) Update(_ context.Context, req *wire.UpdateRequest) (*wire.Ack, er
 // Complete completes a task and tells its dependents; with Next it also
 // claims the next tasks (see wire.CompleteRequest), applying the claims
 // before waiting so that one fsync covers the completion and the claims.
-func (n *Node) Complete(_ context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.CompleteRequest, wire.CompleteResponse](ctx, n, n.partOf(req.ID), wire.OpComplete, req); handled {
+		return resp, err
 	}
 	var ttl int64
 	var count int
@@ -548,12 +592,15 @@ func (n *Node) reconcileDeps() {
 }
 
 // Fail ends a claim as a failed attempt.
-func (n *Node) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.FailRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpFail, req); handled {
+		return resp, err
 	}
 	if req.RetryAfterMs != nil {
 		if err := checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay); err != nil {
@@ -567,12 +614,15 @@ func (n *Node) Fail(_ context.Context, req *wire.FailRequest) (*wire.Ack, error)
 }
 
 // Snooze ends a claim without counting an attempt.
-func (n *Node) Snooze(_ context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.SnoozeRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpSnooze, req); handled {
+		return resp, err
 	}
 	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
 		return nil, err
@@ -584,12 +634,15 @@ func (n *Node) Snooze(_ context.Context, req *wire.SnoozeRequest) (*wire.Ack, er
 }
 
 // Requeue makes a dead task ready again.
-func (n *Node) Requeue(_ context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.RequeueRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpRequeue, req); handled {
+		return resp, err
 	}
 	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
 		return nil, err
@@ -598,12 +651,15 @@ func (n *Node) Requeue(_ context.Context, req *wire.RequeueRequest) (*wire.Ack, 
 }
 
 // Get reads a task.
-func (n *Node) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := checkID(req.ID); err != nil {
 		return nil, err
+	}
+	if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, n.partOf(req.ID), wire.OpGet, req); handled {
+		return resp, err
 	}
 	n.catchUp()
 	part := n.partOf(req.ID)
@@ -733,6 +789,9 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	sent := 0
 	skew := n.cfg.SkewBound.Milliseconds()
 	for p := range n.parts {
+		if !n.leads(uint16(p)) {
+			continue
+		}
 		now := n.now()
 		err := n.store.ScanPartition(uint16(p), task.ID{}, func(rec store.TaskRecord) (bool, error) {
 			if err := ctx.Err(); err != nil {
@@ -769,13 +828,40 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 		}
 	}
 	if len(page.Tasks) > 0 {
-		return emit(page)
+		if err := emit(page); err != nil {
+			return err
+		}
+		page.Tasks = page.Tasks[:0]
+	}
+	if isForwarded(ctx) {
+		return nil
+	}
+	// Then the partitions other nodes lead, one leader after another.
+	for _, addr := range n.otherLeaders() {
+		if req.Limit > 0 && sent >= req.Limit {
+			break
+		}
+		sub := *req
+		if req.Limit > 0 {
+			sub.Limit = req.Limit - sent
+		}
+		c, err := n.peers.get(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, addr, err)
+		}
+		err = wire.NewClient(c).List(ctx, &sub, func(pg *wire.ListPage) error {
+			sent += len(pg.Tasks)
+			return emit(pg)
+		})
+		if err != nil {
+			return fmt.Errorf("list at %s: %w", addr, err)
+		}
 	}
 	return nil
 }
 
 // Count counts tasks of a queue (or all queues) in every state.
-func (n *Node) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
@@ -786,7 +872,13 @@ func (n *Node) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResp
 	}
 	n.catchUp()
 	var total int64
+	if err := fanOut(ctx, n, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
+		return nil, err
+	}
 	for _, r := range n.parts {
+		if !n.leads(r.Part()) {
+			continue
+		}
 		r.Stats(func(q string, c [task.NumStatus]int64) {
 			if req.Queue == "" || q == req.Queue {
 				for _, v := range c {
@@ -799,23 +891,38 @@ func (n *Node) Count(_ context.Context, req *wire.CountRequest) (*wire.CountResp
 }
 
 // Queues returns per-queue counts by state.
-func (n *Node) Queues(context.Context, *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	n.catchUp()
 	sums := map[string]*[task.NumStatus]int64{}
+	add := func(q string, c [task.NumStatus]int64) {
+		s := sums[q]
+		if s == nil {
+			s = new([task.NumStatus]int64)
+			sums[q] = s
+		}
+		for i, v := range c {
+			s[i] += v
+		}
+	}
+	err := fanOut(ctx, n, wire.OpQueues, req, func(r *wire.QueuesResponse) {
+		for _, q := range r.Queues {
+			var c [task.NumStatus]int64
+			c[task.Ready], c[task.Claimed], c[task.Delayed] = q.Ready, q.Claimed, q.Delayed
+			c[task.Blocked], c[task.Completed], c[task.Dead] = q.Blocked, q.Completed, q.Dead
+			add(q.Queue, c)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range n.parts {
-		r.Stats(func(q string, c [task.NumStatus]int64) {
-			s := sums[q]
-			if s == nil {
-				s = new([task.NumStatus]int64)
-				sums[q] = s
-			}
-			for i, v := range c {
-				s[i] += v
-			}
-		})
+		if !n.leads(r.Part()) {
+			continue
+		}
+		r.Stats(add)
 	}
 	resp := &wire.QueuesResponse{Queues: make([]wire.QueueStats, 0, len(sums))}
 	for q, c := range sums {

@@ -17,6 +17,17 @@
 //
 // The transport delivers each Outbound to the named node's Group.Step.
 //
+// A new node starts its Group with no Peers ("join" mode) and waits. A
+// member adds it as a learner, which catches up from the log or a
+// snapshot, and later promotes it; PlanVoters says when:
+//
+//	err = g.AddLearner(ctx, newID) // on a member, not on the new node
+//	voters, learners := g.Config()
+//	for _, s := range raftgroup.PlanVoters(voters, learners, alive, deadSince, now, raftgroup.VoterPolicy{}) {
+//		err = g.ApplyConfStep(ctx, s) // AddLearner, Promote, Demote or Remove
+//	}
+//	err = g.Remove(ctx, retiredID) // final: the id never comes back
+//
 // # The raft loop
 //
 // One goroutine (run) owns the raft.Node's Ready stream, the
@@ -39,7 +50,11 @@
 //     at index i holds exactly the state with Applied == i.
 //   - On disk: the entries follow the snapshot without a gap, and the hard
 //     state's commit index lies within them (checked at Start).
-//   - Snapshots carry the ConfState as of their index.
+//   - Snapshots carry the ConfState as of their index, and confState is
+//     raft's configuration: a conf-change entry is applied by raft and by
+//     this package alike, or refused by both (decideConfChange).
+//   - Once the log was compacted, the latest snapshot names every member
+//     (raft refuses a snapshot that does not name its recipient).
 //
 // # Concurrency
 //
@@ -47,12 +62,16 @@
 // PutMember and CAS block until this node applied the command (then
 // Meta reflects it) or ctx ends or the group closes; a follower forwards
 // the proposal to the leader, and a proposer proposes again when a new
-// leader appears, since raft drops proposals silently. Meta returns a
-// deep copy. Transport.Send is
+// leader appears, since raft drops proposals silently. AddLearner,
+// Promote, Demote and Remove block the same way until this node applied
+// the change (then Config reflects it), and also propose again every
+// election timeout, since raft drops a conf change while another is
+// pending. Once this node applied its own removal, proposals fail with
+// ErrRemoved. Meta returns a deep copy. Transport.Send is
 // called on the raft goroutine and must not block. Step may be called
 // from any goroutine and blocks until raft takes the message. Changed's
 // channel is closed after the apply batch that next changes Meta's
-// content. Close waits for the raft goroutine; Close the Group before its
+// content or Config. Close waits for the raft goroutine; Close the Group before its
 // Store.
 //
 // Lock order: Group.lifeMu, then Group.mu. mu is never held across I/O,

@@ -79,6 +79,15 @@ type Group struct {
 	// snapshotsInstalled counts snapshots received from a leader.
 	snapshotsInstalled atomic.Uint64
 
+	// removed is set once this node applied a conf change that took it
+	// out of the group: raft then drops its proposals for good, so
+	// proposing fails fast with ErrRemoved. removedc is closed after the
+	// apply batch that set it was published, waking proposals that were
+	// already waiting (their fate is unknown, as at Close).
+	removed     atomic.Bool
+	removedc    chan struct{}
+	removedOnce sync.Once
+
 	stopc chan struct{} // closed by Close
 	donec chan struct{} // closed once the raft goroutine has exited
 
@@ -93,6 +102,7 @@ type Group struct {
 	state     Meta          // the live state machine; mu.meta is its published copy
 	confState *pb.ConfState // the latest from a snapshot or ApplyConfChange
 	snapIndex uint64        // index of the latest snapshot
+	snapConf  *pb.ConfState // the ConfState of the latest snapshot; nil without one
 	catchUp   uint64        // snapshotCatchUpEntries; tests lower it
 	dropped   int           // messages dropped for want of a transport, since lastDrop
 	lastDrop  time.Time
@@ -105,6 +115,7 @@ type Group struct {
 		seq       uint64                 // last proposal sequence number
 		waiters   map[uint64]chan result // by seq; buffered, capacity 1
 		meta      Meta                   // published copy: never mutated
+		conf      *pb.ConfState          // published copy of confState: never mutated
 		changed   chan struct{}          // closed when meta's content changes
 		leaderCh  chan struct{}          // closed when the leader changes
 	}
@@ -119,13 +130,14 @@ func New(cfg Config) (*Group, error) {
 	}
 	cfg.Peers = slices.Clone(cfg.Peers)
 	g := &Group{
-		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.NodeID, "group", "meta"),
-		boot:    rand.Uint64(),
-		stopc:   make(chan struct{}),
-		donec:   make(chan struct{}),
-		catchUp: snapshotCatchUpEntries,
-		state:   Meta{Members: map[uint64]Member{}},
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeID, "group", "meta"),
+		boot:     rand.Uint64(),
+		stopc:    make(chan struct{}),
+		donec:    make(chan struct{}),
+		removedc: make(chan struct{}),
+		catchUp:  snapshotCatchUpEntries,
+		state:    Meta{Members: map[uint64]Member{}},
 	}
 	g.mu.waiters = make(map[uint64]chan result)
 	g.mu.meta = g.state.Clone()
@@ -160,6 +172,7 @@ func (g *Group) Start() error {
 		return fmt.Errorf("raftgroup: start: restore: %w", err)
 	}
 	g.storage, g.state, g.confState, g.snapIndex = r.storage, r.meta, r.confState, r.snapIndex
+	g.snapConf = r.confState
 	rc := &raft.Config{
 		ID:                        g.cfg.NodeID,
 		ElectionTick:              g.cfg.ElectionTicks,
@@ -173,7 +186,11 @@ func (g *Group) Start() error {
 		// PreVote keeps a rejoining node from disrupting a healthy leader.
 		CheckQuorum: true,
 		PreVote:     true,
-		Logger:      raftLogger{g.log.With("component", "raft")},
+		// Without it a leader that removed or demoted itself stays leader
+		// (CheckQuorum counts only the voters, which keep answering), yet
+		// drops every proposal: the group could never commit again.
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{g.log.With("component", "raft")},
 	}
 	if r.hasLog || len(g.cfg.Peers) == 0 {
 		g.node = raft.RestartNode(rc)
@@ -184,10 +201,11 @@ func (g *Group) Start() error {
 		}
 		g.node = raft.StartNode(rc, peers)
 	}
-	g.log.Info("raft group starting", "bootstrap", !r.hasLog, "peers", g.cfg.Peers,
+	g.log.Info("raft group starting", "bootstrap", !r.hasLog && len(g.cfg.Peers) > 0, "peers", g.cfg.Peers,
 		"snapshot", r.snapIndex, "entries", len(rs.Entries))
 	g.mu.Lock()
 	g.mu.meta = g.state.Clone()
+	g.mu.conf = cloneConfState(g.confState)
 	g.mu.lifecycle = stateRunning
 	g.mu.Unlock()
 	go g.run()
@@ -259,9 +277,24 @@ func (g *Group) Step(ctx context.Context, data []byte) error {
 }
 
 // checkInbound refuses messages no peer may send: raft-local types (raft
-// would ignore them silently, which hides a bug), and messages addressed
-// to another node or from no node.
+// would ignore them silently, which hides a bug), messages addressed to
+// another node or from no node, and proposals raft would panic on (an
+// empty MsgProp, or a conf change that does not decode: the leader's raft
+// decodes it when appending and panics if it cannot).
 func (g *Group) checkInbound(m *pb.Message) error {
+	if m.GetType() == pb.MsgProp {
+		if len(m.GetEntries()) == 0 {
+			return fmt.Errorf("%w: empty proposal from %d", ErrBadMessage, m.GetFrom())
+		}
+		for _, e := range m.GetEntries() {
+			if e.GetType() != pb.EntryConfChange && e.GetType() != pb.EntryConfChangeV2 {
+				continue
+			}
+			if _, err := decodeConfChange(e); err != nil {
+				return fmt.Errorf("%w: proposed conf change from %d: %v", ErrBadMessage, m.GetFrom(), err)
+			}
+		}
+	}
 	switch {
 	case raft.IsLocalMsg(m.GetType()):
 		return fmt.Errorf("%w: local message type %v from the network", ErrBadMessage, m.GetType())
@@ -316,7 +349,8 @@ func (g *Group) WaitLeader(ctx context.Context) error {
 
 // Changed returns a channel that is closed after the next apply batch
 // that changes Meta's content (Config, Members or Partitions; not an
-// Applied that merely grew). To wait for a change after reading:
+// Applied that merely grew) or the group's configuration (Group.Config).
+// To wait for a change after reading:
 //
 //	ch := g.Changed()
 //	m := g.Meta()

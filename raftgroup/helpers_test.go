@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,9 +218,12 @@ func (n *memNet) close() {
 }
 
 // cluster is a set of groups on one memNet, each with its own store.
+// The groups in boot bootstrap the raft group; those added by join start
+// with no peers and wait to be added.
 type cluster struct {
 	t      *testing.T
-	ids    []uint64
+	ids    []uint64 // every node, in the order started
+	boot   []uint64 // the bootstrap voters
 	net    *memNet
 	log    *slog.Logger
 	tweak  func(*Config)
@@ -230,7 +234,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, ids []uint64, tweak func(*Config), before func(*Group)) *cluster {
 	c := &cluster{
-		t: t, ids: ids, log: testLogger(t), net: newMemNet(t), tweak: tweak, before: before,
+		t: t, ids: slices.Clone(ids), boot: slices.Clone(ids), log: testLogger(t), net: newMemNet(t), tweak: tweak, before: before,
 		stores: map[uint64]*store.Store{}, groups: map[uint64]*Group{},
 	}
 	for _, id := range ids {
@@ -245,7 +249,9 @@ func newCluster(t *testing.T, ids []uint64, tweak func(*Config), before func(*Gr
 func (c *cluster) config(id uint64) Config {
 	cfg := DefaultLocalConfig()
 	cfg.NodeID = id
-	cfg.Peers = c.ids
+	if slices.Contains(c.boot, id) {
+		cfg.Peers = c.boot
+	}
 	cfg.Store = c.stores[id]
 	cfg.Transport = c.net.transport(id)
 	cfg.Logger = c.log
@@ -270,6 +276,19 @@ func (c *cluster) start(id uint64) {
 	}
 	c.t.Cleanup(func() { g.Close() })
 	c.groups[id] = g
+}
+
+// join starts a new node with an empty store and no peers ("join" mode):
+// it takes part once a member adds it.
+func (c *cluster) join(id uint64) *Group {
+	c.t.Helper()
+	if slices.Contains(c.ids, id) {
+		c.t.Fatalf("node %d exists", id)
+	}
+	c.ids = append(c.ids, id)
+	c.stores[id] = testStore(c.t)
+	c.start(id)
+	return c.groups[id]
 }
 
 // kill closes a group and cuts it off the network.

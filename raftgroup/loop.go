@@ -82,6 +82,10 @@ func (g *Group) handleReady(ctx context.Context, rd *raft.Ready) {
 	if hasSnap || len(rd.CommittedEntries) > 0 {
 		g.publish(changed || entriesChanged, deliveries)
 	}
+	if g.removed.Load() {
+		// After publish: Remove of this node gets its result first.
+		g.removedOnce.Do(func() { close(g.removedc) })
+	}
 	g.maybeSnapshot()
 	g.node.Advance()
 	// After Advance: raft refuses to campaign while a committed conf
@@ -169,7 +173,11 @@ func (g *Group) applyCommitted(ents []*pb.Entry) ([]delivery, bool) {
 				out = append(out, d)
 			}
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
-			g.applyConfChange(e)
+			d, ok, ch := g.applyConfChange(e)
+			changed = changed || ch
+			if ok {
+				out = append(out, d)
+			}
 		default:
 			panic(fmt.Sprintf("raftgroup: node %d: entry %d of unknown type %v", g.cfg.NodeID, idx, e.GetType()))
 		}
@@ -201,17 +209,33 @@ func (g *Group) applyNormal(idx uint64, data []byte) (d delivery, ok, changed bo
 	return delivery{seq: cmd.Seq, res: res}, true, changed
 }
 
-// applyConfChange hands a conf-change entry to raft. The entry was
-// committed, so it must apply; one that does not decode means a corrupt
-// log, and raft doc.go requires ApplyConfChange either way.
-func (g *Group) applyConfChange(e *pb.Entry) {
-	cc, err := decodeConfChange(e)
-	if err != nil {
-		panic(fmt.Sprintf("raftgroup: node %d: conf change at %d: %v", g.cfg.NodeID, e.GetIndex(), err))
+// applyConfChange applies one conf-change entry, or refuses it as every
+// replica does (decideConfChange): a change whose precondition no longer
+// holds, or one raft's ApplyConfChange would panic on (removing the last
+// voter, say; raft checks neither when the change is proposed). A refused
+// change is not handed to raft at all, so raft's configuration and
+// confState stay equal on every replica. It returns the delivery for a
+// local proposer (ok) and whether the configuration changed.
+func (g *Group) applyConfChange(e *pb.Entry) (d delivery, ok, changed bool) {
+	dec := decideConfChange(g.confState, e)
+	if dec.err != nil {
+		g.log.Warn("conf change refused", "index", e.GetIndex(), "err", dec.err)
+	} else {
+		wasMember := confRoleOf(g.confState, g.cfg.NodeID) != roleAbsent
+		g.confState = g.node.ApplyConfChange(dec.cc)
+		changed = true
+		g.log.Info("conf change applied", "index", e.GetIndex(), "change", describeConfChange(dec.cc),
+			"voters", g.confState.GetVoters(), "learners", g.confState.GetLearners())
+		if wasMember && confRoleOf(g.confState, g.cfg.NodeID) == roleAbsent {
+			g.removed.Store(true)
+			g.log.Warn("this node was removed from the raft group; it no longer proposes or campaigns")
+		}
 	}
-	g.confState = g.node.ApplyConfChange(cc)
-	g.log.Info("conf change applied", "index", e.GetIndex(),
-		"voters", g.confState.GetVoters(), "learners", g.confState.GetLearners())
+	req := dec.req
+	if req == nil || req.Proposer != g.cfg.NodeID || req.Boot != g.boot {
+		return delivery{}, false, changed
+	}
+	return delivery{seq: req.Seq, res: result{err: dec.err}}, true, changed
 }
 
 func decodeConfChange(e *pb.Entry) (pb.ConfChangeI, error) {
@@ -240,6 +264,7 @@ func (g *Group) installSnapshot(snap *pb.Snapshot) {
 	g.state = m
 	g.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)
 	g.snapIndex = idx
+	g.snapConf = g.confState
 	g.snapshotsInstalled.Add(1)
 	g.log.Info("installed snapshot from leader", "index", idx)
 }
@@ -249,6 +274,7 @@ func (g *Group) installSnapshot(snap *pb.Snapshot) {
 // returns sees its own command in Meta.
 func (g *Group) publish(changed bool, deliveries []delivery) {
 	m := g.state.Clone()
+	conf := cloneConfState(g.confState)
 	type handoff struct {
 		ch  chan result
 		res result
@@ -256,6 +282,7 @@ func (g *Group) publish(changed bool, deliveries []delivery) {
 	var hand []handoff
 	g.mu.Lock()
 	g.mu.meta = m
+	g.mu.conf = conf
 	if changed {
 		close(g.mu.changed)
 		g.mu.changed = make(chan struct{})
@@ -276,9 +303,19 @@ func (g *Group) publish(changed bool, deliveries []delivery) {
 // since the last one, persists it (the store drops the entries it covers),
 // and compacts the in-memory log, keeping catchUp entries for followers
 // that are a little behind.
+//
+// It also takes one as soon as a member was added that the latest
+// snapshot does not name: raft refuses a snapshot whose ConfState lacks
+// the recipient, so once the log before it is compacted, a new learner
+// could not catch up until SnapshotEntries more entries were applied.
+// Before the first snapshot the log is whole and nothing is needed.
 func (g *Group) maybeSnapshot() {
 	applied := g.state.Applied
-	if applied-g.snapIndex < g.cfg.SnapshotEntries {
+	due := applied-g.snapIndex >= g.cfg.SnapshotEntries
+	if !due && g.snapIndex > 0 && applied > g.snapIndex && !confCovers(g.snapConf, g.confState) {
+		due = true
+	}
+	if !due {
 		return
 	}
 	if len(g.confState.GetVoters()) == 0 {
@@ -300,6 +337,7 @@ func (g *Group) maybeSnapshot() {
 		g.fatal("persist snapshot", err)
 	}
 	g.snapIndex = applied
+	g.snapConf = snap.GetMetadata().GetConfState()
 	if applied > g.catchUp {
 		err := g.storage.Compact(applied - g.catchUp)
 		if err != nil && !errors.Is(err, raft.ErrCompacted) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3"
 )
@@ -81,21 +82,13 @@ func (g *Group) CAS(ctx context.Context, c CAS) error {
 // An error other than ErrInvalid means the command's fate is unknown:
 // after ctx ends or Close, it may still be applied.
 func (g *Group) propose(ctx context.Context, cmd command) (result, error) {
-	ch := make(chan result, 1)
-	g.mu.Lock()
-	if g.mu.lifecycle != stateRunning {
-		g.mu.Unlock()
-		return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, ErrClosed)
+	p, err := g.register()
+	if err != nil {
+		return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
 	}
-	g.mu.seq++
-	seq := g.mu.seq
-	g.mu.waiters[seq] = ch
-	node := g.node
-	leaderCh := g.mu.leaderCh
-	g.mu.Unlock()
-	defer g.dropWaiter(seq)
+	defer g.dropWaiter(p.seq)
 
-	cmd.Proposer, cmd.Boot, cmd.Seq = g.cfg.NodeID, g.boot, seq
+	cmd.Proposer, cmd.Boot, cmd.Seq = g.cfg.NodeID, g.boot, p.seq
 	data, err := encodeCommand(&cmd)
 	if err != nil {
 		return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
@@ -105,26 +98,55 @@ func (g *Group) propose(ctx context.Context, cmd command) (result, error) {
 			cmd.Op, ErrInvalid, len(data), maxCommandBytes)
 	}
 	for {
-		if err := node.Propose(ctx, data); err != nil {
+		if err := p.node.Propose(ctx, data); err != nil {
 			if errors.Is(err, raft.ErrStopped) {
 				err = ErrClosed
 			}
 			return result{}, fmt.Errorf("raftgroup: %v: propose: %w", cmd.Op, err)
 		}
-		r, again, err := g.awaitApply(ctx, ch, &leaderCh)
+		r, again, err := g.awaitApply(ctx, p.ch, &p.leaderCh, nil)
 		if !again {
 			if err != nil {
 				return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
 			}
 			return r, nil
 		}
-		g.log.Debug("leader changed; proposing again", "op", cmd.Op, "seq", seq, "leader", g.Leader())
+		g.log.Debug("leader changed; proposing again", "op", cmd.Op, "seq", p.seq, "leader", g.Leader())
 	}
 }
 
+// pending is a registered proposal: its request sequence number, the
+// channel its result arrives on, and what proposing needs.
+type pending struct {
+	seq      uint64
+	ch       chan result // capacity 1
+	node     raft.Node
+	leaderCh chan struct{} // closed when the leader changes
+}
+
+// register allocates a request sequence number and its waiter. The caller
+// must dropWaiter(seq) when done. A node removed from the group cannot
+// propose (raft drops its proposals for good), so it fails fast with
+// ErrRemoved instead of blocking until ctx ends.
+func (g *Group) register() (pending, error) {
+	ch := make(chan result, 1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.lifecycle != stateRunning {
+		return pending{}, ErrClosed
+	}
+	if g.removed.Load() {
+		return pending{}, ErrRemoved
+	}
+	g.mu.seq++
+	g.mu.waiters[g.mu.seq] = ch
+	return pending{seq: g.mu.seq, ch: ch, node: g.node, leaderCh: g.mu.leaderCh}, nil
+}
+
 // awaitApply waits for the result on ch. It returns again when a new
-// leader became known (updating *leaderCh), so the caller re-proposes.
-func (g *Group) awaitApply(ctx context.Context, ch chan result, leaderCh *chan struct{}) (r result, again bool, err error) {
+// leader became known (updating *leaderCh) or retry fired, so the caller
+// proposes again. retry may be nil.
+func (g *Group) awaitApply(ctx context.Context, ch chan result, leaderCh *chan struct{}, retry <-chan time.Time) (r result, again bool, err error) {
 	for {
 		select {
 		case r := <-ch:
@@ -135,6 +157,15 @@ func (g *Group) awaitApply(ctx context.Context, ch chan result, leaderCh *chan s
 			g.mu.Unlock()
 			if g.Leader() != 0 {
 				return result{}, true, nil
+			}
+		case <-retry:
+			return result{}, true, nil
+		case <-g.removedc:
+			select {
+			case r := <-ch: // applied with, or before, the removal
+				return r, false, nil
+			default:
+				return result{}, false, ErrRemoved
 			}
 		case <-ctx.Done():
 			return result{}, false, fmt.Errorf("waiting for apply: %w", ctx.Err())

@@ -22,12 +22,31 @@ const (
 	OpList     Op = 19
 	OpCount    Op = 20
 	OpQueues   Op = 21
+	OpCluster  Op = 22
+)
+
+// The ops of the peer protocol (ALPNPeer connections only). Same rule:
+// never renumber.
+const (
+	// OpRaft carries raft messages to the metadata group (RaftBatch).
+	OpRaft Op = 100
+	// OpGossip carries one memberlist packet (GossipPacket).
+	OpGossip Op = 101
+	// OpJoin asks a member to add the caller to the cluster (JoinRequest).
+	OpJoin Op = 102
+)
+
+// Raw stream kinds (Conn.OpenRaw) of the peer protocol.
+const (
+	// RawGossip is a memberlist stream (push/pull state, fallback probes).
+	RawGossip byte = 1
 )
 
 var opNames = map[Op]string{
 	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
+	OpCluster: "cluster", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -266,4 +285,65 @@ type FailureView struct {
 type PingResponse struct {
 	NodeID uint64 `cbor:"1,keyasint" json:"node_id"`
 	Time   int64  `cbor:"2,keyasint" json:"time"`
+}
+
+// ClusterResponse answers OpCluster: who is in the cluster, the metadata
+// group, and where every partition lives.
+type ClusterResponse struct {
+	ClusterID  string          `cbor:"1,keyasint" json:"cluster_id"`
+	Self       uint64          `cbor:"2,keyasint" json:"self"`
+	Members    []MemberView    `cbor:"3,keyasint" json:"members"`
+	Raft       RaftView        `cbor:"4,keyasint" json:"raft"`
+	Partitions []PartitionView `cbor:"5,keyasint" json:"partitions"`
+}
+
+// MemberView is one node as the answering node sees it. State is alive,
+// suspect, dead or left (from gossip), or unknown for a registered node
+// gossip has not heard of.
+type MemberView struct {
+	ID    uint64 `cbor:"1,keyasint" json:"id"`
+	Addr  string `cbor:"2,keyasint" json:"addr"`
+	State string `cbor:"3,keyasint" json:"state"`
+	// Raft is the node's role in the metadata group: voter, learner or
+	// none.
+	Raft string `cbor:"4,keyasint" json:"raft"`
+}
+
+// RaftView is the metadata group.
+type RaftView struct {
+	Leader   uint64   `cbor:"1,keyasint" json:"leader"`
+	Voters   []uint64 `cbor:"2,keyasint" json:"voters"`
+	Learners []uint64 `cbor:"3,keyasint,omitempty" json:"learners,omitempty"`
+	Applied  uint64   `cbor:"4,keyasint" json:"applied"`
+}
+
+// PartitionView is one partition's placement.
+type PartitionView struct {
+	Partition int      `cbor:"1,keyasint" json:"partition"`
+	Cohort    []uint64 `cbor:"2,keyasint" json:"cohort"`
+	Leader    uint64   `cbor:"3,keyasint" json:"leader"`
+	Epoch     uint64   `cbor:"4,keyasint" json:"epoch"`
+}
+
+// RaftBatch carries marshaled raft messages from one node to another.
+type RaftBatch struct {
+	Msgs [][]byte `cbor:"1,keyasint"`
+}
+
+// GossipPacket is one memberlist packet.
+type GossipPacket struct {
+	Data []byte `cbor:"1,keyasint"`
+}
+
+// JoinRequest asks to add the caller (its id is the one it proved in the
+// connection's hello) to the cluster, reachable at Addr.
+type JoinRequest struct {
+	Addr string `cbor:"1,keyasint"`
+}
+
+// JoinResponse says which cluster the caller joined.
+type JoinResponse struct {
+	ClusterID  string `cbor:"1,keyasint"`
+	Partitions int    `cbor:"2,keyasint"`
+	Replicas   int    `cbor:"3,keyasint"`
 }

@@ -100,7 +100,7 @@ type RawStream struct {
 
 // serveRaw hands a raw stream to the RawHandler.
 func (cs *serverConn) serveRaw(str *quic.Stream, log *slog.Logger) {
-	if cs.srv.cfg.RawHandler == nil || cs.h != cs.srv.cfg.PeerHandler {
+	if cs.srv.cfg.RawHandler == nil || !cs.peer {
 		log.Debug("wire: raw stream refused")
 		str.CancelRead(streamErrUnknownType)
 		str.CancelWrite(streamErrUnknownType)
@@ -175,6 +175,11 @@ var errNotServing = errors.New("the server is not serving")
 // cfg.Streams request streams. cfg.TLS defaults to PeerTLS's settings.
 // Close the Conn when done; it does not close the server's socket.
 func (s *Server) DialPeer(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
+	select {
+	case <-s.listening:
+	case <-s.ctx.Done():
+	case <-ctx.Done():
+	}
 	s.mu.Lock()
 	tr := s.mu.tr
 	s.mu.Unlock()

@@ -228,6 +228,9 @@ type Server struct {
 	// send succeeds only if one is waiting); idle counts those waiting.
 	work chan handlerJob
 	idle atomic.Int32
+	// listening is closed once Serve has its transport (DialPeer waits
+	// for it).
+	listening chan struct{}
 
 	// mu guards the listener state.
 	mu struct {
@@ -250,7 +253,7 @@ func NewServer(cfg ServerConfig, h Handler) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, h: h, log: cfg.Logger, ctx: ctx, cancel: cancel, work: make(chan handlerJob)}, nil
+	return &Server{cfg: cfg, h: h, log: cfg.Logger, ctx: ctx, cancel: cancel, work: make(chan handlerJob), listening: make(chan struct{})}, nil
 }
 
 // Serve accepts QUIC connections on pc, a UDP socket the caller bound and
@@ -286,6 +289,7 @@ func (s *Server) Serve(pc net.PacketConn) error {
 		return fmt.Errorf("wire: listen on %s: %w", pc.LocalAddr(), err)
 	}
 	s.mu.tr, s.mu.ln = tr, ln
+	close(s.listening)
 	// Added under mu, before Close can start waiting: see Close.
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -346,8 +350,9 @@ type serverConn struct {
 	remote net.Addr
 	log    *slog.Logger
 	// h serves the connection's requests: the Handler or the PeerHandler,
-	// by the negotiated protocol.
-	h Handler
+	// by the negotiated protocol; peer says which.
+	h    Handler
+	peer bool
 	// key is what the dialer's hello must prove; needHello says whether
 	// the connection must say hello before anything else.
 	key       []byte
@@ -402,7 +407,7 @@ func (s *Server) serveConn(qc *quic.Conn) {
 			_ = qc.CloseWithError(appErrAuth, "this node does not accept peer connections")
 			return
 		}
-		cs.h, cs.key, cs.needHello = s.cfg.PeerHandler, s.cfg.Keys.PeerKey, true
+		cs.h, cs.peer, cs.key, cs.needHello = s.cfg.PeerHandler, true, s.cfg.Keys.PeerKey, true
 	default:
 		cs.h, cs.key, cs.needHello = s.h, s.cfg.Keys.ClientToken, s.cfg.Keys.ClientToken != nil
 	}

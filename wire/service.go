@@ -26,6 +26,7 @@ type Service interface {
 	List(ctx context.Context, req *ListRequest, emit func(*ListPage) error) error
 	Count(ctx context.Context, req *CountRequest) (*CountResponse, error)
 	Queues(ctx context.Context, req *QueuesRequest) (*QueuesResponse, error)
+	Cluster(ctx context.Context) (*ClusterResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -91,6 +92,8 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.Count)
 	case OpQueues:
 		return call(ctx, req, svc.Queues)
+	case OpCluster:
+		return svc.Cluster(ctx)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -161,6 +164,11 @@ func (cl *Client) Count(ctx context.Context, req *CountRequest) (*CountResponse,
 }
 func (cl *Client) Queues(ctx context.Context, req *QueuesRequest) (*QueuesResponse, error) {
 	return invoke[QueuesResponse](ctx, cl, OpQueues, req)
+}
+
+// Cluster returns the node's view of the cluster.
+func (cl *Client) Cluster(ctx context.Context) (*ClusterResponse, error) {
+	return invoke[ClusterResponse](ctx, cl, OpCluster, nil)
 }
 
 // List streams pages to emit.

@@ -7,8 +7,9 @@
 // a logger that writes to t.Log (so logs show only for failing tests, or
 // with -v). Everything is closed through t.Cleanup.
 //
-// Today a cluster is one node: NewCluster fails the test for any other
-// size. Multi-node clusters come with cluster membership (join).
+// Node 0 founds the cluster; the others join it through the running
+// nodes, over the real QUIC peer transport on loopback, with gossip tuned
+// for one machine ("local") and a fast metadata-shape loop.
 //
 // Concurrency: Node, Addr, Client, HTTP and Config may be called from any
 // goroutine; NewCluster, Stop and Restart call t.Fatal on failure and must
@@ -62,6 +63,16 @@ func MaxPayload(n int) Option { return func(c *node.Config) { c.MaxPayload = n }
 // Partitions sets P.
 func Partitions(p int) Option { return func(c *node.Config) { c.Partitions = p } }
 
+// Secret sets the cluster secret.
+func Secret(b []byte) Option { return func(c *node.Config) { c.ClusterSecret = b } }
+
+// StartTimeout sets how long a node may take to start (and to join).
+func StartTimeout(d time.Duration) Option { return func(c *node.Config) { c.StartTimeout = d } }
+
+// DeadVoterGrace sets how long a metadata voter may be gone before it is
+// replaced.
+func DeadVoterGrace(d time.Duration) Option { return func(c *node.Config) { c.DeadVoterGrace = d } }
+
 // testConfig returns the harness defaults for a node of t with data in dir.
 func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg := node.DefaultConfig()
@@ -76,6 +87,11 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.RetryBase = 10 * time.Millisecond
 	cfg.StartTimeout = startTimeout
 	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.GossipProfile = "local"
+	cfg.VoterInterval = 20 * time.Millisecond
+	cfg.DeadVoterGrace = 2 * time.Second
+	cfg.JoinRetry = 50 * time.Millisecond
+	cfg.LeaveTimeout = time.Second
 	cfg.Logger = Logger(t).With("member", i)
 	return cfg
 }
@@ -96,13 +112,15 @@ type member struct {
 	up     bool
 }
 
+// maxNodes bounds a test cluster.
+const maxNodes = 9
+
 // NewCluster starts a cluster of n nodes configured with the test defaults
-// and then opts. It fails the test unless n == 1: multi-node clusters come
-// with cluster membership.
+// and then opts: node 0 founds it, the others join in turn.
 func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	if n != 1 {
-		t.Fatalf("nodetest: NewCluster(%d): only one-node clusters can run yet; multi-node clusters come with cluster membership (join)", n)
+	if n < 1 || n > maxNodes {
+		t.Fatalf("nodetest: NewCluster(%d): want 1..%d nodes", n, maxNodes)
 	}
 	c := &Cluster{t: t}
 	for i := range n {
@@ -117,9 +135,101 @@ func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	// are removed and while their logs still reach t.Log.
 	t.Cleanup(c.closeAll)
 	for i, m := range c.members {
+		if i > 0 {
+			m.cfg.Join = c.runningAddrs()
+		}
 		c.start(i, m, m.cfg.Bind)
 	}
 	return c
+}
+
+// runningAddrs returns the addresses of the running nodes.
+func (c *Cluster) runningAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var addrs []string
+	for _, m := range c.members {
+		if m.up {
+			addrs = append(addrs, m.addr)
+		}
+	}
+	return addrs
+}
+
+// Len returns the number of nodes, running or stopped.
+func (c *Cluster) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.members)
+}
+
+// Join starts a new node, configured with the test defaults and opts, that
+// joins the cluster through its running nodes, and returns its index.
+func (c *Cluster) Join(opts ...Option) int {
+	c.t.Helper()
+	i, err := c.tryJoin(opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return i
+}
+
+// TryJoin is Join for a node expected to fail: it returns the start error
+// (the node is then not kept), or nil and keeps the node.
+func (c *Cluster) TryJoin(opts ...Option) error {
+	c.t.Helper()
+	_, err := c.tryJoin(opts)
+	return err
+}
+
+func (c *Cluster) tryJoin(opts []Option) (int, error) {
+	c.mu.Lock()
+	i := len(c.members)
+	c.mu.Unlock()
+	cfg := testConfig(c.t, i, c.t.TempDir())
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.Join = c.runningAddrs()
+	n, err := node.New(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("nodetest: join node %d: %w", i, err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		return 0, fmt.Errorf("nodetest: join node %d: %w", i, err)
+	}
+	m := &member{cfg: cfg}
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	cl, err := c.dialClient(n)
+	if err != nil {
+		_ = n.Close()
+		return 0, err
+	}
+	c.mu.Lock()
+	m.node, m.addr, m.client, m.up = n, n.Addr(), cl, true
+	c.mu.Unlock()
+	return i, nil
+}
+
+// dialClient dials n's client API with the cluster's token, if any.
+func (c *Cluster) dialClient(n *node.Node) (*wire.Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	var cc wire.ClientConfig
+	if secret := n.Config().ClusterSecret; secret != nil {
+		keys, err := wire.DeriveKeys(secret)
+		if err != nil {
+			return nil, err
+		}
+		cc.Token = keys.ClientToken
+	}
+	conn, err := wire.Dial(ctx, n.Addr(), cc)
+	if err != nil {
+		return nil, fmt.Errorf("nodetest: dial node at %s: %w", n.Addr(), err)
+	}
+	return wire.NewClient(conn), nil
 }
 
 func (c *Cluster) member(i int) *member {
@@ -154,15 +264,13 @@ func (c *Cluster) start(i int, m *member, bind string) {
 		c.t.Logf("nodetest: node %d: %s is in use, binding port 0: %v", i, bind, err)
 		bind = anyPort(bind)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-	defer cancel()
-	conn, err := wire.Dial(ctx, n.Addr(), wire.ClientConfig{})
+	cl, err := c.dialClient(n)
 	if err != nil {
 		_ = n.Close()
-		c.t.Fatalf("nodetest: dial node %d at %s: %v", i, n.Addr(), err)
+		c.t.Fatalf("nodetest: node %d: %v", i, err)
 	}
 	c.mu.Lock()
-	m.node, m.addr, m.client, m.up = n, n.Addr(), wire.NewClient(conn), true
+	m.node, m.addr, m.client, m.up = n, n.Addr(), cl, true
 	c.mu.Unlock()
 }
 
@@ -239,6 +347,10 @@ func (c *Cluster) Restart(i int) {
 	c.mu.Lock()
 	addr := m.addr
 	c.mu.Unlock()
+	if c.Len() > 1 {
+		// Any running member will do to find the cluster again.
+		m.cfg.Join = c.runningAddrs()
+	}
 	c.start(i, m, addr)
 }
 

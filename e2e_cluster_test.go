@@ -1,0 +1,234 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clusterScript runs scripts/cluster.sh with the test's binary, folder and
+// ports.
+type clusterScript struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	base int
+}
+
+func (cs *clusterScript) run(args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{filepath.Join("scripts", "cluster.sh")}, args...)...)
+	cmd.Env = append(os.Environ(),
+		"SKULD_BIN="+cs.bin,
+		"SKULD_CLUSTER_DIR="+cs.dir,
+		"SKULD_CLUSTER_PORT="+strconv.Itoa(cs.base),
+		"SKULD_CLUSTER_WAIT=60",
+	)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (cs *clusterScript) must(args ...string) string {
+	cs.t.Helper()
+	out, err := cs.run(args...)
+	if err != nil {
+		cs.t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// node returns a ctl handle on node i (1-based).
+func (cs *clusterScript) node(i int) *node {
+	return &node{bin: cs.bin, dir: filepath.Join(cs.dir, fmt.Sprintf("n%d", i)), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cs.base+i-1)), out: &lockedBuffer{}}
+}
+
+// freePorts returns the first of n consecutive ports free for UDP and TCP.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := freePort(t)
+		ok := true
+		for i := range n {
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i))
+			u, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				ok = false
+				break
+			}
+			l, err := net.Listen("tcp", addr)
+			u.Close()
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+type clusterOut struct {
+	Members []struct {
+		ID    uint64 `json:"id"`
+		Addr  string `json:"addr"`
+		State string `json:"state"`
+		Raft  string `json:"raft"`
+	} `json:"members"`
+	Raft struct {
+		Leader uint64   `json:"leader"`
+		Voters []uint64 `json:"voters"`
+	} `json:"raft"`
+	Partitions []struct {
+		Partition int      `json:"partition"`
+		Cohort    []uint64 `json:"cohort"`
+		Leader    uint64   `json:"leader"`
+		Epoch     uint64   `json:"epoch"`
+	} `json:"partitions"`
+}
+
+func (n *node) cluster(t *testing.T) (clusterOut, bool) {
+	t.Helper()
+	var c clusterOut
+	r, err := n.runErr(nil, "cluster")
+	if err != nil || r.code != 0 {
+		return c, false
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &c); err != nil {
+		t.Fatalf("ctl cluster output %q: %v", r.stdout, err)
+	}
+	return c, true
+}
+
+func (c clusterOut) state(addr string) string {
+	for _, m := range c.Members {
+		if m.Addr == addr {
+			return m.State
+		}
+	}
+	return "absent"
+}
+
+// TestClusterScript runs a real 3-node cluster through scripts/cluster.sh:
+// up, ctl through every node, kill -9 of a member, restart, down.
+func TestClusterScript(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	cs := &clusterScript{t: t, bin: skulddBin(t), dir: t.TempDir(), base: freePorts(t, 3)}
+	cs.must("up", "3")
+	t.Cleanup(func() {
+		if out, err := cs.run("down"); err != nil {
+			t.Errorf("cluster.sh down: %v\n%s", err, out)
+		}
+		if t.Failed() {
+			for i := 1; i <= 3; i++ {
+				b, _ := os.ReadFile(filepath.Join(cs.dir, fmt.Sprintf("n%d.log", i)))
+				t.Logf("node %d log:\n%s", i, b)
+			}
+		}
+	})
+	n1, n2, n3 := cs.node(1), cs.node(2), cs.node(3)
+	poll(t, time.Minute, 50*time.Millisecond, "three alive members and three voters", func() bool {
+		c, ok := n3.cluster(t)
+		if !ok || len(c.Raft.Voters) != 3 || c.Raft.Leader == 0 {
+			return false
+		}
+		for _, n := range []*node{n1, n2, n3} {
+			if c.state(n.addr) != "alive" {
+				return false
+			}
+		}
+		return true
+	})
+	if out := cs.must("status"); strings.Count(out, "running healthy") != 3 {
+		t.Fatalf("status:\n%s", out)
+	}
+
+	// Any node coordinates any request.
+	const tasks = 20
+	for i := range tasks {
+		[]*node{n2, n3}[i%2].enqueue(t, "--queue", "sq", "--data", strconv.Itoa(i))
+	}
+	for i := range tasks {
+		tk := []*node{n3, n2}[i%2].claim(t, "sq", "30s", "")
+		[]*node{n1, n2, n3}[i%3].ok(t, "complete", "--id", tk.ID, "--claim", strconv.Itoa(int(*tk.Claim)))
+	}
+	n2.nothingToClaim(t, "sq")
+
+	// kill -9 of a member: the others see it dead; it restarts and rejoins.
+	cs.must("kill", "2")
+	poll(t, time.Minute, 100*time.Millisecond, "node 2 seen dead", func() bool {
+		c, ok := n1.cluster(t)
+		return ok && c.state(n2.addr) == "dead"
+	})
+	cs.must("restart", "2")
+	poll(t, time.Minute, 50*time.Millisecond, "node 2 alive again", func() bool {
+		c, ok := n1.cluster(t)
+		return ok && c.state(n2.addr) == "alive"
+	})
+	n2.ok(t, "count", "--queue", "sq")
+}
+
+// TestSecretCtl: with a cluster secret, ctl needs the token (derived from
+// the secret file, or given), and HTTP needs it as a bearer token.
+func TestSecretCtl(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, filepath.Join(dir, "data"), 0, "--cluster-secret-file", secret)
+	defer n.stop(t)
+
+	r := n.ctl(t, "count")
+	if r.code != 1 || !strings.Contains(r.stderr, "authentication") {
+		t.Fatalf("ctl without a token: %v; want exit 1 saying authentication", r)
+	}
+	n.ok(t, "--cluster-secret-file", secret, "count")
+	var tok struct{ Token string }
+	lines := n.ok(t, "token", "--cluster-secret-file", secret)
+	decode(t, lines[0], &tok)
+	if len(tok.Token) != 64 {
+		t.Fatalf("token %q", tok.Token)
+	}
+	n.ok(t, "--token", tok.Token, "count")
+	if r := n.ctl(t, "--token", strings.Repeat("0", 64), "count"); r.code != 1 {
+		t.Fatalf("ctl with a wrong token: %v; want exit 1", r)
+	}
+	if r := n.ctl(t, "--token", "nothex", "count"); r.code != 2 {
+		t.Fatalf("ctl with a malformed token: %v; want exit 2", r)
+	}
+
+	get := func(auth string) int {
+		req, err := http.NewRequest("GET", "http://"+n.addr+"/v1/count", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(""); c != http.StatusUnauthorized {
+		t.Fatalf("HTTP without token: %d", c)
+	}
+	if c := get("Bearer " + tok.Token); c != http.StatusOK {
+		t.Fatalf("HTTP with token: %d", c)
+	}
+}

@@ -1,0 +1,583 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/raftgroup"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Cluster plumbing: the peer connections, the peer protocol's handler,
+// raft and gossip over them, joining, and the shape of the metadata group.
+
+// Peer-protocol limits and timeouts.
+const (
+	// peerCallTimeout bounds one peer request (a raft batch, a gossip
+	// packet, a join).
+	peerCallTimeout = 5 * time.Second
+	// peerDialTimeout bounds dialing a peer; a dead address costs this
+	// long (QUIC ignores ICMP), so it stays short.
+	peerDialTimeout = 2 * time.Second
+	// peerStreams is the number of request streams of a peer connection.
+	peerStreams = 2
+	// raftQueueLen is the per-destination queue of outgoing raft messages;
+	// raft retransmits what is dropped when it is full.
+	raftQueueLen = 4096
+	// raftBatchMax bounds the messages sent in one OpRaft request.
+	raftBatchMax = 256
+	// raftRetryPause is how long a raft sender waits after a failed send
+	// before trying the destination again (messages meanwhile are dropped
+	// by raft's own flow control, not queued without bound).
+	raftRetryPause = 100 * time.Millisecond
+)
+
+// peerPool holds one outgoing peer connection per address, dialed from
+// the node's own socket, and redials connections that failed.
+type peerPool struct {
+	n  *Node
+	mu sync.Mutex
+	// conns maps an address to its connection, or to the dial in progress.
+	conns map[string]*peerEntry
+}
+
+type peerEntry struct {
+	ready chan struct{} // closed when the dial ended
+	conn  *wire.Conn
+	err   error
+}
+
+func newPeerPool(n *Node) *peerPool { return &peerPool{n: n, conns: make(map[string]*peerEntry)} }
+
+// get returns a live connection to addr, dialing one if needed. Callers
+// racing for the same address share one dial.
+func (p *peerPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
+	for {
+		p.mu.Lock()
+		e := p.conns[addr]
+		if e == nil {
+			e = &peerEntry{ready: make(chan struct{})}
+			p.conns[addr] = e
+			p.mu.Unlock()
+			p.dial(addr, e)
+		} else {
+			p.mu.Unlock()
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		select {
+		case <-e.conn.Done():
+			// Failed since: forget it and dial again.
+			p.mu.Lock()
+			if p.conns[addr] == e {
+				delete(p.conns, addr)
+			}
+			p.mu.Unlock()
+			_ = e.conn.Close()
+			continue
+		default:
+			return e.conn, nil
+		}
+	}
+}
+
+func (p *peerPool) dial(addr string, e *peerEntry) {
+	ctx, cancel := context.WithTimeout(context.Background(), peerDialTimeout)
+	defer cancel()
+	c, err := p.n.quicSrv.DialPeer(ctx, addr, wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout})
+	if err != nil {
+		err = fmt.Errorf("peer %s: %w", addr, err)
+		p.mu.Lock()
+		if p.conns[addr] == e {
+			delete(p.conns, addr) // the next get dials again
+		}
+		p.mu.Unlock()
+	}
+	e.conn, e.err = c, err
+	close(e.ready)
+}
+
+// close closes every connection.
+func (p *peerPool) close() {
+	p.mu.Lock()
+	entries := p.conns
+	p.conns = make(map[string]*peerEntry)
+	p.mu.Unlock()
+	for _, e := range entries {
+		<-e.ready
+		if e.conn != nil {
+			_ = e.conn.Close()
+		}
+	}
+}
+
+// call sends one peer request to addr.
+func (p *peerPool) call(ctx context.Context, addr string, op wire.Op, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+	defer cancel()
+	c, err := p.get(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return c.Call(ctx, op, req, resp)
+}
+
+// addrOf returns the address of node id: from gossip, else from the
+// metadata registry, else "" when unknown.
+func (n *Node) addrOf(id uint64) string {
+	if m := n.member; m != nil {
+		for _, p := range m.Members() {
+			if p.ID == id && p.Addr != "" {
+				return p.Addr
+			}
+		}
+	}
+	if g := n.raftGroup(); g != nil {
+		if mem, ok := g.Meta().Members[id]; ok {
+			return mem.Addr
+		}
+	}
+	n.learnedMu.Lock()
+	defer n.learnedMu.Unlock()
+	return n.learned[id]
+}
+
+// learn records where a peer that proved its id called from: a joining
+// node hears from the metadata leader before it has applied the registry
+// entry that names the leader's address.
+func (n *Node) learn(id uint64, remote net.Addr) {
+	if id == 0 || remote == nil {
+		return
+	}
+	n.learnedMu.Lock()
+	n.learned[id] = remote.String()
+	n.learnedMu.Unlock()
+}
+
+// raftGroup returns the metadata group once it exists (the peer handler
+// can run before it does).
+func (n *Node) raftGroup() *raftgroup.Group {
+	select {
+	case <-n.raftReady:
+		return n.raft
+	default:
+		return nil
+	}
+}
+
+// peerHandler serves the peer protocol.
+func (n *Node) peerHandler() wire.Handler {
+	return wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+		n.learn(req.PeerID, req.Remote)
+		switch req.Op {
+		case wire.OpRaft:
+			var b wire.RaftBatch
+			if err := wire.Unmarshal(req.Body, &b); err != nil {
+				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "raft batch: %v", err))
+				return
+			}
+			g := n.raftGroup()
+			if g == nil {
+				_ = w.Error(fmt.Errorf("%w: metadata group not started", wire.ErrUnavailable))
+				return
+			}
+			for _, m := range b.Msgs {
+				if err := g.Step(ctx, m); err != nil {
+					_ = w.Error(err)
+					return
+				}
+			}
+			_ = w.Reply(nil)
+		case wire.OpGossip:
+			var p wire.GossipPacket
+			if err := wire.Unmarshal(req.Body, &p); err != nil {
+				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "gossip packet: %v", err))
+				return
+			}
+			if m := n.member; m != nil {
+				m.DeliverPacket(req.Remote.String(), p.Data)
+			}
+			_ = w.Reply(nil)
+		case wire.OpJoin:
+			var j wire.JoinRequest
+			if err := wire.Unmarshal(req.Body, &j); err != nil {
+				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "join: %v", err))
+				return
+			}
+			resp, err := n.admit(ctx, req.PeerID, j.Addr)
+			if err != nil {
+				_ = w.Error(err)
+				return
+			}
+			_ = w.Reply(resp)
+		default:
+			if req.Op < wire.OpRaft {
+				// A client op another node forwards: served here only.
+				n.clientHandler.Serve(withForwarded(ctx), req, w)
+				return
+			}
+			_ = w.Error(wire.Errorf(wire.CodeUnknownOp, "unknown peer op %d", req.Op))
+		}
+	})
+}
+
+// rawHandler serves the raw streams peers open.
+func (n *Node) rawHandler(_ context.Context, rs wire.RawStream) {
+	switch {
+	case rs.Kind == wire.RawGossip && n.member != nil:
+		n.member.DeliverStream(rs.Conn)
+	default:
+		_ = rs.Close()
+	}
+}
+
+// admit adds node id, reachable at addr, to the cluster: it registers it
+// and makes it a learner of the metadata group (the metadata leader
+// promotes learners to voters; see shapeVoters).
+func (n *Node) admit(ctx context.Context, id uint64, addr string) (*wire.JoinResponse, error) {
+	g := n.raftGroup()
+	if g == nil || !n.ready.Load() {
+		return nil, fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
+	}
+	if id == 0 || id == n.id {
+		return nil, wire.Errorf(wire.CodeInvalid, "join: bad node id %d", id)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "join: address %q: %v", addr, err)
+	}
+	meta := g.Meta()
+	if meta.Config == nil {
+		return nil, fmt.Errorf("%w: cluster not initialised", wire.ErrUnavailable)
+	}
+	if old, ok := meta.Members[id]; !ok || old.Addr != addr {
+		if err := g.PutMember(ctx, raftgroup.Member{ID: id, Addr: addr, Since: clock.UnixMilli(n.clock)}); err != nil {
+			return nil, fmt.Errorf("join: register node %d: %w", id, err)
+		}
+	}
+	if err := g.AddLearner(ctx, id); err != nil {
+		return nil, fmt.Errorf("join: add node %d to the metadata group: %w", id, err)
+	}
+	n.log.Info("node joined", "peer", id, "addr", addr)
+	return &wire.JoinResponse{ClusterID: meta.Config.ClusterID, Partitions: meta.Config.Partitions, Replicas: meta.Config.Replicas}, nil
+}
+
+// join asks the nodes in cfg.Join, in turn, to admit this node, until one
+// does or ctx ends.
+func (n *Node) join(ctx context.Context) (*wire.JoinResponse, error) {
+	var last error
+	for {
+		for _, addr := range n.cfg.Join {
+			if addr == n.addr {
+				continue
+			}
+			var resp wire.JoinResponse
+			err := n.peers.call(ctx, addr, wire.OpJoin, &wire.JoinRequest{Addr: n.addr}, &resp)
+			if err == nil {
+				n.log.Info("joined the cluster", "through", addr, "cluster", resp.ClusterID)
+				return &resp, nil
+			}
+			last = err
+			n.log.Warn("join attempt failed", "through", addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("join %v: %w (last: %v)", n.cfg.Join, ctx.Err(), last)
+		case <-time.After(n.cfg.JoinRetry):
+		}
+	}
+}
+
+// raftTransport sends the metadata group's messages over peer
+// connections: a queue and a sender goroutine per destination, so one
+// slow or dead node never delays the others, and Send never blocks.
+type raftTransport struct {
+	n      *Node
+	ctx    context.Context
+	mu     sync.Mutex
+	queues map[uint64]chan []byte
+	wg     sync.WaitGroup
+}
+
+func newRaftTransport(ctx context.Context, n *Node) *raftTransport {
+	return &raftTransport{n: n, ctx: ctx, queues: make(map[uint64]chan []byte)}
+}
+
+// Send implements raftgroup.Transport.
+func (t *raftTransport) Send(msgs []raftgroup.Outbound) {
+	for _, m := range msgs {
+		q := t.queue(m.To)
+		if q == nil {
+			return
+		}
+		select {
+		case q <- m.Data:
+		default:
+			// Full: raft resends what it needs.
+		}
+	}
+}
+
+func (t *raftTransport) queue(to uint64) chan []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx.Err() != nil {
+		return nil
+	}
+	q := t.queues[to]
+	if q == nil {
+		q = make(chan []byte, raftQueueLen)
+		t.queues[to] = q
+		t.wg.Go(func() { t.sender(to, q) })
+	}
+	return q
+}
+
+// sender delivers the queue of one destination, many messages per
+// request.
+func (t *raftTransport) sender(to uint64, q chan []byte) {
+	log := t.n.log.With("peer", to)
+	var lastErr string
+	for {
+		var first []byte
+		select {
+		case <-t.ctx.Done():
+			return
+		case first = <-q:
+		}
+		batch := [][]byte{first}
+	drain:
+		for len(batch) < raftBatchMax {
+			select {
+			case m := <-q:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		addr := t.n.addrOf(to)
+		var err error
+		if addr == "" {
+			err = errors.New("address unknown")
+		} else {
+			err = t.n.peers.call(t.ctx, addr, wire.OpRaft, &wire.RaftBatch{Msgs: batch}, nil)
+		}
+		if err == nil {
+			lastErr = ""
+			continue
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		if e := err.Error(); e != lastErr {
+			log.Debug("raft send failed", "addr", addr, "messages", len(batch), "err", err)
+			lastErr = e
+		}
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-time.After(raftRetryPause):
+		}
+	}
+}
+
+// wait waits for the senders, after ctx ended.
+func (t *raftTransport) wait() { t.wg.Wait() }
+
+// gossipNet is member.Net over peer connections.
+type gossipNet struct{ n *Node }
+
+func (g gossipNet) SendPacket(ctx context.Context, addr string, b []byte) error {
+	return g.n.peers.call(ctx, addr, wire.OpGossip, &wire.GossipPacket{Data: b}, nil)
+}
+
+func (g gossipNet) OpenStream(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := g.n.peers.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.OpenRaw(ctx, wire.RawGossip)
+}
+
+// startMember starts gossip and, when joining, contacts the join list.
+func (n *Node) startMember() error {
+	mc := member.DefaultConfig()
+	if n.cfg.GossipProfile == "local" {
+		mc = member.DefaultLocalConfig()
+	}
+	mc.ID = n.id
+	mc.Addr = n.addr
+	mc.Net = gossipNet{n}
+	mc.Logger = n.log
+	mc.OnChange = n.membersChanged
+	m, err := member.New(mc)
+	if err != nil {
+		return fmt.Errorf("node: gossip: %w", err)
+	}
+	n.member = m
+	return nil
+}
+
+// gossipJoin contacts the known members: the join list, and every node of
+// the metadata registry (so a restarted node finds the cluster without
+// --join).
+func (n *Node) gossipJoin() {
+	addrs := slices.Clone(n.cfg.Join)
+	if g := n.raftGroup(); g != nil {
+		for id, mem := range g.Meta().Members {
+			if id != n.id && mem.Addr != "" {
+				addrs = append(addrs, mem.Addr)
+			}
+		}
+	}
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	if len(addrs) == 0 {
+		return
+	}
+	if k, err := n.member.Join(addrs); err != nil && k == 0 {
+		n.log.Warn("gossip: could not reach any known member yet", "tried", addrs, "err", err)
+	}
+}
+
+// membersChanged wakes the voter loop.
+func (n *Node) membersChanged() {
+	select {
+	case n.shapeKick <- struct{}{}:
+	default:
+	}
+}
+
+// voterLoop keeps the metadata group's shape while this node is its
+// leader: learners promoted to voters (up to five, an odd number), dead
+// voters replaced after DeadVoterGrace.
+func (n *Node) voterLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.VoterInterval)
+	defer t.Stop()
+	deadSince := make(map[uint64]time.Time)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.shapeKick:
+		}
+		n.shapeVoters(ctx, deadSince)
+	}
+}
+
+func (n *Node) shapeVoters(ctx context.Context, deadSince map[uint64]time.Time) {
+	g := n.raft
+	if g.Leader() != n.id {
+		clear(deadSince)
+		return
+	}
+	now := n.clock.Now()
+	alive := map[uint64]bool{n.id: true}
+	for _, p := range n.member.Members() {
+		if p.State == member.Alive {
+			alive[p.ID] = true
+		}
+	}
+	voters, learners := g.Config()
+	for _, id := range slices.Concat(voters, learners) {
+		if alive[id] {
+			delete(deadSince, id)
+		} else if _, ok := deadSince[id]; !ok {
+			deadSince[id] = now
+		}
+	}
+	steps := raftgroup.PlanVoters(voters, learners, alive, deadSince, now, raftgroup.VoterPolicy{MaxVoters: maxVoters, DeadGrace: n.cfg.DeadVoterGrace})
+	if len(steps) == 0 {
+		return
+	}
+	st := steps[0]
+	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+	defer cancel()
+	var err error
+	switch st.Kind {
+	case raftgroup.ConfAddLearner:
+		err = g.AddLearner(cctx, st.ID)
+	case raftgroup.ConfPromote:
+		err = g.Promote(cctx, st.ID)
+	case raftgroup.ConfDemote:
+		err = g.Demote(cctx, st.ID)
+	case raftgroup.ConfRemove:
+		err = g.Remove(cctx, st.ID)
+	}
+	if err != nil {
+		n.log.Warn("metadata group change failed", "step", st.Kind, "peer", st.ID, "err", err)
+		return
+	}
+	n.log.Info("metadata group changed", "step", st.Kind, "peer", st.ID)
+}
+
+// maxVoters is the metadata group's largest voter count (DESIGN.md).
+const maxVoters = 5
+
+// Cluster answers `ctl cluster`.
+func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
+	g := n.raftGroup()
+	if g == nil {
+		return nil, fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
+	}
+	meta := g.Meta()
+	voters, learners := g.Config()
+	resp := &wire.ClusterResponse{
+		Self: n.id,
+		Raft: wire.RaftView{Leader: g.Leader(), Voters: voters, Learners: learners, Applied: meta.Applied},
+	}
+	if meta.Config != nil {
+		resp.ClusterID = meta.Config.ClusterID
+	}
+	role := func(id uint64) string {
+		switch {
+		case slices.Contains(voters, id):
+			return "voter"
+		case slices.Contains(learners, id):
+			return "learner"
+		}
+		return "none"
+	}
+	seen := make(map[uint64]bool)
+	if n.member != nil {
+		for _, p := range n.member.Members() {
+			seen[p.ID] = true
+			resp.Members = append(resp.Members, wire.MemberView{ID: p.ID, Addr: p.Addr, State: p.State.String(), Raft: role(p.ID)})
+		}
+	}
+	for id, mem := range meta.Members {
+		if !seen[id] {
+			state := "unknown"
+			if id == n.id {
+				state = "alive"
+			}
+			resp.Members = append(resp.Members, wire.MemberView{ID: id, Addr: mem.Addr, State: state, Raft: role(id)})
+		}
+	}
+	slices.SortFunc(resp.Members, func(a, b wire.MemberView) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	for p, pi := range meta.Partitions {
+		resp.Partitions = append(resp.Partitions, wire.PartitionView{Partition: p, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Epoch: pi.Epoch})
+	}
+	return resp, nil
+}

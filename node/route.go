@@ -1,0 +1,251 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Routing: every node coordinates every request (DESIGN.md, Operations).
+// An operation on one task runs at the leader of the task's partition: a
+// node that does not lead it forwards the request over a peer connection.
+// Queue-wide operations (claim, count, queues, list) run on every node
+// that leads partitions and are merged here.
+//
+// A forwarded request is served strictly locally: the receiving node never
+// forwards it again, so a stale view of the placement costs an error the
+// client can retry, never a loop.
+
+// claimPollInterval is how often a long-polling claim asks the other
+// leaders for work; local work wakes it at once.
+const claimPollInterval = 100 * time.Millisecond
+
+type forwardedKey struct{}
+
+// withForwarded marks ctx as serving a request another node forwarded.
+func withForwarded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, true)
+}
+
+func isForwarded(ctx context.Context) bool {
+	v, _ := ctx.Value(forwardedKey{}).(bool)
+	return v
+}
+
+// leads reports whether this node serves part's requests itself.
+func (n *Node) leads(part uint16) bool { return n.parts[part].Epoch() > 0 }
+
+// routeTo returns "" when this node serves part itself, else the address
+// of part's leader.
+func (n *Node) routeTo(ctx context.Context, part uint16) (string, error) {
+	if n.leads(part) {
+		return "", nil
+	}
+	if isForwarded(ctx) {
+		return "", fmt.Errorf("%w: node %d does not lead partition %d (any more); retry", wire.ErrUnavailable, n.id, part)
+	}
+	meta := n.raft.Meta()
+	var leader uint64
+	if int(part) < len(meta.Partitions) {
+		leader = meta.Partitions[part].Leader
+	}
+	if leader == 0 || leader == n.id {
+		return "", fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, part)
+	}
+	addr := n.addrOf(leader)
+	if addr == "" {
+		return "", fmt.Errorf("%w: the address of node %d, leader of partition %d, is unknown", wire.ErrUnavailable, leader, part)
+	}
+	return addr, nil
+}
+
+// forwardCall sends a client op to the node at addr over a peer
+// connection, bounded by ctx only (a forwarded claim may long-poll).
+func (n *Node) forwardCall(ctx context.Context, addr string, op wire.Op, req, resp any) error {
+	dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+	c, err := n.peers.get(dctx, addr)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: forward %s to %s: %v", wire.ErrUnavailable, op, addr, err)
+	}
+	return c.Call(ctx, op, req, resp)
+}
+
+// forward runs op at part's leader when that is another node. handled is
+// false when this node serves part itself.
+func forward[Req, Resp any](ctx context.Context, n *Node, part uint16, op wire.Op, req *Req) (resp *Resp, handled bool, err error) {
+	addr, err := n.routeTo(ctx, part)
+	if err != nil {
+		return nil, true, err
+	}
+	if addr == "" {
+		return nil, false, nil
+	}
+	resp = new(Resp)
+	if err := n.forwardCall(ctx, addr, op, req, resp); err != nil {
+		return nil, true, err
+	}
+	return resp, true, nil
+}
+
+// otherLeaders returns the addresses of the other nodes that lead
+// partitions, in a stable order.
+func (n *Node) otherLeaders() []string {
+	meta := n.raft.Meta()
+	var ids []uint64
+	for _, p := range meta.Partitions {
+		if p.Leader != 0 && p.Leader != n.id && !slices.Contains(ids, p.Leader) {
+			ids = append(ids, p.Leader)
+		}
+	}
+	slices.Sort(ids)
+	addrs := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if a := n.addrOf(id); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// enqueueRouted splits an enqueue by partition leader: the tasks of
+// partitions led here are written here, the others forwarded, and the
+// results put back in request order. Every task gets its id first, so a
+// forwarded part is idempotent under the client's retries.
+func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, bool, error) {
+	if isForwarded(ctx) {
+		return nil, false, nil
+	}
+	routes := make([]string, len(req.Tasks))
+	remote := false
+	for i := range req.Tasks {
+		t := &req.Tasks[i]
+		if t.ID == nil {
+			id := n.ids.Next()
+			t.ID = &id
+		}
+		addr, err := n.routeTo(ctx, n.partOf(*t.ID))
+		if err != nil {
+			return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+		}
+		routes[i], remote = addr, remote || addr != ""
+	}
+	if !remote {
+		return nil, false, nil
+	}
+	// A task that depends on another task of the same request must be
+	// written after it; when they go to different nodes, send the tasks
+	// one at a time in request order. Otherwise one request per node.
+	groups := map[string][]int{}
+	var order []string
+	inBatch := map[task.ID]string{}
+	sequential := false
+	for i := range req.Tasks {
+		t := &req.Tasks[i]
+		for _, d := range t.Deps {
+			if r, ok := inBatch[d]; ok && r != routes[i] {
+				sequential = true
+			}
+		}
+		inBatch[*t.ID] = routes[i]
+		if _, ok := groups[routes[i]]; !ok {
+			order = append(order, routes[i])
+		}
+		groups[routes[i]] = append(groups[routes[i]], i)
+	}
+	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(req.Tasks))}
+	send := func(addr string, idx []int) error {
+		sub := &wire.EnqueueRequest{W: req.W, Tasks: make([]wire.EnqueueTask, len(idx))}
+		for k, i := range idx {
+			sub.Tasks[k] = req.Tasks[i]
+		}
+		var r *wire.EnqueueResponse
+		var err error
+		if addr == "" {
+			r, err = n.enqueueLocal(ctx, sub)
+		} else {
+			r = new(wire.EnqueueResponse)
+			err = n.forwardCall(ctx, addr, wire.OpEnqueue, sub, r)
+		}
+		if err != nil {
+			return err
+		}
+		if len(r.Results) != len(idx) {
+			return fmt.Errorf("%w: node %s answered %d results for %d tasks", wire.ErrUnavailable, addr, len(r.Results), len(idx))
+		}
+		for k, i := range idx {
+			resp.Results[i] = r.Results[k]
+		}
+		return nil
+	}
+	if sequential {
+		for i := range req.Tasks {
+			if err := send(routes[i], []int{i}); err != nil {
+				return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+			}
+		}
+		return resp, true, nil
+	}
+	errs := make([]error, len(order))
+	done := make(chan struct{}, len(order))
+	for gi, addr := range order {
+		go func() {
+			errs[gi] = send(addr, groups[addr])
+			done <- struct{}{}
+		}()
+	}
+	for range order {
+		<-done
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, true, err
+	}
+	return resp, true, nil
+}
+
+// claimElsewhere asks the other leaders, in turn, for up to count tasks of
+// the queue; it returns what the first one with work granted. This is the
+// bounded fallback of claim routing: one request per other leader at most.
+func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count int) ([]wire.TaskView, error) {
+	if isForwarded(ctx) {
+		return nil, nil
+	}
+	sub := *req
+	sub.WaitMs = 0
+	sub.Count = count
+	var last error
+	for _, addr := range n.otherLeaders() {
+		var r wire.ClaimResponse
+		if err := n.forwardCall(ctx, addr, wire.OpClaim, &sub, &r); err != nil {
+			last = err
+			n.log.Debug("claim at another leader failed", "addr", addr, "err", err)
+			continue
+		}
+		if len(r.Tasks) > 0 {
+			return r.Tasks, nil
+		}
+	}
+	return nil, last
+}
+
+// fanOut calls op on every other leader and hands each answer to merge.
+// A leader that cannot be reached fails the whole request: a count or a
+// list that silently left out partitions would be wrong.
+func fanOut[Req, Resp any](ctx context.Context, n *Node, op wire.Op, req *Req, merge func(*Resp)) error {
+	if isForwarded(ctx) {
+		return nil
+	}
+	for _, addr := range n.otherLeaders() {
+		r := new(Resp)
+		if err := n.forwardCall(ctx, addr, op, req, r); err != nil {
+			return fmt.Errorf("%s at %s: %w", op, addr, err)
+		}
+		merge(r)
+	}
+	return nil
+}
