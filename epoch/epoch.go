@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -130,26 +129,33 @@ func Run(ctx context.Context, h Handoff, v Voter, r Registry) (Result, error) {
 		claims []Claim
 		err    error
 	}
-	answers := make([]answer, len(voters))
-	var wg sync.WaitGroup
-	for i, n := range voters {
-		wg.Go(func() {
-			cs, err := v.Promise(ctx, n, h.Part, next, h.Self)
-			answers[i] = answer{n, cs, err}
-		})
+	// Voters answer on a buffered channel, so stragglers (a dead node
+	// whose call waits out its timeout) never block the handoff: it goes
+	// on as soon as both majorities promised. Their calls end on their
+	// own; cancel tells them to stop early.
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer, len(voters))
+	for _, n := range voters {
+		go func() {
+			cs, err := v.Promise(vctx, n, h.Part, next, h.Self)
+			answers <- answer{n, cs, err}
+		}()
 	}
-	wg.Wait()
-
 	var sets [][]Claim
 	promised := map[uint64]bool{}
 	var firstErr error
-	for _, a := range answers {
+	for range voters {
+		a := <-answers
 		if a.err != nil {
 			firstErr = cmp.Or(firstErr, a.err)
-			continue
+		} else {
+			promised[a.node] = true
+			sets = append(sets, a.claims)
 		}
-		promised[a.node] = true
-		sets = append(sets, a.claims)
+		if hasMajority(oldCohort, promised) && hasMajority(h.Cohort, promised) {
+			break
+		}
 	}
 	if !hasMajority(oldCohort, promised) || !hasMajority(h.Cohort, promised) {
 		return Result{}, fmt.Errorf("%w: part %d epoch %d: promises from %d of old %v and new %v: %v",
@@ -157,18 +163,31 @@ func Run(ctx context.Context, h Handoff, v Voter, r Registry) (Result, error) {
 	}
 	claims := Union(sets...)
 
-	installed := make([]error, len(h.Cohort))
-	for i, n := range h.Cohort {
-		wg.Go(func() { installed[i] = v.Install(ctx, n, h.Part, next, claims) })
+	// Installs run on ctx, not vctx: a member still installing when the
+	// majority is reached finishes on its own.
+	installed := make(chan error, len(h.Cohort))
+	for _, n := range h.Cohort {
+		go func() { installed <- v.Install(ctx, n, h.Part, next, claims) }()
 	}
-	wg.Wait()
 	acks := 0
 	firstErr = nil
-	for _, err := range installed {
-		if err == nil {
-			acks++
-		} else {
-			firstErr = cmp.Or(firstErr, err)
+	var grace <-chan time.Time
+wait:
+	for answered := 0; answered < len(h.Cohort); answered++ {
+		select {
+		case err := <-installed:
+			if err == nil {
+				acks++
+			} else {
+				firstErr = cmp.Or(firstErr, err)
+			}
+		case <-grace:
+			break wait
+		}
+		if acks >= len(h.Cohort)/2+1 && grace == nil {
+			t := time.NewTimer(installGrace)
+			defer t.Stop()
+			grace = t.C
 		}
 	}
 	if acks < len(h.Cohort)/2+1 {
@@ -180,6 +199,11 @@ func Run(ctx context.Context, h Handoff, v Voter, r Registry) (Result, error) {
 	}
 	return Result{Epoch: next, Claims: claims}, nil
 }
+
+// installGrace is how long the handoff waits, once a majority installed
+// the claim set, for the other members: healthy ones then all hold it,
+// while a dead member's call cannot hold up the handoff.
+const installGrace = 200 * time.Millisecond
 
 // hasMajority reports whether more than half of cohort promised. An empty
 // cohort (a partition never led) needs nobody.

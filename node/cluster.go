@@ -59,6 +59,9 @@ func newPeerPool(n *Node) *peerPool { return &peerPool{n: n, conns: make(map[str
 // get returns a live connection to addr, dialing one if needed. Callers
 // racing for the same address share one dial.
 func (p *peerPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
+	if err := p.n.cfg.Faults.check(addr); err != nil {
+		return nil, err
+	}
 	for {
 		p.mu.Lock()
 		e := p.conns[addr]
@@ -181,6 +184,10 @@ func (n *Node) raftGroup() *raftgroup.Group {
 // peerHandler serves the peer protocol.
 func (n *Node) peerHandler() wire.Handler {
 	return wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+		if err := n.cfg.Faults.check(req.Remote.String()); err != nil {
+			_ = w.Error(err)
+			return
+		}
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
 		case wire.OpRaft:
@@ -223,10 +230,31 @@ func (n *Node) peerHandler() wire.Handler {
 				return
 			}
 			_ = w.Reply(resp)
+		case wire.OpPromise:
+			peerCall(w, req, func(r *wire.PromiseRequest) (any, error) { return n.servePromise(r) })
+		case wire.OpInstall:
+			peerCall(w, req, func(r *wire.InstallRequest) (any, error) { return nil, n.serveInstall(r) })
+		case wire.OpReplicate:
+			peerCall(w, req, func(r *wire.ReplicateRequest) (any, error) { return n.serveReplicate(r) })
+		case wire.OpTakeover:
+			peerCall(w, req, func(r *wire.TakeoverRequest) (any, error) { return nil, n.serveTakeover(ctx, r) })
+		case wire.OpPull:
+			peerCall(w, req, func(r *wire.PullRequest) (any, error) { return n.servePull(ctx, r) })
+		case wire.OpExport:
+			var r wire.ExportRequest
+			if err := wire.Unmarshal(req.Body, &r); err != nil {
+				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "%s: %v", req.Op, err))
+				return
+			}
+			if err := n.serveExport(ctx, &r, w.Send); err != nil {
+				_ = w.Error(err)
+				return
+			}
+			_ = w.Reply(&wire.ExportPage{Done: true})
 		default:
 			if req.Op < wire.OpRaft {
 				// A client op another node forwards: served here only.
-				n.clientHandler.Serve(withForwarded(ctx), req, w)
+				n.peerClientHandler.Serve(withForwarded(ctx), req, w)
 				return
 			}
 			_ = w.Error(wire.Errorf(wire.CodeUnknownOp, "unknown peer op %d", req.Op))
@@ -234,8 +262,27 @@ func (n *Node) peerHandler() wire.Handler {
 	})
 }
 
+// peerCall decodes a peer request into Req, runs fn and replies.
+func peerCall[Req any](w wire.ResponseWriter, req *wire.Request, fn func(*Req) (any, error)) {
+	r := new(Req)
+	if err := wire.Unmarshal(req.Body, r); err != nil {
+		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "%s: %v", req.Op, err))
+		return
+	}
+	resp, err := fn(r)
+	if err != nil {
+		_ = w.Error(err)
+		return
+	}
+	_ = w.Reply(resp)
+}
+
 // rawHandler serves the raw streams peers open.
 func (n *Node) rawHandler(_ context.Context, rs wire.RawStream) {
+	if n.cfg.Faults.check(rs.RemoteAddr().String()) != nil {
+		_ = rs.Close()
+		return
+	}
 	switch {
 	case rs.Kind == wire.RawGossip && n.member != nil:
 		n.member.DeliverStream(rs.Conn)

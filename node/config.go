@@ -92,10 +92,17 @@ type Config struct {
 	// DeadVoterGrace is how long a voter may be unreachable before the
 	// metadata leader replaces it with a live learner.
 	DeadVoterGrace time.Duration
+	// PlacementSettle is how long membership must stay unchanged before
+	// the metadata leader moves partitions to the ring's cohorts.
+	PlacementSettle time.Duration
 	// JoinRetry is the pause between join attempts while starting.
 	JoinRetry time.Duration
 	// LeaveTimeout bounds the gossip of a graceful leave at shutdown.
 	LeaveTimeout time.Duration
+
+	// Faults injects network faults between nodes (tests only; nil in
+	// production).
+	Faults *Faults
 
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
 	Pprof bool
@@ -135,6 +142,7 @@ func DefaultConfig() Config {
 		VoterInterval:      time.Second,
 		DeadVoterGrace:     30 * time.Second,
 		JoinRetry:          500 * time.Millisecond,
+		PlacementSettle:    5 * time.Second,
 		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
 		Logger:             slog.Default(),
@@ -168,7 +176,7 @@ func (c *Config) Validate() error {
 		"election backoff": c.ElectionBackoff, "start timeout": c.StartTimeout,
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
-		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout,
+		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}

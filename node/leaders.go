@@ -10,8 +10,11 @@ import (
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/epoch"
+	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // electParallel bounds how many partition handoffs run at once at start.
@@ -68,6 +71,12 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 	for attempt := 1; ; attempt++ {
 		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
 		if err == nil {
+			// Before serving, hold every write a majority acknowledged:
+			// this replica may have missed some (it was down, or not yet
+			// a member).
+			if err := n.syncFromCohort(ctx, uint16(part), cohort, res.Epoch); err != nil {
+				return err
+			}
 			if err := n.parts[part].Lead(res.Epoch); err != nil {
 				return err
 			}
@@ -83,33 +92,95 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 	}
 }
 
-// voters reaches cohort members' replicas for the handoff. The cohort of a
-// one-node cluster is this node; reaching other nodes needs the peer
-// transport, which comes with cluster membership.
+// voters reaches cohort members' replicas for the handoff: this node's
+// directly, the others over peer connections.
 type voters struct{ n *Node }
 
-func (v voters) replica(node uint64, part int) error {
-	if node != v.n.id {
-		return fmt.Errorf("node %d: no peer transport to reach it (this node runs as a one-node cluster)", node)
-	}
+func (v voters) local(part int) (*partition.Replica, error) {
 	if part < 0 || part >= len(v.n.parts) {
-		return fmt.Errorf("partition %d out of range", part)
+		return nil, fmt.Errorf("partition %d out of range", part)
 	}
-	return nil
+	return v.n.parts[part], nil
 }
 
-func (v voters) Promise(_ context.Context, node uint64, part int, ep, candidate uint64) ([]epoch.Claim, error) {
-	if err := v.replica(node, part); err != nil {
+func (v voters) addr(node uint64) (string, error) {
+	a := v.n.addrOf(node)
+	if a == "" {
+		return "", fmt.Errorf("%w: the address of node %d is unknown", wire.ErrUnavailable, node)
+	}
+	return a, nil
+}
+
+func (v voters) Promise(ctx context.Context, node uint64, part int, ep, candidate uint64) ([]epoch.Claim, error) {
+	if node == v.n.id {
+		r, err := v.local(part)
+		if err != nil {
+			return nil, err
+		}
+		return r.Promise(ep, candidate)
+	}
+	addr, err := v.addr(node)
+	if err != nil {
 		return nil, err
 	}
-	return v.n.parts[part].Promise(ep, candidate)
+	var resp wire.PromiseResponse
+	if err := v.n.peers.call(ctx, addr, wire.OpPromise, &wire.PromiseRequest{Part: part, Epoch: ep, Candidate: candidate}, &resp); err != nil {
+		return nil, err
+	}
+	return claimsFromWire(resp.Claims), nil
 }
 
-func (v voters) Install(_ context.Context, node uint64, part int, ep uint64, cs []epoch.Claim) error {
-	if err := v.replica(node, part); err != nil {
+func (v voters) Install(ctx context.Context, node uint64, part int, ep uint64, cs []epoch.Claim) error {
+	if node == v.n.id {
+		r, err := v.local(part)
+		if err != nil {
+			return err
+		}
+		return r.Install(ep, cs, clock.UnixMilli(v.n.clock))
+	}
+	addr, err := v.addr(node)
+	if err != nil {
 		return err
 	}
-	return v.n.parts[part].Install(ep, cs, clock.UnixMilli(v.n.clock))
+	return v.n.peers.call(ctx, addr, wire.OpInstall, &wire.InstallRequest{Part: part, Epoch: ep, Claims: claimsToWire(cs)}, nil)
+}
+
+func claimsToWire(cs []epoch.Claim) []wire.ClaimEntry {
+	out := make([]wire.ClaimEntry, len(cs))
+	for i, c := range cs {
+		out[i] = wire.ClaimEntry{Task: task.ID(c.Task), Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+	}
+	return out
+}
+
+func claimsFromWire(cs []wire.ClaimEntry) []epoch.Claim {
+	out := make([]epoch.Claim, len(cs))
+	for i, c := range cs {
+		out[i] = epoch.Claim{Task: c.Task, Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+	}
+	return out
+}
+
+// servePromise and serveInstall are the voter side of a handoff another
+// node runs.
+func (n *Node) servePromise(req *wire.PromiseRequest) (*wire.PromiseResponse, error) {
+	r, err := voters{n}.local(req.Part)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "%v", err)
+	}
+	cs, err := r.Promise(req.Epoch, req.Candidate)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.PromiseResponse{Claims: claimsToWire(cs)}, nil
+}
+
+func (n *Node) serveInstall(req *wire.InstallRequest) error {
+	r, err := voters{n}.local(req.Part)
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalid, "%v", err)
+	}
+	return r.Install(req.Epoch, claimsFromWire(req.Claims), n.now())
 }
 
 // registry is the metadata group as the handoff sees it.

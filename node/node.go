@@ -50,6 +50,7 @@ type Node struct {
 	member    *member.Member
 	peers     *peerPool
 	raftTr    *raftTransport
+	repl      *replicator
 	raftReady chan struct{}
 	learnedMu sync.Mutex
 	learned   map[uint64]string
@@ -57,6 +58,9 @@ type Node struct {
 	// clientHandler serves the client API, on client connections and for
 	// requests peers forward.
 	clientHandler wire.Handler
+	// peerClientHandler serves client ops peers forward: no retries here,
+	// the forwarding node retries.
+	peerClientHandler wire.Handler
 
 	udp     net.PacketConn
 	tcp     net.Listener
@@ -72,6 +76,7 @@ type Node struct {
 	// never copy the group's state.
 	cohort   atomic.Int32
 	stopping atomic.Bool
+	killed   atomic.Bool // Kill: no graceful leave
 	// stopc is closed when shutdown begins: it ends long-polling claims,
 	// which would otherwise hold the HTTP server's graceful shutdown for
 	// its whole timeout and outlive Close.
@@ -118,6 +123,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.cancel = loopCancel
 	n.peers = newPeerPool(n)
 	n.raftTr = newRaftTransport(loopCtx, n)
+	n.repl = newReplicator(loopCtx, n)
 	if err := n.startQUIC(); err != nil {
 		return err
 	}
@@ -147,6 +153,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
 	n.wg.Go(func() { n.metaLoop(loopCtx) })
 	n.wg.Go(func() { n.voterLoop(loopCtx) })
+	n.wg.Go(func() { n.failoverLoop(loopCtx) })
+	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
 	}
@@ -387,7 +395,8 @@ func (n *Node) startQUIC() error {
 	if err != nil {
 		return fmt.Errorf("node: tls: %w", err)
 	}
-	n.clientHandler = wire.ServiceHandler(n)
+	n.clientHandler = wire.ServiceHandler(coordinator{n})
+	n.peerClientHandler = wire.ServiceHandler(n)
 	var keys wire.Keys
 	if n.cfg.ClusterSecret != nil {
 		if keys, err = wire.DeriveKeys(n.cfg.ClusterSecret); err != nil {
@@ -417,7 +426,7 @@ func (n *Node) startQUIC() error {
 
 // serveHTTP starts the HTTP server.
 func (n *Node) serveHTTP() error {
-	var handler http.Handler = httpapi.New(n, n.health, n.log)
+	var handler http.Handler = httpapi.New(coordinator{n}, n.health, n.log)
 	if n.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
@@ -480,6 +489,15 @@ func (n *Node) Close() error {
 	return nil
 }
 
+// Kill stops the node the way a crash looks to its peers: it sends no
+// gossip leave, so they find it dead by probing. (Everything acknowledged
+// is durable either way.) Tests use it for kill -9 in one process.
+func (n *Node) Kill() error {
+	n.killed.Store(true)
+	n.shutdown()
+	return nil
+}
+
 func (n *Node) shutdown() {
 	n.closed.Do(func() {
 		n.stopping.Store(true)
@@ -495,7 +513,7 @@ func (n *Node) shutdown() {
 			_ = n.tcp.Close()
 		}
 		// Tell the others we leave while the transport still works.
-		if n.member != nil {
+		if n.member != nil && !n.killed.Load() {
 			if err := n.member.Leave(n.cfg.LeaveTimeout); err != nil {
 				n.log.Warn("gossip leave", "err", err)
 			}
@@ -505,6 +523,9 @@ func (n *Node) shutdown() {
 		}
 		if n.raftTr != nil {
 			n.raftTr.wait()
+		}
+		if n.repl != nil {
+			n.repl.wait()
 		}
 		if n.member != nil {
 			if err := n.member.Shutdown(); err != nil {

@@ -54,6 +54,12 @@ func (n *Node) routeTo(ctx context.Context, part uint16) (string, error) {
 	if int(part) < len(meta.Partitions) {
 		leader = meta.Partitions[part].Leader
 	}
+	if leader == n.id {
+		// Won the handoff, the local replica is about to lead.
+		if n.waitLead(ctx, part) {
+			return "", nil
+		}
+	}
 	if leader == 0 || leader == n.id {
 		return "", fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, part)
 	}
@@ -63,6 +69,25 @@ func (n *Node) routeTo(ctx context.Context, part uint16) (string, error) {
 	}
 	return addr, nil
 }
+
+// leadWait bounds waitLead: the gap between a handoff's CAS and the
+// replica starting to lead is a local step.
+const leadWait = time.Second
+
+// waitLead waits until this node's replica of part leads, up to leadWait.
+func (n *Node) waitLead(ctx context.Context, part uint16) bool {
+	deadline := time.Now().Add(leadWait)
+	for !n.leads(part) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(leadPoll)
+	}
+	return true
+}
+
+// leadPoll is waitLead's polling pause.
+const leadPoll = 2 * time.Millisecond
 
 // forwardCall sends a client op to the node at addr over a peer
 // connection, bounded by ctx only (a forwarded claim may long-poll).
@@ -91,6 +116,29 @@ func forward[Req, Resp any](ctx context.Context, n *Node, part uint16, op wire.O
 		return nil, true, err
 	}
 	return resp, true, nil
+}
+
+// registryParts returns the partitions the registry says this node leads,
+// for a queue-wide read: each partition is counted by exactly the node
+// the registry names, and only once it serves it (a partition between
+// leaders answers unavailable, and the coordinator retries), so a read
+// never counts one twice or leaves one out. Partitions without a leader
+// make it unavailable too.
+func (n *Node) registryParts(ctx context.Context) (map[uint16]bool, error) {
+	meta := n.raft.Meta()
+	mine := map[uint16]bool{}
+	for p, pi := range meta.Partitions {
+		switch pi.Leader {
+		case 0:
+			return nil, fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, p)
+		case n.id:
+			if !n.waitLead(ctx, uint16(p)) {
+				return nil, fmt.Errorf("%w: partition %d is between leaders; retry", wire.ErrUnavailable, p)
+			}
+			mine[uint16(p)] = true
+		}
+	}
+	return mine, nil
 }
 
 // otherLeaders returns the addresses of the other nodes that lead

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -150,9 +151,11 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 		batch = append(batch, nt)
 		inBatch[nt.Spec.ID] = true
 	}
-	if err := n.writeTasks(batch, now); err != nil {
+	got, err := n.writeTasks(ctx, batch, now, req.W)
+	if err != nil {
 		return nil, err
 	}
+	acks = max(acks, got)
 	n.checkNewDeps(batch)
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(ids))}
 	for i, id := range ids {
@@ -228,6 +231,25 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 // depState reports whether dep exists and is completed.
 func (n *Node) depState(dep task.ID) (completed bool, err error) {
 	part := n.partOf(dep)
+	if !n.leads(part) {
+		// A completion is forever, so a local copy saying completed is
+		// the truth; anything else is asked of the dep's leader.
+		if st, _, err := n.store.State(part, dep); err == nil && st.Completion != nil {
+			return true, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
+		defer cancel()
+		v, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, part, wire.OpGet, &wire.GetRequest{ID: dep})
+		if handled {
+			if errors.Is(err, task.ErrNotFound) {
+				return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
+			}
+			if err != nil {
+				return false, err
+			}
+			return v.State == task.Completed.String(), nil
+		}
+	}
 	if _, err := n.store.Spec(part, dep); errors.Is(err, store.ErrNotFound) {
 		return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
 	} else if err != nil {
@@ -242,7 +264,7 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 
 // writeTasks writes the batch, one store batch per partition, all
 // partitions at once so their syncs share fsyncs.
-func (n *Node) writeTasks(batch []partition.NewTask, now int64) error {
+func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int) (int, error) {
 	for _, nt := range batch {
 		for _, d := range nt.Spec.Deps {
 			n.deps.add(d) // before the edges are written: see depSet
@@ -253,25 +275,62 @@ func (n *Node) writeTasks(batch []partition.NewTask, now int64) error {
 		p := n.partOf(nt.Spec.ID)
 		byPart[p] = append(byPart[p], nt)
 	}
+	// One partition: write here, on this goroutine. Several: all at once,
+	// so their syncs share fsyncs.
+	write := func(p uint16, ts []partition.NewTask) (int, error) {
+		need := n.needAcks(p, w)
+		var s *shipper
+		if to, _ := n.followers(p); len(to) > 0 {
+			recs := make([]wire.RecordMsg, len(ts))
+			for i := range ts {
+				recs[i] = wire.RecordMsg{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
+			}
+			s = n.ship(p, need, recs, nil)
+		}
+		if err := n.parts[p].Enqueue(ts, now); err != nil {
+			return 0, err
+		}
+		if s == nil {
+			return 1, nil
+		}
+		return s.finish(ctx, nil)
+	}
 	if len(byPart) == 1 {
 		for p, ts := range byPart {
-			return n.parts[p].Enqueue(ts, now)
+			return write(p, ts)
 		}
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
+	acks := math.MaxInt
 	for p, ts := range byPart {
 		wg.Go(func() {
-			if err := n.parts[p].Enqueue(ts, now); err != nil {
-				mu.Lock()
+			a, err := write(p, ts)
+			mu.Lock()
+			defer mu.Unlock()
+			acks = min(acks, a)
+			if err != nil {
 				errs = append(errs, err)
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return acks, errors.Join(errs...)
+}
+
+// needAcks is the number of durable replicas a write of part waits for:
+// the request's w, or a majority of the partition's cohort. A cohort in
+// the middle of a move (old and new members) counts as it is.
+func (n *Node) needAcks(part uint16, w int) int {
+	size := len(n.partitionCohort(int(part)))
+	if size == 0 {
+		size = 1
+	}
+	if w == 0 {
+		return ring.Majority(size)
+	}
+	return min(w, size)
 }
 
 // checkNewDeps runs after new tasks are durable: a dep that completed
@@ -316,11 +375,12 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for {
 		wake := n.heads.readyChan(req.Queue)
-		tasks, pending, err := n.claimBatch(req.Queue, ttl, count)
+		c, err := n.claimBatch(req.Queue, ttl, count)
 		if err != nil {
 			return nil, err
 		}
-		if err := waitAll(pending); err != nil {
+		tasks, err := c.wait(ctx)
+		if err != nil {
 			return nil, err
 		}
 		resp.Tasks = append(resp.Tasks, tasks...)
@@ -381,25 +441,81 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 // answering, so the claims of one request share one fsync. An error after
 // some claims were applied ends the batch early with what it has (those
 // claims stand and must be answered); an error before any is returned.
-func (n *Node) claimBatch(queue string, ttl int64, count int) ([]wire.TaskView, []*store.Pending, error) {
-	var views []wire.TaskView
-	var pending []*store.Pending
-	for len(views) < count {
+func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
+	c := &claimed{}
+	for len(c.views) < count {
 		g, p, err := n.claimOneApply(queue, ttl)
 		if err != nil {
-			if len(views) == 0 {
-				return nil, nil, err
+			if len(c.views) == 0 {
+				return nil, err
 			}
-			n.log.Warn("claim stopped early", "queue", queue, "claimed", len(views), "err", err)
+			n.log.Warn("claim stopped early", "queue", queue, "claimed", len(c.views), "err", err)
 			break
 		}
 		if g == nil {
 			break
 		}
-		views = append(views, n.grantedView(g))
-		pending = append(pending, p)
+		c.views = append(c.views, n.grantedView(g))
+		c.pending = append(c.pending, p)
+		part := n.partOf(g.Spec.ID)
+		var s *shipper
+		if to, _ := n.followers(part); len(to) > 0 {
+			st := g.State
+			id := g.Spec.ID
+			withSpec := func() ([]wire.RecordMsg, error) {
+				r, err := n.parts[part].Record(id, true)
+				if err != nil {
+					return nil, err
+				}
+				return []wire.RecordMsg{recordToWire(r)}, nil
+			}
+			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st}}, withSpec)
+		}
+		c.ships = append(c.ships, s)
 	}
-	return views, pending, nil
+	return c, nil
+}
+
+// claimed is what claimBatch granted: applied locally, shipped to the
+// followers, not yet acknowledged.
+type claimed struct {
+	views   []wire.TaskView
+	pending []*store.Pending
+	ships   []*shipper
+}
+
+// wait waits until every claim is durable here and on enough replicas,
+// and returns the claims that are; a claim that could not be replicated
+// is left to expire (nobody was told of it).
+func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if err := waitAll(c.pending); err != nil {
+		return nil, err
+	}
+	out := c.views[:0]
+	var firstErr error
+	for i, v := range c.views {
+		if s := c.ships[i]; s != nil {
+			if _, err := s.finish(ctx, nil); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			// A lease that ran out while its replication was slow is
+			// nobody's: the task may already be claimed again.
+			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= s.n.now() {
+				continue
+			}
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
 }
 
 // waitAll waits until every write in ps is durable.
@@ -482,7 +598,11 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	if err != nil {
 		return nil, err
 	}
-	return &wire.RenewResponse{End: c.End, Acks: 1}, nil
+	acks, err := n.replicateTask(ctx, req.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.RenewResponse{End: c.End, Acks: acks}, nil
 }
 
 // Update appends a progress entry.
@@ -502,7 +622,11 @@ func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, 
 	if err := n.replicaOf(req.ID).Update(req.ID, req.Claim, req.Seq, req.Data, n.now()); err != nil {
 		return nil, err
 	}
-	return &wire.Ack{Acks: 1}, nil
+	acks, err := n.replicateTask(ctx, req.ID, 0, partition.Update{Claim: req.Claim, Seq: req.Seq, Data: req.Data})
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
 }
 
 // Complete completes a task and tells its dependents; with Next it also
@@ -529,14 +653,30 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 			return nil, fmt.Errorf("%w: next: a claim with a completion does not long-poll; claim separately to wait", task.ErrInvalid)
 		}
 	}
-	newly, done, err := n.replicaOf(req.ID).CompleteApply(req.ID, req.Claim, req.Seq, n.now())
+	part := n.partOf(req.ID)
+	newly, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
 		return nil, err
 	}
+	var ship *shipper
+	if to, _ := n.followers(part); len(to) > 0 {
+		rec, err := n.parts[part].Record(req.ID, false)
+		if err != nil {
+			return nil, err
+		}
+		withSpec := func() ([]wire.RecordMsg, error) {
+			r, err := n.parts[part].Record(req.ID, true)
+			if err != nil {
+				return nil, err
+			}
+			return []wire.RecordMsg{recordToWire(r)}, nil
+		}
+		ship = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{recordToWire(rec)}, withSpec)
+	}
 	resp := &wire.CompleteResponse{Acks: 1}
-	var claims []*store.Pending
+	var next *claimed
 	if req.Next != nil {
-		resp.Next, claims, err = n.claimBatch(req.Next.Queue, ttl, count)
+		next, err = n.claimBatch(req.Next.Queue, ttl, count)
 		if err != nil {
 			// The completion stands; the worker claims again on its own.
 			n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
@@ -544,11 +684,15 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	}
 	// Every write here was applied before any wait, so one fsync can
 	// cover the completion and the claims.
-	if err := done.Wait(); err != nil {
+	if ship != nil {
+		if resp.Acks, err = ship.finish(ctx, done); err != nil {
+			return nil, err
+		}
+	} else if err := done.Wait(); err != nil {
 		return nil, err
 	}
-	if err := waitAll(claims); err != nil {
-		return nil, err
+	if resp.Next, err = next.wait(ctx); err != nil {
+		n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
 	}
 	if newly && n.deps.take(req.ID) {
 		n.notifyDependents(req.ID)
@@ -563,7 +707,9 @@ func (n *Node) notifyDependents(dep task.ID) {
 	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
 		if err := n.replicaOf(id).DepDone(id, dep, now); err != nil {
 			n.log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
+			return true
 		}
+		n.replicateQuietly(id)
 		return true
 	})
 	if err != nil {
@@ -575,6 +721,9 @@ func (n *Node) notifyDependents(dep task.ID) {
 func (n *Node) reconcileDeps() {
 	now := n.now()
 	for _, r := range n.parts {
+		if !n.leads(r.Part()) {
+			continue // a follower learns of deps done from its leader
+		}
 		for _, id := range r.Blocked() {
 			sp, err := n.store.Spec(r.Part(), id)
 			if err != nil {
@@ -584,7 +733,9 @@ func (n *Node) reconcileDeps() {
 				if done, err := n.depState(d); err == nil && done {
 					if err := r.DepDone(id, d, now); err != nil {
 						n.log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
+						continue
 					}
+					n.replicateQuietly(id)
 				}
 			}
 		}
@@ -610,7 +761,11 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 	if err := n.replicaOf(req.ID).Fail(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now()); err != nil {
 		return nil, err
 	}
-	return &wire.Ack{Acks: 1}, nil
+	acks, err := n.replicateTask(ctx, req.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
 }
 
 // Snooze ends a claim without counting an attempt.
@@ -630,7 +785,11 @@ func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, 
 	if err := n.replicaOf(req.ID).Snooze(req.ID, req.Claim, req.DelayMs, n.now()); err != nil {
 		return nil, err
 	}
-	return &wire.Ack{Acks: 1}, nil
+	acks, err := n.replicateTask(ctx, req.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
 }
 
 // Requeue makes a dead task ready again.
@@ -647,7 +806,11 @@ func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack
 	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
 		return nil, err
 	}
-	return &wire.Ack{Acks: 1}, nil
+	acks, err := n.replicateTask(ctx, req.ID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
 }
 
 // Get reads a task.
@@ -785,11 +948,15 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	if req.Limit < 0 {
 		return fmt.Errorf("%w: limit %d is negative", task.ErrInvalid, req.Limit)
 	}
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return err
+	}
 	page := &wire.ListPage{Tasks: make([]wire.TaskView, 0, listPageSize)}
 	sent := 0
 	skew := n.cfg.SkewBound.Milliseconds()
 	for p := range n.parts {
-		if !n.leads(uint16(p)) {
+		if !mine[uint16(p)] {
 			continue
 		}
 		now := n.now()
@@ -871,12 +1038,16 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 		}
 	}
 	n.catchUp()
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var total int64
 	if err := fanOut(ctx, n, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
 		return nil, err
 	}
 	for _, r := range n.parts {
-		if !n.leads(r.Part()) {
+		if !mine[r.Part()] {
 			continue
 		}
 		r.Stats(func(q string, c [task.NumStatus]int64) {
@@ -918,8 +1089,12 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 	if err != nil {
 		return nil, err
 	}
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range n.parts {
-		if !n.leads(r.Part()) {
+		if !mine[r.Part()] {
 			continue
 		}
 		r.Stats(add)

@@ -22,6 +22,47 @@
 // the handoff in package epoch), and only at an epoch no lower than the
 // one it promised; a promise to a higher epoch makes it step down.
 //
+// # Replication
+//
+// Every cohort member holds a replica with the same indexes; only the
+// leader's grants claims (Epoch() > 0) and publishes heads, so a follower
+// that wins a handoff serves at once. The leader applies a write locally,
+// reads the task back as a Record (spec once, merged state, new updates)
+// and ships it; a follower merges it (Merge) and acknowledges after the
+// returned Durable is waited on. Merge relies on the data model being
+// CRDTs (DESIGN.md, "Data model"), so these hold whatever the order,
+// repetition or source of the records (live replication, Export, later
+// anti-entropy):
+//
+//   - merging is commutative, associative and idempotent: a record merged
+//     twice writes nothing, and replicas that merged the same records hold
+//     the same specs, states and updates, hence the same indexes;
+//   - a spec is written once and never replaced; another spec under a
+//     known id is refused (task.ErrConflict), and a record of an unknown
+//     task must carry its spec (else task.ErrNotFound);
+//   - an update key (claim, seq) keeps its first value; other data under it
+//     is refused;
+//   - fencing: Merge at an epoch below the one the replica promised (or
+//     leads at) writes nothing (task.ErrEpoch), so a leader cut off from a
+//     majority of its cohort cannot get a claim acknowledged;
+//   - a replica refuses a record that brings a new claim index to a task
+//     it knows to be completed (CompletedError), unless the record carries
+//     a completion itself: with completions and claims both needing a
+//     majority, an acknowledged completion is never followed by an
+//     acknowledged claim;
+//   - a merge goes through the same index path as a local write (under
+//     mu, batch applied before the indexes move, hot cache refreshed), so
+//     a leader that merges stays correct and republishes its heads.
+//
+// Records come from peers: Merge validates what it relies on (partition,
+// ids, ordering of the state's sets, the spec's queue and deps) and
+// refuses the record (task.ErrInvalid) rather than trusting it. One
+// record's refusal does not affect the others of the call.
+//
+// Export streams whole records in id order without the replica's lock,
+// reading the store in bounded chunks, each from one snapshot; a write
+// concurrent with it is merged by the receiver from live replication.
+//
 // Lock order: Replica.mu is taken before anything the OnHead callback
 // locks; the callbacks must not call back into the replica.
 //

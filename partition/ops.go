@@ -477,3 +477,11 @@ func (r *Replica) Epoch() uint64 {
 	defer r.mu.Unlock()
 	return r.epoch
 }
+
+// Promised returns the highest epoch this replica promised and the
+// candidate it promised it to (0, 0 if none).
+func (r *Replica) Promised() (ep, candidate uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.promised, r.promTo
+}

@@ -499,6 +499,14 @@ func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fil
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: write %s: %w", r.cfg.Part, sp.ID, err)
 	}
+	r.reindexLocked(sp, st, now)
+	return p, nil
+}
+
+// reindexLocked moves an indexed task after its new state st was applied
+// to the store, and refreshes its hot cache. Every state write of a task
+// the indexes already hold goes through it.
+func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, now int64) {
 	if st.Completion != nil {
 		if e := r.entryLocked(sp); e != nil {
 			r.setStatusLocked(sp.ID, e, task.Completed, 0)
@@ -507,7 +515,6 @@ func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fil
 		r.rederiveLocked(sp, st, now)
 	}
 	r.refreshHotLocked(sp, st)
-	return p, nil
 }
 
 // mutate runs fn on the task's spec and state under the lock; if fn

@@ -347,3 +347,134 @@ type JoinResponse struct {
 	Partitions int    `cbor:"2,keyasint"`
 	Replicas   int    `cbor:"3,keyasint"`
 }
+
+// Peer ops of partition replication and leadership. Never renumber.
+const (
+	// OpPromise asks a replica to promise an epoch (handoff step 3).
+	OpPromise Op = 103
+	// OpInstall writes a claim set into a replica (handoff step 7).
+	OpInstall Op = 104
+	// OpReplicate carries task records from a partition leader to its
+	// cohort; one request carries many writes of many partitions.
+	OpReplicate Op = 105
+	// OpExport streams a partition's records from an id on (ExportPage
+	// frames): the transfer to a new cohort member.
+	OpExport Op = 106
+	// OpTakeover asks a cohort member to run the handoff and lead a
+	// partition with a given cohort.
+	OpTakeover Op = 107
+	// OpPull asks a new cohort member to copy a partition from a node.
+	OpPull Op = 108
+)
+
+func init() {
+	opNames[OpPromise], opNames[OpInstall], opNames[OpReplicate] = "promise", "install", "replicate"
+	opNames[OpExport], opNames[OpTakeover], opNames[OpPull] = "export", "takeover", "pull"
+}
+
+// ClaimEntry is one entry of a replica's claim set.
+type ClaimEntry struct {
+	Task  task.ID `cbor:"1,keyasint"`
+	Index uint32  `cbor:"2,keyasint"`
+	Start int64   `cbor:"3,keyasint"`
+	End   int64   `cbor:"4,keyasint"`
+	Epoch uint64  `cbor:"5,keyasint,omitempty"`
+}
+
+// PromiseRequest asks for a promise of Epoch to Candidate for Part.
+type PromiseRequest struct {
+	Part      int    `cbor:"1,keyasint"`
+	Epoch     uint64 `cbor:"2,keyasint"`
+	Candidate uint64 `cbor:"3,keyasint"`
+}
+
+// PromiseResponse is the promising replica's claim set.
+type PromiseResponse struct {
+	Claims []ClaimEntry `cbor:"1,keyasint"`
+}
+
+// InstallRequest writes Claims into Part's replica at Epoch.
+type InstallRequest struct {
+	Part   int          `cbor:"1,keyasint"`
+	Epoch  uint64       `cbor:"2,keyasint"`
+	Claims []ClaimEntry `cbor:"3,keyasint"`
+}
+
+// RecordMsg is a task's replicated content (see partition.Record).
+type RecordMsg struct {
+	ID      task.ID     `cbor:"1,keyasint"`
+	Spec    *task.Spec  `cbor:"2,keyasint,omitempty"`
+	State   *task.State `cbor:"3,keyasint,omitempty"`
+	Updates []UpdateMsg `cbor:"4,keyasint,omitempty"`
+}
+
+// UpdateMsg is one progress entry.
+type UpdateMsg struct {
+	Claim uint32 `cbor:"1,keyasint"`
+	Seq   uint64 `cbor:"2,keyasint"`
+	Data  []byte `cbor:"3,keyasint"`
+}
+
+// ReplicateItem is a batch of records of one partition at its leader's
+// epoch.
+type ReplicateItem struct {
+	Part    uint16      `cbor:"1,keyasint"`
+	Epoch   uint64      `cbor:"2,keyasint"`
+	Records []RecordMsg `cbor:"3,keyasint"`
+}
+
+// ReplicateRequest carries many items; the response says, per item, what
+// failed.
+type ReplicateRequest struct {
+	Items []ReplicateItem `cbor:"1,keyasint"`
+}
+
+// ReplicateResponse has one result per item, in order.
+type ReplicateResponse struct {
+	Results []ReplicateResult `cbor:"1,keyasint"`
+}
+
+// ReplicateResult is the outcome of one item: Err (a whole-item failure,
+// such as a stale epoch) or per-record errors (nil entries: merged). Errors
+// carry the code of the error table so the leader can tell them apart.
+type ReplicateResult struct {
+	Code    Code     `cbor:"1,keyasint,omitempty"`
+	Err     string   `cbor:"2,keyasint,omitempty"`
+	Records []Result `cbor:"3,keyasint,omitempty"`
+}
+
+// Result is one record's outcome: CodeOK, or an error code and message.
+type Result struct {
+	Code Code   `cbor:"1,keyasint,omitempty"`
+	Err  string `cbor:"2,keyasint,omitempty"`
+}
+
+// ExportRequest asks for Part's records with id >= From, at most Limit.
+type ExportRequest struct {
+	Part  uint16  `cbor:"1,keyasint"`
+	From  task.ID `cbor:"2,keyasint"`
+	Limit int     `cbor:"3,keyasint"`
+}
+
+// ExportPage is a page of an export; Done ends it.
+type ExportPage struct {
+	Records []RecordMsg `cbor:"1,keyasint"`
+	Done    bool        `cbor:"2,keyasint,omitempty"`
+}
+
+// TakeoverRequest asks a node to lead Part with Cohort.
+type TakeoverRequest struct {
+	Part   int      `cbor:"1,keyasint"`
+	Cohort []uint64 `cbor:"2,keyasint"`
+}
+
+// PullRequest asks the receiver to copy Part from node From.
+type PullRequest struct {
+	Part int    `cbor:"1,keyasint"`
+	From uint64 `cbor:"2,keyasint"`
+}
+
+// PullResponse says how many records were copied.
+type PullResponse struct {
+	Records int `cbor:"1,keyasint"`
+}

@@ -182,4 +182,16 @@ func (cl *Client) List(ctx context.Context, req *ListRequest, emit func(*ListPag
 	})
 }
 
+// Export streams a partition's records (a peer op: only on a Conn from
+// Server.DialPeer).
+func (cl *Client) Export(ctx context.Context, req *ExportRequest, each func(*ExportPage) error) error {
+	return cl.c.Stream(ctx, OpExport, req, func(body cbor.RawMessage) error {
+		var p ExportPage
+		if err := Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("export: bad page: %w", err)
+		}
+		return each(&p)
+	})
+}
+
 var _ Service = (*Client)(nil)

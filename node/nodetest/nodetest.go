@@ -91,7 +91,9 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.VoterInterval = 20 * time.Millisecond
 	cfg.DeadVoterGrace = 2 * time.Second
 	cfg.JoinRetry = 50 * time.Millisecond
+	cfg.PlacementSettle = 300 * time.Millisecond
 	cfg.LeaveTimeout = time.Second
+	cfg.Faults = node.NewFaults()
 	cfg.Logger = Logger(t).With("member", i)
 	return cfg
 }
@@ -334,6 +336,47 @@ func (c *Cluster) Stop(i int) {
 	}
 	if err := n.Close(); err != nil {
 		c.t.Errorf("nodetest: close node %d: %v", i, err)
+	}
+}
+
+// Isolate cuts node i off from every other node, both ways (a network
+// partition); Heal ends every fault.
+func (c *Cluster) Isolate(i int) {
+	c.t.Helper()
+	for j := range c.Len() {
+		if j == i {
+			continue
+		}
+		c.member(i).cfg.Faults.Block(c.Addr(j))
+		c.member(j).cfg.Faults.Block(c.Addr(i))
+	}
+}
+
+// Heal removes every injected fault.
+func (c *Cluster) Heal() {
+	for j := range c.Len() {
+		c.member(j).cfg.Faults.Heal()
+	}
+}
+
+// Faults returns node i's fault injector.
+func (c *Cluster) Faults(i int) *node.Faults { return c.member(i).cfg.Faults }
+
+// Kill stops node i as a crash would (no gossip leave: the others find it
+// dead by probing). Restart brings it back.
+func (c *Cluster) Kill(i int) {
+	c.t.Helper()
+	m := c.member(i)
+	c.mu.Lock()
+	up, n, cl := m.up, m.node, m.client
+	m.up, m.client = false, nil
+	c.mu.Unlock()
+	if !up {
+		return
+	}
+	_ = cl.Close()
+	if err := n.Kill(); err != nil {
+		c.t.Errorf("nodetest: kill node %d: %v", i, err)
 	}
 }
 

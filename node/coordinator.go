@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// coordinator is the client API as clients see it (QUIC and HTTP): the
+// Node's operations, retried while the cluster moves under them. A
+// partition between leaders (a failover, a cohort move) answers
+// "unavailable" or "stale epoch" for a moment; the coordinating node
+// retries the operations that are safe to repeat, so clients see the
+// move as a slower request rather than an error.
+//
+// Safe to repeat: reads, claims (a claim that was not acknowledged only
+// expires), enqueues (every task gets its id before the first attempt,
+// and a repeated id is idempotent), renew, update (keyed by claim and
+// seq) and complete (a repeated completion by the same claim succeeds).
+// Fail, snooze and requeue are not retried: a repeat could report an
+// error for a write that took effect.
+//
+// Requests peers forward are served by the Node itself, never retried
+// there: the forwarding node retries.
+type coordinator struct{ n *Node }
+
+// Retry policy of the coordinator.
+const (
+	// retryFor bounds the time spent retrying one request: a failover
+	// (dead detection plus handoff) fits in it.
+	retryFor = 10 * time.Second
+	// retryPause is the first pause between attempts; it doubles up to
+	// retryPauseMax.
+	retryPause    = 20 * time.Millisecond
+	retryPauseMax = 500 * time.Millisecond
+)
+
+// transient reports whether err is worth retrying: no leader, not enough
+// replicas, or a leader that lost its epoch.
+func transient(err error) bool {
+	var p permanent
+	if err == nil || errors.As(err, &p) {
+		return false
+	}
+	switch wire.CodeOf(err) {
+	case wire.CodeUnavailable, wire.CodeEpoch:
+		return !errors.Is(err, wire.ErrShuttingDown)
+	}
+	return false
+}
+
+func retry[T any](ctx context.Context, n *Node, f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(retryFor)
+	pause := retryPause
+	for {
+		v, err := f()
+		if !transient(err) || time.Now().After(deadline) || n.stopping.Load() {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, retryPauseMax)
+	}
+}
+
+func (c coordinator) Ping(ctx context.Context) (*wire.PingResponse, error) { return c.n.Ping(ctx) }
+
+func (c coordinator) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	n := c.n
+	if !n.leadsAll() {
+		// Ids first: every attempt then writes the same tasks.
+		for i := range req.Tasks {
+			if req.Tasks[i].ID == nil {
+				id := n.ids.Next()
+				req.Tasks[i].ID = &id
+			}
+		}
+	}
+	return retry(ctx, n, func() (*wire.EnqueueResponse, error) { return n.Enqueue(ctx, req) })
+}
+
+func (c coordinator) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	return retry(ctx, c.n, func() (*wire.ClaimResponse, error) { return c.n.Claim(ctx, req) })
+}
+
+func (c coordinator) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	return retry(ctx, c.n, func() (*wire.RenewResponse, error) { return c.n.Renew(ctx, req) })
+}
+
+func (c coordinator) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	return retry(ctx, c.n, func() (*wire.Ack, error) { return c.n.Update(ctx, req) })
+}
+
+func (c coordinator) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	return retry(ctx, c.n, func() (*wire.CompleteResponse, error) { return c.n.Complete(ctx, req) })
+}
+
+func (c coordinator) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	return c.n.Fail(ctx, req)
+}
+
+func (c coordinator) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	return c.n.Snooze(ctx, req)
+}
+
+func (c coordinator) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	return c.n.Requeue(ctx, req)
+}
+
+func (c coordinator) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	return retry(ctx, c.n, func() (*wire.TaskView, error) { return c.n.Get(ctx, req) })
+}
+
+// List is retried only until it has emitted a page: after that a retry
+// would repeat tasks.
+func (c coordinator) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	emitted := false
+	_, err := retry(ctx, c.n, func() (struct{}, error) {
+		err := c.n.List(ctx, req, func(p *wire.ListPage) error { emitted = true; return emit(p) })
+		if emitted && err != nil {
+			return struct{}{}, permanent{err}
+		}
+		return struct{}{}, err
+	})
+	var p permanent
+	if errors.As(err, &p) {
+		return p.err
+	}
+	return err
+}
+
+// permanent marks an error retry must not retry.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+func (c coordinator) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	return retry(ctx, c.n, func() (*wire.CountResponse, error) { return c.n.Count(ctx, req) })
+}
+
+func (c coordinator) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	return retry(ctx, c.n, func() (*wire.QueuesResponse, error) { return c.n.Queues(ctx, req) })
+}
+
+func (c coordinator) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
+	return c.n.Cluster(ctx)
+}
+
+var _ wire.Service = coordinator{}

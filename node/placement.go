@@ -1,0 +1,295 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/raftgroup"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Placement and failover (DESIGN.md, Topology and Partition leaders).
+//
+// Failover: every node watches the leaders of the partitions whose cohort
+// it is in. When gossip says a leader is dead (or left), the first live
+// member of the cohort, in cohort order, runs the handoff with the same
+// cohort and leads; the dead member stays in the cohort (its writes count
+// as missing acks) until placement replaces it.
+//
+// Placement: the metadata leader compares every partition's cohort with
+// ring's cohort over the live members, once membership has been quiet for
+// PlacementSettle, and moves the partitions that differ, a few at a time.
+// A move is two-phase: the current leader first takes the union of the old
+// and new cohort (new members then receive every new write), each new
+// member copies the partition from the leader (a resumable paged
+// transfer), and then the new cohort's first member takes over with the
+// new cohort. Members that leave the cohort keep their data (zombies)
+// until a later release.
+
+// Placement and failover timing.
+const (
+	// failoverInterval is how often a node checks the leaders of its
+	// cohorts.
+	failoverInterval = 100 * time.Millisecond
+	// placementInterval is how often the metadata leader checks placement.
+	placementInterval = 500 * time.Millisecond
+	// maxMoves bounds the partitions moving at once.
+	maxMoves = 4
+	// moveTimeout bounds one partition move.
+	moveTimeout = 5 * time.Minute
+)
+
+// failoverLoop takes over partitions whose leader died.
+func (n *Node) failoverLoop(ctx context.Context) {
+	t := time.NewTicker(failoverInterval)
+	defer t.Stop()
+	var mu sync.Mutex
+	running := map[int]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		meta := n.raft.Meta()
+		states := n.gossipStates()
+		for p, pi := range meta.Partitions {
+			if pi.Leader == 0 || !slices.Contains(pi.Cohort, n.id) {
+				continue
+			}
+			if pi.Leader == n.id {
+				// The registry says we lead: make it so if we do not
+				// (a restart, or a handoff that did not finish here).
+				if n.parts[p].Epoch() != 0 {
+					continue
+				}
+			} else if st, ok := states[pi.Leader]; !ok || st == member.Alive || st == member.Suspect {
+				continue
+			}
+			if succ := successor(pi.Cohort, pi.Leader, states, n.id); succ != n.id {
+				continue
+			}
+			mu.Lock()
+			if running[p] {
+				mu.Unlock()
+				continue
+			}
+			running[p] = true
+			mu.Unlock()
+			cohort := slices.Clone(pi.Cohort)
+			n.wg.Go(func() {
+				defer func() { mu.Lock(); delete(running, p); mu.Unlock() }()
+				cctx, cancel := context.WithTimeout(ctx, n.cfg.StartTimeout)
+				defer cancel()
+				n.log.Warn("partition leader gone: taking over", "partition", p, "old_leader", pi.Leader, "cohort", cohort)
+				if err := n.lead(cctx, p, cohort); err != nil {
+					n.log.Warn("takeover failed", "partition", p, "err", err)
+				}
+			})
+		}
+	}
+}
+
+// successor is the first live member of cohort other than the old leader
+// (this node counts as live).
+func successor(cohort []uint64, old uint64, states map[uint64]member.State, self uint64) uint64 {
+	for _, id := range cohort {
+		if id == old && id != self {
+			continue
+		}
+		if id == self || states[id] == member.Alive {
+			return id
+		}
+	}
+	return 0
+}
+
+// gossipStates maps node ids to their gossip state.
+func (n *Node) gossipStates() map[uint64]member.State {
+	out := map[uint64]member.State{}
+	for _, p := range n.member.Members() {
+		out[p.ID] = p.State
+	}
+	out[n.id] = member.Alive
+	return out
+}
+
+// placementLoop runs on every node and acts only on the metadata leader.
+func (n *Node) placementLoop(ctx context.Context) {
+	t := time.NewTicker(placementInterval)
+	defer t.Stop()
+	var mu sync.Mutex
+	moving := map[int]bool{}
+	var lastChange time.Time
+	var lastAlive []uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.raft.Leader() != n.id {
+			continue
+		}
+		meta := n.raft.Meta()
+		if meta.Config == nil {
+			continue
+		}
+		states := n.gossipStates()
+		var alive []uint64
+		unsettled := false
+		for id := range meta.Members {
+			switch states[id] {
+			case member.Alive:
+				alive = append(alive, id)
+			case member.Suspect:
+				unsettled = true
+			}
+		}
+		slices.Sort(alive)
+		now := time.Now()
+		if !slices.Equal(alive, lastAlive) {
+			lastAlive, lastChange = alive, now
+			continue
+		}
+		if unsettled || now.Sub(lastChange) < n.cfg.PlacementSettle || len(alive) == 0 {
+			continue
+		}
+		for p, pi := range meta.Partitions {
+			if pi.Leader == 0 || states[pi.Leader] != member.Alive {
+				continue // failover first
+			}
+			want := ring.Cohort(p, alive, meta.Config.Replicas)
+			if sameSet(want, pi.Cohort) {
+				continue
+			}
+			mu.Lock()
+			if moving[p] || len(moving) >= maxMoves {
+				mu.Unlock()
+				continue
+			}
+			moving[p] = true
+			mu.Unlock()
+			from := slices.Clone(pi.Cohort)
+			leader := pi.Leader
+			n.wg.Go(func() {
+				defer func() { mu.Lock(); delete(moving, p); mu.Unlock() }()
+				mctx, cancel := context.WithTimeout(ctx, moveTimeout)
+				defer cancel()
+				if err := n.move(mctx, p, leader, from, want); err != nil {
+					n.log.Warn("partition move failed; will retry", "partition", p, "from", from, "to", want, "err", err)
+					return
+				}
+				n.log.Info("partition moved", "partition", p, "from", from, "to", want)
+			})
+		}
+	}
+}
+
+func sameSet(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// move changes part's cohort from `from` (led by leader) to `to`.
+func (n *Node) move(ctx context.Context, part int, leader uint64, from, to []uint64) error {
+	union := slices.Clone(from)
+	var added []uint64
+	for _, id := range to {
+		if !slices.Contains(union, id) {
+			union = append(union, id)
+			added = append(added, id)
+		}
+	}
+	// Phase 1: the leader takes the union, so the new members get every
+	// write from now on.
+	if len(added) > 0 {
+		// Keep the leader first: ring order puts the preferred leader
+		// first, and a takeover keeps whoever runs it as leader.
+		if err := n.askTakeover(ctx, leader, part, union); err != nil {
+			return fmt.Errorf("widen cohort: %w", err)
+		}
+		// Phase 2: the new members copy what was written before.
+		for _, id := range added {
+			if err := n.askPull(ctx, id, part, leader); err != nil {
+				return fmt.Errorf("copy to node %d: %w", id, err)
+			}
+		}
+	}
+	// Phase 3: the new cohort's first member leads the new cohort.
+	if err := n.askTakeover(ctx, to[0], part, to); err != nil {
+		return fmt.Errorf("hand over: %w", err)
+	}
+	return nil
+}
+
+// askTakeover makes node lead part with cohort.
+func (n *Node) askTakeover(ctx context.Context, node uint64, part int, cohort []uint64) error {
+	if node == n.id {
+		return n.lead(ctx, part, cohort)
+	}
+	addr := n.addrOf(node)
+	if addr == "" {
+		return fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, node)
+	}
+	return n.forwardCall(ctx, addr, wire.OpTakeover, &wire.TakeoverRequest{Part: part, Cohort: cohort}, nil)
+}
+
+// askPull makes node copy part from node from.
+func (n *Node) askPull(ctx context.Context, node uint64, part int, from uint64) error {
+	req := &wire.PullRequest{Part: part, From: from}
+	if node == n.id {
+		_, err := n.servePull(ctx, req)
+		return err
+	}
+	addr := n.addrOf(node)
+	if addr == "" {
+		return fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, node)
+	}
+	return n.forwardCall(ctx, addr, wire.OpPull, req, nil)
+}
+
+// serveTakeover runs the handoff for a partition with the given cohort,
+// with this node as leader.
+func (n *Node) serveTakeover(ctx context.Context, req *wire.TakeoverRequest) error {
+	if req.Part < 0 || req.Part >= len(n.parts) {
+		return wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
+	}
+	if !slices.Contains(req.Cohort, n.id) || len(req.Cohort) > raftgroup.MaxCohort {
+		return wire.Errorf(wire.CodeInvalid, "takeover: cohort %v", req.Cohort)
+	}
+	return n.lead(ctx, req.Part, req.Cohort)
+}
+
+// servePull copies a partition from another node into this replica, at
+// the partition's current epoch.
+func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.PullResponse, error) {
+	if req.Part < 0 || req.Part >= len(n.parts) {
+		return nil, wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
+	}
+	addr := n.addrOf(req.From)
+	if addr == "" {
+		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, req.From)
+	}
+	meta := n.raft.Meta()
+	ep := meta.Partitions[req.Part].Epoch
+	began := time.Now()
+	k, err := n.pullPartition(ctx, addr, uint16(req.Part), ep)
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("partition copied", "partition", req.Part, "from", req.From, "records", k, "took", time.Since(began).Round(time.Millisecond))
+	return &wire.PullResponse{Records: k}, nil
+}

@@ -1,0 +1,547 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Replication (DESIGN.md, Operations): a partition's leader applies a
+// write to its own replica, ships the task's record to the other members
+// of the cohort, and acknowledges once W replicas hold it durably (its own
+// sync counts as one). Records are CRDT states, so shipping the state as
+// it is after the write (which includes the write) is idempotent and
+// order-free: a follower that gets two of them in any order ends equal.
+//
+// One link per follower node batches the records of every partition the
+// follower serves into one OpReplicate request: many writes per frame and
+// per follower fsync, not a round trip per write per replica.
+
+// Replication limits.
+const (
+	// replQueueLen is the per-follower queue of items waiting to be sent;
+	// when it is full the write counts that follower as not answering.
+	replQueueLen = 8192
+	// replBatchMax bounds the items of one OpReplicate request.
+	replBatchMax = 512
+	// replSenders is the number of requests in flight per follower: a
+	// new batch is sent while earlier ones wait for the follower's fsync.
+	replSenders = 4
+	// replTimeout bounds one OpReplicate request.
+	replTimeout = 5 * time.Second
+	// exportPage is the number of records per page of a partition
+	// transfer.
+	exportPage = 256
+)
+
+// replItem is one partition's records for one follower, and where the
+// follower's answer goes.
+type replItem struct {
+	item wire.ReplicateItem
+	// done receives the outcome, tagged with idx: nil, or the item's (or
+	// first record's) error. Buffered for every item that shares it: the
+	// sender never blocks on it.
+	done chan replAck
+	idx  int
+}
+
+// replAck is one follower's answer to one item.
+type replAck struct {
+	idx int
+	err error
+}
+
+// replicator owns the links to followers.
+type replicator struct {
+	n     *Node
+	ctx   context.Context
+	mu    sync.Mutex
+	links map[uint64]chan *replItem
+	wg    sync.WaitGroup
+}
+
+func newReplicator(ctx context.Context, n *Node) *replicator {
+	return &replicator{n: n, ctx: ctx, links: make(map[uint64]chan *replItem)}
+}
+
+// send queues it for follower to; false when the link's queue is full or
+// the node is stopping.
+func (rp *replicator) send(to uint64, it *replItem) bool {
+	rp.mu.Lock()
+	if rp.ctx.Err() != nil {
+		rp.mu.Unlock()
+		return false
+	}
+	q := rp.links[to]
+	if q == nil {
+		q = make(chan *replItem, replQueueLen)
+		rp.links[to] = q
+		for range replSenders {
+			rp.wg.Go(func() { rp.sender(to, q) })
+		}
+	}
+	rp.mu.Unlock()
+	select {
+	case q <- it:
+		return true
+	default:
+		return false
+	}
+}
+
+// sender takes batches off a follower's queue and sends them.
+func (rp *replicator) sender(to uint64, q chan *replItem) {
+	for {
+		var first *replItem
+		select {
+		case <-rp.ctx.Done():
+			return
+		case first = <-q:
+		}
+		batch := []*replItem{first}
+	drain:
+		for len(batch) < replBatchMax {
+			select {
+			case it := <-q:
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		rp.deliver(to, batch)
+	}
+}
+
+func (rp *replicator) deliver(to uint64, batch []*replItem) {
+	fail := func(err error) {
+		for _, it := range batch {
+			it.done <- replAck{it.idx, err}
+		}
+	}
+	addr := rp.n.addrOf(to)
+	if addr == "" {
+		fail(fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, to))
+		return
+	}
+	req := &wire.ReplicateRequest{Items: make([]wire.ReplicateItem, len(batch))}
+	for i, it := range batch {
+		req.Items[i] = it.item
+	}
+	ctx, cancel := context.WithTimeout(rp.ctx, replTimeout)
+	defer cancel()
+	var resp wire.ReplicateResponse
+	if err := rp.n.peers.call(ctx, addr, wire.OpReplicate, req, &resp); err != nil {
+		fail(err)
+		return
+	}
+	if len(resp.Results) != len(batch) {
+		fail(fmt.Errorf("%w: node %d answered %d results for %d items", wire.ErrUnavailable, to, len(resp.Results), len(batch)))
+		return
+	}
+	for i, it := range batch {
+		it.done <- replAck{it.idx, resultErr(resp.Results[i])}
+	}
+}
+
+// resultErr turns an item's result into an error: the item's own, else
+// the first record's.
+func resultErr(r wire.ReplicateResult) error {
+	if r.Code != wire.CodeOK {
+		return &wire.Error{Code: r.Code, Msg: r.Err}
+	}
+	for _, rr := range r.Records {
+		if rr.Code != wire.CodeOK {
+			return &wire.Error{Code: rr.Code, Msg: rr.Err}
+		}
+	}
+	return nil
+}
+
+// wait waits for the senders, after the node's loops were cancelled.
+func (rp *replicator) wait() { rp.wg.Wait() }
+
+// followers returns the cohort of part without this node, and the epoch
+// this node leads part at (0: it does not lead it).
+func (n *Node) followers(part uint16) ([]uint64, uint64) {
+	ep := n.parts[part].Epoch()
+	if ep == 0 {
+		return nil, 0
+	}
+	meta := n.raft.Meta()
+	if int(part) >= len(meta.Partitions) {
+		return nil, ep
+	}
+	var out []uint64
+	for _, id := range meta.Partitions[part].Cohort {
+		if id != n.id {
+			out = append(out, id)
+		}
+	}
+	return out, ep
+}
+
+// shipper replicates one write: ship sends the records to the
+// followers, finish waits until w replicas (this one included, once local
+// is durable) hold them.
+type shipper struct {
+	n    *Node
+	part uint16
+	w    int
+	// acks receives one answer per follower, in any order.
+	acks chan replAck
+	// retry rebuilds a follower's records with specs, for a follower that
+	// answered not-found (it missed the enqueue).
+	retry func() ([]wire.RecordMsg, error)
+	to    []uint64
+	ep    uint64
+}
+
+// ship starts replicating recs of part; withSpec rebuilds them with specs
+// for a follower that lacks the task. A partition without followers costs
+// nothing.
+func (n *Node) ship(part uint16, w int, recs []wire.RecordMsg, withSpec func() ([]wire.RecordMsg, error)) *shipper {
+	s := &shipper{n: n, part: part, w: w, retry: withSpec}
+	s.to, s.ep = n.followers(part)
+	s.acks = make(chan replAck, 2*len(s.to)) // room for a resend each
+	for i, f := range s.to {
+		if !n.repl.send(f, &replItem{item: wire.ReplicateItem{Part: part, Epoch: s.ep, Records: recs}, done: s.acks, idx: i}) {
+			s.acks <- replAck{i, fmt.Errorf("%w: replication queue to node %d is full", wire.ErrUnavailable, f)}
+		}
+	}
+	return s
+}
+
+// finish waits for the local write (local) and the followers, and
+// returns the number of replicas that hold the write durably, as soon as
+// w do. It fails when fewer than w can; a follower that refuses for a
+// stale epoch means this node no longer leads (another candidate won a
+// promise), and it steps down.
+func (s *shipper) finish(ctx context.Context, local partition.Durable) (int, error) {
+	if local != nil {
+		if err := local.Wait(); err != nil {
+			return 0, err
+		}
+	}
+	acks := 1
+	if len(s.to) == 0 || acks >= s.w {
+		return acks, nil
+	}
+	var errs []error
+	stale := false
+	resent := map[int]bool{}
+	for waiting := len(s.to); waiting > 0 && acks < s.w; {
+		var a replAck
+		select {
+		case a = <-s.acks:
+		case <-ctx.Done():
+			errs = append(errs, ctx.Err())
+			waiting = 0
+			continue
+		}
+		if a.err != nil && errors.Is(a.err, task.ErrNotFound) && s.retry != nil && !resent[a.idx] {
+			// The follower missed the task: send it whole, once.
+			resent[a.idx] = true
+			if recs, err := s.retry(); err == nil && s.n.repl.send(s.to[a.idx], &replItem{item: wire.ReplicateItem{Part: s.part, Epoch: s.ep, Records: recs}, done: s.acks, idx: a.idx}) {
+				continue
+			}
+		}
+		waiting--
+		if a.err == nil {
+			acks++
+			continue
+		}
+		if errors.Is(a.err, task.ErrEpoch) {
+			stale = true
+		}
+		errs = append(errs, fmt.Errorf("node %d: %w", s.to[a.idx], a.err))
+	}
+	if acks >= s.w {
+		return acks, nil
+	}
+	if stale {
+		s.n.log.Warn("partition leadership lost: a follower promised a newer epoch", "partition", s.part, "epoch", s.ep)
+		s.n.parts[s.part].Resign()
+	}
+	return acks, fmt.Errorf("%w: partition %d: %d of %d required replicas hold the write: %v", wire.ErrUnavailable, s.part, acks, s.w, errors.Join(errs...))
+}
+
+// replicateTask ships task id's current record (and ups) after a local
+// write that is already durable, and waits for w replicas.
+func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...partition.Update) (int, error) {
+	part := n.partOf(id)
+	if to, _ := n.followers(part); len(to) == 0 {
+		return 1, nil
+	}
+	rec, err := n.parts[part].Record(id, false, ups...)
+	if err != nil {
+		return 0, err
+	}
+	withSpec := func() ([]wire.RecordMsg, error) {
+		r, err := n.parts[part].Record(id, true, ups...)
+		if err != nil {
+			return nil, err
+		}
+		return []wire.RecordMsg{recordToWire(r)}, nil
+	}
+	return n.ship(part, w, []wire.RecordMsg{recordToWire(rec)}, withSpec).finish(ctx, nil)
+}
+
+func recordToWire(r partition.Record) wire.RecordMsg {
+	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State}
+	for _, u := range r.Updates {
+		m.Updates = append(m.Updates, wire.UpdateMsg{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
+	}
+	return m
+}
+
+func recordFromWire(m wire.RecordMsg) partition.Record {
+	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State}
+	for _, u := range m.Updates {
+		r.Updates = append(r.Updates, partition.Update{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
+	}
+	return r
+}
+
+// serveReplicate is the follower side: merge each item into its replica,
+// wait until all are durable (one fsync for the whole request), answer
+// per item and record.
+func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateResponse, error) {
+	now := n.now()
+	resp := &wire.ReplicateResponse{Results: make([]wire.ReplicateResult, len(req.Items))}
+	var durables []partition.Durable
+	for i, it := range req.Items {
+		res := &resp.Results[i]
+		if int(it.Part) >= len(n.parts) {
+			res.Code, res.Err = wire.CodeInvalid, fmt.Sprintf("partition %d out of range", it.Part)
+			continue
+		}
+		recs := make([]partition.Record, len(it.Records))
+		for j, m := range it.Records {
+			recs[j] = recordFromWire(m)
+		}
+		d, recErrs, err := n.parts[it.Part].Merge(it.Epoch, recs, now)
+		if err != nil {
+			we := wire.ToError(err)
+			res.Code, res.Err = we.Code, we.Msg
+			continue
+		}
+		if d != nil {
+			durables = append(durables, d)
+		}
+		if recErrs != nil {
+			res.Records = make([]wire.Result, len(recErrs))
+			for j, e := range recErrs {
+				if e != nil {
+					we := wire.ToError(e)
+					res.Records[j] = wire.Result{Code: we.Code, Err: we.Msg}
+				}
+			}
+		}
+	}
+	for _, d := range durables {
+		if err := d.Wait(); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// serveExport streams a partition's records from req.From, a page at a
+// time, for a node joining the partition's cohort.
+func (n *Node) serveExport(ctx context.Context, req *wire.ExportRequest, send func(any) error) error {
+	if int(req.Part) >= len(n.parts) {
+		return wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
+	}
+	limit := req.Limit
+	if limit <= 0 || limit > exportPage {
+		limit = exportPage
+	}
+	page := &wire.ExportPage{}
+	err := n.parts[req.Part].Export(req.From, func(r partition.Record) (bool, error) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		page.Records = append(page.Records, recordToWire(r))
+		if len(page.Records) == limit {
+			if err := send(page); err != nil {
+				return false, err
+			}
+			page.Records = page.Records[:0]
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(page.Records) > 0 {
+		return send(page)
+	}
+	return nil
+}
+
+// pullPartition copies partition part from the node at addr into this
+// node's replica (the transfer to a new cohort member), merging pages at
+// epoch ep; it resumes after the last merged id when a page fails.
+func (n *Node) pullPartition(ctx context.Context, addr string, part uint16, ep uint64) (int, error) {
+	// A transfer brings history, not a stale leader's claims: merge at the
+	// newest epoch this replica knows, which the fencing accepts.
+	if prom, _ := n.parts[part].Promised(); prom > ep {
+		ep = prom
+	}
+	var from task.ID
+	total := 0
+	for attempt := 0; ; attempt++ {
+		c, err := n.peers.get(ctx, addr)
+		if err == nil {
+			err = wire.NewClient(c).Export(ctx, &wire.ExportRequest{Part: part, From: from, Limit: exportPage}, func(pg *wire.ExportPage) error {
+				if len(pg.Records) == 0 {
+					return nil
+				}
+				recs := make([]partition.Record, len(pg.Records))
+				for i, m := range pg.Records {
+					recs[i] = recordFromWire(m)
+				}
+				d, _, err := n.parts[part].Merge(ep, recs, n.now())
+				if err != nil {
+					return err
+				}
+				if d != nil {
+					if err := d.Wait(); err != nil {
+						return err
+					}
+				}
+				total += len(recs)
+				from = nextID(recs[len(recs)-1].ID)
+				return nil
+			})
+		}
+		if err == nil {
+			return total, nil
+		}
+		if ctx.Err() != nil || attempt >= transferAttempts {
+			return total, fmt.Errorf("transfer of partition %d from %s: %w", part, addr, err)
+		}
+		n.log.Warn("partition transfer interrupted; resuming", "partition", part, "from", addr, "at", from, "err", err)
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(transferRetryPause):
+		}
+	}
+}
+
+// Transfer retry policy.
+const (
+	transferAttempts   = 10
+	transferRetryPause = 200 * time.Millisecond
+)
+
+// nextID returns the smallest id after id.
+func nextID(id task.ID) task.ID {
+	for i := len(id) - 1; i >= 0; i-- {
+		id[i]++
+		if id[i] != 0 {
+			break
+		}
+	}
+	return id
+}
+
+// partitionCohort returns part's cohort as the registry has it.
+func (n *Node) partitionCohort(part int) []uint64 {
+	meta := n.raft.Meta()
+	if part >= len(meta.Partitions) {
+		return nil
+	}
+	return slices.Clone(meta.Partitions[part].Cohort)
+}
+
+// replicasFor is ring.Majority of part's cohort size: the default W.
+func (n *Node) replicasFor(part uint16) int {
+	return max(1, len(n.partitionCohort(int(part))))
+}
+
+// replicateQuietly ships task id's record after a write no client waits
+// for (a dependency notice); a failure is logged, and the followers catch
+// up with the next write of the task or through anti-entropy.
+func (n *Node) replicateQuietly(id task.ID) {
+	ctx, cancel := context.WithTimeout(context.Background(), replTimeout)
+	defer cancel()
+	if _, err := n.replicateTask(ctx, id, 1); err != nil {
+		n.log.Debug("replicating a dependency notice", "task", id, "err", err)
+	}
+}
+
+// syncFromCohort copies part from the other members of cohort into this
+// replica until it has merged the data of a majority of the cohort (this
+// replica included), so a new leader holds every write a majority
+// acknowledged. It pulls from the live members at once and returns when
+// enough finished; members gossip reports dead are not asked. It retries
+// until ctx ends while no majority was merged.
+func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
+	need := len(cohort)/2 + 1 - 1 // a majority, less this replica
+	if need <= 0 {
+		return nil
+	}
+	for {
+		states := n.gossipStates()
+		type result struct {
+			id  uint64
+			k   int
+			err error
+		}
+		var asked int
+		results := make(chan result, len(cohort))
+		pctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
+		for _, id := range cohort {
+			if id == n.id {
+				continue
+			}
+			if st := states[id]; st == member.Dead || st == member.Left {
+				continue
+			}
+			addr := n.addrOf(id)
+			if addr == "" {
+				continue
+			}
+			asked++
+			go func() {
+				k, err := n.pullPartition(pctx, addr, part, ep)
+				results <- result{id, k, err}
+			}()
+		}
+		got := 0
+		for range asked {
+			r := <-results
+			if r.err != nil {
+				n.log.Warn("leader sync: member unreachable", "partition", part, "peer", r.id, "err", r.err)
+				continue
+			}
+			n.log.Debug("leader sync", "partition", part, "peer", r.id, "records", r.k)
+			if got++; got >= need {
+				break
+			}
+		}
+		cancel() // stragglers stop; what they merged stays merged
+		if got >= need {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("partition %d: sync from cohort %v: %w", part, cohort, ctx.Err())
+		case <-time.After(transferRetryPause):
+		}
+	}
+}
+
+// syncMemberTimeout bounds one round of a new leader's sync; a member
+// that does not finish in it is treated as unreachable for the round.
+const syncMemberTimeout = 30 * time.Second

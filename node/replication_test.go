@@ -1,0 +1,328 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/node/nodetest"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// placed waits until every partition, seen from node i, has a cohort of
+// the given size drawn from want, and a live leader.
+func placed(t *testing.T, c *nodetest.Cluster, i int, want []uint64, size int) {
+	t.Helper()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, i)
+		if err != nil {
+			return err
+		}
+		for _, p := range v.Partitions {
+			if len(p.Cohort) != size {
+				return fmt.Errorf("partition %d cohort %v, want %d members", p.Partition, p.Cohort, size)
+			}
+			for _, id := range p.Cohort {
+				if !slices.Contains(want, id) {
+					return fmt.Errorf("partition %d cohort %v holds %d, not one of %v", p.Partition, p.Cohort, id, want)
+				}
+			}
+			if !slices.Contains(want, p.Leader) {
+				return fmt.Errorf("partition %d leader %d", p.Partition, p.Leader)
+			}
+		}
+		return nil
+	})
+}
+
+// leaders returns the distinct partition leaders node i sees.
+func leaders(t *testing.T, c *nodetest.Cluster, i int) []uint64 {
+	t.Helper()
+	v, err := clusterView(c, i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, p := range v.Partitions {
+		if !slices.Contains(out, p.Leader) {
+			out = append(out, p.Leader)
+		}
+	}
+	return out
+}
+
+func TestClusterPlacement(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	if l := leaders(t, c, 0); len(l) < 2 {
+		t.Fatalf("leaders %v: the partitions did not spread", l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "p"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Results[0].Acks < 2 {
+		t.Fatalf("enqueue acked by %d replicas, want a majority of 3", r.Results[0].Acks)
+	}
+}
+
+// TestClusterKillOne is the scenario: enqueue 1,000 tasks through
+// every node, kill one node, claim and complete all through the others:
+// none lost, none claimed twice while its claim was live; the killed node
+// restarts and rejoins.
+func TestClusterKillOne(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
+			if size == 5 && testing.Short() {
+				t.Skip("short")
+			}
+			killOne(t, size)
+		})
+	}
+}
+
+func killOne(t *testing.T, size int) {
+	c := nodetest.NewCluster(t, size)
+	var all []uint64
+	for i := range size {
+		all = append(all, c.Node(i).ID())
+	}
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	const tasks = 1000
+	want := map[task.ID]bool{}
+	for i := 0; i < tasks; i += 50 {
+		var batch []wire.EnqueueTask
+		for j := range 50 {
+			batch = append(batch, wire.EnqueueTask{Queue: "k", Data: []byte(fmt.Sprint(i + j))})
+		}
+		r, err := c.Client((i/50)%size).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch})
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		for _, res := range r.Results {
+			if res.Acks < 2 {
+				t.Fatalf("task %s acked by %d replicas", res.ID, res.Acks)
+			}
+			want[res.ID] = true
+		}
+	}
+	victim := size - 1
+	c.Kill(victim)
+
+	// Claim and complete everything through the survivors. A claim that
+	// was granted but never acknowledged (its replication failed while
+	// leaders moved) is nobody's: the task comes back when it expires, so
+	// the lease is short enough for that to happen within the test. A
+	// worker counts a lease from its claim request (DESIGN.md, Fencing):
+	// the leases of one task that workers received must never overlap.
+	const ttl = 5 * time.Second
+	type lease struct{ from, to time.Time }
+	var mu sync.Mutex
+	leases := map[task.ID][]lease{}
+	done := map[task.ID]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, size)
+	for w := 0; w < victim; w++ {
+		wg.Go(func() {
+			cl := c.Client(w)
+			idle := time.Now()
+			for {
+				mu.Lock()
+				finished := len(done) == tasks
+				mu.Unlock()
+				if finished {
+					return
+				}
+				if time.Since(idle) > clusterWait {
+					errs <- fmt.Errorf("worker %d: no progress for %v (%d done)", w, clusterWait, len(done))
+					return
+				}
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				sent := time.Now()
+				r, err := cl.Claim(cctx, &wire.ClaimRequest{Queue: "k", TTLMs: ttl.Milliseconds(), Count: 10})
+				ccancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond) // failover in progress: retry
+					continue
+				}
+				for _, tv := range r.Tasks {
+					l := lease{sent, sent.Add(ttl)}
+					if time.Now().After(l.to) {
+						continue // expired on arrival: not ours
+					}
+					mu.Lock()
+					for _, o := range leases[tv.ID] {
+						if l.from.Before(o.to) && o.from.Before(l.to) {
+							mu.Unlock()
+							errs <- fmt.Errorf("task %s: lease %v-%v overlaps an earlier one %v-%v", tv.ID, l.from, l.to, o.from, o.to)
+							return
+						}
+					}
+					leases[tv.ID] = append(leases[tv.ID], l)
+					mu.Unlock()
+					cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+					_, err := cl.Complete(cctx, &wire.CompleteRequest{ID: tv.ID, Claim: *tv.Claim})
+					ccancel()
+					if err != nil {
+						// The claim ran out or was superseded: the task
+						// comes back to someone.
+						continue
+					}
+					mu.Lock()
+					done[tv.ID] = true
+					mu.Unlock()
+					idle = time.Now()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		qs, qerr := c.Client(0).Queues(ctx, &wire.QueuesRequest{})
+		t.Logf("queues %+v %v", qs, qerr)
+		k := 0
+		for id := range want {
+			if done[id] || k > 5 {
+				continue
+			}
+			k++
+			g, gerr := c.Client(0).Get(ctx, &wire.GetRequest{ID: id})
+			v, _ := clusterView(c, 0)
+			var pv wire.PartitionView
+			for _, p := range v.Partitions {
+				if g != nil && p.Partition == int(partOfForTest(id, len(v.Partitions))) {
+					pv = p
+				}
+			}
+			t.Logf("undone %s: %+v %v; partition %+v", id, g, gerr, pv)
+		}
+		t.Fatal(err)
+	}
+	for id := range want {
+		if !done[id] {
+			t.Fatalf("task %s was never claimed and completed", id)
+		}
+	}
+	// The killed node comes back and rejoins; the cluster is whole again.
+	c.Restart(victim)
+	placed(t, c, 0, all, 3)
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ccancel()
+	cnt, err := c.Client(victim).Count(cctx, &wire.CountRequest{Queue: "k"})
+	if err != nil || cnt.Count != tasks {
+		t.Fatalf("count through the restarted node: %v, %v; want %d", cnt, err, tasks)
+	}
+}
+
+// TestClusterLeaderPartitionedAway: a node that leads partitions is cut
+// off. The others elect new leaders that know every claim it granted; it
+// grants no more (its claims cannot reach a majority).
+func TestClusterLeaderPartitionedAway(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	var batch []wire.EnqueueTask
+	for i := range 200 {
+		batch = append(batch, wire.EnqueueTask{Queue: "iso", Data: []byte(fmt.Sprint(i))})
+	}
+	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
+		t.Fatal(err)
+	}
+	// The victim leads some partitions; claims through it take from them
+	// first.
+	const victim = 2
+	vid := c.Node(victim).ID()
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vparts []int
+	for _, p := range v.Partitions {
+		if p.Leader == vid {
+			vparts = append(vparts, p.Partition)
+		}
+	}
+	if len(vparts) == 0 {
+		t.Skip("the victim leads no partition in this placement")
+	}
+	r, err := c.Client(victim).Claim(ctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 20})
+	if err != nil || len(r.Tasks) == 0 {
+		t.Fatalf("claim through the victim: %+v, %v", r, err)
+	}
+	granted := r.Tasks
+
+	c.Isolate(victim)
+	// New leaders for the victim's partitions.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		for _, p := range vparts {
+			if v.Partitions[p].Leader == vid {
+				return fmt.Errorf("partition %d still led by the isolated node", p)
+			}
+		}
+		return nil
+	})
+	// They know every claim the old leader granted.
+	for _, tv := range granted {
+		g, err := c.Client(0).Get(ctx, &wire.GetRequest{ID: tv.ID})
+		if err != nil {
+			t.Fatalf("get %s: %v", tv.ID, err)
+		}
+		if g.State != "claimed" || len(g.Claims) == 0 || g.Claims[len(g.Claims)-1].Claim != *tv.Claim {
+			t.Fatalf("task %s after failover: state %s claims %+v; want claim %d live", tv.ID, g.State, g.Claims, *tv.Claim)
+		}
+	}
+	// The old leader grants nothing more.
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	r, err = c.Client(victim).Claim(cctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 5})
+	ccancel()
+	if err == nil && len(r.Tasks) > 0 {
+		t.Fatalf("the isolated node granted %d claims", len(r.Tasks))
+	}
+	// The others hand out the rest, never one of the live claims.
+	seen := map[task.ID]bool{}
+	for _, tv := range granted {
+		seen[tv.ID] = true
+	}
+	for {
+		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Tasks) == 0 {
+			break
+		}
+		for _, tv := range r.Tasks {
+			if seen[tv.ID] {
+				t.Fatalf("task %s claimed again while its claim was live", tv.ID)
+			}
+			seen[tv.ID] = true
+		}
+	}
+	if len(seen) != 200 {
+		qs, err := c.Client(0).Queues(ctx, &wire.QueuesRequest{})
+		v, _ := clusterView(c, 0)
+		t.Fatalf("%d of 200 tasks claimed in all; queues %+v %v; placement %+v", len(seen), qs, err, v.Partitions)
+	}
+	c.Heal()
+	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
+}
+
+// partOfForTest mirrors ring.PartitionOf for diagnostics.
+func partOfForTest(id task.ID, p int) uint16 { return ring.PartitionOf(id[:], p) }

@@ -1,0 +1,543 @@
+package partition
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+)
+
+// Record is one task as replication ships it: the leader reads it back
+// after a local write (Replica.Record) and each follower merges it
+// (Replica.Merge); Export streams whole records to a new cohort member.
+// Records come from the network, so Merge validates what it relies on.
+type Record struct {
+	ID task.ID `cbor:"1,keyasint" json:"id"`
+	// Spec is the task's spec with its payload; nil when the receiver is
+	// known to hold the task (a spec never changes once written).
+	Spec *task.Spec `cbor:"2,keyasint,omitempty" json:"spec,omitempty"`
+	// State is the sender's whole merged state; nil when unchanged.
+	State *task.State `cbor:"3,keyasint,omitempty" json:"state,omitempty"`
+	// Updates are progress entries to add to the task's grow-only set.
+	Updates []Update `cbor:"4,keyasint,omitempty" json:"updates,omitempty"`
+}
+
+// Update is one progress entry, keyed (Claim, Seq). A key has one value:
+// only claim Claim's holder writes it, and the leader refuses other data
+// under a key it holds.
+type Update struct {
+	Claim uint32 `cbor:"1,keyasint" json:"claim"`
+	Seq   uint64 `cbor:"2,keyasint" json:"seq"`
+	Data  []byte `cbor:"3,keyasint,omitempty" json:"data,omitempty"`
+}
+
+// CompletedError is a replica's refusal of a record that carries a claim
+// on a task it knows to be completed (DESIGN.md, "Operations", claim). It
+// wraps task.ErrCompleted and carries the completion, so the leader can
+// record it and pick another task.
+type CompletedError struct {
+	ID         task.ID
+	Claim      uint32 // the refused claim index
+	Completion task.Completion
+}
+
+func (e *CompletedError) Error() string {
+	return fmt.Sprintf("%v: %s was completed by claim %d at seq %d; refusing claim %d",
+		task.ErrCompleted, e.ID, e.Completion.Claim, e.Completion.Seq, e.Claim)
+}
+
+// Unwrap makes errors.Is(err, task.ErrCompleted) hold.
+func (e *CompletedError) Unwrap() error { return task.ErrCompleted }
+
+// Record returns task id as the leader ships it after a local write: its
+// current merged state (from the hot cache of a claimed task, else the
+// store), its spec with payload if withSpec, and updates. It fails with
+// task.ErrNotFound for an unknown task.
+//
+// The state is read after the write, so it may include later writes
+// (and merges) too: it is a CRDT, so shipping more is harmless. A caller
+// shipping a claim it just granted must not hand the claim out if
+// State.Completion is set: a completion merged in after the claim was
+// written, and followers accept a claim that comes with a completion.
+func (r *Replica) Record(id task.ID, withSpec bool, updates ...Update) (Record, error) {
+	rec := Record{ID: id, Updates: updates}
+	if withSpec {
+		// The spec is immutable: read it, with its payload, before taking
+		// the lock.
+		sp, err := r.cfg.Store.FullSpec(r.cfg.Part, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return Record{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+		}
+		if err != nil {
+			return Record{}, fmt.Errorf("partition %d: record %s: %w", r.cfg.Part, id, err)
+		}
+		rec.Spec = sp
+	}
+	r.mu.Lock()
+	var st task.State
+	var err error
+	switch e := r.tasks[id]; {
+	case e != nil && e.hot != nil:
+		st = e.hot.st.Clone()
+	case e != nil || withSpec:
+		// Known to exist (indexed, or its spec was just read): only the
+		// state is needed.
+		st, err = r.stateLocked(id, e)
+	default:
+		_, st, err = r.loadLocked(id)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+	rec.State = &st
+	return rec, nil
+}
+
+// Merge is the follower side of replication: it merges records shipped by
+// the leader of epoch ep (or by anti-entropy) into this replica, in one
+// store batch, and indexes the result as a local write would. A record of
+// a task this replica lacks must carry the spec. It returns the Durable to
+// wait on (after Merge returns, outside the lock) before acknowledging,
+// and one error per record (nil if all were merged): a record refused is
+// not written at all, and does not stop the others.
+//
+// A call at an epoch below the one this replica promised (or leads at)
+// fails with task.ErrEpoch and writes nothing: a leader of an older epoch
+// is cut off, so once a majority promised a newer epoch it can no longer
+// get a claim acknowledged.
+//
+// Per-record refusals: task.ErrInvalid (malformed, or not of this
+// partition), task.ErrNotFound (unknown task and no spec: resend with
+// it), task.ErrConflict (another spec under the id, or other data under
+// an update key), and a *CompletedError for a new claim on a task this
+// replica knows to be completed.
+func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A replica that leads at an epoch it never promised (see Promise)
+	// fences by that epoch too.
+	if fence := max(r.promised, r.epoch); ep < fence {
+		return nil, nil, fmt.Errorf("%w: partition %d: merge at epoch %d, promised %d, leading at %d", task.ErrEpoch, r.cfg.Part, ep, r.promised, r.epoch)
+	}
+	m := &merger{
+		r:     r,
+		b:     r.cfg.Store.NewBatch(),
+		tasks: make(map[task.ID]*merging),
+		ups:   make(map[updateKey][]byte),
+	}
+	var errs []error
+	merged := 0
+	for i := range recs {
+		refused, err := m.record(&recs[i])
+		if err != nil {
+			m.b.Close()
+			return nil, nil, fmt.Errorf("partition %d: merge %s: %w", r.cfg.Part, recs[i].ID, err)
+		}
+		if refused == nil {
+			merged++
+			continue
+		}
+		if errs == nil {
+			errs = make([]error, len(recs))
+		}
+		errs[i] = refused
+	}
+	d, err := m.apply(now, merged > 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, errs, nil
+}
+
+// merger is one Merge call: the batch it fills and the tasks it touched.
+// Reads go to the store, which does not see the batch yet, so a task
+// touched twice in one call is read from tasks the second time.
+type merger struct {
+	r     *Replica
+	b     *store.Batch
+	tasks map[task.ID]*merging
+	order []task.ID            // tasks in the order first touched
+	ups   map[updateKey][]byte // updates put in b
+}
+
+// merging is a task as the store holds it plus the records merged so far.
+type merging struct {
+	sp    *task.Spec // without payload
+	full  *task.Spec // with payload, for a task new in this call
+	st    task.State
+	isNew bool // not in the store before this call: inserted, not reindexed
+	dirty bool // st differs from the stored state
+	ups   bool // gained updates: the hot cache's next seq may be stale
+}
+
+type updateKey struct {
+	id    task.ID
+	claim uint32
+	seq   uint64
+}
+
+// record stages rec's writes in the batch. refused is the record's
+// refusal (nothing of it staged); err is a store failure that aborts the
+// call.
+func (m *merger) record(rec *Record) (refused, err error) {
+	r := m.r
+	if err := r.checkRecord(rec); err != nil {
+		return err, nil
+	}
+	cur, fresh := m.tasks[rec.ID], false
+	if cur == nil {
+		sp, st, err := r.loadLocked(rec.ID)
+		switch {
+		case errors.Is(err, task.ErrNotFound) && rec.Spec == nil:
+			return fmt.Errorf("%w: %s: send the record with its spec", task.ErrNotFound, rec.ID), nil
+		case errors.Is(err, task.ErrNotFound):
+			if err := checkSpec(rec.Spec); err != nil {
+				return err, nil
+			}
+			cur, fresh = &merging{sp: withoutData(rec.Spec), full: rec.Spec, isNew: true}, true
+		case err != nil:
+			return nil, err
+		default:
+			cur = &merging{sp: sp, st: st}
+		}
+	}
+	if rec.Spec != nil && !fresh {
+		if refused, err := m.checkSameSpec(cur, rec.Spec); refused != nil || err != nil {
+			return refused, err
+		}
+	}
+	if rec.State != nil {
+		if c, ok := claimOnCompleted(&cur.st, rec.State); ok {
+			return &CompletedError{ID: rec.ID, Claim: c, Completion: *cur.st.Completion}, nil
+		}
+	}
+	adds, refused, err := m.newUpdates(rec)
+	if refused != nil || err != nil {
+		return refused, err
+	}
+
+	// Accepted: stage the writes.
+	if fresh {
+		if err := m.putSpec(rec.Spec); err != nil {
+			return nil, err
+		}
+	}
+	if m.tasks[rec.ID] == nil {
+		m.tasks[rec.ID] = cur
+		m.order = append(m.order, rec.ID)
+	}
+	if rec.State != nil {
+		st := cur.st.Clone()
+		st.Merge(rec.State)
+		if !sameState(&st, &cur.st) {
+			cur.st, cur.dirty = st, true
+		}
+	}
+	for _, u := range adds {
+		if err := m.b.PutUpdate(r.cfg.Part, rec.ID, u.Claim, u.Seq, u.Data); err != nil {
+			return nil, err
+		}
+		m.ups[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
+		cur.ups = true
+	}
+	return nil, nil
+}
+
+// checkSameSpec refuses sp, the spec a record carries for a task cur that
+// is already held, unless it describes the same task (see SameTask; the
+// payload included): a spec is written once and never replaced.
+func (m *merger) checkSameSpec(cur *merging, sp *task.Spec) (refused, err error) {
+	held := cur.full
+	if held == nil {
+		// Specs are sent only to replicas thought to lack the task, so
+		// this read of the payload is off the common path.
+		if held, err = m.r.cfg.Store.FullSpec(m.r.cfg.Part, sp.ID); err != nil {
+			return nil, err
+		}
+	}
+	if !SameTask(held, sp) {
+		return fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID), nil
+	}
+	return nil, nil
+}
+
+// putSpec stages a new task's spec and the reverse edges of its deps, as
+// an enqueue writes them.
+func (m *merger) putSpec(sp *task.Spec) error {
+	r := m.r
+	if err := m.b.PutSpec(r.cfg.Part, sp); err != nil {
+		return err
+	}
+	for _, d := range sp.Deps {
+		if err := m.b.PutEdge(ring.PartitionOf(d[:], r.cfg.Partitions), d, sp.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newUpdates returns rec's updates that this replica lacks. An update it
+// holds with the same data is skipped (merging is idempotent); with other
+// data the record is refused: a key has one value, and the one held is
+// kept rather than silently replaced.
+func (m *merger) newUpdates(rec *Record) (adds []Update, refused, err error) {
+	var inRec map[updateKey][]byte // rec's own keys, against duplicates within it
+	if len(rec.Updates) > 1 {
+		inRec = make(map[updateKey][]byte, len(rec.Updates))
+	}
+	for _, u := range rec.Updates {
+		k := updateKey{rec.ID, u.Claim, u.Seq}
+		old, have := m.ups[k]
+		if !have {
+			old, have = inRec[k]
+		}
+		if !have {
+			v, err := m.r.cfg.Store.Update(m.r.cfg.Part, rec.ID, u.Claim, u.Seq)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return nil, nil, err
+			default:
+				old, have = v, true
+			}
+		}
+		if have {
+			if string(old) != string(u.Data) {
+				return nil, fmt.Errorf("%w: %s: update seq %d of claim %d exists with other data", task.ErrConflict, rec.ID, u.Seq, u.Claim), nil
+			}
+			continue
+		}
+		if inRec != nil {
+			inRec[k] = u.Data
+		}
+		adds = append(adds, u)
+	}
+	return adds, nil, nil
+}
+
+// apply writes the merged states, applies the batch and indexes what
+// changed. It returns what the caller waits on: the batch, a barrier if
+// records were accepted without a write (what they found may not be
+// durable yet), or nothing if every record was refused.
+func (m *merger) apply(now int64, accepted bool) (Durable, error) {
+	r := m.r
+	for _, id := range m.order {
+		if t := m.tasks[id]; t.dirty {
+			if err := m.b.PutState(r.cfg.Part, id, &t.st); err != nil {
+				m.b.Close()
+				return nil, fmt.Errorf("partition %d: merge %s: %w", r.cfg.Part, id, err)
+			}
+		}
+	}
+	if m.b.Empty() {
+		m.b.Close()
+		if accepted {
+			return barrier{r.cfg.Store}, nil
+		}
+		return nothing{}, nil
+	}
+	p, err := m.b.Apply()
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: merge: %w", r.cfg.Part, err)
+	}
+	for _, id := range m.order {
+		t := m.tasks[id]
+		switch {
+		case t.isNew:
+			r.insertLocked(t.sp, &t.st, now)
+		case t.dirty:
+			r.reindexLocked(t.sp, &t.st, now)
+		}
+		if e := r.tasks[id]; t.ups && e != nil && e.hot != nil {
+			e.hot.seqKnown = false // the history may have grown: recount it
+		}
+	}
+	return p, nil
+}
+
+// nothing is the Durable of a Merge that accepted no record.
+type nothing struct{}
+
+func (nothing) Wait() error { return nil }
+
+// checkRecord checks what Merge relies on in any record: that it is of
+// this partition, names one task, and carries a well-formed state.
+func (r *Replica) checkRecord(rec *Record) error {
+	if rec.ID.IsZero() {
+		return fmt.Errorf("%w: record of the zero id", task.ErrInvalid)
+	}
+	if p := ring.PartitionOf(rec.ID[:], r.cfg.Partitions); p != r.cfg.Part {
+		return fmt.Errorf("%w: task %s is in partition %d, not %d", task.ErrInvalid, rec.ID, p, r.cfg.Part)
+	}
+	if rec.Spec != nil && rec.Spec.ID != rec.ID {
+		return fmt.Errorf("%w: record of %s carries the spec of %s", task.ErrInvalid, rec.ID, rec.Spec.ID)
+	}
+	if rec.State != nil {
+		if err := checkState(rec.State); err != nil {
+			return fmt.Errorf("%w: task %s: %w", task.ErrInvalid, rec.ID, err)
+		}
+	}
+	return nil
+}
+
+// checkState checks the invariants of task.State that merging and
+// deriving rely on: claims, releases and deps done strictly increasing.
+// A claim index of MaxUint32 is refused too: the next claim would wrap
+// to 0 and break the order. Claim indices need not be dense: a replica
+// may hold a later claim without an earlier one (handoff step 7).
+func checkState(st *task.State) error {
+	if !strictlyIncreasing(st.Claims, func(a, b task.Claim) int { return cmp.Compare(a.Index, b.Index) }) {
+		return errors.New("claims not in strictly increasing index order")
+	}
+	if c, ok := st.Latest(); ok && c.Index == math.MaxUint32 {
+		return errors.New("claim index out of range")
+	}
+	if !strictlyIncreasing(st.Releases, func(a, b task.Release) int { return cmp.Compare(a.Claim, b.Claim) }) {
+		return errors.New("releases not in strictly increasing claim order")
+	}
+	if !strictlyIncreasing(st.DepsDone, task.ID.Compare) {
+		return errors.New("deps done not sorted and unique")
+	}
+	return nil
+}
+
+func strictlyIncreasing[T any](s []T, compare func(a, b T) int) bool {
+	for i := 1; i < len(s); i++ {
+		if compare(s[i-1], s[i]) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSpec checks a spec this replica is about to store for the first
+// time, as the enqueue path validated it on the coordinator: the indexes
+// rely on a valid queue name and on at most task.MaxDeps sorted, unique
+// deps (the pending-dep count is a uint16).
+func checkSpec(sp *task.Spec) error {
+	if sp.ID.IsZero() {
+		return fmt.Errorf("%w: spec of the zero id", task.ErrInvalid)
+	}
+	if err := task.ValidateQueue(sp.Queue); err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
+	if err := task.ValidateGroup(sp.Group); err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
+	if err := task.ValidateDescription(sp.Description); err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
+	deps, err := task.NormalizeDeps(sp.Deps, sp.ID)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
+	if !slices.Equal(deps, sp.Deps) {
+		return fmt.Errorf("%w: task %s: deps not sorted and unique", task.ErrInvalid, sp.ID)
+	}
+	return nil
+}
+
+// claimOnCompleted reports a claim of in that local, a completed state,
+// does not know. A record that carries a completion of its own is not
+// refused: every replica that merges it derives the task completed, so
+// the claim can never be acted on, and refusing it would keep the
+// replicas from converging (the leader merges the completion it is told
+// of, and its record then carries both).
+func claimOnCompleted(local, in *task.State) (uint32, bool) {
+	if local.Completion == nil || in.Completion != nil {
+		return 0, false
+	}
+	for _, c := range in.Claims {
+		_, known := slices.BinarySearchFunc(local.Claims, c.Index, func(l task.Claim, idx uint32) int { return cmp.Compare(l.Index, idx) })
+		if !known {
+			return c.Index, true
+		}
+	}
+	return 0, false
+}
+
+// sameState reports whether two states are equal.
+func sameState(a, b *task.State) bool {
+	if (a.Completion == nil) != (b.Completion == nil) || a.Completion != nil && *a.Completion != *b.Completion {
+		return false
+	}
+	return a.RequeueBase == b.RequeueBase && slices.Equal(a.Claims, b.Claims) &&
+		slices.Equal(a.Releases, b.Releases) && slices.Equal(a.DepsDone, b.DepsDone)
+}
+
+// withoutData returns a copy of sp without its payload.
+func withoutData(sp *task.Spec) *task.Spec {
+	meta := *sp
+	meta.Data = nil
+	return &meta
+}
+
+// Export bounds on the records read from one store snapshot before they
+// are handed to fn: fn may block (a network send), and no snapshot stays
+// open while it does. The byte bound counts payloads and update data.
+const (
+	exportChunkRecords = 256
+	exportChunkBytes   = 4 << 20
+)
+
+// Export calls fn with the whole record (spec with payload, state, every
+// stored update) of each task of the partition with id >= from, in id
+// order, until fn returns false or an error; it is how a partition is
+// copied to a new cohort member. A caller sending bounded chunks stops
+// after one and resumes from the last id + 1.
+//
+// Export does not take the replica's lock: it reads the store in chunks,
+// each from one snapshot. A write that lands meanwhile may or may not be
+// in what it returns; the receiver merges CRDTs and gets the write by live
+// replication as well.
+func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
+	for {
+		var chunk []Record
+		size, full := 0, false
+		err := r.cfg.Store.ExportPartition(r.cfg.Part, from, func(t store.TaskExport) (bool, error) {
+			rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State}
+			size += len(t.Spec.Data)
+			for _, u := range t.Updates {
+				rec.Updates = append(rec.Updates, Update(u))
+				size += len(u.Data)
+			}
+			chunk = append(chunk, rec)
+			full = len(chunk) >= exportChunkRecords || size >= exportChunkBytes
+			return !full, nil
+		})
+		if err != nil {
+			return fmt.Errorf("partition %d: export from %s: %w", r.cfg.Part, from, err)
+		}
+		for _, rec := range chunk {
+			more, err := fn(rec)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if !full {
+			return nil // the scan reached the end of the partition
+		}
+		next, ok := nextID(chunk[len(chunk)-1].ID)
+		if !ok {
+			return nil
+		}
+		from = next
+	}
+}
+
+// nextID returns the smallest id above id; false if id is the largest.
+func nextID(id task.ID) (task.ID, bool) {
+	for i := len(id) - 1; i >= 0; i-- {
+		id[i]++
+		if id[i] != 0 {
+			return id, true
+		}
+	}
+	return id, false
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+// TaskExport is a task's whole record: the spec with its payload, the
+// state (zero if the task has no state record) and every stored update, in
+// (claim, seq) order.
+type TaskExport struct {
+	Spec    *task.Spec
+	State   task.State
+	Updates []Update
+}
+
+// ExportPartition calls fn with the whole record of every task of
+// partition part with id >= from, in id order, until fn returns false or
+// an error. It is the read side of copying a partition to another replica.
+//
+// The records come from one snapshot of the database, read by walking the
+// payload, state and update ranges side by side: one pass over each, no
+// lookup per task. The snapshot pins what it reads until the call returns,
+// so fn must not block for long; a caller streaming to the network reads a
+// bounded chunk, returns false, sends it, and resumes after the last id.
+func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (bool, error)) (err error) {
+	snap := s.db.NewSnapshot()
+	var its []*pebble.Iterator
+	defer func() {
+		// Close reports an iterator's read errors too.
+		for _, it := range its {
+			if cerr := it.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("store: export part %d: %w", part, cerr)
+			}
+		}
+		if cerr := snap.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: export part %d: %w", part, cerr)
+		}
+	}()
+	for _, kind := range []byte{kindData, kindState, kindUpdate} {
+		it, err := snap.NewIter(&pebble.IterOptions{
+			LowerBound: taskKey(kind, part, from),
+			UpperBound: prefixEnd(partKey(kind, part, 0)),
+		})
+		if err != nil {
+			return fmt.Errorf("store: export part %d: %w", part, err)
+		}
+		it.First()
+		its = append(its, it)
+	}
+	di, ti, ui := its[0], its[1], its[2]
+
+	for ; di.Valid(); di.Next() {
+		key := di.Key()
+		if len(key) != 3+task.IDLen {
+			return fmt.Errorf("%w: data key of %d bytes", ErrCorrupt, len(key))
+		}
+		id := key[3:]
+		rec := TaskExport{Spec: new(task.Spec)}
+		if err := decode(di.Value(), rec.Spec); err != nil {
+			return fmt.Errorf("part %d task %x: %w", part, id, err)
+		}
+		// Checked after reading, as the spec is checked before writing:
+		// the record under a key is the task that key names.
+		if !bytes.Equal(rec.Spec.ID[:], id) {
+			return fmt.Errorf("%w: data key %x holds task %s", ErrCorrupt, id, rec.Spec.ID)
+		}
+		if err := exportState(ti, id, &rec.State); err != nil {
+			return fmt.Errorf("part %d task %x: %w", part, id, err)
+		}
+		if rec.Updates, err = exportUpdates(ui, id); err != nil {
+			return fmt.Errorf("part %d task %x: %w", part, id, err)
+		}
+		more, err := fn(rec)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// exportState advances ti to task id and decodes its state, if it has one.
+// States of ids without a spec (which no write makes) are skipped.
+func exportState(ti *pebble.Iterator, id []byte, st *task.State) error {
+	for ; ti.Valid(); ti.Next() {
+		k := ti.Key()
+		if len(k) != 3+task.IDLen {
+			return fmt.Errorf("%w: state key of %d bytes", ErrCorrupt, len(k))
+		}
+		switch c := bytes.Compare(k[3:], id); {
+		case c < 0:
+			continue
+		case c == 0:
+			return decode(ti.Value(), st)
+		}
+		return nil // past id: the task has no state record
+	}
+	return nil
+}
+
+// exportUpdates advances ui past task id's updates and returns them.
+func exportUpdates(ui *pebble.Iterator, id []byte) ([]Update, error) {
+	var ups []Update
+	for ; ui.Valid(); ui.Next() {
+		k := ui.Key()
+		if len(k) != 3+task.IDLen+12 {
+			return nil, fmt.Errorf("%w: update key of %d bytes", ErrCorrupt, len(k))
+		}
+		c := bytes.Compare(k[3:3+task.IDLen], id)
+		if c < 0 {
+			continue // updates of an id without a spec: skipped
+		}
+		if c > 0 {
+			break
+		}
+		rest := k[3+task.IDLen:]
+		ups = append(ups, Update{
+			Claim: binary.BigEndian.Uint32(rest[0:4]),
+			Seq:   binary.BigEndian.Uint64(rest[4:12]),
+			Data:  append([]byte(nil), ui.Value()...),
+		})
+	}
+	return ups, nil
+}
