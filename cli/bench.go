@@ -44,7 +44,7 @@ func benchCommand() *ucli.Command {
 		Usage: "load-test a running node: enqueue, then claim+complete; ops/s and latency per phase",
 		Flags: []ucli.Flag{
 			authFlags()[0], authFlags()[1],
-			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr")},
+			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr"), Usage: "node address; a comma-separated list spreads the connections over several nodes of a cluster"},
 			&ucli.IntFlag{Name: "n", Value: 100000, Usage: "tasks"},
 			&ucli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
 			&ucli.IntFlag{Name: "conns", Value: 1, Usage: "QUIC connections the clients share"},
@@ -112,14 +112,17 @@ func runBench(c *ucli.Context) error {
 	}
 	b := &bench{c: c, stderr: c.App.ErrWriter, out: json.NewEncoder(c.App.Writer), jsonOut: c.Bool("json")}
 	ctx := c.Context
-	for range c.Int("conns") {
-		tok, err := clientToken(c)
+	addrs := strings.Split(c.String("addr"), ",")
+	conns := max(c.Int("conns"), len(addrs))
+	tok, err := clientToken(c)
+	if err != nil {
+		return err
+	}
+	for i := range conns {
+		addr := strings.TrimSpace(addrs[i%len(addrs)])
+		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: c.Int("streams"), Token: tok})
 		if err != nil {
-			return err
-		}
-		conn, err := wire.Dial(ctx, c.String("addr"), wire.ClientConfig{Streams: c.Int("streams"), Token: tok})
-		if err != nil {
-			return fmt.Errorf("connect to %s: %w", c.String("addr"), err)
+			return fmt.Errorf("connect to %s: %w", addr, err)
 		}
 		cl := wire.NewClient(conn)
 		defer cl.Close()

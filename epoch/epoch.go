@@ -109,6 +109,9 @@ type Handoff struct {
 type Result struct {
 	Epoch  uint64
 	Claims []Claim // the claim set installed on the new cohort
+	// Old is the cohort of the epoch this one replaced, as read in step 1:
+	// a majority of it acknowledged every earlier write.
+	Old []uint64
 }
 
 // Run makes one attempt at the handoff. It returns the new epoch, or an
@@ -197,7 +200,7 @@ wait:
 	if err := r.CAS(ctx, h.Part, prev, next, h.Cohort, h.Self); err != nil {
 		return Result{}, fmt.Errorf("epoch: part %d: cas %d->%d: %w", h.Part, prev, next, err)
 	}
-	return Result{Epoch: next, Claims: claims}, nil
+	return Result{Epoch: next, Claims: claims, Old: slices.Clone(oldCohort)}, nil
 }
 
 // installGrace is how long the handoff waits, once a majority installed

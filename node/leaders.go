@@ -71,10 +71,16 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 	for attempt := 1; ; attempt++ {
 		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
 		if err == nil {
-			// Before serving, hold every write a majority acknowledged:
-			// this replica may have missed some (it was down, or not yet
-			// a member).
-			if err := n.syncFromCohort(ctx, uint16(part), cohort, res.Epoch); err != nil {
+			// Before serving, the data follows the claims (steps 6-7 of
+			// the handoff, for records): this replica merges what a
+			// majority of the old cohort holds, so it has every write
+			// acknowledged before, and then a majority of the new cohort
+			// merges this replica, so the next leader finds them there
+			// too, whichever majority it asks.
+			if err := n.syncFromCohort(ctx, uint16(part), res.Old, res.Epoch); err != nil {
+				return err
+			}
+			if err := n.pushToCohort(ctx, uint16(part), cohort); err != nil {
 				return err
 			}
 			if err := n.parts[part].Lead(res.Epoch); err != nil {

@@ -74,9 +74,11 @@ type Node struct {
 	tickMu  sync.Mutex
 	// cohort caches the cohort size from the metadata group, so requests
 	// never copy the group's state.
-	cohort   atomic.Int32
-	stopping atomic.Bool
-	killed   atomic.Bool // Kill: no graceful leave
+	cohort atomic.Int32
+	// placement caches every partition's cohort, refreshed with cohort.
+	placement atomic.Pointer[placementView]
+	stopping  atomic.Bool
+	killed    atomic.Bool // Kill: no graceful leave
 	// stopc is closed when shutdown begins: it ends long-polling claims,
 	// which would otherwise hold the HTTP server's graceful shutdown for
 	// its whole timeout and outlive Close.
@@ -620,11 +622,14 @@ func (n *Node) refreshMeta() {
 	// Writes are acknowledged by the partition's cohort as placed in the
 	// registry; the smallest cohort bounds what a request may ask for.
 	size := m.Config.Replicas
-	for _, p := range m.Partitions {
+	pl := &placementView{cohorts: make([][]uint64, len(m.Partitions))}
+	for i, p := range m.Partitions {
 		if len(p.Cohort) > 0 {
 			size = min(size, len(p.Cohort))
 		}
+		pl.cohorts[i] = p.Cohort
 	}
+	n.placement.Store(pl)
 	n.cohort.Store(int32(max(1, size)))
 }
 
@@ -653,4 +658,9 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 			n.reconcileDeps()
 		}
 	}
+}
+
+// placementView is the registry's placement as refreshMeta last saw it.
+type placementView struct {
+	cohorts [][]uint64 // by partition; shared, never modified
 }

@@ -50,6 +50,7 @@ func (n *Node) failoverLoop(ctx context.Context) {
 	defer t.Stop()
 	var mu sync.Mutex
 	running := map[int]bool{}
+	absentSince := map[uint64]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -58,21 +59,46 @@ func (n *Node) failoverLoop(ctx context.Context) {
 		}
 		meta := n.raft.Meta()
 		states := n.gossipStates()
+		now := time.Now()
+		for id := range absentSince {
+			if _, ok := states[id]; ok {
+				delete(absentSince, id)
+			}
+		}
 		for p, pi := range meta.Partitions {
 			if pi.Leader == 0 || !slices.Contains(pi.Cohort, n.id) {
 				continue
 			}
 			if pi.Leader == n.id {
 				// The registry says we lead: make it so if we do not
-				// (a restart, or a handoff that did not finish here).
+				// (a restart, or a handoff that did not finish here)
+				// -- unless we promised a newer epoch to another node,
+				// which is then taking over.
 				if n.parts[p].Epoch() != 0 {
 					continue
 				}
-			} else if st, ok := states[pi.Leader]; !ok || st == member.Alive || st == member.Suspect {
-				continue
-			}
-			if succ := successor(pi.Cohort, pi.Leader, states, n.id); succ != n.id {
-				continue
+				if prom, to := n.parts[p].Promised(); prom > pi.Epoch && to != n.id {
+					continue
+				}
+			} else {
+				st, known := states[pi.Leader]
+				if !known {
+					// Gossip never heard of it (this node restarted after
+					// it died): dead once it stayed unknown a while.
+					since, ok := absentSince[pi.Leader]
+					if !ok {
+						absentSince[pi.Leader] = now
+						continue
+					}
+					if now.Sub(since) < n.cfg.DeadVoterGrace {
+						continue
+					}
+				} else if st == member.Alive || st == member.Suspect {
+					continue
+				}
+				if succ := successor(pi.Cohort, pi.Leader, states, n.id); succ != n.id {
+					continue
+				}
 			}
 			mu.Lock()
 			if running[p] {
@@ -267,11 +293,19 @@ func (n *Node) serveTakeover(ctx context.Context, req *wire.TakeoverRequest) err
 	if req.Part < 0 || req.Part >= len(n.parts) {
 		return wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
 	}
-	if !slices.Contains(req.Cohort, n.id) || len(req.Cohort) > raftgroup.MaxCohort {
+	uniq := slices.Clone(req.Cohort)
+	slices.Sort(uniq)
+	if !slices.Contains(req.Cohort, n.id) || len(req.Cohort) > raftgroup.MaxCohort || len(slices.Compact(uniq)) != len(req.Cohort) {
 		return wire.Errorf(wire.CodeInvalid, "takeover: cohort %v", req.Cohort)
 	}
+	// The requester gives up after moveTimeout; so does the takeover.
+	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
+	defer cancel()
 	return n.lead(ctx, req.Part, req.Cohort)
 }
+
+// takeoverTimeout bounds a takeover another node asked for.
+const takeoverTimeout = time.Minute
 
 // servePull copies a partition from another node into this replica, at
 // the partition's current epoch.
@@ -284,6 +318,9 @@ func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.Pull
 		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, req.From)
 	}
 	meta := n.raft.Meta()
+	if req.Part >= len(meta.Partitions) {
+		return nil, fmt.Errorf("%w: partition %d not in this node's registry yet", wire.ErrUnavailable, req.Part)
+	}
 	ep := meta.Partitions[req.Part].Epoch
 	began := time.Now()
 	k, err := n.pullPartition(ctx, addr, uint16(req.Part), ep)

@@ -32,6 +32,11 @@ const (
 	replQueueLen = 8192
 	// replBatchMax bounds the items of one OpReplicate request.
 	replBatchMax = 512
+	// replBatchBytes bounds the payload bytes of one OpReplicate request,
+	// well inside a frame (wire.DefaultMaxFrame).
+	replBatchBytes = 4 << 20
+	// exportPageBytes bounds the payload bytes of one export page.
+	exportPageBytes = 4 << 20
 	// replSenders is the number of requests in flight per follower: a
 	// new batch is sent while earlier ones wait for the follower's fsync.
 	replSenders = 4
@@ -103,15 +108,26 @@ func (rp *replicator) sender(to uint64, q chan *replItem) {
 		var first *replItem
 		select {
 		case <-rp.ctx.Done():
-			return
+			// Answer what is queued, so no write waits for a sender
+			// that is gone.
+			for {
+				select {
+				case it := <-q:
+					it.done <- replAck{it.idx, wire.ErrShuttingDown}
+				default:
+					return
+				}
+			}
 		case first = <-q:
 		}
 		batch := []*replItem{first}
+		size := itemBytes(first)
 	drain:
-		for len(batch) < replBatchMax {
+		for len(batch) < replBatchMax && size < replBatchBytes {
 			select {
 			case it := <-q:
 				batch = append(batch, it)
+				size += itemBytes(it)
 			default:
 				break drain
 			}
@@ -169,18 +185,15 @@ func resultErr(r wire.ReplicateResult) error {
 func (rp *replicator) wait() { rp.wg.Wait() }
 
 // followers returns the cohort of part without this node, and the epoch
-// this node leads part at (0: it does not lead it).
+// this node leads part at (0: it does not lead it, and then a write must
+// not be acknowledged: see notLeading).
 func (n *Node) followers(part uint16) ([]uint64, uint64) {
 	ep := n.parts[part].Epoch()
 	if ep == 0 {
 		return nil, 0
 	}
-	meta := n.raft.Meta()
-	if int(part) >= len(meta.Partitions) {
-		return nil, ep
-	}
 	var out []uint64
-	for _, id := range meta.Partitions[part].Cohort {
+	for _, id := range n.partitionCohort(int(part)) {
 		if id != n.id {
 			out = append(out, id)
 		}
@@ -202,6 +215,9 @@ type shipper struct {
 	retry func() ([]wire.RecordMsg, error)
 	to    []uint64
 	ep    uint64
+	// notLeading: this node did not lead the partition when shipping, so
+	// finish fails.
+	notLeading bool
 }
 
 // ship starts replicating recs of part; withSpec rebuilds them with specs
@@ -210,6 +226,12 @@ type shipper struct {
 func (n *Node) ship(part uint16, w int, recs []wire.RecordMsg, withSpec func() ([]wire.RecordMsg, error)) *shipper {
 	s := &shipper{n: n, part: part, w: w, retry: withSpec}
 	s.to, s.ep = n.followers(part)
+	if s.ep == 0 {
+		// Stepped down between the local write and now (a promise to
+		// another candidate): nothing here may be acknowledged.
+		s.notLeading = true
+		return s
+	}
 	s.acks = make(chan replAck, 2*len(s.to)) // room for a resend each
 	for i, f := range s.to {
 		if !n.repl.send(f, &replItem{item: wire.ReplicateItem{Part: part, Epoch: s.ep, Records: recs}, done: s.acks, idx: i}) {
@@ -229,6 +251,9 @@ func (s *shipper) finish(ctx context.Context, local partition.Durable) (int, err
 		if err := local.Wait(); err != nil {
 			return 0, err
 		}
+	}
+	if s.notLeading {
+		return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, s.part)
 	}
 	acks := 1
 	if len(s.to) == 0 || acks >= s.w {
@@ -266,7 +291,7 @@ func (s *shipper) finish(ctx context.Context, local partition.Durable) (int, err
 	if acks >= s.w {
 		return acks, nil
 	}
-	if stale {
+	if stale && s.n.parts[s.part].Epoch() == s.ep {
 		s.n.log.Warn("partition leadership lost: a follower promised a newer epoch", "partition", s.part, "epoch", s.ep)
 		s.n.parts[s.part].Resign()
 	}
@@ -277,7 +302,12 @@ func (s *shipper) finish(ctx context.Context, local partition.Durable) (int, err
 // write that is already durable, and waits for w replicas.
 func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...partition.Update) (int, error) {
 	part := n.partOf(id)
-	if to, _ := n.followers(part); len(to) == 0 {
+	w = n.needAcks(part, w)
+	to, ep := n.followers(part)
+	if ep == 0 {
+		return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, part)
+	}
+	if len(to) == 0 {
 		return 1, nil
 	}
 	rec, err := n.parts[part].Record(id, false, ups...)
@@ -365,12 +395,15 @@ func (n *Node) serveExport(ctx context.Context, req *wire.ExportRequest, send fu
 		limit = exportPage
 	}
 	page := &wire.ExportPage{}
+	pageBytes := 0
 	err := n.parts[req.Part].Export(req.From, func(r partition.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
 		page.Records = append(page.Records, recordToWire(r))
-		if len(page.Records) == limit {
+		pageBytes += recordBytes(page.Records[len(page.Records)-1])
+		if len(page.Records) == limit || pageBytes >= exportPageBytes {
+			pageBytes = 0
 			if err := send(page); err != nil {
 				return false, err
 			}
@@ -455,18 +488,15 @@ func nextID(id task.ID) task.ID {
 	return id
 }
 
-// partitionCohort returns part's cohort as the registry has it.
+// partitionCohort returns part's cohort as the registry has it, from the
+// copy refreshMeta keeps (requests never copy the metadata group's state).
+// The slice is shared: callers must not modify it.
 func (n *Node) partitionCohort(part int) []uint64 {
-	meta := n.raft.Meta()
-	if part >= len(meta.Partitions) {
+	pl := n.placement.Load()
+	if pl == nil || part >= len(pl.cohorts) {
 		return nil
 	}
-	return slices.Clone(meta.Partitions[part].Cohort)
-}
-
-// replicasFor is ring.Majority of part's cohort size: the default W.
-func (n *Node) replicasFor(part uint16) int {
-	return max(1, len(n.partitionCohort(int(part))))
+	return pl.cohorts[part]
 }
 
 // replicateQuietly ships task id's record after a write no client waits
@@ -487,7 +517,13 @@ func (n *Node) replicateQuietly(id task.ID) {
 // enough finished; members gossip reports dead are not asked. It retries
 // until ctx ends while no majority was merged.
 func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
-	need := len(cohort)/2 + 1 - 1 // a majority, less this replica
+	if len(cohort) == 0 {
+		return nil // never led: nothing was written
+	}
+	need := len(cohort)/2 + 1 // a majority; this replica counts if a member
+	if slices.Contains(cohort, n.id) {
+		need--
+	}
 	if need <= 0 {
 		return nil
 	}
@@ -542,6 +578,77 @@ func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64,
 	}
 }
 
+// pushToCohort makes a majority of cohort (this replica included) merge
+// this replica's copy of part: each other live member pulls it from here.
+func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) error {
+	need := len(cohort)/2 + 1
+	if slices.Contains(cohort, n.id) {
+		need--
+	}
+	if need <= 0 {
+		return nil
+	}
+	for {
+		states := n.gossipStates()
+		pctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
+		results := make(chan error, len(cohort))
+		asked := 0
+		for _, id := range cohort {
+			if id == n.id {
+				continue
+			}
+			if st := states[id]; st == member.Dead || st == member.Left {
+				continue
+			}
+			asked++
+			go func() { results <- n.askPull(pctx, id, int(part), n.id) }()
+		}
+		got := 0
+		for range asked {
+			if err := <-results; err != nil {
+				n.log.Warn("leader push: member did not copy", "partition", part, "err", err)
+				continue
+			}
+			if got++; got >= need {
+				break
+			}
+		}
+		cancel()
+		if got >= need {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("partition %d: push to cohort %v: %w", part, cohort, ctx.Err())
+		case <-time.After(transferRetryPause):
+		}
+	}
+}
+
 // syncMemberTimeout bounds one round of a new leader's sync; a member
 // that does not finish in it is treated as unreachable for the round.
 const syncMemberTimeout = 30 * time.Second
+
+// itemBytes estimates an item's encoded size: its payloads and updates
+// dominate.
+func itemBytes(it *replItem) int {
+	n := 0
+	for _, r := range it.item.Records {
+		n += recordBytes(r)
+	}
+	return n
+}
+
+// recordBytesOverhead is a generous bound on a record's fixed fields.
+const recordBytesOverhead = 256
+
+func recordBytes(r wire.RecordMsg) int {
+	n := recordBytesOverhead
+	if r.Spec != nil {
+		n += len(r.Spec.Data)
+	}
+	for _, u := range r.Updates {
+		n += len(u.Data) + 16
+	}
+	return n
+}

@@ -170,13 +170,18 @@ func killOne(t *testing.T, size int) {
 					}
 					leases[tv.ID] = append(leases[tv.ID], l)
 					mu.Unlock()
-					cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+					cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 					_, err := cl.Complete(cctx, &wire.CompleteRequest{ID: tv.ID, Claim: *tv.Claim})
 					ccancel()
 					if err != nil {
-						// The claim ran out or was superseded: the task
-						// comes back to someone.
-						continue
+						// The outcome is unknown (a timeout), or the claim
+						// ran out and the task comes back to someone. Ask.
+						gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+						g, gerr := cl.Get(gctx, &wire.GetRequest{ID: tv.ID})
+						gcancel()
+						if gerr != nil || g.State != "completed" {
+							continue
+						}
 					}
 					mu.Lock()
 					done[tv.ID] = true
@@ -326,3 +331,105 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 
 // partOfForTest mirrors ring.PartitionOf for diagnostics.
 func partOfForTest(id task.ID, p int) uint16 { return ring.PartitionOf(id[:], p) }
+
+// TestClusterJoinUnderLoad: a node joins a loaded 3-node cluster;
+// partitions move to it, nothing acknowledged is lost, and writes keep
+// succeeding during the moves.
+func TestClusterJoinUnderLoad(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+
+	var mu sync.Mutex
+	var acked []task.ID
+	completed := 0
+	var failures []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() { // enqueue through every node
+			cl := c.Client(w)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := cl.Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "load", Data: []byte(fmt.Sprint(w, i))}}})
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, fmt.Errorf("enqueue: %w", err))
+				} else {
+					acked = append(acked, r.Results[0].ID)
+				}
+				mu.Unlock()
+			}
+		})
+		wg.Go(func() { // and claim+complete through every node
+			cl := c.Client(w)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := cl.Claim(ctx, &wire.ClaimRequest{Queue: "load", TTLMs: 30_000, Count: 5})
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Errorf("claim: %w", err))
+					mu.Unlock()
+					continue
+				}
+				for _, tv := range r.Tasks {
+					_, err := cl.Complete(ctx, &wire.CompleteRequest{ID: tv.ID, Claim: *tv.Claim})
+					mu.Lock()
+					if err != nil {
+						failures = append(failures, fmt.Errorf("complete: %w", err))
+					} else {
+						completed++
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	j := c.Join()
+	jid := c.Node(j).ID()
+	// Wait until the joiner holds partitions, then keep the load on a
+	// little longer.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		for _, p := range v.Partitions {
+			if slices.Contains(p.Cohort, jid) && len(p.Cohort) == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no partition moved to the joiner yet")
+	})
+	placed(t, c, 0, ids(c, 0, 1, 2, j), 3)
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) > 0 {
+		t.Fatalf("%d operations failed during the move; first: %v", len(failures), failures[0])
+	}
+	if len(acked) == 0 || completed == 0 {
+		t.Fatalf("no load ran: %d enqueued, %d completed", len(acked), completed)
+	}
+	// Every acknowledged task is there, read through the joiner.
+	for _, id := range acked {
+		if _, err := c.Client(j).Get(ctx, &wire.GetRequest{ID: id}); err != nil {
+			t.Fatalf("acknowledged task %s: %v", id, err)
+		}
+	}
+	cnt, err := c.Client(j).Count(ctx, &wire.CountRequest{Queue: "load"})
+	if err != nil || cnt.Count != int64(len(acked)) {
+		t.Fatalf("count %v, %v; want %d", cnt, err, len(acked))
+	}
+	t.Logf("during the join: %d enqueued, %d completed", len(acked), completed)
+}

@@ -280,18 +280,30 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 	write := func(p uint16, ts []partition.NewTask) (int, error) {
 		need := n.needAcks(p, w)
 		var s *shipper
-		if to, _ := n.followers(p); len(to) > 0 {
-			recs := make([]wire.RecordMsg, len(ts))
-			for i := range ts {
-				recs[i] = wire.RecordMsg{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
-			}
+		to, ep := n.followers(p)
+		if ep == 0 {
+			return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, p)
+		}
+		if len(to) == 0 {
+			return 1, n.parts[p].Enqueue(ts, now)
+		}
+		recs := make([]wire.RecordMsg, len(ts))
+		checked := false
+		for i := range ts {
+			recs[i] = wire.RecordMsg{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
+			checked = checked || ts[i].CheckExisting
+		}
+		// Ship while the local write syncs, so the two overlap; but a
+		// client-supplied id may turn out to conflict with a stored task,
+		// and then nothing may reach the followers: write here first.
+		if !checked {
 			s = n.ship(p, need, recs, nil)
 		}
 		if err := n.parts[p].Enqueue(ts, now); err != nil {
 			return 0, err
 		}
 		if s == nil {
-			return 1, nil
+			s = n.ship(p, need, recs, nil)
 		}
 		return s.finish(ctx, nil)
 	}
@@ -459,7 +471,7 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 		c.pending = append(c.pending, p)
 		part := n.partOf(g.Spec.ID)
 		var s *shipper
-		if to, _ := n.followers(part); len(to) > 0 {
+		if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
 			st := g.State
 			id := g.Spec.ID
 			withSpec := func() ([]wire.RecordMsg, error) {
@@ -659,7 +671,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 		return nil, err
 	}
 	var ship *shipper
-	if to, _ := n.followers(part); len(to) > 0 {
+	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
 		rec, err := n.parts[part].Record(req.ID, false)
 		if err != nil {
 			return nil, err

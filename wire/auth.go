@@ -168,10 +168,17 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 	_ = str.Close()
 	var resp [helloLen]byte
 	if _, err := io.ReadFull(str, resp[:]); err != nil {
-		// The listener closes the connection with a reason when it
-		// refuses us; prefer that reason to the stream error.
+		// The listener closes the connection with appErrAuth when it
+		// refuses us; the stream read may see that close, or the
+		// connection's context may carry it.
+		var ae *quic.ApplicationError
+		if errors.As(err, &ae) && ae.ErrorCode == appErrAuth {
+			return 0, fmt.Errorf("wire: hello refused: %w (%w)", err, ErrAuth)
+		}
 		if cause := context.Cause(qc.Context()); cause != nil {
-			return 0, fmt.Errorf("wire: hello refused: %w (%w)", cause, ErrAuth)
+			if errors.As(cause, &ae) && ae.ErrorCode == appErrAuth {
+				return 0, fmt.Errorf("wire: hello refused: %w (%w)", cause, ErrAuth)
+			}
 		}
 		return 0, fmt.Errorf("wire: read hello reply: %w", err)
 	}
