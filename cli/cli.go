@@ -175,8 +175,12 @@ func runNode(c *ucli.Context) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	logger.Info("shutting down", "reason", context.Cause(ctx))
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "reason", context.Cause(ctx))
+	case <-n.Leaving():
+		logger.Info("shutting down: asked to leave the cluster")
+	}
 	return n.Close()
 }
 

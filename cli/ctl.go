@@ -103,9 +103,10 @@ func ctlCommand() *ucli.Command {
 				Action: ctlAction(ctlRequeue, "id"),
 			},
 			{
-				Name:   "get",
-				Usage:  "show a task",
-				Flags:  []ucli.Flag{idFlag, &ucli.Uint64Flag{Name: "min-seq", Usage: "fail unless the history has at least this many entries"}},
+				Name:  "get",
+				Usage: "show a task",
+				Flags: []ucli.Flag{idFlag, &ucli.Uint64Flag{Name: "min-seq", Usage: "fail unless the history has at least this many entries"},
+					&ucli.IntFlag{Name: "r", Usage: "replicas to read and merge (default: a majority; 1: this node's own replica if it holds one)"}},
 				Action: ctlAction(ctlGet, "id"),
 			},
 			{
@@ -134,6 +135,11 @@ func ctlCommand() *ucli.Command {
 				Name:   "cluster",
 				Usage:  "the cluster as this node sees it: members, the metadata group, partition placement; one JSON object",
 				Action: ctlAction(ctlCluster),
+			},
+			{
+				Name:   "leave",
+				Usage:  "hand the node's partitions to other members and stop it; prints {\"handed_off\":N}",
+				Action: ctlAction(ctlLeave),
 			},
 			{
 				Name:   "token",
@@ -388,7 +394,10 @@ func ctlGet(e *ctlEnv) error {
 	if err != nil {
 		return err
 	}
-	req := &wire.GetRequest{ID: id}
+	req := &wire.GetRequest{ID: id, R: e.c.Int("r")}
+	if req.R < 0 {
+		return usagef("get: -r %d is negative", req.R)
+	}
 	if e.c.IsSet("min-seq") {
 		s := e.c.Uint64("min-seq")
 		req.MinSeq = &s
@@ -422,6 +431,14 @@ func ctlCount(e *ctlEnv) error {
 
 func ctlCluster(e *ctlEnv) error {
 	resp, err := e.cl.Cluster(e.ctx)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlLeave(e *ctlEnv) error {
+	resp, err := e.cl.Leave(e.ctx)
 	if err != nil {
 		return err
 	}

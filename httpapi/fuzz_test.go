@@ -187,6 +187,10 @@ func (f *fakeService) Queues(context.Context, *wire.QueuesRequest) (*wire.Queues
 	return &wire.QueuesResponse{Queues: []wire.QueueStats{{Queue: "q", Ready: 1}}}, nil
 }
 
+func (f *fakeService) Leave(context.Context) (*wire.LeaveResponse, error) {
+	return &wire.LeaveResponse{}, nil
+}
+
 func (f *fakeService) Cluster(context.Context) (*wire.ClusterResponse, error) {
 	return &wire.ClusterResponse{Self: 1}, nil
 }

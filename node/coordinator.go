@@ -147,6 +147,10 @@ func (c coordinator) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire
 	return retry(ctx, c.n, func() (*wire.QueuesResponse, error) { return c.n.Queues(ctx, req) })
 }
 
+func (c coordinator) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
+	return c.n.Leave(ctx)
+}
+
 func (c coordinator) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
 	return c.n.Cluster(ctx)
 }

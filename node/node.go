@@ -79,6 +79,9 @@ type Node struct {
 	placement atomic.Pointer[placementView]
 	stopping  atomic.Bool
 	killed    atomic.Bool // Kill: no graceful leave
+	// leaving is closed by Leave (ctl leave).
+	leaving   chan struct{}
+	leaveOnce sync.Once
 	// stopc is closed when shutdown begins: it ends long-polling claims,
 	// which would otherwise hold the HTTP server's graceful shutdown for
 	// its whole timeout and outlive Close.
@@ -97,6 +100,7 @@ func New(cfg Config) (*Node, error) {
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
 		raftReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
+		leaving: make(chan struct{}),
 	}, nil
 }
 
@@ -284,11 +288,14 @@ func (n *Node) startRaft(ctx context.Context) error {
 		return fmt.Errorf("node: raft start: %w", err)
 	}
 	n.raft = g
+	// Fresh: this node never applied a cluster config. Decided before
+	// anyone can reach the group: once gossip finds the cluster, the
+	// metadata leader may add this node and send it the config.
+	fresh := g.Meta().Config == nil
 	close(n.raftReady)
 	// Gossip first: a restarted member finds its peers' addresses there
 	// and in the registry it kept.
 	n.gossipJoin()
-	fresh := g.Meta().Config == nil
 	if fresh && len(n.cfg.Join) > 0 {
 		if _, err := n.join(ctx); err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -514,7 +521,15 @@ func (n *Node) shutdown() {
 		} else if n.tcp != nil {
 			_ = n.tcp.Close()
 		}
-		// Tell the others we leave while the transport still works.
+		// Hand the partitions this node leads to other members, then tell
+		// the others we leave, while the transport still works.
+		if !n.killed.Load() && n.member != nil && n.raftGroup() != nil && n.parts != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
+			if moved, failed := n.handOff(ctx); moved+failed > 0 {
+				n.log.Info("handed off partitions", "moved", moved, "failed", failed)
+			}
+			cancel()
+		}
 		if n.member != nil && !n.killed.Load() {
 			if err := n.member.Leave(n.cfg.LeaveTimeout); err != nil {
 				n.log.Warn("gossip leave", "err", err)

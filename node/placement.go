@@ -330,3 +330,67 @@ func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.Pull
 	n.log.Info("partition copied", "partition", req.Part, "from", req.From, "records", k, "took", time.Since(began).Round(time.Millisecond))
 	return &wire.PullResponse{Records: k}, nil
 }
+
+// handOffTimeout bounds handing off the partitions at a graceful stop.
+const handOffTimeout = 15 * time.Second
+
+// handOff gives the leadership of every partition this node leads to the
+// next live member of its cohort, so clients see no failover when the node
+// stops on purpose. It returns how many moved and how many could not.
+func (n *Node) handOff(ctx context.Context) (moved, failed int) {
+	meta := n.raft.Meta()
+	states := n.gossipStates()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxMoves)
+	for p, pi := range meta.Partitions {
+		if pi.Leader != n.id || len(pi.Cohort) < 2 {
+			continue
+		}
+		succ := uint64(0)
+		for _, id := range pi.Cohort {
+			if id != n.id && states[id] == member.Alive {
+				succ = id
+				break
+			}
+		}
+		if succ == 0 {
+			failed++
+			continue
+		}
+		cohort := slices.Clone(pi.Cohort)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := n.askTakeover(ctx, succ, p, cohort)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				n.log.Warn("hand-off failed", "partition", p, "to", succ, "err", err)
+				failed++
+				return
+			}
+			moved++
+		})
+	}
+	wg.Wait()
+	return moved, failed
+}
+
+// Leave hands this node's partitions to other members and then stops the
+// node (Leaving is closed; the process exits).
+func (n *Node) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+	defer cancel()
+	moved, failed := n.handOff(ctx)
+	n.log.Info("leaving the cluster", "handed_off", moved, "failed", failed)
+	n.leaveOnce.Do(func() { close(n.leaving) })
+	return &wire.LeaveResponse{HandedOff: moved, Failed: failed}, nil
+}
+
+// Leaving is closed once a client asked the node to leave (ctl leave):
+// the process then closes the node and exits.
+func (n *Node) Leaving() <-chan struct{} { return n.leaving }

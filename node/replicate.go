@@ -10,6 +10,7 @@ import (
 
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -145,6 +146,10 @@ func (rp *replicator) deliver(to uint64, batch []*replItem) {
 	addr := rp.n.addrOf(to)
 	if addr == "" {
 		fail(fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, to))
+		return
+	}
+	if err := rp.n.cfg.Faults.checkRepl(addr); err != nil {
+		fail(err)
 		return
 	}
 	req := &wire.ReplicateRequest{Items: make([]wire.ReplicateItem, len(batch))}
@@ -651,4 +656,146 @@ func recordBytes(r wire.RecordMsg) int {
 		n += len(u.Data) + 16
 	}
 	return n
+}
+
+// readReplicas reads task id from r replicas of part (0: a majority of
+// the cohort; this one, the leader, is always among them), merges their
+// records as CRDTs, repairs the replicas that were behind, and returns the
+// merged view.
+func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, followers []uint64, r int) (wire.TaskView, error) {
+	size := len(followers) + 1
+	if r == 0 {
+		r = size/2 + 1
+	}
+	if r > size {
+		return wire.TaskView{}, fmt.Errorf("%w: r=%d exceeds the partition's cohort of %d", task.ErrInvalid, r, size)
+	}
+	local, lerr := n.parts[part].Record(id, true)
+	if lerr != nil && !errors.Is(lerr, task.ErrNotFound) {
+		return wire.TaskView{}, lerr
+	}
+	type answer struct {
+		node uint64
+		rec  *partition.Record
+		err  error
+	}
+	answers := make(chan answer, len(followers))
+	for _, f := range followers {
+		go func() {
+			rec, err := n.fetchRecord(ctx, f, part, id)
+			answers <- answer{f, rec, err}
+		}()
+	}
+	recs := map[uint64]*partition.Record{}
+	if lerr == nil {
+		recs[n.id] = &local
+	} else {
+		recs[n.id] = nil
+	}
+	read := 1
+	for range followers {
+		if read >= r {
+			break
+		}
+		a := <-answers
+		if a.err != nil {
+			continue
+		}
+		recs[a.node] = a.rec
+		read++
+	}
+	if read < r {
+		return wire.TaskView{}, fmt.Errorf("%w: read %d of %d replicas of partition %d", wire.ErrUnavailable, read, r, part)
+	}
+	// Merge: the spec from whoever has it, states as CRDTs, updates as a
+	// set.
+	var merged partition.Record
+	merged.ID = id
+	seen := map[[2]uint64]bool{}
+	for _, rec := range recs {
+		if rec == nil {
+			continue
+		}
+		if merged.Spec == nil {
+			merged.Spec = rec.Spec
+		}
+		if rec.State != nil {
+			if merged.State == nil {
+				st := rec.State.Clone()
+				merged.State = &st
+			} else {
+				merged.State.Merge(rec.State)
+			}
+		}
+		for _, u := range rec.Updates {
+			k := [2]uint64{uint64(u.Claim), u.Seq}
+			if !seen[k] {
+				seen[k] = true
+				merged.Updates = append(merged.Updates, u)
+			}
+		}
+	}
+	if merged.Spec == nil {
+		return wire.TaskView{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+	}
+	if merged.State == nil {
+		merged.State = &task.State{}
+	}
+	// Repair whoever was behind: missing the task, an older state or
+	// fewer updates. Best effort: a failed repair is retried by the next
+	// read or write of the task.
+	ep := n.parts[part].Epoch()
+	for node, rec := range recs {
+		if rec != nil && rec.State != nil && rec.State.Equal(merged.State) && len(rec.Updates) == len(merged.Updates) {
+			continue
+		}
+		if node == n.id {
+			if d, _, err := n.parts[part].Merge(ep, []partition.Record{merged}, n.now()); err == nil {
+				_ = d.Wait()
+			}
+			continue
+		}
+		n.repl.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{recordToWire(merged)}}, done: make(chan replAck, 1)})
+	}
+	slices.SortFunc(merged.Updates, func(a, b partition.Update) int {
+		if a.Claim != b.Claim {
+			return int(a.Claim) - int(b.Claim)
+		}
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	ups := make([]store.Update, len(merged.Updates))
+	for i, u := range merged.Updates {
+		ups[i] = store.Update(u)
+	}
+	return n.view(merged.Spec, merged.Spec.Data, merged.State, ups, n.now()), nil
+}
+
+// fetchRecord reads task id's record from node's replica of part (nil:
+// that replica does not hold it).
+func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id task.ID) (*partition.Record, error) {
+	addr := n.addrOf(node)
+	if addr == "" {
+		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+	defer cancel()
+	c, err := n.peers.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var found *partition.Record
+	err = wire.NewClient(c).Export(ctx, &wire.ExportRequest{Part: part, From: id, Limit: 1}, func(pg *wire.ExportPage) error {
+		if found == nil && len(pg.Records) > 0 && pg.Records[0].ID == id {
+			r := recordFromWire(pg.Records[0])
+			found = &r
+		}
+		return nil
+	})
+	return found, err
 }

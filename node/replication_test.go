@@ -16,7 +16,7 @@ import (
 
 // placed waits until every partition, seen from node i, has a cohort of
 // the given size drawn from want, and a live leader.
-func placed(t *testing.T, c *nodetest.Cluster, i int, want []uint64, size int) {
+func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
 	t.Helper()
 	nodetest.WaitFor(t, clusterWait, func() error {
 		v, err := clusterView(c, i)
@@ -432,4 +432,121 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 		t.Fatalf("count %v, %v; want %d", cnt, err, len(acked))
 	}
 	t.Logf("during the join: %d enqueued, %d completed", len(acked), completed)
+}
+
+// TestClusterLeave: ctl leave hands the node's partitions to other cohort
+// members at once (no failover wait) and the node stops.
+func TestClusterLeave(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	const leaver = 1
+	lid := c.Node(leaver).ID()
+	led := 0
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range v.Partitions {
+		if p.Leader == lid {
+			led++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	r, err := c.Client(leaver).Leave(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HandedOff != led || r.Failed != 0 {
+		t.Fatalf("leave handed off %d (failed %d); the node led %d", r.HandedOff, r.Failed, led)
+	}
+	select {
+	case <-c.Node(leaver).Leaving():
+	case <-time.After(clusterWait):
+		t.Fatal("Leaving not closed")
+	}
+	// Node 0's copy of the registry applies the hand-offs shortly.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		for _, p := range v.Partitions {
+			if p.Leader == lid {
+				return fmt.Errorf("partition %d still led by the leaving node", p.Partition)
+			}
+		}
+		return nil
+	})
+	c.Stop(leaver)
+	// Writes go on at once.
+	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "after-leave"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterReadRepair: a follower that missed writes is read through a
+// majority read (get with r) and repaired.
+func TestClusterReadRepair(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "rr"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Results[0].ID
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := v.Partitions[partOfForTest(id, len(v.Partitions))]
+	index := func(node uint64) int {
+		for i := range 3 {
+			if c.Node(i).ID() == node {
+				return i
+			}
+		}
+		t.Fatalf("node %d not in the cluster", node)
+		return -1
+	}
+	leader := index(pv.Leader)
+	var lagging int
+	for _, m := range pv.Cohort {
+		if m != pv.Leader {
+			lagging = index(m)
+			break
+		}
+	}
+	// The follower stops receiving writes; the task is claimed and
+	// completed on the other two.
+	c.Faults(leader).DropReplication(c.Addr(lagging))
+	cr, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "rr"})
+	if err != nil || len(cr.Tasks) != 1 {
+		t.Fatalf("claim: %+v %v", cr, err)
+	}
+	if _, err := c.Client(leader).Complete(ctx, &wire.CompleteRequest{ID: id, Claim: *cr.Tasks[0].Claim}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := c.Client(lagging).Get(ctx, &wire.GetRequest{ID: id, R: 1})
+	if err != nil || stale.State != "ready" {
+		t.Fatalf("the lagging replica reads %+v, %v; want its stale ready state", stale, err)
+	}
+	c.Heal()
+	// A read of all three replicas merges them and repairs the laggard.
+	got, err := c.Client(0).Get(ctx, &wire.GetRequest{ID: id, R: 3})
+	if err != nil || got.State != "completed" {
+		t.Fatalf("get r=3: %+v, %v", got, err)
+	}
+	nodetest.WaitFor(t, clusterWait, func() error {
+		g, err := c.Client(lagging).Get(ctx, &wire.GetRequest{ID: id, R: 1})
+		if err != nil {
+			return err
+		}
+		if g.State != "completed" {
+			return fmt.Errorf("lagging replica still %s", g.State)
+		}
+		return nil
+	})
 }

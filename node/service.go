@@ -833,21 +833,36 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 	if err := checkID(req.ID); err != nil {
 		return nil, err
 	}
-	if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, n.partOf(req.ID), wire.OpGet, req); handled {
-		return resp, err
+	if req.R < 0 {
+		return nil, fmt.Errorf("%w: r=%d is negative", task.ErrInvalid, req.R)
+	}
+	// r=1 reads whatever one replica holds: this node's own, when it is
+	// in the partition's cohort (an operator looking at one replica).
+	local := req.R == 1 && slices.Contains(n.partitionCohort(int(n.partOf(req.ID))), n.id)
+	if !local {
+		if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, n.partOf(req.ID), wire.OpGet, req); handled {
+			return resp, err
+		}
 	}
 	n.catchUp()
 	part := n.partOf(req.ID)
-	sp, err := n.store.FullSpec(part, req.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	v, err := n.readView(part, sp, true)
-	if err != nil {
-		return nil, err
+	var v wire.TaskView
+	if to, _ := n.followers(part); len(to) > 0 && req.R != 1 {
+		var err error
+		if v, err = n.readReplicas(ctx, part, req.ID, to, req.R); err != nil {
+			return nil, err
+		}
+	} else {
+		sp, err := n.store.FullSpec(part, req.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v, err = n.readView(part, sp, true); err != nil {
+			return nil, err
+		}
 	}
 	// min_seq counts the visible history over all claims: it only grows,
 	// so a client that saw n entries never reads fewer.

@@ -111,6 +111,16 @@ func ParseStatus(s string) (Status, error) {
 	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, blocked, completed, dead)", ErrInvalid, truncate(s, 32))
 }
 
+// Equal reports whether s and o hold the same state (two replicas that
+// agree).
+func (s *State) Equal(o *State) bool {
+	if (s.Completion == nil) != (o.Completion == nil) || s.Completion != nil && *s.Completion != *o.Completion {
+		return false
+	}
+	return s.RequeueBase == o.RequeueBase && slices.Equal(s.Claims, o.Claims) &&
+		slices.Equal(s.Releases, o.Releases) && slices.Equal(s.DepsDone, o.DepsDone)
+}
+
 // Clone returns a deep copy of s.
 func (s *State) Clone() State {
 	c := State{

@@ -430,3 +430,26 @@ func withClaim(r task.Release, idx uint32) task.Release {
 	r.Claim = idx
 	return r
 }
+
+func TestStateEqual(t *testing.T) {
+	a := task.State{Claims: []task.Claim{{Index: 0, Start: 1, End: 2}}, Completion: &task.Completion{Claim: 0, Seq: 1, At: 3}}
+	b := a.Clone()
+	if !a.Equal(&b) {
+		t.Fatal("a clone differs")
+	}
+	cases := []func(*task.State){
+		func(s *task.State) { s.Claims[0].End = 9 },
+		func(s *task.State) { s.Completion = nil },
+		func(s *task.State) { s.Completion = &task.Completion{Claim: 0, Seq: 2, At: 3} },
+		func(s *task.State) { s.Releases = []task.Release{{Claim: 0}} },
+		func(s *task.State) { s.DepsDone = []task.ID{{1}} },
+		func(s *task.State) { s.RequeueBase = 1 },
+	}
+	for i, f := range cases {
+		c := a.Clone()
+		f(&c)
+		if a.Equal(&c) || c.Equal(&a) {
+			t.Errorf("case %d: changed state reads equal", i)
+		}
+	}
+}

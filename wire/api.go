@@ -23,6 +23,7 @@ const (
 	OpCount    Op = 20
 	OpQueues   Op = 21
 	OpCluster  Op = 22
+	OpLeave    Op = 23
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -46,7 +47,7 @@ var opNames = map[Op]string{
 	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
-	OpCluster: "cluster", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpCluster: "cluster", OpLeave: "leave", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -188,6 +189,9 @@ type Ack struct {
 type GetRequest struct {
 	ID     task.ID `cbor:"1,keyasint" json:"id"`
 	MinSeq *uint64 `cbor:"2,keyasint,omitempty" json:"min_seq,omitempty"`
+	// R is the number of replicas read and merged (0: a majority of the
+	// partition's cohort); stale replicas among them are repaired.
+	R int `cbor:"3,keyasint,omitempty" json:"r,omitempty"`
 }
 
 // ListRequest lists tasks, filtered; the response is streamed in pages.
@@ -477,4 +481,11 @@ type PullRequest struct {
 // PullResponse says how many records were copied.
 type PullResponse struct {
 	Records int `cbor:"1,keyasint"`
+}
+
+// LeaveResponse answers OpLeave: the node handed the leadership of
+// HandedOff partitions to other cohort members and is shutting down.
+type LeaveResponse struct {
+	HandedOff int `cbor:"1,keyasint" json:"handed_off"`
+	Failed    int `cbor:"2,keyasint,omitempty" json:"failed,omitempty"`
 }

@@ -27,6 +27,9 @@ type Service interface {
 	Count(ctx context.Context, req *CountRequest) (*CountResponse, error)
 	Queues(ctx context.Context, req *QueuesRequest) (*QueuesResponse, error)
 	Cluster(ctx context.Context) (*ClusterResponse, error)
+	// Leave hands the node's partitions to other members and shuts it
+	// down.
+	Leave(ctx context.Context) (*LeaveResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -94,6 +97,8 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.Queues)
 	case OpCluster:
 		return svc.Cluster(ctx)
+	case OpLeave:
+		return svc.Leave(ctx)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -180,6 +185,11 @@ func (cl *Client) List(ctx context.Context, req *ListRequest, emit func(*ListPag
 		}
 		return emit(&p)
 	})
+}
+
+// Leave asks the node to hand off its partitions and shut down.
+func (cl *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
+	return invoke[LeaveResponse](ctx, cl, OpLeave, nil)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The cluster benchmark: a local 3-node cluster (N=3, W=2 by default)
+# against one node, on this machine's disk, through the real binary.
+#
+#   scripts/bench-cluster.sh [N]   # N tasks per run (default 100000)
+#
+# Prints durable enqueue/s and claim+complete/s at 64 clients with
+# p50/p99/p999, first for one node, then for three nodes with the clients'
+# connections spread over the three. Then the failover figure: the time
+# from a crash of a partition leader to the first claim its successor
+# serves (go test -bench Failover, gossip with production timing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-100000}
+work=$(mktemp -d)
+export SKULD_BIN=$work/skuldd SKULD_CLUSTER_DIR=$work/cluster
+port=${SKULD_BENCH_PORT:-13950}
+cleanup() {
+	SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null 2>&1 || true
+	SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh down >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+go build -o "$SKULD_BIN" .
+
+# placed ADDR: wait until every partition has a cohort of three.
+placed() {
+	for _ in $(seq 1 600); do
+		out=$("$SKULD_BIN" ctl --addr "$1" cluster 2>/dev/null || true)
+		total=$(grep -o '"cohort":\[[0-9,]*\]' <<<"$out" | wc -l)
+		full=$(grep -o '"cohort":\[[0-9]*,[0-9]*,[0-9]*\]' <<<"$out" | wc -l)
+		if [ "$total" -gt 0 ] && [ "$total" = "$full" ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "placement did not settle" >&2
+	return 1
+}
+
+echo "== one node, 64 clients"
+SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh up 1 >/dev/null
+"$SKULD_BIN" bench --addr "127.0.0.1:$((port + 10))" -n "$N" -c 64 2>/dev/null
+SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh down >/dev/null
+
+echo "== three nodes (N=3, W=2), 64 clients over 3 connections, one per node"
+SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
+placed "127.0.0.1:$port"
+addrs="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
+"$SKULD_BIN" bench --addr "$addrs" -n "$N" -c 64 2>/dev/null
+SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
+
+echo "== failover: crash of a partition leader to the first claim its successor serves"
+go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 3x ./node/ | grep -E 'Benchmark|ok'
