@@ -238,6 +238,8 @@ func (n *Node) peerHandler() wire.Handler {
 			peerCall(w, req, func(r *wire.ReplicateRequest) (any, error) { return n.serveReplicate(r) })
 		case wire.OpTakeover:
 			peerCall(w, req, func(r *wire.TakeoverRequest) (any, error) { return nil, n.serveTakeover(ctx, r) })
+		case wire.OpSummary:
+			peerCall(w, req, func(r *wire.Summary) (any, error) { n.serveSummary(req.PeerID, r); return nil, nil })
 		case wire.OpPull:
 			peerCall(w, req, func(r *wire.PullRequest) (any, error) { return n.servePull(ctx, r) })
 		case wire.OpExport:

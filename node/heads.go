@@ -89,6 +89,20 @@ func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
 	return ph.part, ph.h, ok
 }
 
+// heads returns every queue's best ready head, for the summary this node
+// gossips to the others.
+func (x *headIndex) heads() map[string]partition.Head {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make(map[string]partition.Head, len(x.queues))
+	for q, qh := range x.queues {
+		if ph, ok := qh.tree.Min(); ok {
+			out[q] = ph.h
+		}
+	}
+	return out
+}
+
 // pickLock returns queue's pick lock.
 func (x *headIndex) pickLock(queue string) *sync.Mutex {
 	x.mu.Lock()

@@ -69,6 +69,9 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 	rng := rand.New(rand.NewPCG(n.id, uint64(part)))
 	h := epoch.Handoff{Part: part, Self: n.id, Cohort: cohort}
 	for attempt := 1; ; attempt++ {
+		if n.departing.Load() {
+			return fmt.Errorf("%w: node %d is leaving the cluster", wire.ErrUnavailable, n.id)
+		}
 		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
 		if err == nil {
 			// Before serving, the data follows the claims (steps 6-7 of

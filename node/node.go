@@ -51,6 +51,7 @@ type Node struct {
 	peers     *peerPool
 	raftTr    *raftTransport
 	repl      *replicator
+	sums      summaries
 	raftReady chan struct{}
 	learnedMu sync.Mutex
 	learned   map[uint64]string
@@ -79,6 +80,9 @@ type Node struct {
 	placement atomic.Pointer[placementView]
 	stopping  atomic.Bool
 	killed    atomic.Bool // Kill: no graceful leave
+	// departing: the node hands off its partitions and stops; it takes
+	// no leadership any more.
+	departing atomic.Bool
 	// leaving is closed by Leave (ctl leave).
 	leaving   chan struct{}
 	leaveOnce sync.Once
@@ -161,6 +165,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.voterLoop(loopCtx) })
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
+	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
 	}
@@ -523,6 +528,7 @@ func (n *Node) shutdown() {
 		}
 		// Hand the partitions this node leads to other members, then tell
 		// the others we leave, while the transport still works.
+		n.departing.Store(true)
 		if !n.killed.Load() && n.member != nil && n.raftGroup() != nil && n.parts != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
 			if moved, failed := n.handOff(ctx); moved+failed > 0 {

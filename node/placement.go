@@ -57,6 +57,9 @@ func (n *Node) failoverLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if n.departing.Load() {
+			continue // leaving: take nothing over
+		}
 		meta := n.raft.Meta()
 		states := n.gossipStates()
 		now := time.Now()
@@ -159,7 +162,7 @@ func (n *Node) placementLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n.raft.Leader() != n.id {
+		if n.raft.Leader() != n.id || n.departing.Load() {
 			continue
 		}
 		meta := n.raft.Meta()
@@ -191,7 +194,10 @@ func (n *Node) placementLoop(ctx context.Context) {
 				continue // failover first
 			}
 			want := ring.Cohort(p, alive, meta.Config.Replicas)
-			if sameSet(want, pi.Cohort) {
+			// The ring's first member leads: moves end that way, and a
+			// partition that failed over goes back to it once it is up
+			// again, so leadership stays spread.
+			if sameSet(want, pi.Cohort) && pi.Leader == want[0] {
 				continue
 			}
 			mu.Lock()
@@ -290,6 +296,9 @@ func (n *Node) askPull(ctx context.Context, node uint64, part int, from uint64) 
 // serveTakeover runs the handoff for a partition with the given cohort,
 // with this node as leader.
 func (n *Node) serveTakeover(ctx context.Context, req *wire.TakeoverRequest) error {
+	if n.departing.Load() {
+		return fmt.Errorf("%w: node %d is leaving the cluster", wire.ErrUnavailable, n.id)
+	}
 	if req.Part < 0 || req.Part >= len(n.parts) {
 		return wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
 	}
@@ -383,6 +392,7 @@ func (n *Node) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	n.departing.Store(true)
 	ctx, cancel := context.WithTimeout(ctx, handOffTimeout)
 	defer cancel()
 	moved, failed := n.handOff(ctx)

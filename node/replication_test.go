@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"sync"
@@ -32,8 +33,9 @@ func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
 					return fmt.Errorf("partition %d cohort %v holds %d, not one of %v", p.Partition, p.Cohort, id, want)
 				}
 			}
-			if !slices.Contains(want, p.Leader) {
-				return fmt.Errorf("partition %d leader %d", p.Partition, p.Leader)
+			// Settled: moves end with the ring's first member leading.
+			if p.Leader != p.Cohort[0] {
+				return fmt.Errorf("partition %d leader %d, cohort %v: still moving", p.Partition, p.Leader, p.Cohort)
 			}
 		}
 		return nil
@@ -549,4 +551,50 @@ func TestClusterReadRepair(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestClusterClaimRouting: a claim through a node goes to the partition
+// with the best head in the cluster (leaders' summaries), not to this
+// node's own lower-priority work.
+func TestClusterClaimRouting(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idIn := func(leader uint64) task.ID {
+		for {
+			var id task.ID
+			_, _ = rand.Read(id[:])
+			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
+				return id
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	const low = 30
+	var batch []wire.EnqueueTask
+	for range low {
+		id := idIn(all[0])
+		batch = append(batch, wire.EnqueueTask{ID: &id, Queue: "route"})
+	}
+	high := idIn(all[1])
+	batch = append(batch, wire.EnqueueTask{ID: &high, Queue: "route", Priority: 10})
+	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range low / 3 {
+		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "route"})
+		if err != nil || len(r.Tasks) != 1 {
+			t.Fatalf("claim %d: %+v %v", i, r, err)
+		}
+		if r.Tasks[0].ID == high {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // let the summaries (every 100ms) arrive
+	}
+	t.Fatalf("the priority-10 task on another leader was not claimed before %d local priority-0 tasks", low/3)
 }

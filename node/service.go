@@ -387,6 +387,10 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for {
 		wake := n.heads.readyChan(req.Queue)
+		if tasks, ok := n.claimRouted(ctx, req, count); ok {
+			resp.Tasks = append(resp.Tasks, tasks...)
+			return resp, nil
+		}
 		c, err := n.claimBatch(req.Queue, ttl, count)
 		if err != nil {
 			return nil, err

@@ -369,11 +369,15 @@ const (
 	OpTakeover Op = 107
 	// OpPull asks a new cohort member to copy a partition from a node.
 	OpPull Op = 108
+	// OpSummary carries a leader's best ready head per queue (claim
+	// routing).
+	OpSummary Op = 109
 )
 
 func init() {
 	opNames[OpPromise], opNames[OpInstall], opNames[OpReplicate] = "promise", "install", "replicate"
 	opNames[OpExport], opNames[OpTakeover], opNames[OpPull] = "export", "takeover", "pull"
+	opNames[OpSummary] = "summary"
 }
 
 // ClaimEntry is one entry of a replica's claim set.
@@ -488,4 +492,17 @@ type PullResponse struct {
 type LeaveResponse struct {
 	HandedOff int `cbor:"1,keyasint" json:"handed_off"`
 	Failed    int `cbor:"2,keyasint,omitempty" json:"failed,omitempty"`
+}
+
+// Summary is a node's best ready head of each queue among the partitions
+// it leads.
+type Summary struct {
+	Heads []QueueHead `cbor:"1,keyasint"`
+}
+
+// QueueHead is one queue's best ready task on a node.
+type QueueHead struct {
+	Queue    string  `cbor:"1,keyasint"`
+	Priority int32   `cbor:"2,keyasint,omitempty"`
+	ID       task.ID `cbor:"3,keyasint"`
 }
