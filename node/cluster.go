@@ -190,6 +190,15 @@ func (n *Node) peerHandler() wire.Handler {
 		}
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
+		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport:
+			select {
+			case <-n.partsLoaded:
+			default:
+				_ = w.Error(fmt.Errorf("%w: node is starting (partitions not loaded)", wire.ErrUnavailable))
+				return
+			}
+		}
+		switch req.Op {
 		case wire.OpRaft:
 			var b wire.RaftBatch
 			if err := wire.Unmarshal(req.Body, &b); err != nil {

@@ -72,6 +72,9 @@ func (c coordinator) Ping(ctx context.Context) (*wire.PingResponse, error) { ret
 
 func (c coordinator) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
 	n := c.n
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
 	if !n.leadsAll() {
 		// Ids first: every attempt then writes the same tasks.
 		for i := range req.Tasks {

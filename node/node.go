@@ -83,6 +83,9 @@ type Node struct {
 	// departing: the node hands off its partitions and stops; it takes
 	// no leadership any more.
 	departing atomic.Bool
+	// partsLoaded is closed once the partitions are loaded: peer ops on
+	// partitions wait for it (the peer protocol serves from the start).
+	partsLoaded chan struct{}
 	// leaving is closed by Leave (ctl leave).
 	leaving   chan struct{}
 	leaveOnce sync.Once
@@ -104,7 +107,7 @@ func New(cfg Config) (*Node, error) {
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
 		raftReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
-		leaving: make(chan struct{}),
+		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 	}, nil
 }
 
@@ -148,6 +151,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.loadPartitions(); err != nil {
 		return err
 	}
+	close(n.partsLoaded)
 	if err := n.store.DepTargets(n.deps.add); err != nil {
 		return fmt.Errorf("node: load dependency edges: %w", err)
 	}
@@ -531,7 +535,7 @@ func (n *Node) shutdown() {
 		n.departing.Store(true)
 		if !n.killed.Load() && n.member != nil && n.raftGroup() != nil && n.parts != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
-			if moved, failed := n.handOff(ctx); moved+failed > 0 {
+			if moved, failed := n.handOffAll(ctx); moved+failed > 0 {
 				n.log.Info("handed off partitions", "moved", moved, "failed", failed)
 			}
 			cancel()

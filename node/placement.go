@@ -353,7 +353,10 @@ func (n *Node) handOff(ctx context.Context) (moved, failed int) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxMoves)
 	for p, pi := range meta.Partitions {
-		if pi.Leader != n.id || len(pi.Cohort) < 2 {
+		// The replica's own view decides: a partition handed off makes it
+		// step down at once, while this node's copy of the registry may
+		// lag.
+		if !n.leads(uint16(p)) || len(pi.Cohort) < 2 {
 			continue
 		}
 		succ := uint64(0)
@@ -386,6 +389,19 @@ func (n *Node) handOff(ctx context.Context) (moved, failed int) {
 	return moved, failed
 }
 
+// handOffAll hands off until this node leads nothing: a takeover that was
+// already running when the node started departing may still make it a
+// leader once.
+func (n *Node) handOffAll(ctx context.Context) (moved, failed int) {
+	for {
+		m, f := n.handOff(ctx)
+		moved += m
+		if m == 0 || ctx.Err() != nil {
+			return moved, failed + f
+		}
+	}
+}
+
 // Leave hands this node's partitions to other members and then stops the
 // node (Leaving is closed; the process exits).
 func (n *Node) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
@@ -395,7 +411,7 @@ func (n *Node) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
 	n.departing.Store(true)
 	ctx, cancel := context.WithTimeout(ctx, handOffTimeout)
 	defer cancel()
-	moved, failed := n.handOff(ctx)
+	moved, failed := n.handOffAll(ctx)
 	n.log.Info("leaving the cluster", "handed_off", moved, "failed", failed)
 	n.leaveOnce.Do(func() { close(n.leaving) })
 	return &wire.LeaveResponse{HandedOff: moved, Failed: failed}, nil

@@ -16,9 +16,13 @@ import (
 )
 
 // placed waits until every partition, seen from node i, has a cohort of
-// the given size drawn from want, and a live leader.
+// the given size drawn from want, led by its first member (the state
+// moves end in), and the placement stayed so for placementQuiet (no move
+// in flight).
 func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
 	t.Helper()
+	var stableSince time.Time
+	var last []wire.PartitionView
 	nodetest.WaitFor(t, clusterWait, func() error {
 		v, err := clusterView(c, i)
 		if err != nil {
@@ -38,9 +42,19 @@ func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
 				return fmt.Errorf("partition %d leader %d, cohort %v: still moving", p.Partition, p.Leader, p.Cohort)
 			}
 		}
+		if !slices.EqualFunc(v.Partitions, last, func(a, b wire.PartitionView) bool { return a.Epoch == b.Epoch }) {
+			last, stableSince = v.Partitions, time.Now()
+		}
+		if time.Since(stableSince) < placementQuiet {
+			return fmt.Errorf("placement changed %v ago", time.Since(stableSince))
+		}
 		return nil
 	})
 }
+
+// placementQuiet is how long placed wants no epoch to change: longer than
+// the placement loop's interval, so a move that has one phase left shows.
+const placementQuiet = time.Second
 
 // leaders returns the distinct partition leaders node i sees.
 func leaders(t *testing.T, c *nodetest.Cluster, i int) []uint64 {
@@ -564,6 +578,17 @@ func TestClusterClaimRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Low-priority work on node 0's partitions, the high-priority task on
+	// another leader's.
+	var other uint64
+	for _, p := range v.Partitions {
+		if p.Leader != all[0] {
+			other = p.Leader
+		}
+	}
+	if other == 0 || !slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == all[0] }) {
+		t.Skipf("this placement has one leader only: %+v", v.Partitions)
+	}
 	idIn := func(leader uint64) task.ID {
 		for {
 			var id task.ID
@@ -581,7 +606,7 @@ func TestClusterClaimRouting(t *testing.T) {
 		id := idIn(all[0])
 		batch = append(batch, wire.EnqueueTask{ID: &id, Queue: "route"})
 	}
-	high := idIn(all[1])
+	high := idIn(other)
 	batch = append(batch, wire.EnqueueTask{ID: &high, Queue: "route", Priority: 10})
 	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
 		t.Fatal(err)
