@@ -27,8 +27,8 @@ go build -o "$SKULD_BIN" .
 placed() {
 	for _ in $(seq 1 600); do
 		out=$("$SKULD_BIN" ctl --addr "$1" cluster 2>/dev/null || true)
-		total=$(grep -o '"cohort":\[[0-9,]*\]' <<<"$out" | wc -l)
-		full=$(grep -o '"cohort":\[[0-9]*,[0-9]*,[0-9]*\]' <<<"$out" | wc -l)
+		total=$({ grep -o '"cohort":\[[0-9,]*\]' <<<"$out" || true; } | wc -l)
+		full=$({ grep -o '"cohort":\[[0-9]*,[0-9]*,[0-9]*\]' <<<"$out" || true; } | wc -l)
 		if [ "$total" -gt 0 ] && [ "$total" = "$full" ]; then
 			return 0
 		fi
