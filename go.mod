@@ -7,6 +7,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/fxamacker/cbor/v2 v2.9.6
 	github.com/google/btree v1.1.3
+	github.com/hashicorp/memberlist v0.7.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/urfave/cli/v2 v2.27.7
 	go.etcd.io/raft/v3 v3.7.0
@@ -36,7 +37,6 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
-	github.com/hashicorp/memberlist v0.7.0 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
 	github.com/kr/text v0.2.0 // indirect
