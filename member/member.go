@@ -2,6 +2,7 @@ package member
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"log"
@@ -264,15 +265,7 @@ func (m *Member) Members() []Peer {
 		out = append(out, Peer{ID: id, Addr: p.addr, State: p.state, Meta: cloneMeta(p.meta)})
 	}
 	m.mu.Unlock()
-	slices.SortFunc(out, func(a, b Peer) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

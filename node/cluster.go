@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -625,15 +626,7 @@ func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
 			resp.Members = append(resp.Members, wire.MemberView{ID: id, Addr: mem.Addr, State: state, Raft: role(id)})
 		}
 	}
-	slices.SortFunc(resp.Members, func(a, b wire.MemberView) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(resp.Members, func(a, b wire.MemberView) int { return cmp.Compare(a.ID, b.ID) })
 	for p, pi := range meta.Partitions {
 		resp.Partitions = append(resp.Partitions, wire.PartitionView{Partition: p, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Epoch: pi.Epoch})
 	}

@@ -258,7 +258,7 @@ func (s *shipper) finish(ctx context.Context, local partition.Durable) (int, err
 		}
 	}
 	if s.notLeading {
-		return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, s.part)
+		return 0, errNotLeading(s.part)
 	}
 	acks := 1
 	if len(s.to) == 0 || acks >= s.w {
@@ -310,7 +310,7 @@ func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...part
 	w = n.needAcks(part, w)
 	to, ep := n.followers(part)
 	if ep == 0 {
-		return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, part)
+		return 0, errNotLeading(part)
 	}
 	if len(to) == 0 {
 		return 1, nil
@@ -518,14 +518,39 @@ func (n *Node) replicateQuietly(id task.ID) {
 // syncFromCohort copies part from the other members of cohort into this
 // replica until it has merged the data of a majority of the cohort (this
 // replica included), so a new leader holds every write a majority
-// acknowledged. It pulls from the live members at once and returns when
-// enough finished; members gossip reports dead are not asked. It retries
-// until ctx ends while no majority was merged.
+// acknowledged.
 func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
 	if len(cohort) == 0 {
 		return nil // never led: nothing was written
 	}
-	need := len(cohort)/2 + 1 // a majority; this replica counts if a member
+	return n.withMajority(ctx, part, cohort, "sync from", func(ctx context.Context, id uint64) error {
+		addr := n.addrOf(id)
+		if addr == "" {
+			return fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, id)
+		}
+		k, err := n.pullPartition(ctx, addr, part, ep)
+		if err == nil {
+			n.log.Debug("leader sync", "partition", part, "peer", id, "records", k)
+		}
+		return err
+	})
+}
+
+// pushToCohort makes a majority of cohort (this replica included) merge
+// this replica's copy of part: each other live member pulls it from here.
+func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) error {
+	return n.withMajority(ctx, part, cohort, "push to", func(ctx context.Context, id uint64) error {
+		return n.askPull(ctx, id, int(part), n.id)
+	})
+}
+
+// withMajority runs fn for the other live members of cohort at once
+// (members gossip reports dead or left are not asked) and returns once it
+// succeeded for enough of them that, with this node if it is a member,
+// they make a majority of cohort. Stragglers are cancelled; what they did
+// stays done. Rounds repeat until ctx ends.
+func (n *Node) withMajority(ctx context.Context, part uint16, cohort []uint64, what string, fn func(context.Context, uint64) error) error {
+	need := len(cohort)/2 + 1
 	if slices.Contains(cohort, n.id) {
 		need--
 	}
@@ -536,67 +561,10 @@ func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64,
 		states := n.gossipStates()
 		type result struct {
 			id  uint64
-			k   int
 			err error
 		}
-		var asked int
 		results := make(chan result, len(cohort))
-		pctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
-		for _, id := range cohort {
-			if id == n.id {
-				continue
-			}
-			if st := states[id]; st == member.Dead || st == member.Left {
-				continue
-			}
-			addr := n.addrOf(id)
-			if addr == "" {
-				continue
-			}
-			asked++
-			go func() {
-				k, err := n.pullPartition(pctx, addr, part, ep)
-				results <- result{id, k, err}
-			}()
-		}
-		got := 0
-		for range asked {
-			r := <-results
-			if r.err != nil {
-				n.log.Warn("leader sync: member unreachable", "partition", part, "peer", r.id, "err", r.err)
-				continue
-			}
-			n.log.Debug("leader sync", "partition", part, "peer", r.id, "records", r.k)
-			if got++; got >= need {
-				break
-			}
-		}
-		cancel() // stragglers stop; what they merged stays merged
-		if got >= need {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("partition %d: sync from cohort %v: %w", part, cohort, ctx.Err())
-		case <-time.After(transferRetryPause):
-		}
-	}
-}
-
-// pushToCohort makes a majority of cohort (this replica included) merge
-// this replica's copy of part: each other live member pulls it from here.
-func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) error {
-	need := len(cohort)/2 + 1
-	if slices.Contains(cohort, n.id) {
-		need--
-	}
-	if need <= 0 {
-		return nil
-	}
-	for {
-		states := n.gossipStates()
-		pctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
-		results := make(chan error, len(cohort))
+		rctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
 		asked := 0
 		for _, id := range cohort {
 			if id == n.id {
@@ -606,12 +574,13 @@ func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) e
 				continue
 			}
 			asked++
-			go func() { results <- n.askPull(pctx, id, int(part), n.id) }()
+			go func() { results <- result{id, fn(rctx, id)} }()
 		}
 		got := 0
 		for range asked {
-			if err := <-results; err != nil {
-				n.log.Warn("leader push: member did not copy", "partition", part, "err", err)
+			r := <-results
+			if r.err != nil {
+				n.log.Warn("leader "+what+" cohort: member failed", "partition", part, "peer", r.id, "err", r.err)
 				continue
 			}
 			if got++; got >= need {
@@ -624,7 +593,7 @@ func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("partition %d: push to cohort %v: %w", part, cohort, ctx.Err())
+			return fmt.Errorf("partition %d: %s cohort %v: %w", part, what, cohort, ctx.Err())
 		case <-time.After(transferRetryPause):
 		}
 	}
@@ -798,4 +767,10 @@ func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id tas
 		return nil
 	})
 	return found, err
+}
+
+// errNotLeading fails a write whose partition this node stopped leading
+// after applying it: nothing of it may be acknowledged.
+func errNotLeading(part uint16) error {
+	return fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, part)
 }

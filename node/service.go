@@ -282,7 +282,7 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		var s *shipper
 		to, ep := n.followers(p)
 		if ep == 0 {
-			return 0, fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, p)
+			return 0, errNotLeading(p)
 		}
 		if len(to) == 0 {
 			return 1, n.parts[p].Enqueue(ts, now)

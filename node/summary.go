@@ -139,16 +139,6 @@ func (n *Node) summaryLoop(ctx context.Context) {
 	}
 }
 
-// alive reports whether gossip sees node id alive.
-func (n *Node) alive(id uint64) bool {
-	for _, p := range n.member.Members() {
-		if p.ID == id {
-			return p.State == member.Alive
-		}
-	}
-	return false
-}
-
 // claimRouted forwards a claim to the node whose summary shows a better
 // head than this node's own; handled is false when this node's head is
 // the best known (or nothing better is known).
@@ -156,7 +146,8 @@ func (n *Node) claimRouted(ctx context.Context, req *wire.ClaimRequest, count in
 	if isForwarded(ctx) {
 		return nil, false
 	}
-	node, rh, ok := n.sums.best(req.Queue, n.alive)
+	states := n.gossipStates() // once per claim, not once per summary
+	node, rh, ok := n.sums.best(req.Queue, func(id uint64) bool { return states[id] == member.Alive })
 	if !ok {
 		return nil, false
 	}

@@ -323,6 +323,12 @@ func (c *Cluster) HTTP(i int) string { return "http://" + c.Addr(i) }
 // Stop closes node i and its client. Stopping a stopped node does nothing.
 func (c *Cluster) Stop(i int) {
 	c.t.Helper()
+	c.down(i, "close", (*node.Node).Close)
+}
+
+// down marks node i stopped, closes its client and stops it with stop.
+func (c *Cluster) down(i int, what string, stop func(*node.Node) error) {
+	c.t.Helper()
 	m := c.member(i)
 	c.mu.Lock()
 	up, n, cl := m.up, m.node, m.client
@@ -334,8 +340,8 @@ func (c *Cluster) Stop(i int) {
 	if err := cl.Close(); err != nil {
 		c.t.Logf("nodetest: close client of node %d: %v", i, err)
 	}
-	if err := n.Close(); err != nil {
-		c.t.Errorf("nodetest: close node %d: %v", i, err)
+	if err := stop(n); err != nil {
+		c.t.Errorf("nodetest: %s node %d: %v", what, i, err)
 	}
 }
 
@@ -366,18 +372,7 @@ func (c *Cluster) Faults(i int) *node.Faults { return c.member(i).cfg.Faults }
 // dead by probing). Restart brings it back.
 func (c *Cluster) Kill(i int) {
 	c.t.Helper()
-	m := c.member(i)
-	c.mu.Lock()
-	up, n, cl := m.up, m.node, m.client
-	m.up, m.client = false, nil
-	c.mu.Unlock()
-	if !up {
-		return
-	}
-	_ = cl.Close()
-	if err := n.Kill(); err != nil {
-		c.t.Errorf("nodetest: kill node %d: %v", i, err)
-	}
+	c.down(i, "kill", (*node.Node).Kill)
 }
 
 // Restart stops node i if it runs, then creates and starts it again with
