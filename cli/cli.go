@@ -90,6 +90,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "partitions", Value: d.Partitions, EnvVars: envName("partitions"), Usage: "partitions of the id space, fixed when the cluster is created"},
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
+			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
 			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
@@ -146,6 +147,7 @@ func runNode(c *ucli.Context) error {
 	cfg.Partitions = c.Int("partitions")
 	cfg.Replicas = c.Int("replicas")
 	cfg.SkewBound = c.Duration("clock-skew-bound")
+	cfg.ClaimOrderSlack = c.Duration("claim-order-slack")
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")

@@ -57,6 +57,15 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxDelay bounds enqueue delays, retry-afters and snoozes.
 	MaxDelay time.Duration
+	// ClaimOrderSlack is how far a claim may depart from the cluster-wide
+	// order to stay on its coordinating node: among ready tasks of the
+	// best priority, a node takes its own oldest one when it was created
+	// at most this long after the oldest one another leader reports, and
+	// routes the claim there otherwise. 0: exact priority-then-FIFO order
+	// across the cluster (up to the summaries' staleness), at the cost of
+	// one forwarding hop for most claims. The order within one node's
+	// partitions is always exact.
+	ClaimOrderSlack time.Duration
 	// MaxBatch bounds the tasks in one enqueue and the count of one claim.
 	MaxBatch int
 	// DefaultMaxAttempts applies to tasks enqueued without max_attempts.
@@ -127,6 +136,7 @@ func DefaultConfig() Config {
 		MaxTTL:             24 * time.Hour,
 		MaxWait:            5 * time.Minute,
 		MaxDelay:           365 * 24 * time.Hour,
+		ClaimOrderSlack:    time.Second,
 		MaxBatch:           10000,
 		DefaultMaxAttempts: 10,
 		RetryBase:          time.Second,
@@ -169,6 +179,7 @@ func (c *Config) Validate() error {
 	check(c.MaxWait >= 0, "max wait %v is negative", c.MaxWait)
 	check(c.MaxDelay > 0, "max delay %v must be positive", c.MaxDelay)
 	check(c.MaxBatch >= 1, "max batch %d must be positive", c.MaxBatch)
+	check(c.ClaimOrderSlack >= 0, "claim order slack %v is negative", c.ClaimOrderSlack)
 	check(c.DefaultMaxAttempts >= 1, "default max attempts must be at least 1")
 	check(c.RetryBase > 0 && c.RetryBase <= c.RetryMax, "retry base %v must be in (0, retry max %v]", c.RetryBase, c.RetryMax)
 	for name, d := range map[string]time.Duration{

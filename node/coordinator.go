@@ -75,16 +75,28 @@ func (c coordinator) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
+	for i := range req.Tasks {
+		req.Tasks[i].FreshID = false // a node's word, never a client's
+	}
 	if !n.leadsAll() {
-		// Ids first: every attempt then writes the same tasks.
+		// Ids first: every attempt then writes the same tasks. On the
+		// first attempt they are fresh, so their leaders need not look
+		// for an earlier write under them.
 		for i := range req.Tasks {
 			if req.Tasks[i].ID == nil {
-				id := n.ids.Next()
-				req.Tasks[i].ID = &id
+				id := n.localID()
+				req.Tasks[i].ID, req.Tasks[i].FreshID = &id, true
 			}
 		}
 	}
-	return retry(ctx, n, func() (*wire.EnqueueResponse, error) { return n.Enqueue(ctx, req) })
+	return retry(ctx, n, func() (*wire.EnqueueResponse, error) {
+		resp, err := n.Enqueue(withFresh(ctx), req)
+		for i := range req.Tasks {
+			// A retry may find the first attempt's write.
+			req.Tasks[i].FreshID = false
+		}
+		return resp, err
+	})
 }
 
 func (c coordinator) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {

@@ -647,12 +647,12 @@ func (n *Node) refreshMeta() {
 	// Writes are acknowledged by the partition's cohort as placed in the
 	// registry; the smallest cohort bounds what a request may ask for.
 	size := m.Config.Replicas
-	pl := &placementView{cohorts: make([][]uint64, len(m.Partitions))}
+	pl := &placementView{cohorts: make([][]uint64, len(m.Partitions)), leaders: make([]uint64, len(m.Partitions))}
 	for i, p := range m.Partitions {
 		if len(p.Cohort) > 0 {
 			size = min(size, len(p.Cohort))
 		}
-		pl.cohorts[i] = p.Cohort
+		pl.cohorts[i], pl.leaders[i] = p.Cohort, p.Leader
 	}
 	n.placement.Store(pl)
 	n.cohort.Store(int32(max(1, size)))
@@ -688,4 +688,15 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 // placementView is the registry's placement as refreshMeta last saw it.
 type placementView struct {
 	cohorts [][]uint64 // by partition; shared, never modified
+	leaders []uint64   // by partition; 0: none
+}
+
+// leaders returns the registry's leader of every partition, from the copy
+// refreshMeta keeps (a request never copies the metadata group's state).
+// The slice is shared: callers must not modify it.
+func (n *Node) leaders() []uint64 {
+	if pl := n.placement.Load(); pl != nil {
+		return pl.leaders
+	}
+	return nil
 }

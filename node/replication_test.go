@@ -3,8 +3,10 @@ package node_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -611,15 +613,95 @@ func TestClusterClaimRouting(t *testing.T) {
 	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
 		t.Fatal(err)
 	}
+	routed := false
 	for i := range low / 3 {
 		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "route"})
 		if err != nil || len(r.Tasks) != 1 {
 			t.Fatalf("claim %d: %+v %v", i, r, err)
 		}
 		if r.Tasks[0].ID == high {
-			return
+			routed = true
+			break
 		}
 		time.Sleep(50 * time.Millisecond) // let the summaries (every 100ms) arrive
 	}
-	t.Fatalf("the priority-10 task on another leader was not claimed before %d local priority-0 tasks", low/3)
+	if !routed {
+		t.Fatalf("the priority-10 task on another leader was not claimed before %d local priority-0 tasks", low/3)
+	}
+
+	// Same priority: a claim stays on its node for a task created within
+	// ClaimOrderSlack (1s) of the oldest one elsewhere, and goes to the
+	// oldest once it is older than that.
+	now := time.Now().UnixMilli()
+	var ctr uint32 // ids never repeat across the cases below
+	idAt := func(leader uint64, ms int64) task.ID {
+		for {
+			id := task.MakeID(ms, 77, ctr)
+			ctr++
+			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
+				return id
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		remoteAge time.Duration // how much older the other leader's task is
+		wantLocal bool
+	}{
+		{"within slack", 200 * time.Millisecond, true},
+		{"beyond slack", 10 * time.Second, false},
+	} {
+		q := "slack-" + strings.ReplaceAll(tc.name, " ", "-")
+		local, remote := idAt(all[0], now), idAt(other, now-tc.remoteAge.Milliseconds())
+		if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &local, Queue: q}, {ID: &remote, Queue: q}}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // several summary intervals: node 0 knows the other head
+		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: q})
+		if err != nil || len(r.Tasks) != 1 {
+			t.Fatalf("%s: claim: %+v %v", tc.name, r, err)
+		}
+		want := remote
+		if tc.wantLocal {
+			want = local
+		}
+		if r.Tasks[0].ID != want {
+			t.Errorf("%s: claimed %s; want %s (local %s, remote %s)", tc.name, r.Tasks[0].ID, want, local, remote)
+		}
+	}
+
+	// Enqueues without ids land in partitions the coordinating node leads
+	// (no hop to another leader), when it leads any.
+	for i := range 3 {
+		var batch []wire.EnqueueTask
+		for range 10 {
+			batch = append(batch, wire.EnqueueTask{Queue: "local"})
+		}
+		r, err := c.Client(i).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range r.Results {
+			if l := v.Partitions[partOfForTest(res.ID, len(v.Partitions))].Leader; l != all[i] {
+				t.Errorf("task %s enqueued through node %d is in a partition led by %d", res.ID, all[i], l)
+			}
+		}
+	}
+
+	// A client cannot claim an id is fresh to skip the idempotency check:
+	// only nodes may, and the coordinator clears it.
+	other1 := idAt(other, now)
+	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &other1, Queue: "fresh", Data: []byte("a")}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_, err := c.Client(i).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &other1, Queue: "fresh", Data: []byte("b"), FreshID: true}}})
+		if !errors.Is(err, task.ErrConflict) {
+			t.Errorf("enqueue through node %d of another task under a held id, marked fresh by the client = %v; want ErrConflict", i, err)
+		}
+	}
+	got, err := c.Client(1).Get(ctx, &wire.GetRequest{ID: other1})
+	if err != nil || string(got.Data) != "a" {
+		t.Errorf("task after the refused overwrites = %+v, %v; want data a", got, err)
+	}
 }

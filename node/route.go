@@ -37,6 +37,41 @@ func isForwarded(ctx context.Context) bool {
 	return v
 }
 
+// freshKey marks a request whose EnqueueTask.FreshID flags this node set
+// itself (the coordinator, on a first attempt).
+type freshKey struct{}
+
+func withFresh(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshKey{}, true)
+}
+
+// trustsFreshIDs reports whether the FreshID flags of the request served
+// under ctx come from a node: this one, or a peer that forwarded it.
+func trustsFreshIDs(ctx context.Context) bool {
+	v, _ := ctx.Value(freshKey{}).(bool)
+	return v || isForwarded(ctx)
+}
+
+// localIDTries bounds the search of localID; with this node leading a
+// fraction f of the partitions it fails with probability (1-f)^tries.
+const localIDTries = 32
+
+// localID returns a new task id, preferably of a partition this node
+// leads: the coordinator then writes the task itself, without a hop to
+// another leader. Ids carry no meaning beyond order, so skipping some
+// costs nothing; the tasks of a partition's leader land in it, so
+// clients spread over the nodes spread tasks over the partitions.
+func (n *Node) localID() task.ID {
+	id := n.ids.Next()
+	for range localIDTries {
+		if n.leads(n.partOf(id)) {
+			return id
+		}
+		id = n.ids.Next()
+	}
+	return id
+}
+
 // leads reports whether this node serves part's requests itself.
 func (n *Node) leads(part uint16) bool { return n.parts[part].Epoch() > 0 }
 
@@ -49,10 +84,9 @@ func (n *Node) routeTo(ctx context.Context, part uint16) (string, error) {
 	if isForwarded(ctx) {
 		return "", fmt.Errorf("%w: node %d does not lead partition %d (any more); retry", wire.ErrUnavailable, n.id, part)
 	}
-	meta := n.raft.Meta()
 	var leader uint64
-	if int(part) < len(meta.Partitions) {
-		leader = meta.Partitions[part].Leader
+	if ls := n.leaders(); int(part) < len(ls) {
+		leader = ls[part]
 	}
 	if leader == n.id {
 		// Won the handoff, the local replica is about to lead.
@@ -125,10 +159,13 @@ func forward[Req, Resp any](ctx context.Context, n *Node, part uint16, op wire.O
 // never counts one twice or leaves one out. Partitions without a leader
 // make it unavailable too.
 func (n *Node) registryParts(ctx context.Context) (map[uint16]bool, error) {
-	meta := n.raft.Meta()
+	ls := n.leaders()
+	if len(ls) == 0 {
+		return nil, fmt.Errorf("%w: no partition registry yet; retry", wire.ErrUnavailable)
+	}
 	mine := map[uint16]bool{}
-	for p, pi := range meta.Partitions {
-		switch pi.Leader {
+	for p, leader := range ls {
+		switch leader {
 		case 0:
 			return nil, fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, p)
 		case n.id:
@@ -144,11 +181,10 @@ func (n *Node) registryParts(ctx context.Context) (map[uint16]bool, error) {
 // otherLeaders returns the addresses of the other nodes that lead
 // partitions, in a stable order.
 func (n *Node) otherLeaders() []string {
-	meta := n.raft.Meta()
 	var ids []uint64
-	for _, p := range meta.Partitions {
-		if p.Leader != 0 && p.Leader != n.id && !slices.Contains(ids, p.Leader) {
-			ids = append(ids, p.Leader)
+	for _, l := range n.leaders() {
+		if l != 0 && l != n.id && !slices.Contains(ids, l) {
+			ids = append(ids, l)
 		}
 	}
 	slices.Sort(ids)

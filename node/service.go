@@ -135,8 +135,9 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	ids := make([]task.ID, len(req.Tasks))
 	batch := make([]partition.NewTask, 0, len(req.Tasks))
 	inBatch := make(map[task.ID]bool, len(req.Tasks))
+	trust := trustsFreshIDs(ctx)
 	for i := range req.Tasks {
-		nt, err := n.newTask(&req.Tasks[i], now, inBatch)
+		nt, err := n.newTask(&req.Tasks[i], now, inBatch, trust)
 		if err != nil {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 		}
@@ -166,8 +167,9 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 
 // newTask validates one task of an enqueue and builds its spec. Deps must
 // exist, in the store or earlier in the same batch; those already
-// completed start out as done.
-func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool) (partition.NewTask, error) {
+// completed start out as done. A given id is checked against the store
+// (a retry is idempotent) unless a node says it is fresh and trustFresh.
+func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool, trustFresh bool) (partition.NewTask, error) {
 	var nt partition.NewTask
 	if err := task.ValidateQueue(et.Queue); err != nil {
 		return nt, err
@@ -197,7 +199,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		if et.ID.IsZero() {
 			return nt, fmt.Errorf("%w: the zero id is reserved", task.ErrInvalid)
 		}
-		sp.ID, nt.CheckExisting = *et.ID, true
+		sp.ID, nt.CheckExisting = *et.ID, !(et.FreshID && trustFresh)
 	} else {
 		sp.ID = n.ids.Next()
 	}

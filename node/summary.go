@@ -15,9 +15,11 @@ import (
 // Claim routing by summaries (DESIGN.md, Operations: claim). Every node
 // tells the others, every summaryInterval, the best ready head of each
 // queue among the partitions it leads. A claim goes to the node whose head
-// is best (this one when its own head is as good), so one hop finds the
-// best partition and the order across the cluster is priority-then-FIFO up
-// to one interval of staleness, with no probing while queues are busy. A
+// is best (this one when its own head is as good, or of the same priority
+// and younger by at most ClaimOrderSlack: a hop saved for an order that is
+// FIFO to within the slack), so one hop finds the best partition and the
+// order across the cluster is priority-then-FIFO up to the slack and one
+// interval of staleness, with no probing while queues are busy. A
 // summary older than summaryStale, or from a node gossip does not see
 // alive, is ignored; a claim forwarded on a stale summary that finds
 // nothing falls back to this node's partitions and then to asking the
@@ -139,6 +141,17 @@ func (n *Node) summaryLoop(ctx context.Context) {
 	}
 }
 
+// claimHere reports whether a claim should take local, this node's best
+// head, rather than go to the node reporting remote: local is as good, or
+// of the same priority and created within ClaimOrderSlack of remote.
+func (n *Node) claimHere(local, remote partition.Head) bool {
+	if !remote.Less(local) {
+		return true
+	}
+	return local.Priority == remote.Priority &&
+		local.ID.Millis()-remote.ID.Millis() <= n.cfg.ClaimOrderSlack.Milliseconds()
+}
+
 // claimRouted forwards a claim to the node whose summary shows a better
 // head than this node's own; handled is false when this node's head is
 // the best known (or nothing better is known).
@@ -151,7 +164,7 @@ func (n *Node) claimRouted(ctx context.Context, req *wire.ClaimRequest, count in
 	if !ok {
 		return nil, false
 	}
-	if _, lh, lok := n.heads.best(req.Queue); lok && !rh.Less(lh) {
+	if _, lh, lok := n.heads.best(req.Queue); lok && n.claimHere(lh, rh) {
 		return nil, false
 	}
 	addr := n.addrOf(node)

@@ -192,7 +192,15 @@ func (m *merger) record(rec *Record) (refused, err error) {
 	}
 	cur, fresh := m.tasks[rec.ID], false
 	if cur == nil {
-		sp, st, err := r.loadLocked(rec.ID)
+		var sp *task.Spec
+		var st task.State
+		var err error
+		if !r.ids.mayHold(rec.ID) {
+			// Certainly new (see idFilter): no store read.
+			err = fmt.Errorf("%w: %s", task.ErrNotFound, rec.ID)
+		} else {
+			sp, st, err = r.loadLocked(rec.ID)
+		}
 		switch {
 		case errors.Is(err, task.ErrNotFound) && rec.Spec == nil:
 			return fmt.Errorf("%w: %s: send the record with its spec", task.ErrNotFound, rec.ID), nil
@@ -274,6 +282,7 @@ func (m *merger) putSpec(sp *task.Spec) error {
 	if err := m.b.PutSpec(r.cfg.Part, sp); err != nil {
 		return err
 	}
+	r.ids.add(sp.ID)
 	for _, d := range sp.Deps {
 		if err := m.b.PutEdge(ring.PartitionOf(d[:], r.cfg.Partitions), d, sp.ID); err != nil {
 			return err

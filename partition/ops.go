@@ -433,6 +433,7 @@ func (r *Replica) Lead(ep uint64) error {
 		return fmt.Errorf("%w: partition %d: lead at epoch %d, promised %d to node %d", ErrNotLeader, r.cfg.Part, ep, r.promised, r.promTo)
 	}
 	r.epoch = ep
+	r.leading.Store(ep)
 	for name, q := range r.queues {
 		if h, ok := q.head(); ok {
 			r.cfg.OnHead(r.cfg.Part, name, h, true)
@@ -466,17 +467,16 @@ func (r *Replica) unpublishLocked() {
 		return
 	}
 	r.epoch = 0
+	r.leading.Store(0)
 	for name := range r.queues {
 		r.cfg.OnHead(r.cfg.Part, name, Head{}, false)
 	}
 }
 
 // Epoch returns the epoch the replica leads at, 0 if it does not lead.
-func (r *Replica) Epoch() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.epoch
-}
+// It does not take the replica's lock: a write holding it does not delay
+// a request asking who leads.
+func (r *Replica) Epoch() uint64 { return r.leading.Load() }
 
 // Promised returns the highest epoch this replica promised and the
 // candidate it promised it to (0, 0 if none).

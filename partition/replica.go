@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -61,9 +62,17 @@ type Replica struct {
 	promised uint64 // highest epoch promised
 	promTo   uint64 // candidate it was promised to
 	epoch    uint64 // epoch this replica leads at; 0 when not leading
+	// ids holds every id whose spec is stored, so a new task's write
+	// need not read the store to learn it is new (see idFilter).
+	ids *idFilter
 	// maxOwn is the highest id in the partition that this node issued
 	// (its node field is Self), found by Load.
 	maxOwn task.ID
+
+	// leading mirrors epoch for readers that must not wait for mu (a
+	// request asking whether this node leads): written only with mu held,
+	// together with epoch, so the two are always equal.
+	leading atomic.Uint64
 }
 
 // New returns an empty replica; call Load before use.
@@ -84,6 +93,7 @@ func New(cfg Config) *Replica {
 		tasks:  make(map[task.ID]*entry),
 		queues: make(map[string]*queueIndex),
 		timers: btree.NewG(btreeDegree, timerLess),
+		ids:    newIDFilter(),
 	}
 }
 
@@ -102,6 +112,7 @@ func (r *Replica) Load(now int64) error {
 	r.promised, r.promTo = p, to
 	err = r.cfg.Store.ScanPartition(r.cfg.Part, task.ID{}, func(rec store.TaskRecord) (bool, error) {
 		r.insertLocked(rec.Spec, &rec.State, now)
+		r.ids.add(rec.Spec.ID)
 		if id := rec.Spec.ID; id.Node() == r.cfg.Self {
 			r.maxOwn = id // the scan is in id order
 		}
@@ -365,6 +376,7 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
 	if err := b.PutSpec(r.cfg.Part, nt.Spec); err != nil {
 		return err
 	}
+	r.ids.add(nt.Spec.ID)
 	if len(nt.State.DepsDone) > 0 {
 		if err := b.PutState(r.cfg.Part, nt.Spec.ID, &nt.State); err != nil {
 			return err
@@ -381,6 +393,9 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
 // existsLocked reports whether sp's id is already stored with the same
 // content; other content under the same id is a conflict.
 func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
+	if !r.ids.mayHold(sp.ID) {
+		return false, nil
+	}
 	old, err := r.cfg.Store.FullSpec(r.cfg.Part, sp.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil

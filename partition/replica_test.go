@@ -678,6 +678,54 @@ func TestRenew(t *testing.T) {
 	}
 }
 
+// A replica knows which ids it holds without reading the store (see
+// idFilter): after a restart it must still know every stored task, the
+// completed ones included (they are not in the claim index), so a
+// client's retry is idempotent, another task under a held id is refused,
+// and a follower refuses a spec that differs from the one it holds.
+func TestHeldIDsSurviveReload(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openStore(t, fs)
+	r := leader(t, s)
+	done, open := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 1)
+	for _, id := range []task.ID{done, open} {
+		if err := r.Enqueue([]partition.NewTask{{Spec: spec(id, "q", 0, 3)}}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := mustClaim(t, r, "q", t0+1)
+	if g.Spec.ID != done {
+		t.Fatalf("claimed %v; want %v", g.Spec.ID, done)
+	}
+	if _, err := r.Complete(done, g.Claim.Index, nil, t0+2); err != nil {
+		t.Fatal(err)
+	}
+
+	r = leader(t, s) // a restart: indexes and the id filter rebuilt by Load
+	for _, id := range []task.ID{done, open} {
+		if err := r.Enqueue([]partition.NewTask{{Spec: spec(id, "q", 0, 3), CheckExisting: true}}, t0+10); err != nil {
+			t.Errorf("retry of %v after reload = %v; want nil", id, err)
+		}
+		other := spec(id, "q", 5, 3)
+		if err := r.Enqueue([]partition.NewTask{{Spec: other, CheckExisting: true}}, t0+10); !errors.Is(err, task.ErrConflict) {
+			t.Errorf("another task under held id %v after reload = %v; want ErrConflict", id, err)
+		}
+		d, errs, err := r.Merge(1, []partition.Record{{ID: id, Spec: other}}, t0+10)
+		if err != nil {
+			t.Fatalf("merge: %v", err)
+		}
+		if d != nil {
+			if err := d.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], task.ErrConflict) {
+			t.Errorf("merge of another spec under held id %v after reload = %v; want ErrConflict", id, errs)
+		}
+	}
+	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1, task.Completed: 1})
+}
+
 // Reference: DESIGN.md, "Operations", enqueue: retrying with the same id is
 // idempotent.
 func TestEnqueueIdempotent(t *testing.T) {

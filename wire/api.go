@@ -76,6 +76,12 @@ type EnqueueTask struct {
 	Description string    `cbor:"8,keyasint,omitempty" json:"description,omitempty"`
 	// MaxAttempts 0 means the node's default.
 	MaxAttempts uint32 `cbor:"9,keyasint,omitempty" json:"max_attempts,omitempty"`
+	// FreshID is set between nodes only: the forwarding node assigned ID
+	// for this very attempt, so no task can hold it yet and the leader
+	// skips the idempotency check. A node honours it only on a request a
+	// peer forwarded; it never comes from a client (not in JSON, and the
+	// coordinator clears it).
+	FreshID bool `cbor:"10,keyasint,omitempty" json:"-"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
