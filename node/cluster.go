@@ -191,7 +191,8 @@ func (n *Node) peerHandler() wire.Handler {
 		}
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
-		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport:
+		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
+			wire.OpDependents, wire.OpDepDone, wire.OpRelease:
 			select {
 			case <-n.partsLoaded:
 			default:
@@ -252,6 +253,12 @@ func (n *Node) peerHandler() wire.Handler {
 			peerCall(w, req, func(r *wire.Summary) (any, error) { n.serveSummary(req.PeerID, r); return nil, nil })
 		case wire.OpPull:
 			peerCall(w, req, func(r *wire.PullRequest) (any, error) { return n.servePull(ctx, r) })
+		case wire.OpDependents:
+			peerCall(w, req, func(r *wire.DependentsRequest) (any, error) { return n.serveDependents(ctx, r) })
+		case wire.OpDepDone:
+			peerCall(w, req, func(r *wire.DepDoneRequest) (any, error) { return nil, n.serveDepDone(r) })
+		case wire.OpRelease:
+			peerCall(w, req, func(r *wire.ReleaseRequest) (any, error) { return nil, n.serveRelease(req.PeerID, r) })
 		case wire.OpExport:
 			var r wire.ExportRequest
 			if err := wire.Unmarshal(req.Body, &r); err != nil {

@@ -104,6 +104,11 @@ type Config struct {
 	// PlacementSettle is how long membership must stay unchanged before
 	// the metadata leader moves partitions to the ring's cohorts.
 	PlacementSettle time.Duration
+	// ZombieCheck is how often a node looks for partitions whose cohort it
+	// left (zombies) and asks their leaders to release them; a zombie is
+	// released once it has been out of the cohort, at one epoch, for two
+	// checks.
+	ZombieCheck time.Duration
 	// JoinRetry is the pause between join attempts while starting.
 	JoinRetry time.Duration
 	// LeaveTimeout bounds the gossip of a graceful leave at shutdown.
@@ -153,6 +158,7 @@ func DefaultConfig() Config {
 		DeadVoterGrace:     30 * time.Second,
 		JoinRetry:          500 * time.Millisecond,
 		PlacementSettle:    5 * time.Second,
+		ZombieCheck:        30 * time.Second,
 		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
 		Logger:             slog.Default(),
@@ -188,6 +194,7 @@ func (c *Config) Validate() error {
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
+		"zombie check": c.ZombieCheck,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}

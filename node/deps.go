@@ -1,9 +1,14 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // depSet holds the ids of tasks that other tasks wait on, so a completion
@@ -11,10 +16,13 @@ import (
 // one's dependency, and an edge scan costs an iterator. Safe for
 // concurrent use.
 //
-// Ordering (DESIGN.md, Dependencies): an enqueue adds its deps here before
-// it writes their edges, and re-checks their completions after; a
-// completion writes itself before it looks here. So either the completer
-// sees the dep here and reads the edge, or the enqueuer sees the
+// It holds what this node's replicas hold: Load reads every stored edge,
+// a leader adds a dep before it writes the dep's edges (addDependentsHere),
+// and a follower adds the deps whose edges it merges, so a new leader
+// knows them too. Ordering: the edges are written, and the completion
+// read, under the dep's replica lock, after the add here; a completion
+// writes itself under that lock before it looks here. So either the
+// completer sees the dep here and reads the edge, or the enqueuer sees the
 // completion: a notice is never lost between them.
 type depSet struct {
 	mu  sync.Mutex
@@ -38,4 +46,215 @@ func (d *depSet) take(id task.ID) bool {
 	_, ok := d.ids[id]
 	delete(d.ids, id)
 	return ok
+}
+
+// Dependencies across partitions (DESIGN.md, Operations: dependencies).
+// The reverse edge "T waits on D" lives in D's partition, written by D's
+// leader and replicated to D's cohort with D's record, so whichever node
+// leads D when it completes can read who waits on it. The protocol:
+//
+//  1. An enqueue of T asks the leader of each dep D outside its batch to
+//     record the edge (OpDependents); under D's replica lock that leader
+//     writes the edge and reads D's completion, so a completion of D
+//     either precedes the edge (and T starts with D done) or follows it
+//     (and finds the edge). Deps inside the batch get their edges once
+//     the batch is written.
+//  2. A completion of D, at D's leader, reads D's edges and tells each
+//     dependent's leader (OpDepDone), which marks D done on the task and
+//     replicates that.
+//  3. What a crash or a partition loses in between (a notice sent to a
+//     leader that moved, an edge written after the completion read) the
+//     enqueue's re-check (checkNewDeps) and the periodic reconcile of
+//     blocked tasks (reconcileDeps) find.
+
+// depCallTimeout bounds one dependency RPC to another leader.
+const depCallTimeout = peerCallTimeout
+
+// linkDeps records, at each dep's leader, the tasks of batch that wait on
+// it, for the deps pick selects; with markDone it adds the deps found
+// completed to the tasks' DepsDone (before the tasks are written). An
+// unknown dep fails with task.ErrDepNotFound.
+func (n *Node) linkDeps(batch []partition.NewTask, pick func(task.ID) bool, markDone bool) error {
+	waiting := map[task.ID][]int{} // dep -> indexes into batch
+	var order []task.ID
+	for i, nt := range batch {
+		for _, d := range nt.Spec.Deps {
+			if !pick(d) {
+				continue
+			}
+			if _, ok := waiting[d]; !ok {
+				order = append(order, d)
+			}
+			waiting[d] = append(waiting[d], i)
+		}
+	}
+	for _, d := range order {
+		ids := make([]task.ID, len(waiting[d]))
+		for k, i := range waiting[d] {
+			ids[k] = batch[i].Spec.ID
+		}
+		done, err := n.addDependents(d, ids)
+		if err != nil {
+			return err
+		}
+		if done && markDone {
+			for _, i := range waiting[d] {
+				batch[i].State.AddDepDone(d)
+			}
+		}
+	}
+	return nil
+}
+
+// addDependents records at dep's leader that dependents wait on dep and
+// reports whether dep is completed.
+func (n *Node) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
+	// A context of its own: the request being served may be a forwarded
+	// one, which must not be forwarded again, and this is another
+	// partition's business.
+	ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
+	defer cancel()
+	addr, err := n.routeTo(ctx, n.partOf(dep))
+	if err != nil {
+		return false, err
+	}
+	if addr == "" {
+		return n.addDependentsHere(ctx, dep, dependents)
+	}
+	var resp wire.DependentsResponse
+	if err := n.peers.call(ctx, addr, wire.OpDependents, &wire.DependentsRequest{Dep: dep, Dependents: dependents}, &resp); err != nil {
+		return false, fmt.Errorf("recording dependents of %s at its leader: %w", dep, err)
+	}
+	return resp.Completed, nil
+}
+
+// addDependentsHere is addDependents at dep's leader: the edges are
+// written, replicated to a majority of dep's cohort, and then relied on.
+func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []task.ID) (bool, error) {
+	part := n.partOf(dep)
+	to, ep := n.followers(part)
+	if ep == 0 {
+		return false, errNotLeading(part)
+	}
+	n.deps.add(dep) // before the edges are written: see depSet
+	done, d, err := n.parts[part].AddDependents(dep, dependents)
+	if errors.Is(err, task.ErrNotFound) {
+		return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(to) == 0 {
+		return done, d.Wait()
+	}
+	withSpec := func() ([]wire.RecordMsg, error) {
+		r, err := n.parts[part].Record(dep, true)
+		if err != nil {
+			return nil, err
+		}
+		r.Dependents = dependents
+		return []wire.RecordMsg{recordToWire(r)}, nil
+	}
+	rec := wire.RecordMsg{ID: dep, Dependents: dependents}
+	if _, err := n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{rec}, withSpec).finish(ctx, d); err != nil {
+		return false, err
+	}
+	return done, nil
+}
+
+// serveDependents is OpDependents at dep's leader.
+func (n *Node) serveDependents(ctx context.Context, r *wire.DependentsRequest) (*wire.DependentsResponse, error) {
+	if len(r.Dependents) == 0 || len(r.Dependents) > n.cfg.MaxBatch {
+		return nil, fmt.Errorf("%w: %d dependents in one request", task.ErrInvalid, len(r.Dependents))
+	}
+	done, err := n.addDependentsHere(ctx, r.Dep, r.Dependents)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.DependentsResponse{Completed: done}, nil
+}
+
+// notifyDependents tells every task waiting on dep, which just completed
+// here, that it did: the tasks of partitions led here directly, the others
+// through their leaders, in the background. Failures are logged; the
+// reconcile of blocked tasks catches them.
+func (n *Node) notifyDependents(dep task.ID) {
+	byPart := map[uint16][]task.ID{}
+	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
+		p := n.partOf(id)
+		byPart[p] = append(byPart[p], id)
+		return true
+	})
+	if err != nil {
+		n.log.Warn("reading dependents", "dep", dep, "err", err)
+	}
+	byAddr := map[string][]task.ID{}
+	for p, ids := range byPart {
+		if n.leads(p) {
+			n.markDepDone(dep, ids)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
+		addr, err := n.routeTo(ctx, p)
+		cancel()
+		if err != nil || addr == "" {
+			n.log.Debug("dependency notice: no leader to tell; the reconcile will", "dep", dep, "partition", p, "err", err)
+			continue
+		}
+		byAddr[addr] = append(byAddr[addr], ids...)
+	}
+	for addr, ids := range byAddr {
+		n.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
+			defer cancel()
+			if err := n.peers.call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
+				n.log.Warn("dependency notice to another leader failed; the reconcile will retry", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
+			}
+		})
+	}
+}
+
+// markDepDone marks dep done on ids, tasks of partitions this node leads,
+// and replicates each change.
+func (n *Node) markDepDone(dep task.ID, ids []task.ID) {
+	now := n.now()
+	for _, id := range ids {
+		if err := n.replicaOf(id).DepDone(id, dep, now); err != nil {
+			// Not found: an enqueue that recorded its edges and then
+			// failed; nothing waits.
+			if !errors.Is(err, task.ErrNotFound) {
+				n.log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
+			}
+			continue
+		}
+		n.replicateQuietly(id)
+	}
+}
+
+// serveDepDone is OpDepDone at a dependent's leader.
+func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
+	if len(r.Tasks) > n.cfg.MaxBatch {
+		return fmt.Errorf("%w: %d tasks in one notice", task.ErrInvalid, len(r.Tasks))
+	}
+	var mine []task.ID
+	var errs []error
+	for _, id := range r.Tasks {
+		if p := n.partOf(id); !n.leads(p) {
+			errs = append(errs, errNotLeading(p))
+			continue
+		}
+		mine = append(mine, id)
+	}
+	n.markDepDone(r.Dep, mine)
+	return errors.Join(errs...)
+}
+
+// noteDependents adds to the depSet the tasks that merged records name
+// dependents of, so this replica notifies them if it comes to lead.
+func (n *Node) noteDependents(recs []wire.RecordMsg) {
+	for _, r := range recs {
+		if len(r.Dependents) > 0 {
+			n.deps.add(r.ID)
+		}
+	}
 }

@@ -169,6 +169,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.voterLoop(loopCtx) })
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
+	n.wg.Go(func() { n.zombieLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
@@ -647,12 +648,13 @@ func (n *Node) refreshMeta() {
 	// Writes are acknowledged by the partition's cohort as placed in the
 	// registry; the smallest cohort bounds what a request may ask for.
 	size := m.Config.Replicas
-	pl := &placementView{cohorts: make([][]uint64, len(m.Partitions)), leaders: make([]uint64, len(m.Partitions))}
+	np := len(m.Partitions)
+	pl := &placementView{cohorts: make([][]uint64, np), leaders: make([]uint64, np), epochs: make([]uint64, np)}
 	for i, p := range m.Partitions {
 		if len(p.Cohort) > 0 {
 			size = min(size, len(p.Cohort))
 		}
-		pl.cohorts[i], pl.leaders[i] = p.Cohort, p.Leader
+		pl.cohorts[i], pl.leaders[i], pl.epochs[i] = p.Cohort, p.Leader, p.Epoch
 	}
 	n.placement.Store(pl)
 	n.cohort.Store(int32(max(1, size)))
@@ -689,6 +691,7 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 type placementView struct {
 	cohorts [][]uint64 // by partition; shared, never modified
 	leaders []uint64   // by partition; 0: none
+	epochs  []uint64   // by partition: the registry's epoch
 }
 
 // leaders returns the registry's leader of every partition, from the copy

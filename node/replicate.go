@@ -330,7 +330,7 @@ func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...part
 }
 
 func recordToWire(r partition.Record) wire.RecordMsg {
-	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State}
+	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents}
 	for _, u := range r.Updates {
 		m.Updates = append(m.Updates, wire.UpdateMsg{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}
@@ -338,7 +338,7 @@ func recordToWire(r partition.Record) wire.RecordMsg {
 }
 
 func recordFromWire(m wire.RecordMsg) partition.Record {
-	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State}
+	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents}
 	for _, u := range m.Updates {
 		r.Updates = append(r.Updates, partition.Update{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}
@@ -362,6 +362,7 @@ func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateRespon
 		for j, m := range it.Records {
 			recs[j] = recordFromWire(m)
 		}
+		n.noteDependents(it.Records) // before the edges are written: see depSet
 		d, recErrs, err := n.parts[it.Part].Merge(it.Epoch, recs, now)
 		if err != nil {
 			we := wire.ToError(err)
@@ -447,6 +448,7 @@ func (n *Node) pullPartition(ctx context.Context, addr string, part uint16, ep u
 				for i, m := range pg.Records {
 					recs[i] = recordFromWire(m)
 				}
+				n.noteDependents(pg.Records)
 				d, _, err := n.parts[part].Merge(ep, recs, n.now())
 				if err != nil {
 					return err
@@ -624,7 +626,7 @@ func recordBytes(r wire.RecordMsg) int {
 	for _, u := range r.Updates {
 		n += len(u.Data) + 16
 	}
-	return n
+	return n + len(r.Dependents)*task.IDLen
 }
 
 // readReplicas reads task id from r replicas of part (0: a majority of

@@ -450,6 +450,35 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 		t.Fatalf("count %v, %v; want %d", cnt, err, len(acked))
 	}
 	t.Logf("during the join: %d enqueued, %d completed", len(acked), completed)
+
+	// The members the moves took out of cohorts drop their copies
+	// (zombies released by the new leaders); the acknowledged tasks were
+	// all read above, after the moves.
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombies := 0
+	for _, p := range v.Partitions {
+		zombies += 4 - len(p.Cohort)
+	}
+	if zombies == 0 {
+		t.Fatal("no member left a cohort")
+	}
+	nodetest.WaitFor(t, clusterWait, func() error {
+		for _, i := range []int{0, 1, 2, j} {
+			for _, p := range v.Partitions {
+				held, err := c.Node(i).Holds(p.Partition)
+				if err != nil {
+					return err
+				}
+				if held && !slices.Contains(p.Cohort, c.Node(i).ID()) {
+					return fmt.Errorf("node %d still holds partition %d, whose cohort is %v", i, p.Partition, p.Cohort)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // TestClusterLeave: ctl leave hands the node's partitions to other cohort
@@ -704,4 +733,96 @@ func TestClusterClaimRouting(t *testing.T) {
 	if err != nil || string(got.Data) != "a" {
 		t.Errorf("task after the refused overwrites = %+v, %v; want data a", got, err)
 	}
+}
+
+// TestClusterDepsAcrossLeaders: a dependency whose dep and dependent are
+// led by different nodes. The dep's leader records the edge, and when the
+// dep completes it tells the dependent's leader at once (well inside the
+// 30s reconcile); the edges reach the dep's cohort, so a leader that takes
+// the dep over after a crash tells the dependents too.
+func TestClusterDepsAcrossLeaders(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	var ctr uint32
+	idIn := func(leader uint64) task.ID {
+		for {
+			id := task.MakeID(time.Now().UnixMilli(), 99, ctr)
+			ctr++
+			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
+				return id
+			}
+		}
+	}
+	idx := func(id uint64) int { return slices.Index(all, id) }
+	a, b := all[0], all[1] // the deps' leader, the dependents' leader
+	enq := func(via int, tasks ...wire.EnqueueTask) {
+		t.Helper()
+		if _, err := c.Client(via).Enqueue(ctx, &wire.EnqueueRequest{Tasks: tasks}); err != nil {
+			t.Fatalf("enqueue via %d: %v", via, err)
+		}
+	}
+	ready := func(within time.Duration, ids ...task.ID) {
+		t.Helper()
+		nodetest.WaitFor(t, within, func() error {
+			for _, id := range ids {
+				g, err := c.Client(2).Get(ctx, &wire.GetRequest{ID: id})
+				if err != nil {
+					return err
+				}
+				if g.State != "ready" {
+					return fmt.Errorf("dependent %s is %s", id, g.State)
+				}
+			}
+			return nil
+		})
+	}
+	finish := func(via int, queue string, n int) {
+		t.Helper()
+		for range n {
+			r, err := c.Client(via).Claim(ctx, &wire.ClaimRequest{Queue: queue})
+			if err != nil || len(r.Tasks) != 1 {
+				t.Fatalf("claim %s: %+v %v", queue, r, err)
+			}
+			if _, err := c.Client(via).Complete(ctx, &wire.CompleteRequest{ID: r.Tasks[0].ID, Claim: *r.Tasks[0].Claim}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const notice = 5 * time.Second // far below ReconcileInterval (30s)
+
+	// A dep and its dependents on other leaders, one dependent on the
+	// dep's own leader, and a batch with its dep inside it.
+	dep, t1, t2 := idIn(a), idIn(b), idIn(a)
+	enq(2, wire.EnqueueTask{ID: &dep, Queue: "deps"})
+	enq(idx(b), wire.EnqueueTask{ID: &t1, Queue: "waiting", Deps: []task.ID{dep}}, wire.EnqueueTask{ID: &t2, Queue: "waiting", Deps: []task.ID{dep}})
+	dep2, t3 := idIn(a), idIn(b)
+	enq(2, wire.EnqueueTask{ID: &dep2, Queue: "deps"}, wire.EnqueueTask{ID: &t3, Queue: "waiting", Deps: []task.ID{dep2}})
+	finish(idx(a), "deps", 2)
+	ready(notice, t1, t2, t3)
+
+	// A dep completed before its dependent arrives: the dependent starts
+	// ready. An unknown dep is refused.
+	t4 := idIn(b)
+	enq(2, wire.EnqueueTask{ID: &t4, Queue: "waiting", Deps: []task.ID{dep}})
+	ready(time.Second, t4)
+	unknown := idIn(a)
+	if _, err := c.Client(idx(b)).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "waiting", Deps: []task.ID{unknown}}}}); !errors.Is(err, task.ErrDepNotFound) {
+		t.Errorf("enqueue with an unknown dep on another leader = %v; want ErrDepNotFound", err)
+	}
+
+	// The dep's leader crashes after the edge is written: the node that
+	// takes the dep over knows the edge and tells the dependent.
+	dep3, t5 := idIn(a), idIn(b)
+	enq(idx(b), wire.EnqueueTask{ID: &dep3, Queue: "deps3"})
+	enq(idx(b), wire.EnqueueTask{ID: &t5, Queue: "waiting", Deps: []task.ID{dep3}})
+	c.Kill(idx(a))
+	finish(idx(b), "deps3", 1) // the coordinator retries while the dep's partition fails over
+	ready(notice, t5)
 }

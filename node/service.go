@@ -152,11 +152,33 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 		batch = append(batch, nt)
 		inBatch[nt.Spec.ID] = true
 	}
+	// A dep inside the batch must come before its dependent: a later task
+	// does not exist yet when this one is written (so no cycle can form).
+	written := make(map[task.ID]bool, len(batch))
+	for i, nt := range batch {
+		for _, d := range nt.Spec.Deps {
+			if inBatch[d] && !written[d] {
+				return nil, fmt.Errorf("task %d of %d: %w: %s comes later in the batch", i+1, len(batch), task.ErrDepNotFound, d)
+			}
+		}
+		written[nt.Spec.ID] = true
+	}
+	// Deps outside the batch must exist; their leaders record the new
+	// tasks as waiting on them before the tasks are written, and say which
+	// are completed already (DESIGN.md, Operations: dependencies).
+	if err := n.linkDeps(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
+		return nil, err
+	}
 	got, err := n.writeTasks(ctx, batch, now, req.W)
 	if err != nil {
 		return nil, err
 	}
 	acks = max(acks, got)
+	// Deps inside the batch exist now: record their edges too. A failure
+	// here leaves the dependents to the reconcile, not the enqueue failed.
+	if err := n.linkDeps(batch, func(d task.ID) bool { return inBatch[d] }, false); err != nil {
+		n.log.Warn("recording dependency edges within a batch; the reconcile will catch the completions", "err", err)
+	}
 	n.checkNewDeps(batch)
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(ids))}
 	for i, id := range ids {
@@ -214,18 +236,6 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		return nt, err
 	}
 	sp.Deps = deps
-	for _, d := range deps {
-		if inBatch[d] {
-			continue
-		}
-		done, err := n.depState(d)
-		if err != nil {
-			return nt, err
-		}
-		if done {
-			nt.State.DepsDone = append(nt.State.DepsDone, d)
-		}
-	}
 	nt.Spec = sp
 	return nt, nil
 }
@@ -267,11 +277,6 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 // writeTasks writes the batch, one store batch per partition, all
 // partitions at once so their syncs share fsyncs.
 func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int) (int, error) {
-	for _, nt := range batch {
-		for _, d := range nt.Spec.Deps {
-			n.deps.add(d) // before the edges are written: see depSet
-		}
-	}
 	byPart := map[uint16][]partition.NewTask{}
 	for _, nt := range batch {
 		p := n.partOf(nt.Spec.ID)
@@ -716,23 +721,6 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 		n.notifyDependents(req.ID)
 	}
 	return resp, nil
-}
-
-// notifyDependents marks dep done on every task waiting on it. Failures are
-// logged; the periodic reconcile retries them.
-func (n *Node) notifyDependents(dep task.ID) {
-	now := n.now()
-	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
-		if err := n.replicaOf(id).DepDone(id, dep, now); err != nil {
-			n.log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
-			return true
-		}
-		n.replicateQuietly(id)
-		return true
-	})
-	if err != nil {
-		n.log.Warn("reading dependents", "dep", dep, "err", err)
-	}
 }
 
 // reconcileDeps re-checks every blocked task's deps.

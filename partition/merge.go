@@ -25,6 +25,10 @@ type Record struct {
 	State *task.State `cbor:"3,keyasint,omitempty" json:"state,omitempty"`
 	// Updates are progress entries to add to the task's grow-only set.
 	Updates []Update `cbor:"4,keyasint,omitempty" json:"updates,omitempty"`
+	// Dependents are tasks to add to the grow-only set of those waiting on
+	// this one: the reverse dependency edges, kept in this task's
+	// partition so its leader can tell them when it completes.
+	Dependents []task.ID `cbor:"5,keyasint,omitempty" json:"dependents,omitempty"`
 }
 
 // Update is one progress entry, keyed (Claim, Seq). A key has one value:
@@ -254,6 +258,12 @@ func (m *merger) record(rec *Record) (refused, err error) {
 		m.ups[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
 		cur.ups = true
 	}
+	// Edges are keys without values: writing one again is harmless.
+	for _, d := range rec.Dependents {
+		if err := m.b.PutEdge(r.cfg.Part, rec.ID, d); err != nil {
+			return nil, err
+		}
+	}
 	return nil, nil
 }
 
@@ -275,19 +285,14 @@ func (m *merger) checkSameSpec(cur *merging, sp *task.Spec) (refused, err error)
 	return nil, nil
 }
 
-// putSpec stages a new task's spec and the reverse edges of its deps, as
-// an enqueue writes them.
+// putSpec stages a new task's spec, as an enqueue writes it. (The reverse
+// edges of its deps belong to the deps' partitions: see AddDependents.)
 func (m *merger) putSpec(sp *task.Spec) error {
 	r := m.r
 	if err := m.b.PutSpec(r.cfg.Part, sp); err != nil {
 		return err
 	}
 	r.ids.add(sp.ID)
-	for _, d := range sp.Deps {
-		if err := m.b.PutEdge(ring.PartitionOf(d[:], r.cfg.Partitions), d, sp.ID); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -390,6 +395,11 @@ func (r *Replica) checkRecord(rec *Record) error {
 	if rec.State != nil {
 		if err := checkState(rec.State); err != nil {
 			return fmt.Errorf("%w: task %s: %w", task.ErrInvalid, rec.ID, err)
+		}
+	}
+	for _, d := range rec.Dependents {
+		if d.IsZero() || d == rec.ID {
+			return fmt.Errorf("%w: task %s: dependent %s", task.ErrInvalid, rec.ID, d)
 		}
 	}
 	return nil
@@ -510,7 +520,7 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 		var chunk []Record
 		size, full := 0, false
 		err := r.cfg.Store.ExportPartition(r.cfg.Part, from, func(t store.TaskExport) (bool, error) {
-			rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State}
+			rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents}
 			size += len(t.Spec.Data)
 			for _, u := range t.Updates {
 				rec.Updates = append(rec.Updates, Update(u))

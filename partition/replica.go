@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/btree"
 
-	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 )
@@ -382,12 +381,44 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
 			return err
 		}
 	}
-	for _, d := range nt.Spec.Deps {
-		if err := b.PutEdge(ring.PartitionOf(d[:], r.cfg.Partitions), d, nt.Spec.ID); err != nil {
-			return err
+	// The reverse edges of its deps go to the deps' partitions, written by
+	// their leaders: AddDependents.
+	return nil
+}
+
+// AddDependents records that each of dependents waits on dep, a task of
+// this partition, and reports whether dep is already completed. The edges
+// and the completion are read and written under the replica's lock, so a
+// completion of dep either comes before (and is reported here) or after
+// (and finds the edges). It fails with task.ErrNotFound for an unknown
+// dep. The caller waits on the Durable before relying on the edges, and
+// ships them to the cohort (Record.Dependents).
+func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bool, d Durable, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ids.mayHold(dep) {
+		return false, nil, fmt.Errorf("%w: %s", task.ErrNotFound, dep)
+	}
+	_, st, err := r.loadLocked(dep)
+	if err != nil {
+		return false, nil, err
+	}
+	b := r.cfg.Store.NewBatch()
+	for _, t := range dependents {
+		if t.IsZero() || t == dep {
+			b.Close()
+			return false, nil, fmt.Errorf("%w: %s cannot wait on %s", task.ErrInvalid, t, dep)
+		}
+		if err := b.PutEdge(r.cfg.Part, dep, t); err != nil {
+			b.Close()
+			return false, nil, err
 		}
 	}
-	return nil
+	p, err := b.Apply()
+	if err != nil {
+		return false, nil, fmt.Errorf("partition %d: dependents of %s: %w", r.cfg.Part, dep, err)
+	}
+	return st.Completion != nil, p, nil
 }
 
 // existsLocked reports whether sp's id is already stored with the same
@@ -576,4 +607,25 @@ func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *
 		return nil, err
 	}
 	return p, nil
+}
+
+// Release drops the replica's data: this node left the partition's cohort
+// and the partition's leader, serving with the new cohort, holds what it
+// held (a zombie released; DESIGN.md, Topology). The promise stays, so the
+// replica still refuses epochs it promised away. A leading replica is not
+// released.
+func (r *Replica) Release() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.epoch != 0 {
+		return fmt.Errorf("%w: partition %d: release while leading at epoch %d", ErrNotLeader, r.cfg.Part, r.epoch)
+	}
+	if err := r.cfg.Store.DropPartition(r.cfg.Part); err != nil {
+		return err
+	}
+	r.tasks = make(map[task.ID]*entry)
+	r.queues = make(map[string]*queueIndex)
+	r.timers = btree.NewG(btreeDegree, timerLess)
+	r.ids = newIDFilter()
+	return nil
 }

@@ -799,6 +799,65 @@ func TestEnqueueNotBefore(t *testing.T) {
 	mustClaim(t, r, "q", t0+5000)
 }
 
+// Reference: DESIGN.md, "Operations", dependencies: the dep's partition
+// records who waits on it, and tells whether it is already completed, in
+// one step under its lock; a follower merges the edges it is shipped.
+func TestAddDependents(t *testing.T) {
+	s := newStore(t)
+	r := leader(t, s)
+	dep, other := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 1)
+	enqueue(t, r, t0, spec(dep, "q", 0, 3))
+	waiters := []task.ID{task.MakeID(t0, 2, 0), task.MakeID(t0, 2, 1)}
+	edges := func(s *store.Store, d task.ID) []task.ID {
+		var got []task.ID
+		if err := s.Dependents(0, d, func(x task.ID) bool { got = append(got, x); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	done, d, err := r.AddDependents(dep, waiters)
+	if err != nil || done {
+		t.Fatalf("AddDependents of an open task = %v, %v; want false, nil", done, err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := edges(s, dep); !slices.Equal(got, waiters) {
+		t.Errorf("edges = %v; want %v", got, waiters)
+	}
+	if _, _, err := r.AddDependents(other, waiters); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("AddDependents of an unknown task = %v; want ErrNotFound", err)
+	}
+	if _, _, err := r.AddDependents(dep, []task.ID{dep}); !errors.Is(err, task.ErrInvalid) {
+		t.Errorf("a task waiting on itself = %v; want ErrInvalid", err)
+	}
+	g := mustClaim(t, r, "q", t0+1)
+	if _, err := r.Complete(dep, g.Claim.Index, nil, t0+2); err != nil {
+		t.Fatal(err)
+	}
+	late := task.MakeID(t0, 2, 2)
+	if done, _, err := r.AddDependents(dep, []task.ID{late}); err != nil || !done {
+		t.Errorf("AddDependents of a completed task = %v, %v; want true, nil", done, err)
+	}
+
+	// A follower merges edges with the record, and exports them.
+	fs := newStore(t)
+	f := follower(t, fs)
+	rec := record(t, r, dep, true)
+	rec.Dependents = append(slices.Clone(waiters), late)
+	merge(t, f, 1, t0+3, rec)
+	if got := edges(fs, dep); !slices.Equal(got, rec.Dependents) {
+		t.Errorf("follower edges = %v; want %v", got, rec.Dependents)
+	}
+	var exported []task.ID
+	if err := f.Export(task.ID{}, func(x partition.Record) (bool, error) { exported = append(exported, x.Dependents...); return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(exported, rec.Dependents) {
+		t.Errorf("exported dependents = %v; want %v", exported, rec.Dependents)
+	}
+}
+
 // Reference: DESIGN.md, "Operations", dependencies.
 func TestDeps(t *testing.T) {
 	s := newStore(t)
@@ -814,12 +873,14 @@ func TestDeps(t *testing.T) {
 	}
 	noClaim(t, r, "q", t0)
 	for _, dep := range sp.Deps {
+		// The reverse edges are the deps' partitions' to write
+		// (AddDependents), not the enqueue's.
 		var got []task.ID
 		if err := s.Dependents(0, dep, func(d task.ID) bool { got = append(got, d); return true }); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got, []task.ID{id}) {
-			t.Errorf("Dependents(%v) = %v; want [%v]", dep, got, id)
+		if len(got) != 0 {
+			t.Errorf("enqueue wrote edges Dependents(%v) = %v", dep, got)
 		}
 	}
 
@@ -1437,4 +1498,33 @@ func TestReserveThenClaim(t *testing.T) {
 	if _, ok, _ := r.Reserve("q"); ok {
 		t.Fatal("Reserve on a queue with nothing ready found a task")
 	}
+}
+
+// A released replica holds nothing and indexes nothing, keeps its promise,
+// and takes the partition back when shipped it again; a leader is not
+// released.
+func TestRelease(t *testing.T) {
+	s := newStore(t)
+	r := leader(t, s)
+	id := task.MakeID(t0, 1, 0)
+	enqueue(t, r, t0, spec(id, "q", 0, 3))
+	if err := r.Release(); !errors.Is(err, partition.ErrNotLeader) {
+		t.Errorf("release of a leader = %v; want ErrNotLeader", err)
+	}
+	r.Resign()
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := s.HasTasks(0); err != nil || has {
+		t.Errorf("after release, HasTasks = %v, %v", has, err)
+	}
+	if st := stats(r); st["q"] != (counts{}) {
+		t.Errorf("after release, stats = %v", st)
+	}
+	if ep, _ := r.Promised(); ep != 1 {
+		t.Errorf("after release, promised = %d; want 1", ep)
+	}
+	// Merging the record again (the partition moved back) restores it.
+	merge(t, r, 1, t0+1, partition.Record{ID: id, Spec: spec(id, "q", 0, 3)})
+	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 }

@@ -11,12 +11,14 @@ import (
 )
 
 // TaskExport is a task's whole record: the spec with its payload, the
-// state (zero if the task has no state record) and every stored update, in
-// (claim, seq) order.
+// state (zero if the task has no state record), every stored update, in
+// (claim, seq) order, and the tasks recorded as waiting on it (its reverse
+// dependency edges), in id order.
 type TaskExport struct {
-	Spec    *task.Spec
-	State   task.State
-	Updates []Update
+	Spec       *task.Spec
+	State      task.State
+	Updates    []Update
+	Dependents []task.ID
 }
 
 // ExportPartition calls fn with the whole record of every task of
@@ -42,7 +44,7 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 			err = fmt.Errorf("store: export part %d: %w", part, cerr)
 		}
 	}()
-	for _, kind := range []byte{kindData, kindState, kindUpdate} {
+	for _, kind := range []byte{kindData, kindState, kindUpdate, kindEdge} {
 		it, err := snap.NewIter(&pebble.IterOptions{
 			LowerBound: taskKey(kind, part, from),
 			UpperBound: prefixEnd(partKey(kind, part, 0)),
@@ -53,7 +55,7 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 		it.First()
 		its = append(its, it)
 	}
-	di, ti, ui := its[0], its[1], its[2]
+	di, ti, ui, ei := its[0], its[1], its[2], its[3]
 
 	for ; di.Valid(); di.Next() {
 		key := di.Key()
@@ -74,6 +76,9 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 			return fmt.Errorf("part %d task %x: %w", part, id, err)
 		}
 		if rec.Updates, err = exportUpdates(ui, id); err != nil {
+			return fmt.Errorf("part %d task %x: %w", part, id, err)
+		}
+		if rec.Dependents, err = exportEdges(ei, id); err != nil {
 			return fmt.Errorf("part %d task %x: %w", part, id, err)
 		}
 		more, err := fn(rec)
@@ -101,6 +106,30 @@ func exportState(ti *pebble.Iterator, id []byte, st *task.State) error {
 		return nil // past id: the task has no state record
 	}
 	return nil
+}
+
+// exportEdges advances ei past task id's reverse edges and returns the
+// dependents they name. Edges of ids without a spec (which no write makes)
+// are skipped.
+func exportEdges(ei *pebble.Iterator, id []byte) ([]task.ID, error) {
+	var deps []task.ID
+	for ; ei.Valid(); ei.Next() {
+		k := ei.Key()
+		if len(k) != 3+2*task.IDLen {
+			return nil, fmt.Errorf("%w: edge key of %d bytes", ErrCorrupt, len(k))
+		}
+		c := bytes.Compare(k[3:3+task.IDLen], id)
+		if c < 0 {
+			continue
+		}
+		if c > 0 {
+			break
+		}
+		var d task.ID
+		copy(d[:], k[3+task.IDLen:])
+		deps = append(deps, d)
+	}
+	return deps, nil
 }
 
 // exportUpdates advances ui past task id's updates and returns them.

@@ -24,7 +24,7 @@ func exportAll(t *testing.T, s *store.Store, part uint16, from task.ID) []store.
 }
 
 // TestExportPartition: an export returns each task of one partition whole
-// (spec with payload, state, updates), in id order, and nothing of the
+// (spec with payload, state, updates, reverse edges), in id order, and nothing of the
 // neighbouring partitions or of records without a spec.
 func TestExportPartition(t *testing.T) {
 	s := newTasksStore(t)
@@ -62,6 +62,15 @@ func TestExportPartition(t *testing.T) {
 						}
 					}
 				}
+				if i%4 == 1 {
+					// Reverse edges: dependents in id order, written out of it.
+					rec.Dependents = []task.ID{task.MakeID(5, 5, 1), task.MakeID(5, 5, 2)}
+					for j := len(rec.Dependents) - 1; j >= 0; j-- {
+						if err := b.PutEdge(part, id, rec.Dependents[j]); err != nil {
+							return err
+						}
+					}
+				}
 				want[part] = append([]store.TaskExport{rec}, want[part]...)
 			}
 		}
@@ -69,6 +78,9 @@ func TestExportPartition(t *testing.T) {
 		// and do not attach to the next task.
 		orphan := task.MakeID(1003, 1, 99)
 		if err := b.PutState(1, orphan, &task.State{RequeueBase: 77}); err != nil {
+			return err
+		}
+		if err := b.PutEdge(1, orphan, task.MakeID(5, 5, 3)); err != nil {
 			return err
 		}
 		return b.PutUpdate(1, orphan, 0, 0, []byte("orphan"))
@@ -152,5 +164,55 @@ func TestExportSnapshot(t *testing.T) {
 	}
 	if got := exportAll(t, s, 0, task.ID{}); len(got) != 3 || got[1].State.RequeueBase != 9 || len(got[1].Updates) != 1 {
 		t.Errorf("export after the writes = %+v", got)
+	}
+}
+
+// TestDropPartition: dropping a partition removes its tasks whole and
+// nothing of its neighbours, and keeps its promise.
+func TestDropPartition(t *testing.T) {
+	s := newTasksStore(t)
+	ids := map[uint16]task.ID{}
+	commit(t, s, func(b *store.Batch) error {
+		for _, part := range []uint16{6, 7, 8} {
+			id := task.MakeID(1, uint64(part), 1)
+			ids[part] = id
+			if err := b.PutSpec(part, &task.Spec{ID: id, Queue: "q", MaxAttempts: 1, Data: []byte("x")}); err != nil {
+				return err
+			}
+			if err := b.PutState(part, id, &task.State{RequeueBase: 1}); err != nil {
+				return err
+			}
+			if err := b.PutUpdate(part, id, 0, 0, []byte("u")); err != nil {
+				return err
+			}
+			if err := b.PutEdge(part, id, task.MakeID(2, 2, 2)); err != nil {
+				return err
+			}
+			if err := b.PutPromise(part, 9, 3); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if has, err := s.HasTasks(7); err != nil || !has {
+		t.Fatalf("HasTasks(7) = %v, %v; want true", has, err)
+	}
+	if err := s.DropPartition(7); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := s.HasTasks(7); err != nil || has {
+		t.Errorf("after drop, HasTasks(7) = %v, %v; want false", has, err)
+	}
+	if got := exportAll(t, s, 7, task.ID{}); len(got) != 0 {
+		t.Errorf("after drop, partition 7 exports %d tasks", len(got))
+	}
+	if ep, cand, err := s.Promise(7); err != nil || ep != 9 || cand != 3 {
+		t.Errorf("after drop, promise = %d, %d, %v; want 9, 3", ep, cand, err)
+	}
+	for _, part := range []uint16{6, 8} {
+		got := exportAll(t, s, part, task.ID{})
+		if len(got) != 1 || got[0].Spec.ID != ids[part] || len(got[0].Updates) != 1 || len(got[0].Dependents) != 1 {
+			t.Errorf("neighbour %d after drop: %+v", part, got)
+		}
 	}
 }

@@ -409,3 +409,37 @@ func (s *Store) PutNodeMeta(m NodeMeta) error {
 	}
 	return nil
 }
+
+// partitionKinds are the key kinds of a partition's task data: what a
+// replica that leaves a cohort drops. The promise (kindPromise) is not
+// among them: it fences old epochs whether or not the data is held.
+var partitionKinds = []byte{kindSpec, kindData, kindState, kindUpdate, kindEdge}
+
+// HasTasks reports whether partition part holds any task.
+func (s *Store) HasTasks(part uint16) (bool, error) {
+	found := false
+	p := partKey(kindSpec, part, 0)
+	err := s.scan(p, prefixEnd(p), func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
+// DropPartition deletes every task of partition part (specs, payloads,
+// states, updates, reverse edges) in one synced batch of range deletions.
+// The caller makes sure no other write of the partition runs meanwhile.
+func (s *Store) DropPartition(part uint16) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, kind := range partitionKinds {
+		p := partKey(kind, part, 0)
+		if err := b.DeleteRange(p, prefixEnd(p), nil); err != nil {
+			return fmt.Errorf("store: drop partition %d: %w", part, err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: drop partition %d: %w", part, err)
+	}
+	return nil
+}

@@ -378,12 +378,47 @@ const (
 	// OpSummary carries a leader's best ready head per queue (claim
 	// routing).
 	OpSummary Op = 109
+	// OpDependents asks a dep's leader to record tasks waiting on it
+	// (DependentsRequest); it answers whether the dep is completed.
+	OpDependents Op = 110
+	// OpDepDone tells a dependent's leader that a dep completed
+	// (DepDoneRequest).
+	OpDepDone Op = 111
+	// OpRelease asks a partition's leader whether a node that left the
+	// cohort may drop its copy (ReleaseRequest).
+	OpRelease Op = 112
 )
 
 func init() {
 	opNames[OpPromise], opNames[OpInstall], opNames[OpReplicate] = "promise", "install", "replicate"
 	opNames[OpExport], opNames[OpTakeover], opNames[OpPull] = "export", "takeover", "pull"
-	opNames[OpSummary] = "summary"
+	opNames[OpSummary], opNames[OpDependents], opNames[OpDepDone] = "summary", "dependents", "dep_done"
+	opNames[OpRelease] = "release"
+}
+
+// ReleaseRequest asks Part's leader whether Node, no longer in its cohort,
+// may drop its copy; a plain acknowledgement means yes.
+type ReleaseRequest struct {
+	Part uint16 `cbor:"1,keyasint"`
+	Node uint64 `cbor:"2,keyasint"`
+}
+
+// DependentsRequest records that each of Dependents waits on Dep.
+type DependentsRequest struct {
+	Dep        task.ID   `cbor:"1,keyasint"`
+	Dependents []task.ID `cbor:"2,keyasint"`
+}
+
+// DependentsResponse says whether Dep was completed when the edges were
+// written.
+type DependentsResponse struct {
+	Completed bool `cbor:"1,keyasint,omitempty"`
+}
+
+// DepDoneRequest says Dep completed; Tasks wait on it.
+type DepDoneRequest struct {
+	Dep   task.ID   `cbor:"1,keyasint"`
+	Tasks []task.ID `cbor:"2,keyasint"`
 }
 
 // ClaimEntry is one entry of a replica's claim set.
@@ -420,6 +455,8 @@ type RecordMsg struct {
 	Spec    *task.Spec  `cbor:"2,keyasint,omitempty"`
 	State   *task.State `cbor:"3,keyasint,omitempty"`
 	Updates []UpdateMsg `cbor:"4,keyasint,omitempty"`
+	// Dependents are reverse dependency edges to add.
+	Dependents []task.ID `cbor:"5,keyasint,omitempty"`
 }
 
 // UpdateMsg is one progress entry.

@@ -92,6 +92,7 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.DeadVoterGrace = 2 * time.Second
 	cfg.JoinRetry = 50 * time.Millisecond
 	cfg.PlacementSettle = 300 * time.Millisecond
+	cfg.ZombieCheck = 200 * time.Millisecond
 	cfg.LeaveTimeout = time.Second
 	cfg.Faults = node.NewFaults()
 	cfg.Logger = Logger(t).With("member", i)
