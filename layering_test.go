@@ -19,6 +19,7 @@ var allowedInternal = map[string][]string{
 	"httpapi":       {"wire", "task"},
 	"partition":     {"store", "epoch", "ring", "task", "clock"},
 	"raftgroup":     {"store"},
+	"antientropy":   {},
 	"store":         {"task", "clock"},
 	"wire":          {"task", "clock"},
 	"epoch":         {},

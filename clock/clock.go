@@ -6,6 +6,10 @@
 // Unix milliseconds; durations measured inside one process (timeouts, latency)
 // use the monotonic clock and do not come from here.
 //
+// It also estimates peers' clock offsets from readings exchanged with
+// heartbeats (Sample, Estimator) and decides whether this node's clock is
+// too far ahead of the cluster's median (Detector); see drift.go.
+//
 // The package imports nothing internal.
 package clock
 
