@@ -90,6 +90,8 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "partitions", Value: d.Partitions, EnvVars: envName("partitions"), Usage: "partitions of the id space, fixed when the cluster is created"},
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
+			&ucli.DurationFlag{Name: "max-clock-drift", Value: d.Drift.MaxDrift, EnvVars: envName("max-clock-drift"), Usage: "a node whose clock is ahead of the cluster's median by more than this leads nothing and grants no claims until it is back in bounds (default: 2s, or a fifth of --clock-skew-bound if smaller)"},
+			&ucli.BoolFlag{Name: "exit-on-drift", EnvVars: envName("exit-on-drift"), Usage: "exit (status 1) when this node's clock drifts, instead of standing by"},
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
@@ -148,6 +150,12 @@ func runNode(c *ucli.Context) error {
 	cfg.Replicas = c.Int("replicas")
 	cfg.SkewBound = c.Duration("clock-skew-bound")
 	cfg.ClaimOrderSlack = c.Duration("claim-order-slack")
+	cfg.Drift.MaxDrift = c.Duration("max-clock-drift")
+	if !c.IsSet("max-clock-drift") && cfg.SkewBound > 0 {
+		// Unset: catch drift at a fifth of a smaller skew bound too.
+		cfg.Drift.MaxDrift = min(cfg.Drift.MaxDrift, cfg.SkewBound/defaultDriftFraction)
+	}
+	cfg.ExitOnDrift = c.Bool("exit-on-drift")
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")
@@ -182,9 +190,17 @@ func runNode(c *ucli.Context) error {
 		logger.Info("shutting down", "reason", context.Cause(ctx))
 	case <-n.Leaving():
 		logger.Info("shutting down: asked to leave the cluster")
+	case err := <-n.Exit():
+		logger.Error("exiting", "reason", err)
+		_ = n.Close()
+		return err
 	}
 	return n.Close()
 }
+
+// defaultDriftFraction: without --max-clock-drift, drift is caught at a
+// fifth of the clock skew bound at most (2s of the default 10s).
+const defaultDriftFraction = 5
 
 // readSecret reads a cluster secret file: its bytes, surrounding
 // whitespace trimmed (so `openssl rand -hex 32 > F` works).

@@ -637,5 +637,6 @@ func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
 	for p, pi := range meta.Partitions {
 		resp.Partitions = append(resp.Partitions, wire.PartitionView{Partition: p, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Epoch: pi.Epoch})
 	}
+	resp.Clock = n.clockView()
 	return resp, nil
 }

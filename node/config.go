@@ -109,6 +109,14 @@ type Config struct {
 	// released once it has been out of the cohort, at one epoch, for two
 	// checks.
 	ZombieCheck time.Duration
+	// Drift configures clock-drift detection (DESIGN.md, Clock):
+	// Drift.MaxDrift is --max-clock-drift.
+	Drift clock.Config
+	// ClockProbe is how often the node reads its peers' clocks.
+	ClockProbe time.Duration
+	// ExitOnDrift makes a node whose clock drifted exit instead of
+	// standing by until it is back in bounds.
+	ExitOnDrift bool
 	// JoinRetry is the pause between join attempts while starting.
 	JoinRetry time.Duration
 	// LeaveTimeout bounds the gossip of a graceful leave at shutdown.
@@ -159,6 +167,8 @@ func DefaultConfig() Config {
 		JoinRetry:          500 * time.Millisecond,
 		PlacementSettle:    5 * time.Second,
 		ZombieCheck:        30 * time.Second,
+		Drift:              clock.DefaultConfig(),
+		ClockProbe:         time.Second,
 		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
 		Logger:             slog.Default(),
@@ -194,10 +204,16 @@ func (c *Config) Validate() error {
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
-		"zombie check": c.ZombieCheck,
+		"zombie check": c.ZombieCheck, "clock probe": c.ClockProbe,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}
+	if err := c.Drift.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	// Drift is caught well before it threatens claims: leases tolerate
+	// SkewBound.
+	check(c.SkewBound == 0 || c.Drift.MaxDrift < c.SkewBound, "max clock drift %v must be below the clock skew bound %v", c.Drift.MaxDrift, c.SkewBound)
 	check(c.ElectionBackoffMax >= c.ElectionBackoff, "election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
 	check(c.Clock != nil, "no clock")
 	check(c.Logger != nil, "no logger")

@@ -72,6 +72,9 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 		if n.departing.Load() {
 			return fmt.Errorf("%w: node %d is leaving the cluster", wire.ErrUnavailable, n.id)
 		}
+		if drifting, _ := n.drifting(); drifting {
+			return n.errDrifting()
+		}
 		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
 		if err == nil {
 			// Before serving, the data follows the claims (steps 6-7 of

@@ -94,6 +94,11 @@ type Node struct {
 	// its whole timeout and outlive Close.
 	stopc chan struct{}
 
+	// drift watches this node's clock against its peers'.
+	drift *driftWatch
+	// exitc receives why the node must exit (ExitOnDrift); buffered.
+	exitc chan error
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
@@ -104,11 +109,27 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
+	det, err := clock.NewDetector(cfg.Drift)
+	if err != nil {
+		return nil, fmt.Errorf("node: config: %w", err)
+	}
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
 		raftReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
+		drift: &driftWatch{det: det}, exitc: make(chan error, 1),
 	}, nil
+}
+
+// Exit receives an error when the node must stop on its own (a clock that
+// drifted, with ExitOnDrift); the caller then closes it.
+func (n *Node) Exit() <-chan error { return n.exitc }
+
+func (n *Node) exit(err error) {
+	select {
+	case n.exitc <- err:
+	default:
+	}
 }
 
 // Start opens the store, binds the address, brings up the metadata group
@@ -170,6 +191,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
+	n.wg.Go(func() { n.clockLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
@@ -490,6 +512,9 @@ func (n *Node) health() error {
 	case !n.ready.Load():
 		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
 	}
+	if drifting, reason := n.drifting(); drifting {
+		return fmt.Errorf("%w: this node's clock is ahead of the cluster's: %s", wire.ErrUnavailable, reason)
+	}
 	// Healthy when this node leads every partition the registry says it
 	// leads.
 	meta := n.raft.Meta()
@@ -617,6 +642,9 @@ func (n *Node) noteTimer(due int64) {
 
 // tick moves every partition's due timers and recomputes nextDue.
 func (n *Node) tick(now int64) {
+	if drifting, _ := n.drifting(); drifting {
+		return // no expiry by a clock that is ahead; clockLoop reruns them
+	}
 	n.tickMu.Lock()
 	defer n.tickMu.Unlock()
 	// Reset first: timers set while the partitions are walked lower it

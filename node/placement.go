@@ -57,8 +57,8 @@ func (n *Node) failoverLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n.departing.Load() {
-			continue // leaving: take nothing over
+		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
+			continue // leaving, or a clock ahead: take nothing over
 		}
 		meta := n.raft.Meta()
 		states := n.gossipStates()

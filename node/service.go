@@ -466,6 +466,9 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 // claims stand and must be answered); an error before any is returned.
 func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
 	c := &claimed{}
+	if drifting, _ := n.drifting(); drifting {
+		return c, nil // no lease by a clock that is ahead: the others grant
+	}
 	for len(c.views) < count {
 		g, p, err := n.claimOneApply(queue, ttl)
 		if err != nil {
@@ -609,6 +612,9 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	}
 	if resp, handled, err := forward[wire.RenewRequest, wire.RenewResponse](ctx, n, n.partOf(req.ID), wire.OpRenew, req); handled {
 		return resp, err
+	}
+	if drifting, _ := n.drifting(); drifting {
+		return nil, n.errDrifting() // the coordinator retries at the next leader
 	}
 	ttl := req.TTLMs
 	if ttl == 0 {

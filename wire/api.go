@@ -305,6 +305,28 @@ type ClusterResponse struct {
 	Members    []MemberView    `cbor:"3,keyasint" json:"members"`
 	Raft       RaftView        `cbor:"4,keyasint" json:"raft"`
 	Partitions []PartitionView `cbor:"5,keyasint" json:"partitions"`
+	// Clock is the answering node's clock against the cluster's.
+	Clock *ClockView `cbor:"6,keyasint,omitempty" json:"clock,omitempty"`
+}
+
+// ClockView is a node's clock as it judges it from its peers' readings:
+// AheadMs is how far it is ahead of the cluster's median (negative:
+// behind); Drifting means ahead by more than MaxDriftMs, and then the node
+// leads nothing and grants no claims.
+type ClockView struct {
+	AheadMs    int64       `cbor:"1,keyasint" json:"ahead_ms"`
+	Drifting   bool        `cbor:"2,keyasint,omitempty" json:"drifting"`
+	Reason     string      `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
+	MaxDriftMs int64       `cbor:"4,keyasint" json:"max_drift_ms"`
+	Peers      []PeerClock `cbor:"5,keyasint,omitempty" json:"peers,omitempty"`
+}
+
+// PeerClock is one peer's estimated clock offset (peer minus this node)
+// and the round trip of the sample it comes from.
+type PeerClock struct {
+	ID       uint64 `cbor:"1,keyasint" json:"id"`
+	OffsetMs int64  `cbor:"2,keyasint" json:"offset_ms"`
+	RTTUs    int64  `cbor:"3,keyasint" json:"rtt_us"`
 }
 
 // MemberView is one node as the answering node sees it. State is alive,
