@@ -14,10 +14,10 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"":              {"cli"},
 	"cli":           {"node", "wire", "task", "clock"},
-	"node":          {"httpapi", "partition", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":          {"httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"member":        {},
 	"httpapi":       {"wire", "task"},
-	"partition":     {"store", "epoch", "ring", "task", "clock"},
+	"partition":     {"store", "antientropy", "epoch", "ring", "task", "clock"},
 	"raftgroup":     {"store"},
 	"antientropy":   {},
 	"store":         {"task", "clock"},

@@ -9,8 +9,8 @@ import (
 
 // Entry is one task of a bucket, as a side lists it for a comparison: its
 // id and its digest, the XOR of the digests of its items (Fold of its spec
-// item, state item and update items). A bucket's leaf is the XOR of its
-// entries' digests.
+// item, state item, update items and edge items). A bucket's leaf is the
+// XOR of its entries' digests.
 type Entry struct {
 	ID     ID
 	Digest Digest

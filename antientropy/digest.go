@@ -81,6 +81,7 @@ const (
 	kindSpec   byte = 1 // id, spec bytes
 	kindState  byte = 2 // id, state bytes
 	kindUpdate byte = 3 // id, claim (u32 BE), seq (u64 BE), data
+	kindEdge   byte = 4 // id, dependent id; no data
 )
 
 // Sizes of the fixed fields of an update item.
@@ -116,10 +117,22 @@ func UpdateItem(id ID, claim uint32, seq uint64, data []byte) Digest {
 	return itemDigest(kindUpdate, id, fixed[:], data)
 }
 
+// EdgeItem returns the digest of one reverse dependency edge of task id:
+// dependent waits on id. Edges form a grow-only set kept in id's
+// partition: a replica adds the item of an edge when it first stores it,
+// and never again (storing a held edge again adds nothing).
+func EdgeItem(id, dependent ID) Digest {
+	return itemDigest(kindEdge, id, dependent[:], nil)
+}
+
+// maxFixedLen is the longest fixed-field part of any item kind: the
+// dependent id of an edge (an update's claim and seq are shorter).
+const maxFixedLen = max(claimLen+seqLen, IDLen)
+
 // itemDigest hashes domainItem, kind, id, fixed and data, and truncates the
 // SHA-256 to DigestLen bytes.
 func itemDigest(kind byte, id ID, fixed, data []byte) Digest {
-	var head [len(domainItem) + 1 + IDLen + claimLen + seqLen]byte
+	var head [len(domainItem) + 1 + IDLen + maxFixedLen]byte
 	n := copy(head[:], domainItem)
 	head[n] = kind
 	n++

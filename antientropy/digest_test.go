@@ -14,8 +14,12 @@ func TestIDLenMatchesTask(t *testing.T) {
 	}
 }
 
-// vectorID is the id of the frozen vectors.
-var vectorID = ID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+// vectorID is the id of the frozen vectors; vectorDependent the dependent
+// of the edge vector.
+var (
+	vectorID        = ID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	vectorDependent = ID{21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40}
+)
 
 // TestFormatsFrozen pins the bucket hash and the item digests: they must
 // be identical on every node, of every version, and across restarts (the
@@ -31,6 +35,7 @@ func TestFormatsFrozen(t *testing.T) {
 		{"state", StateItem(vectorID, []byte("state")), "d939e2ab418f1aa794904e5389c0a2af"},
 		{"update", UpdateItem(vectorID, 3, 42, []byte("data")), "f358574da1d0a5d2e6968876ed7b3385"},
 		{"update without data", UpdateItem(vectorID, 0, 0, nil), "b73ba75660b5ac231aa934aaf336e0ef"},
+		{"edge", EdgeItem(vectorID, vectorDependent), "e117e406a9141055b114ccd1da88a204"},
 	}
 	for _, tc := range tests {
 		if tc.got.String() != tc.want {
@@ -71,6 +76,9 @@ func TestItemsAreDistinct(t *testing.T) {
 		"spec of other id":  SpecItem(other, data),
 		"spec of no bytes":  SpecItem(vectorID, nil),
 		"state of no bytes": StateItem(vectorID, nil),
+		"edge":              EdgeItem(vectorID, other),
+		"edge reversed":     EdgeItem(other, vectorID),
+		"spec of dependent": SpecItem(vectorID, other[:]),
 	}
 	seen := map[Digest]string{}
 	for name, d := range items {

@@ -12,11 +12,12 @@
 // # Model
 //
 // A task is a set of items, each with a Digest: its spec (SpecItem), its
-// current merged state (StateItem) and each of its progress updates
-// (UpdateItem). A task's digest is the XOR of its items' digests (Fold);
-// an Entry lists it with its id. The Tree of a partition has Shape.Buckets
-// leaves; a task's items go to leaf BucketOf(id); a leaf is the XOR of its
-// tasks' digests, and every inner node the XOR of its children.
+// current merged state (StateItem), each of its progress updates
+// (UpdateItem) and each of its reverse dependency edges (EdgeItem). A
+// task's digest is the XOR of its items' digests (Fold); an Entry lists it
+// with its id. The Tree of a partition has Shape.Buckets leaves; a task's
+// items go to leaf BucketOf(id); a leaf is the XOR of its tasks' digests,
+// and every inner node the XOR of its children.
 //
 // Invariant: two replicas that hold the same records have equal trees (the
 // same digest at every node), whatever the order of their writes, since XOR
@@ -33,11 +34,12 @@
 //     a new task adds its spec item, state item and update items; a state
 //     whose canonical bytes changed replaces its old state item with the
 //     new (Replace; a state merged without change is a no-op); an update
-//     key seen for the first time adds its item (a repeated merge of a
-//     known key adds nothing, or the item would cancel out); a deleted task
-//     removes its task digest. Simplest and most robust: store each task's
-//     digest next to its header, in the same batch, and call
-//     Replace(id, old, new) with the old and new task digests.
+//     key or an edge seen for the first time adds its item (a repeated
+//     merge of a known key or edge adds nothing, or the item would cancel
+//     out); a deleted task removes its task digest. Simplest and most
+//     robust: store each task's digest next to its header, in the same
+//     batch, and call Replace(id, old, new) with the old and new task
+//     digests.
 //  3. Canonical bytes: the spec and state bytes hashed must be the same on
 //     every replica holding the same spec or merged state (deterministic
 //     CBOR, no replica-local fields), or replicas never agree.

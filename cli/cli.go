@@ -90,6 +90,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "partitions", Value: d.Partitions, EnvVars: envName("partitions"), Usage: "partitions of the id space, fixed when the cluster is created"},
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
+			&ucli.DurationFlag{Name: "aae-interval", Value: d.AAEInterval, EnvVars: envName("aae-interval"), Usage: "how often each partition's leader compares its replica with each follower's (anti-entropy) and repairs what differs"},
 			&ucli.DurationFlag{Name: "max-clock-drift", Value: d.Drift.MaxDrift, EnvVars: envName("max-clock-drift"), Usage: "a node whose clock is ahead of the cluster's median by more than this leads nothing and grants no claims until it is back in bounds (default: 2s, or a fifth of --clock-skew-bound if smaller)"},
 			&ucli.BoolFlag{Name: "exit-on-drift", EnvVars: envName("exit-on-drift"), Usage: "exit (status 1) when this node's clock drifts, instead of standing by"},
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
@@ -156,6 +157,7 @@ func runNode(c *ucli.Context) error {
 		cfg.Drift.MaxDrift = min(cfg.Drift.MaxDrift, cfg.SkewBound/defaultDriftFraction)
 	}
 	cfg.ExitOnDrift = c.Bool("exit-on-drift")
+	cfg.AAEInterval = c.Duration("aae-interval")
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")

@@ -192,7 +192,7 @@ func (n *Node) peerHandler() wire.Handler {
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
 		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
-			wire.OpDependents, wire.OpDepDone, wire.OpRelease:
+			wire.OpDependents, wire.OpDepDone, wire.OpRelease, wire.OpAAENodes, wire.OpAAEBuckets, wire.OpAAEFetch:
 			select {
 			case <-n.partsLoaded:
 			default:
@@ -257,6 +257,12 @@ func (n *Node) peerHandler() wire.Handler {
 			peerCall(w, req, func(r *wire.DependentsRequest) (any, error) { return n.serveDependents(ctx, r) })
 		case wire.OpDepDone:
 			peerCall(w, req, func(r *wire.DepDoneRequest) (any, error) { return nil, n.serveDepDone(r) })
+		case wire.OpAAENodes:
+			peerCall(w, req, func(r *wire.AAERequest) (any, error) { return n.serveAAENodes(r) })
+		case wire.OpAAEBuckets:
+			peerCall(w, req, func(r *wire.AAERequest) (any, error) { return n.serveAAEBuckets(r) })
+		case wire.OpAAEFetch:
+			peerCall(w, req, func(r *wire.AAEFetchRequest) (any, error) { return n.serveAAEFetch(r) })
 		case wire.OpRelease:
 			peerCall(w, req, func(r *wire.ReleaseRequest) (any, error) { return nil, n.serveRelease(req.PeerID, r) })
 		case wire.OpExport:
@@ -638,5 +644,6 @@ func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
 		resp.Partitions = append(resp.Partitions, wire.PartitionView{Partition: p, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Epoch: pi.Epoch})
 	}
 	resp.Clock = n.clockView()
+	resp.AAE = n.aaeView()
 	return resp, nil
 }

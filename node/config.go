@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/task"
@@ -109,6 +110,11 @@ type Config struct {
 	// released once it has been out of the cohort, at one epoch, for two
 	// checks.
 	ZombieCheck time.Duration
+	// AAE shapes the anti-entropy trees (the same on every node) and
+	// bounds one round's work; AAEInterval is how often a partition's
+	// leader runs rounds with each follower.
+	AAE         antientropy.Config
+	AAEInterval time.Duration
 	// Drift configures clock-drift detection (DESIGN.md, Clock):
 	// Drift.MaxDrift is --max-clock-drift.
 	Drift clock.Config
@@ -168,6 +174,8 @@ func DefaultConfig() Config {
 		PlacementSettle:    5 * time.Second,
 		ZombieCheck:        30 * time.Second,
 		Drift:              clock.DefaultConfig(),
+		AAE:                antientropy.DefaultConfig(),
+		AAEInterval:        10 * time.Second,
 		ClockProbe:         time.Second,
 		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
@@ -204,11 +212,14 @@ func (c *Config) Validate() error {
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
-		"zombie check": c.ZombieCheck, "clock probe": c.ClockProbe,
+		"zombie check": c.ZombieCheck, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}
 	if err := c.Drift.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.AAE.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	// Drift is caught well before it threatens claims: leases tolerate

@@ -96,6 +96,10 @@ type Node struct {
 
 	// drift watches this node's clock against its peers'.
 	drift *driftWatch
+	// aae counts anti-entropy work.
+	aae aaeStats
+	// reqs counts and times client requests (GET /metrics).
+	reqs requestMetrics
 	// exitc receives why the node must exit (ExitOnDrift); buffered.
 	exitc chan error
 
@@ -192,6 +196,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
 	n.wg.Go(func() { n.clockLoop(loopCtx) })
+	n.wg.Go(func() { n.aaeLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
@@ -400,6 +405,7 @@ func (n *Node) loadPartitions() error {
 			Self:       n.id,
 			Store:      n.store,
 			SkewBound:  n.cfg.SkewBound,
+			TreeShape:  n.cfg.AAE.Shape,
 			RetryBase:  n.cfg.RetryBase,
 			RetryMax:   n.cfg.RetryMax,
 			Logger:     n.log,
@@ -436,7 +442,7 @@ func (n *Node) startQUIC() error {
 	if err != nil {
 		return fmt.Errorf("node: tls: %w", err)
 	}
-	n.clientHandler = wire.ServiceHandler(coordinator{n})
+	n.clientHandler = wire.ServiceHandler(metered{coordinator{n}, n})
 	n.peerClientHandler = wire.ServiceHandler(n)
 	var keys wire.Keys
 	if n.cfg.ClusterSecret != nil {
@@ -467,7 +473,13 @@ func (n *Node) startQUIC() error {
 
 // serveHTTP starts the HTTP server.
 func (n *Node) serveHTTP() error {
-	var handler http.Handler = httpapi.New(coordinator{n}, n.health, n.log)
+	var handler http.Handler = httpapi.New(metered{coordinator{n}, n}, n.health, n.log)
+	{
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("GET /metrics", n.serveMetrics)
+		handler = mux
+	}
 	if n.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)

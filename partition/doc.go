@@ -63,9 +63,43 @@
 // reading the store in bounded chunks, each from one snapshot; a write
 // concurrent with it is merged by the receiver from live replication.
 //
+// # Anti-entropy
+//
+// Every replica keeps an antientropy.Tree of its records (DESIGN.md,
+// "Anti-entropy"; digest.go says what is hashed: a task's spec, its
+// merged state unless zero, each update and each reverse edge; nothing
+// local to the replica).
+//
+// INVARIANT: the tree equals the XOR of the items of the records this
+// partition holds in the store. It is maintained under mu: every write
+// computes the items it adds, removes or replaces while it stages its
+// batch, and applies them to the tree only after the batch applied, before
+// releasing mu (so a refused or failed write leaves the tree untouched).
+// An item appears once: a spec only when new, an update key and an edge
+// only when not held yet (a repeat adds nothing, or XOR would cancel it),
+// a state by replacing the old state's item. Load rebuilds the tree from
+// the store, Release empties it. Consequences: replicas holding the same
+// records have equal trees whatever the order, repetition or source of
+// their writes, and a store snapshot taken under mu holds exactly the
+// records the tree sums at that instant.
+//
+// A round between two replicas of a partition (the node drives it):
+//
+//  1. the initiator takes TreeSnapshot and runs antientropy.Diff against
+//     the peer, whose side answers the encoded requests with AnswerNodes
+//     and AnswerBuckets, the initiator's own ListFunc being ListBuckets;
+//  2. it fetches the peer's Records of Result.Pull and merges them
+//     (Merge), and sends its own Records of Result.Push for the peer to
+//     merge. Merging whole records is idempotent, so after both the two
+//     replicas hold equal trees for those tasks.
+//
+// TreeSnapshot and AnswerNodes copy digests under mu; ListBuckets and
+// Records read a store snapshot without it (ListBuckets takes its
+// snapshot under mu), so a listing never stalls writes.
+//
 // Lock order: Replica.mu is taken before anything the OnHead callback
 // locks; the callbacks must not call back into the replica.
 //
-// partition imports task, store, ring, epoch and clock; it must not import
-// wire, raftgroup or node.
+// partition imports task, store, antientropy, ring, epoch and clock; it
+// must not import wire, raftgroup or node.
 package partition

@@ -3,6 +3,7 @@ package partition
 import (
 	"github.com/google/btree"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -58,6 +59,9 @@ type hotTask struct {
 	// history, when seqKnown.
 	nextSeq  uint64
 	seqKnown bool
+	// digest is st's tree item (stateDigest), so a write of a claimed
+	// task replaces it in the tree without encoding the old state again.
+	digest antientropy.Digest
 }
 
 // isZeroState reports whether st is the state of a task with no state

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -134,6 +135,7 @@ func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, 
 		b:     r.cfg.Store.NewBatch(),
 		tasks: make(map[task.ID]*merging),
 		ups:   make(map[updateKey][]byte),
+		edges: make(map[edgeKey]bool),
 	}
 	var errs []error
 	merged := 0
@@ -161,23 +163,32 @@ func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, 
 
 // merger is one Merge call: the batch it fills and the tasks it touched.
 // Reads go to the store, which does not see the batch yet, so a task
-// touched twice in one call is read from tasks the second time.
+// touched twice in one call is read from tasks the second time, and the
+// update keys and edges staged are kept to be known as held.
+//
+// Every write staged adds its tree items to delta: the spec item of a new
+// task, the item of each new update key and each new edge, and (in apply)
+// the replacement of each written state's item. apply applies delta once
+// the batch applied.
 type merger struct {
 	r     *Replica
 	b     *store.Batch
 	tasks map[task.ID]*merging
 	order []task.ID            // tasks in the order first touched
 	ups   map[updateKey][]byte // updates put in b
+	edges map[edgeKey]bool     // edges put in b
+	delta treeDelta
 }
 
 // merging is a task as the store holds it plus the records merged so far.
 type merging struct {
-	sp    *task.Spec // without payload
-	full  *task.Spec // with payload, for a task new in this call
-	st    task.State
-	isNew bool // not in the store before this call: inserted, not reindexed
-	dirty bool // st differs from the stored state
-	ups   bool // gained updates: the hot cache's next seq may be stale
+	sp     *task.Spec // without payload
+	full   *task.Spec // with payload, for a task new in this call
+	st     task.State
+	stored task.State // the state in the store before this call (zero if new)
+	isNew  bool       // not in the store before this call: inserted, not reindexed
+	dirty  bool       // st differs from the stored state
+	ups    bool       // gained updates: the hot cache's next seq may be stale
 }
 
 type updateKey struct {
@@ -185,6 +196,9 @@ type updateKey struct {
 	claim uint32
 	seq   uint64
 }
+
+// edgeKey is a reverse edge: dependent waits on dep.
+type edgeKey struct{ dep, dependent task.ID }
 
 // record stages rec's writes in the batch. refused is the record's
 // refusal (nothing of it staged); err is a store failure that aborts the
@@ -216,7 +230,7 @@ func (m *merger) record(rec *Record) (refused, err error) {
 		case err != nil:
 			return nil, err
 		default:
-			cur = &merging{sp: sp, st: st}
+			cur = &merging{sp: sp, st: st, stored: st}
 		}
 	}
 	if rec.Spec != nil && !fresh {
@@ -229,9 +243,13 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			return &CompletedError{ID: rec.ID, Claim: c, Completion: *cur.st.Completion}, nil
 		}
 	}
-	adds, refused, err := m.newUpdates(rec)
+	adds, refused, err := m.newUpdates(rec, cur.isNew)
 	if refused != nil || err != nil {
 		return refused, err
+	}
+	edges, err := m.newEdges(rec, cur.isNew)
+	if err != nil {
+		return nil, err
 	}
 
 	// Accepted: stage the writes.
@@ -251,20 +269,40 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			cur.st, cur.dirty = st, true
 		}
 	}
-	for _, u := range adds {
-		if err := m.b.PutUpdate(r.cfg.Part, rec.ID, u.Claim, u.Seq, u.Data); err != nil {
-			return nil, err
+	return nil, m.putNew(rec.ID, cur, adds, edges)
+}
+
+// putNew stages the update keys and the edges of task id that this
+// replica lacks (see newUpdates and newEdges), with their tree items.
+func (m *merger) putNew(id task.ID, cur *merging, ups []Update, dependents []task.ID) error {
+	part := m.r.cfg.Part
+	for _, u := range ups {
+		if err := m.b.PutUpdate(part, id, u.Claim, u.Seq, u.Data); err != nil {
+			return err
 		}
-		m.ups[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
+		m.ups[updateKey{id, u.Claim, u.Seq}] = u.Data
+		m.delta.add(id, antientropy.UpdateItem(id, u.Claim, u.Seq, u.Data))
 		cur.ups = true
 	}
-	// Edges are keys without values: writing one again is harmless.
-	for _, d := range rec.Dependents {
-		if err := m.b.PutEdge(r.cfg.Part, rec.ID, d); err != nil {
-			return nil, err
+	for _, d := range dependents {
+		if err := m.b.PutEdge(part, id, d); err != nil {
+			return err
 		}
+		m.edges[edgeKey{id, d}] = true
+		m.delta.add(id, antientropy.EdgeItem(id, d))
 	}
-	return nil, nil
+	return nil
+}
+
+// newEdges returns rec's dependents that this replica does not hold as
+// edges yet, neither in the store nor staged by this call. Writing a held
+// edge again would be harmless to the store but would add its item to
+// the tree a second time. A task new in this call has no stored edge.
+func (m *merger) newEdges(rec *Record, isNew bool) ([]task.ID, error) {
+	if len(rec.Dependents) == 0 {
+		return nil, nil
+	}
+	return m.r.newEdgesLocked(rec.ID, rec.Dependents, m.edges, !isNew)
 }
 
 // checkSameSpec refuses sp, the spec a record carries for a task cur that
@@ -293,14 +331,16 @@ func (m *merger) putSpec(sp *task.Spec) error {
 		return err
 	}
 	r.ids.add(sp.ID)
+	m.delta.add(sp.ID, specDigest(sp))
 	return nil
 }
 
 // newUpdates returns rec's updates that this replica lacks. An update it
-// holds with the same data is skipped (merging is idempotent); with other
-// data the record is refused: a key has one value, and the one held is
-// kept rather than silently replaced.
-func (m *merger) newUpdates(rec *Record) (adds []Update, refused, err error) {
+// holds with the same data is skipped (merging is idempotent, and its
+// item is in the tree already); with other data the record is refused: a
+// key has one value, and the one held is kept rather than silently
+// replaced. A task new in this call (isNew) has no stored update to read.
+func (m *merger) newUpdates(rec *Record, isNew bool) (adds []Update, refused, err error) {
 	var inRec map[updateKey][]byte // rec's own keys, against duplicates within it
 	if len(rec.Updates) > 1 {
 		inRec = make(map[updateKey][]byte, len(rec.Updates))
@@ -311,7 +351,7 @@ func (m *merger) newUpdates(rec *Record) (adds []Update, refused, err error) {
 		if !have {
 			old, have = inRec[k]
 		}
-		if !have {
+		if !have && !isNew {
 			v, err := m.r.cfg.Store.Update(m.r.cfg.Part, rec.ID, u.Claim, u.Seq)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
@@ -341,12 +381,18 @@ func (m *merger) newUpdates(rec *Record) (adds []Update, refused, err error) {
 // durable yet), or nothing if every record was refused.
 func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 	r := m.r
+	digests := make(map[task.ID]antientropy.Digest) // new state items of the dirty tasks
 	for _, id := range m.order {
 		if t := m.tasks[id]; t.dirty {
 			if err := m.b.PutState(r.cfg.Part, id, &t.st); err != nil {
 				m.b.Close()
 				return nil, fmt.Errorf("partition %d: merge %s: %w", r.cfg.Part, id, err)
 			}
+			d := stateDigest(id, &t.st)
+			digests[id] = d
+			// The hot cache still holds the stored state: reindexing
+			// comes after the batch.
+			m.delta.replace(id, r.stateDigestLocked(id, &t.stored), d)
 		}
 	}
 	if m.b.Empty() {
@@ -360,16 +406,17 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: merge: %w", r.cfg.Part, err)
 	}
+	r.applyTreeLocked(m.delta)
 	for _, id := range m.order {
 		t := m.tasks[id]
 		switch {
 		case t.isNew:
 			r.insertLocked(t.sp, &t.st, now)
 		case t.dirty:
-			r.reindexLocked(t.sp, &t.st, now)
+			r.reindexLocked(t.sp, &t.st, digests[id], now)
 		}
-		if e := r.tasks[id]; t.ups && e != nil && e.hot != nil {
-			e.hot.seqKnown = false // the history may have grown: recount it
+		if t.ups {
+			r.forgetNextSeqLocked(id) // the history may have grown: recount it
 		}
 	}
 	return p, nil
@@ -520,13 +567,11 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 		var chunk []Record
 		size, full := 0, false
 		err := r.cfg.Store.ExportPartition(r.cfg.Part, from, func(t store.TaskExport) (bool, error) {
-			rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents}
 			size += len(t.Spec.Data)
 			for _, u := range t.Updates {
-				rec.Updates = append(rec.Updates, Update(u))
 				size += len(u.Data)
 			}
-			chunk = append(chunk, rec)
+			chunk = append(chunk, exportRecord(t))
 			full = len(chunk) >= exportChunkRecords || size >= exportChunkBytes
 			return !full, nil
 		})

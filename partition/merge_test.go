@@ -122,6 +122,11 @@ func converged(t *testing.T, what string, a *partition.Replica, sa *store.Store,
 	if ba, bb := sortedIDs(a.Blocked()), sortedIDs(b.Blocked()); !slices.Equal(ba, bb) {
 		t.Fatalf("%s: blocked %v; want %v", what, bb, ba)
 	}
+	checkTree(t, what+": first replica", a, sa)
+	checkTree(t, what+": second replica", b, sb)
+	if ta, tb := a.TreeSnapshot(), b.TreeSnapshot(); !ta.Equal(tb) {
+		t.Fatalf("%s: tree roots %v and %v differ", what, ta.Root(), tb.Root())
+	}
 }
 
 func fmtRecord(r partition.Record) string {

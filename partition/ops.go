@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/epoch"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -125,9 +126,10 @@ func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pe
 		r.rederiveLocked(sp, &st, now)
 		return nil, nil, nil
 	}
+	old := r.stateDigestLocked(id, &st)
 	c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
 	st.AddClaim(c)
-	p, err := r.writeStateLocked(sp, &st, now, nil)
+	p, err := r.writeStateLocked(sp, old, &st, now)
 	if err != nil {
 		r.unreserveLocked(id, e)
 		return nil, nil, err
@@ -161,10 +163,10 @@ func (r *Replica) checkLeaderLocked() error {
 // Renew extends claim idx of task id to now+ttl.
 func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
 	var out task.Claim
-	err := r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	err := r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		c, err := st.Renew(idx, now, ttl)
 		out = c
-		return err == nil, nil, err
+		return err == nil, err
 	})
 	return out, err
 }
@@ -188,17 +190,27 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		r.mu.Unlock()
 		return err
 	}
-	if dup {
-		old, err := r.cfg.Store.Update(r.cfg.Part, id, idx, seq)
-		r.mu.Unlock()
-		if err != nil {
-			return err
+	// A key below next is held. The key next is not, by definition of
+	// next, unless the hot cache's count lags behind keys merged past a
+	// gap of the history: look it up too, as a held key is never written
+	// again (it keeps its first value, and its tree item would be added a
+	// second time, cancelling it).
+	old, err := r.cfg.Store.Update(r.cfg.Part, id, idx, seq)
+	switch {
+	case err == nil:
+		if !dup {
+			r.forgetNextSeqLocked(id) // the count lagged: recount it
 		}
+		r.mu.Unlock()
 		if string(old) != string(data) {
 			return fmt.Errorf("%w: update seq %d of claim %d exists with other data", task.ErrConflict, seq, idx)
 		}
 		return r.cfg.Store.Barrier() // the repeat is acknowledged once the original is durable
+	case dup || !errors.Is(err, store.ErrNotFound):
+		r.mu.Unlock()
+		return err
 	}
+	// The key is not stored: its item is new to the tree.
 	b := r.cfg.Store.NewBatch()
 	if err := b.PutUpdate(r.cfg.Part, sp.ID, idx, seq, data); err != nil {
 		r.mu.Unlock()
@@ -210,6 +222,7 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		r.mu.Unlock()
 		return err
 	}
+	r.tree.Add(sp.ID, antientropy.UpdateItem(sp.ID, idx, seq, data))
 	if e := r.tasks[id]; e != nil && e.hot != nil && e.hot.seqKnown {
 		if c, _ := e.hot.st.Latest(); c.Index == idx {
 			e.hot.nextSeq = next + 1 // seq == next: the history grew by one
@@ -217,6 +230,14 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 	}
 	r.mu.Unlock()
 	return p.Wait()
+}
+
+// forgetNextSeqLocked drops the hot cache's count of task id's contiguous
+// update history, so the next use recounts it from the store.
+func (r *Replica) forgetNextSeqLocked(id task.ID) {
+	if e := r.tasks[id]; e != nil && e.hot != nil {
+		e.hot.seqKnown = false
+	}
 }
 
 // Complete completes task id under claim idx at seq (nil: the next seq of
@@ -233,17 +254,17 @@ func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newl
 // CompleteApply is Complete without the wait: the caller waits on the
 // returned Durable before acknowledging the completion.
 func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, d Durable, err error) {
-	d, err = r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	d, err = r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		next, err := r.nextSeqLocked(id, idx)
 		if err != nil {
-			return false, nil, err
+			return false, err
 		}
 		s := next
 		if seq != nil {
 			s = *seq
 		}
 		newly, err = st.Complete(idx, s, next, now)
-		return newly, nil, err
+		return newly, err
 	})
 	return newly, d, err
 }
@@ -251,14 +272,14 @@ func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) 
 // Fail ends claim idx as a failed attempt. The task is retried after
 // retryAfter ms (nil: exponential backoff), or is dead after max attempts.
 func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) error {
-	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		// Attempts(false) already counts claim idx, the one failing now.
 		wait := r.backoff(st.Attempts(false))
 		if retryAfter != nil {
 			wait = *retryAfter
 		}
 		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason)})
-		return done, nil, err
+		return done, err
 	})
 }
 
@@ -274,34 +295,34 @@ func (r *Replica) backoff(failed uint32) int64 {
 // Snooze ends claim idx without counting an attempt; the task is ready
 // again after delay ms.
 func (r *Replica) Snooze(id task.ID, idx uint32, delay, now int64) error {
-	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		done, err := st.End(idx, task.Release{At: now, Snooze: true, Until: now + delay})
-		return done, nil, err
+		return done, err
 	})
 }
 
 // Requeue makes a dead task ready again.
 func (r *Replica) Requeue(id task.ID, now int64) error {
-	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
 		if status, _ := task.Derive(sp, st, now, r.skew); status != task.Dead {
-			return false, nil, fmt.Errorf("%w: %s is %s", task.ErrNotDead, id, status)
+			return false, fmt.Errorf("%w: %s is %s", task.ErrNotDead, id, status)
 		}
 		st.Requeue()
-		return true, nil, nil
+		return true, nil
 	})
 }
 
 // DepDone records that dep, a dependency of task id, completed.
 func (r *Replica) DepDone(id, dep task.ID, now int64) error {
-	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, func(*store.Batch) error, error) {
+	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
 		if !slices.Contains(sp.Deps, dep) {
-			return false, nil, fmt.Errorf("%w: %s does not depend on %s", task.ErrInvalid, id, dep)
+			return false, fmt.Errorf("%w: %s does not depend on %s", task.ErrInvalid, id, dep)
 		}
 		if _, ok := slices.BinarySearchFunc(st.DepsDone, dep, task.ID.Compare); ok {
-			return false, nil, nil
+			return false, nil
 		}
 		st.AddDepDone(dep)
-		return true, nil, nil
+		return true, nil
 	})
 }
 
@@ -377,51 +398,84 @@ func (r *Replica) Install(ep uint64, cs []epoch.Claim, now int64) error {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: install at epoch %d, promised %d", task.ErrEpoch, ep, r.promised)
 	}
-	b := r.cfg.Store.NewBatch()
-	type changed struct {
-		sp *task.Spec
-		st task.State
-	}
-	var ch []changed
-	for _, c := range cs {
-		id := task.ID(c.Task)
-		sp, st, err := r.loadLocked(id)
-		if errors.Is(err, task.ErrNotFound) {
-			continue // anti-entropy brings the task; its claim comes with it
-		}
-		if err != nil {
-			r.mu.Unlock()
-			b.Close()
-			return err
-		}
-		merged := st.Clone()
-		merged.Merge(&task.State{Claims: []task.Claim{{Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}}})
-		if slices.Equal(merged.Claims, st.Claims) {
-			continue
-		}
-		if err := b.PutState(r.cfg.Part, id, &merged); err != nil {
-			r.mu.Unlock()
-			b.Close()
-			return err
-		}
-		ch = append(ch, changed{sp, merged})
-	}
-	if b.Empty() {
+	ch, order, err := r.installChangesLocked(cs)
+	if err != nil {
 		r.mu.Unlock()
-		b.Close()
+		return err
+	}
+	if len(order) == 0 {
+		r.mu.Unlock()
 		return nil
+	}
+	b := r.cfg.Store.NewBatch()
+	var delta treeDelta
+	digests := make([]antientropy.Digest, len(order))
+	for i, id := range order {
+		c := ch[id]
+		if err := b.PutState(r.cfg.Part, id, &c.st); err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
+		digests[i] = stateDigest(id, &c.st)
+		delta.replace(id, c.stored, digests[i])
 	}
 	p, err := b.Apply()
 	if err != nil {
 		r.mu.Unlock()
 		return err
 	}
-	for i := range ch {
-		r.rederiveLocked(ch[i].sp, &ch[i].st, now)
-		r.refreshHotLocked(ch[i].sp, &ch[i].st)
+	r.applyTreeLocked(delta)
+	for i, id := range order {
+		c := ch[id]
+		r.rederiveLocked(c.sp, &c.st, now)
+		r.refreshHotLocked(c.sp, &c.st, digests[i])
 	}
 	r.mu.Unlock()
 	return p.Wait()
+}
+
+// installed is a task whose state an Install grows.
+type installed struct {
+	sp     *task.Spec
+	st     task.State
+	stored antientropy.Digest // the stored state's tree item
+}
+
+// installChangesLocked merges each claim of cs into its task's state and
+// returns the tasks whose state grew, by id, in the order first changed. A
+// task with two claims in cs merges both into one staged state (the store
+// does not see the batch), whose tree item replaces the stored state's
+// once. Claims of unknown tasks are skipped: anti-entropy brings the task,
+// and its claim comes with it.
+func (r *Replica) installChangesLocked(cs []epoch.Claim) (map[task.ID]*installed, []task.ID, error) {
+	ch := make(map[task.ID]*installed)
+	var order []task.ID
+	for _, c := range cs {
+		id := task.ID(c.Task)
+		cur := ch[id]
+		if cur == nil {
+			sp, st, err := r.loadLocked(id)
+			if errors.Is(err, task.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			cur = &installed{sp: sp, st: st, stored: r.stateDigestLocked(id, &st)}
+		}
+		merged := cur.st.Clone()
+		merged.Merge(&task.State{Claims: []task.Claim{{Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}}})
+		if slices.Equal(merged.Claims, cur.st.Claims) {
+			continue
+		}
+		cur.st = merged
+		if ch[id] == nil {
+			ch[id] = cur
+			order = append(order, id)
+		}
+	}
+	return ch, order, nil
 }
 
 // Lead makes the replica grant claims at ep, which the caller won through

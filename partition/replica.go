@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 )
@@ -45,6 +46,11 @@ type Config struct {
 	// set, with its due time, so the caller can run Tick on time. It must
 	// not block or call into the replica.
 	OnTimer func(due int64)
+	// TreeShape is the shape of the replica's anti-entropy hash tree; the
+	// zero Shape means antientropy.DefaultConfig().Shape. Every replica of
+	// a cluster must use the same shape (peers refuse to compare others).
+	// It must be valid (antientropy.Shape.Validate): Load fails otherwise.
+	TreeShape antientropy.Shape
 }
 
 // Replica is one partition's replica on this node. Safe for concurrent use.
@@ -67,6 +73,17 @@ type Replica struct {
 	// maxOwn is the highest id in the partition that this node issued
 	// (its node field is Self), found by Load.
 	maxOwn task.ID
+	// tree is the anti-entropy hash tree of the partition's records (see
+	// digest.go for the items). INVARIANT: it equals the XOR of the items
+	// of the records this partition holds in the store. Every write of
+	// task data updates it after its batch applied and before r.mu is
+	// released (treeDelta), Load rebuilds it, Release empties it; so any
+	// store snapshot taken under r.mu holds exactly the records the tree
+	// sums. The pointer is set by New and never changes.
+	tree *antientropy.Tree
+	// treeErr is New's error for an invalid Config.TreeShape (tree is
+	// nil); Load returns it.
+	treeErr error
 
 	// leading mirrors epoch for readers that must not wait for mu (a
 	// request asking whether this node leads): written only with mu held,
@@ -85,7 +102,10 @@ func New(cfg Config) *Replica {
 	if cfg.OnTimer == nil {
 		cfg.OnTimer = func(int64) {}
 	}
-	return &Replica{
+	if cfg.TreeShape == (antientropy.Shape{}) {
+		cfg.TreeShape = antientropy.DefaultConfig().Shape
+	}
+	r := &Replica{
 		cfg:    cfg,
 		skew:   cfg.SkewBound.Milliseconds(),
 		log:    cfg.Logger.With("partition", cfg.Part),
@@ -94,14 +114,26 @@ func New(cfg Config) *Replica {
 		timers: btree.NewG(btreeDegree, timerLess),
 		ids:    newIDFilter(),
 	}
+	if r.tree, r.treeErr = antientropy.NewTree(cfg.TreeShape); r.treeErr != nil {
+		r.treeErr = fmt.Errorf("partition %d: tree shape: %w", cfg.Part, r.treeErr)
+	}
+	return r
 }
 
 // Part returns the partition number.
 func (r *Replica) Part() uint16 { return r.cfg.Part }
 
-// Load rebuilds the indexes from the store. It must be called once, before
-// any other method.
+// Load rebuilds the indexes and the hash tree from the store. It must be
+// called once, before any other method.
+//
+// It reads every record of the partition whole (store.ExportPartition: one
+// pass over the payloads, states, updates and edges) and hashes it, so its
+// cost follows the partition's bytes, payloads included: the tree is not
+// persisted, so it can never disagree with the store after a crash.
 func (r *Replica) Load(now int64) error {
+	if r.treeErr != nil {
+		return r.treeErr
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, to, err := r.cfg.Store.Promise(r.cfg.Part)
@@ -109,10 +141,14 @@ func (r *Replica) Load(now int64) error {
 		return fmt.Errorf("partition %d: load promise: %w", r.cfg.Part, err)
 	}
 	r.promised, r.promTo = p, to
-	err = r.cfg.Store.ScanPartition(r.cfg.Part, task.ID{}, func(rec store.TaskRecord) (bool, error) {
-		r.insertLocked(rec.Spec, &rec.State, now)
-		r.ids.add(rec.Spec.ID)
-		if id := rec.Spec.ID; id.Node() == r.cfg.Self {
+	r.tree.Reset()
+	err = r.cfg.Store.ExportPartition(r.cfg.Part, task.ID{}, func(t store.TaskExport) (bool, error) {
+		id := t.Spec.ID
+		r.tree.Add(id, exportDigest(&t))
+		t.Spec.Data = nil // hashed; the indexes keep no payload
+		r.insertLocked(t.Spec, &t.State, now)
+		r.ids.add(id)
+		if id.Node() == r.cfg.Self {
 			r.maxOwn = id // the scan is in id order
 		}
 		return true, nil
@@ -326,27 +362,37 @@ type NewTask struct {
 // Enqueue durably writes new tasks (and the reverse edges of their deps)
 // and indexes them. A task whose id exists with the same content is
 // accepted again without a write (a retry); with other content it fails
-// with task.ErrConflict and nothing of the batch is written.
+// with task.ErrConflict and nothing of the batch is written. So does a task
+// repeated within tasks.
 func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 	r.mu.Lock()
 	b := r.cfg.Store.NewBatch()
 	fresh := make([]NewTask, 0, len(tasks))
+	var delta treeDelta
+	// staged holds the specs this call writes, against a task repeated
+	// in tasks: the store does not see the batch, and writing a spec
+	// twice would add its item to the tree twice.
+	var staged map[task.ID]*task.Spec
+	if len(tasks) > 1 {
+		staged = make(map[task.ID]*task.Spec, len(tasks))
+	}
 	for _, nt := range tasks {
-		if nt.CheckExisting {
-			dup, err := r.existsLocked(nt.Spec)
-			if err != nil {
-				r.mu.Unlock()
-				b.Close()
-				return err
-			}
-			if dup {
-				continue
-			}
-		}
-		if err := r.putNewLocked(b, nt); err != nil {
+		dup, err := r.stagedOrExistsLocked(staged, nt)
+		if err != nil {
 			r.mu.Unlock()
 			b.Close()
 			return err
+		}
+		if dup {
+			continue
+		}
+		if err := r.putNewLocked(b, nt, &delta); err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
+		if staged != nil {
+			staged[nt.Spec.ID] = nt.Spec
 		}
 		fresh = append(fresh, nt)
 	}
@@ -362,6 +408,7 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		r.mu.Unlock()
 		return fmt.Errorf("partition %d: enqueue: %w", r.cfg.Part, err)
 	}
+	r.applyTreeLocked(delta)
 	for i := range fresh {
 		if _, ok := r.tasks[fresh[i].Spec.ID]; !ok {
 			r.insertLocked(fresh[i].Spec, &fresh[i].State, now)
@@ -371,15 +418,35 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 	return p.Wait()
 }
 
-func (r *Replica) putNewLocked(b *store.Batch, nt NewTask) error {
+// stagedOrExistsLocked reports whether nt's task is already written, by
+// this call (staged) or before (the store): a retry, which writes nothing.
+// Other content under its id is a conflict. Ids the node issued skip the
+// store read (the id filter knows them to be new) unless the filter has a
+// false positive; they are checked anyway, as writing a held spec again
+// would corrupt the indexes and the tree.
+func (r *Replica) stagedOrExistsLocked(staged map[task.ID]*task.Spec, nt NewTask) (bool, error) {
+	if prev, ok := staged[nt.Spec.ID]; ok {
+		if !SameTask(prev, nt.Spec) {
+			return false, fmt.Errorf("%w: id %s is used by two tasks of one enqueue", task.ErrConflict, nt.Spec.ID)
+		}
+		return true, nil
+	}
+	return r.existsLocked(nt.Spec)
+}
+
+// putNewLocked stages a new task's writes in b and their tree items in
+// delta: the spec item, and the state item of an initial state.
+func (r *Replica) putNewLocked(b *store.Batch, nt NewTask, delta *treeDelta) error {
 	if err := b.PutSpec(r.cfg.Part, nt.Spec); err != nil {
 		return err
 	}
 	r.ids.add(nt.Spec.ID)
+	delta.add(nt.Spec.ID, specDigest(nt.Spec))
 	if len(nt.State.DepsDone) > 0 {
 		if err := b.PutState(r.cfg.Part, nt.Spec.ID, &nt.State); err != nil {
 			return err
 		}
+		delta.add(nt.Spec.ID, stateDigest(nt.Spec.ID, &nt.State))
 	}
 	// The reverse edges of its deps go to the deps' partitions, written by
 	// their leaders: AddDependents.
@@ -403,22 +470,90 @@ func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bo
 	if err != nil {
 		return false, nil, err
 	}
-	b := r.cfg.Store.NewBatch()
 	for _, t := range dependents {
 		if t.IsZero() || t == dep {
-			b.Close()
 			return false, nil, fmt.Errorf("%w: %s cannot wait on %s", task.ErrInvalid, t, dep)
 		}
+	}
+	// Only the edges not stored yet are written, and add their items.
+	fresh, err := r.newEdgesLocked(dep, dependents, nil, true)
+	if err != nil {
+		return false, nil, fmt.Errorf("partition %d: dependents of %s: %w", r.cfg.Part, dep, err)
+	}
+	if len(fresh) == 0 {
+		// Every edge was there: a retry. What it found may not be
+		// durable yet; the caller waits until it is.
+		return st.Completion != nil, barrier{r.cfg.Store}, nil
+	}
+	b := r.cfg.Store.NewBatch()
+	var delta treeDelta
+	for _, t := range fresh {
 		if err := b.PutEdge(r.cfg.Part, dep, t); err != nil {
 			b.Close()
 			return false, nil, err
 		}
+		delta.add(dep, antientropy.EdgeItem(dep, t))
 	}
 	p, err := b.Apply()
 	if err != nil {
 		return false, nil, fmt.Errorf("partition %d: dependents of %s: %w", r.cfg.Part, dep, err)
 	}
+	r.applyTreeLocked(delta)
 	return st.Completion != nil, p, nil
+}
+
+// edgeLookupsMax is how many of a task's dependents newEdgesLocked looks
+// up one by one (a point lookup each, cheap when absent thanks to the
+// bloom filters); for more it scans the task's edges once instead.
+const edgeLookupsMax = 8
+
+// newEdgesLocked returns those of dependents (without repeats, in their
+// first order) that are not held as reverse edges of dep: neither in
+// staged (edges a Merge call staged) nor, if stored is set, in the store.
+// These are the edges a write adds, and whose items it adds to the tree:
+// an edge written again would add its item a second time, cancelling it.
+// stored is false for a task that has no stored edge (new in the write).
+func (r *Replica) newEdgesLocked(dep task.ID, dependents []task.ID, staged map[edgeKey]bool, stored bool) ([]task.ID, error) {
+	var seen map[task.ID]bool // held or already returned; nil for a few dependents
+	if len(dependents) > edgeLookupsMax {
+		seen = make(map[task.ID]bool, len(dependents))
+		if stored {
+			err := r.cfg.Store.Dependents(r.cfg.Part, dep, func(t task.ID) bool {
+				seen[t] = true
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	fresh := make([]task.ID, 0, len(dependents))
+	for _, t := range dependents {
+		if staged[edgeKey{dep, t}] {
+			continue
+		}
+		if seen != nil {
+			if !seen[t] {
+				seen[t] = true
+				fresh = append(fresh, t)
+			}
+			continue
+		}
+		if slices.Contains(fresh, t) { // at most edgeLookupsMax of them
+			continue
+		}
+		if stored {
+			have, err := r.cfg.Store.HasEdge(r.cfg.Part, dep, t)
+			if err != nil {
+				return nil, err
+			}
+			if have {
+				continue
+			}
+		}
+		fresh = append(fresh, t)
+	}
+	return fresh, nil
 }
 
 // existsLocked reports whether sp's id is already stored with the same
@@ -499,8 +634,8 @@ func (r *Replica) nextSeqLocked(id task.ID, idx uint32) (uint64, error) {
 }
 
 // refreshHotLocked caches (or drops) a task's spec and state after a
-// state write: claimed tasks are cached.
-func (r *Replica) refreshHotLocked(sp *task.Spec, st *task.State) {
+// state write: claimed tasks are cached, with d, the state's tree item.
+func (r *Replica) refreshHotLocked(sp *task.Spec, st *task.State, d antientropy.Digest) {
 	e := r.tasks[sp.ID]
 	if e == nil {
 		return
@@ -510,7 +645,7 @@ func (r *Replica) refreshHotLocked(sp *task.Spec, st *task.State) {
 		e.hot = nil
 		return
 	}
-	h := &hotTask{spec: sp, st: st.Clone()}
+	h := &hotTask{spec: sp, st: st.Clone(), digest: d}
 	if sp.Data != nil {
 		meta := *sp
 		meta.Data = nil
@@ -526,33 +661,30 @@ func (r *Replica) refreshHotLocked(sp *task.Spec, st *task.State) {
 	e.hot = h
 }
 
-// writeStateLocked applies a batch holding st (plus whatever fill adds),
+// writeStateLocked applies a batch holding st, the new state of a task
+// whose stored state has the tree item old, replaces that item with st's,
 // re-derives the task and returns the pending sync. The caller unlocks and
 // then waits.
-func (r *Replica) writeStateLocked(sp *task.Spec, st *task.State, now int64, fill func(*store.Batch) error) (*store.Pending, error) {
+func (r *Replica) writeStateLocked(sp *task.Spec, old antientropy.Digest, st *task.State, now int64) (*store.Pending, error) {
+	d := stateDigest(sp.ID, st)
 	b := r.cfg.Store.NewBatch()
 	if err := b.PutState(r.cfg.Part, sp.ID, st); err != nil {
 		b.Close()
 		return nil, err
 	}
-	if fill != nil {
-		if err := fill(b); err != nil {
-			b.Close()
-			return nil, err
-		}
-	}
 	p, err := b.Apply()
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: write %s: %w", r.cfg.Part, sp.ID, err)
 	}
-	r.reindexLocked(sp, st, now)
+	r.tree.Replace(sp.ID, old, d)
+	r.reindexLocked(sp, st, d, now)
 	return p, nil
 }
 
-// reindexLocked moves an indexed task after its new state st was applied
-// to the store, and refreshes its hot cache. Every state write of a task
-// the indexes already hold goes through it.
-func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, now int64) {
+// reindexLocked moves an indexed task after its new state st (of tree
+// item d) was applied to the store, and refreshes its hot cache. Every
+// state write of a task the indexes already hold goes through it.
+func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, d antientropy.Digest, now int64) {
 	if st.Completion != nil {
 		if e := r.entryLocked(sp); e != nil {
 			r.setStatusLocked(sp.ID, e, task.Completed, 0)
@@ -560,13 +692,13 @@ func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, now int64) {
 	} else {
 		r.rederiveLocked(sp, st, now)
 	}
-	r.refreshHotLocked(sp, st)
+	r.refreshHotLocked(sp, st, d)
 }
 
 // mutate runs fn on the task's spec and state under the lock; if fn
 // returns write=true the new state is written, and the call returns after
 // it is durable.
-func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, fill func(*store.Batch) error, err error)) error {
+func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) error {
 	p, err := r.mutateApply(id, now, fn)
 	if err != nil {
 		return err
@@ -586,14 +718,15 @@ func (b barrier) Wait() error { return b.s.Barrier() }
 
 // mutateApply is mutate without the wait: the write is applied, and the
 // caller waits on the result before acknowledging it.
-func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, fill func(*store.Batch) error, err error)) (Durable, error) {
+func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) (Durable, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sp, st, err := r.loadLocked(id)
 	if err != nil {
 		return nil, err
 	}
-	write, fill, err := fn(sp, &st)
+	old := r.stateDigestLocked(id, &st) // before fn changes st
+	write, err := fn(sp, &st)
 	if err != nil {
 		return nil, err
 	}
@@ -602,7 +735,7 @@ func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *
 		// write is durable.
 		return barrier{r.cfg.Store}, nil
 	}
-	p, err := r.writeStateLocked(sp, &st, now, fill)
+	p, err := r.writeStateLocked(sp, old, &st, now)
 	if err != nil {
 		return nil, err
 	}
@@ -623,6 +756,7 @@ func (r *Replica) Release() error {
 	if err := r.cfg.Store.DropPartition(r.cfg.Part); err != nil {
 		return err
 	}
+	r.tree.Reset() // the store holds no record of the partition
 	r.tasks = make(map[task.ID]*entry)
 	r.queues = make(map[string]*queueIndex)
 	r.timers = btree.NewG(btreeDegree, timerLess)

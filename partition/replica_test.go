@@ -856,6 +856,11 @@ func TestAddDependents(t *testing.T) {
 	if !slices.Equal(exported, rec.Dependents) {
 		t.Errorf("exported dependents = %v; want %v", exported, rec.Dependents)
 	}
+	checkTree(t, "leader", r, s)
+	checkTree(t, "follower", f, fs)
+	if !r.TreeSnapshot().Equal(f.TreeSnapshot()) {
+		t.Errorf("leader and follower trees differ")
+	}
 }
 
 // Reference: DESIGN.md, "Operations", dependencies.
@@ -925,6 +930,7 @@ func TestDeps(t *testing.T) {
 	wantCounts(t, r, "q3", map[task.Status]int64{task.Delayed: 1})
 	r.Tick(t0 + 1000)
 	wantCounts(t, r, "q3", map[task.Status]int64{task.Ready: 1})
+	checkTree(t, "deps", r, s)
 }
 
 // Reference: DESIGN.md, "Partition leaders", step 3: a node promises once
@@ -1078,6 +1084,7 @@ func TestInstall(t *testing.T) {
 	if err := b.Update(id, 0, 0, nil, g.Claim.End+skew); !errors.Is(err, task.ErrClaimSuperseded) {
 		t.Errorf("update by the old claim = %v; want ErrClaimSuperseded", err)
 	}
+	checkTree(t, "installed", b, sb)
 }
 
 // TestLoadRestart: a fresh Replica over a crash image of the store (only
@@ -1151,6 +1158,11 @@ func TestLoadRestart(t *testing.T) {
 	}
 	if !slices.Equal(sortedIDs(r2.Blocked()), sortedIDs(r.Blocked())) {
 		t.Error("blocked tasks differ after restart")
+	}
+	// The hash tree, rebuilt from the crash image, is the one kept by the
+	// writes (DESIGN.md, "Anti-entropy").
+	if before, after := r.TreeSnapshot(), r2.TreeSnapshot(); !after.Equal(before) || after.Root().IsZero() {
+		t.Errorf("tree root after restart %v; before %v", after.Root(), before.Root())
 	}
 	// The promise survived: the node leads again at the epoch it promised.
 	if err := r2.Lead(1); err != nil {
@@ -1426,6 +1438,7 @@ func checkAgainstStore(t *testing.T, r *partition.Replica, s *store.Store, specs
 			t.Fatalf("step %d at %d: queue %s index %s; stored state derives %s", step, now, q, fmtCounts(got[q]), fmtCounts(c))
 		}
 	}
+	checkTree(t, fmt.Sprintf("step %d", step), r, s)
 }
 
 // checkBest checks that g took a task no other ready task of its queue

@@ -307,6 +307,21 @@ type ClusterResponse struct {
 	Partitions []PartitionView `cbor:"5,keyasint" json:"partitions"`
 	// Clock is the answering node's clock against the cluster's.
 	Clock *ClockView `cbor:"6,keyasint,omitempty" json:"clock,omitempty"`
+	// AAE is the answering node's anti-entropy work since it started.
+	AAE *AAEView `cbor:"7,keyasint,omitempty" json:"aae,omitempty"`
+}
+
+// AAEView counts a node's anti-entropy rounds (as a partition leader, one
+// per follower and partition), those that found the replicas equal, the
+// records it pulled and pushed to repair them, the bytes of the tree
+// exchanges, and the memory of its trees (fixed by their shape).
+type AAEView struct {
+	Rounds    int64 `cbor:"1,keyasint" json:"rounds"`
+	InSync    int64 `cbor:"2,keyasint" json:"in_sync"`
+	Pulled    int64 `cbor:"3,keyasint" json:"pulled"`
+	Pushed    int64 `cbor:"4,keyasint" json:"pushed"`
+	Bytes     int64 `cbor:"5,keyasint" json:"bytes"`
+	TreeBytes int64 `cbor:"6,keyasint" json:"tree_bytes"`
 }
 
 // ClockView is a node's clock as it judges it from its peers' readings:
@@ -409,6 +424,15 @@ const (
 	// OpRelease asks a partition's leader whether a node that left the
 	// cohort may drop its copy (ReleaseRequest).
 	OpRelease Op = 112
+	// OpAAENodes asks a replica for digests of its anti-entropy tree
+	// (AAERequest, AAEResponse).
+	OpAAENodes Op = 113
+	// OpAAEBuckets asks a replica for the (id, digest) lists of buckets of
+	// its tree (AAERequest, AAEBucketsResponse).
+	OpAAEBuckets Op = 114
+	// OpAAEFetch asks a replica for whole records (AAEFetchRequest,
+	// AAEFetchResponse).
+	OpAAEFetch Op = 115
 )
 
 func init() {
@@ -416,6 +440,39 @@ func init() {
 	opNames[OpExport], opNames[OpTakeover], opNames[OpPull] = "export", "takeover", "pull"
 	opNames[OpSummary], opNames[OpDependents], opNames[OpDepDone] = "summary", "dependents", "dep_done"
 	opNames[OpRelease] = "release"
+	opNames[OpAAENodes], opNames[OpAAEBuckets], opNames[OpAAEFetch] = "aae_nodes", "aae_buckets", "aae_fetch"
+}
+
+// AAERequest carries an anti-entropy request of partition Part in the
+// antientropy package's own encoding (wire does not know the tree).
+type AAERequest struct {
+	Part uint16 `cbor:"1,keyasint"`
+	Body []byte `cbor:"2,keyasint"`
+}
+
+// AAEResponse carries the encoded digests a tree request asked for.
+type AAEResponse struct {
+	Body []byte `cbor:"1,keyasint"`
+}
+
+// AAEBucketsResponse carries one encoded entry list per bucket asked for,
+// in the order asked.
+type AAEBucketsResponse struct {
+	Lists [][]byte `cbor:"1,keyasint"`
+}
+
+// AAEFetchRequest asks for the whole records of IDs of Part.
+type AAEFetchRequest struct {
+	Part uint16    `cbor:"1,keyasint"`
+	IDs  []task.ID `cbor:"2,keyasint"`
+}
+
+// AAEFetchResponse has the records the replica holds of the first Done
+// ids asked for (unknown ids left out): a response stops early to stay
+// inside a frame, and the asker asks again for the rest.
+type AAEFetchResponse struct {
+	Records []RecordMsg `cbor:"1,keyasint"`
+	Done    int         `cbor:"2,keyasint"`
 }
 
 // ReleaseRequest asks Part's leader whether Node, no longer in its cohort,

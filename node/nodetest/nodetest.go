@@ -94,6 +94,7 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.PlacementSettle = 300 * time.Millisecond
 	cfg.ZombieCheck = 200 * time.Millisecond
 	cfg.ClockProbe = 100 * time.Millisecond
+	cfg.AAEInterval = 200 * time.Millisecond
 	cfg.Drift.MaxDrift = DefaultSkewBound / 2 // below the skew bound, as Validate wants
 	cfg.LeaveTimeout = time.Second
 	cfg.Faults = node.NewFaults()

@@ -1,0 +1,331 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/skuldd/skuldd/antientropy"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Anti-entropy (DESIGN.md, Anti-entropy). Every AAEInterval the leader of
+// each partition compares its replica's hash tree with each follower's
+// (antientropy.Diff: roots, then the differing subtrees, then the entry
+// lists of differing buckets), fetches the records the follower holds
+// differently and merges them, and sends the follower its own versions of
+// every record that differed. Records are CRDT states, so both end equal.
+// The leader drives it, so claim sets flow from the leader like any
+// write. Work is bounded per round (antientropy.Limits) and per interval
+// (aaeMaxRounds rounds per follower and partition), so a replica far
+// behind catches up over several intervals instead of starving clients.
+
+// Anti-entropy bounds.
+const (
+	// aaeMaxRounds bounds the rounds per partition and follower in one
+	// interval: a round that was truncated by its limits runs again at
+	// once, up to this many.
+	aaeMaxRounds = 8
+	// aaeFetchIDs bounds the ids of one fetch request.
+	aaeFetchIDs = 256
+	// aaeReadIDs is how many records a fetch reads at a time, between its
+	// checks of the response's size.
+	aaeReadIDs = 16
+	// aaeMaxBucketEntries bounds one bucket's entry list from a peer.
+	aaeMaxBucketEntries = 1 << 22
+)
+
+// aaeStats counts anti-entropy work, for ctl cluster and metrics.
+type aaeStats struct {
+	rounds, inSync, pulled, pushed, bytes atomic.Int64
+}
+
+// aaeLoop runs anti-entropy rounds for the partitions this node leads.
+func (n *Node) aaeLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.AAEInterval)
+	defer t.Stop()
+	type link struct {
+		part uint16
+		peer uint64
+	}
+	cursors := map[link]antientropy.Cursor{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for p := range n.parts {
+			part := uint16(p)
+			to, ep := n.followers(part)
+			for _, f := range to {
+				l := link{part, f}
+				for range aaeMaxRounds {
+					res, err := n.aaeRound(ctx, part, ep, f, cursors[l])
+					if err != nil {
+						if ctx.Err() == nil {
+							n.log.Debug("anti-entropy round failed", "partition", part, "peer", f, "err", err)
+						}
+						break
+					}
+					cursors[l] = res.Next
+					if !res.Truncated {
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+// aaeRound compares part's replica here (leading at ep) with peer's and
+// repairs both sides.
+func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from antientropy.Cursor) (antientropy.Result, error) {
+	addr := n.addrOf(peer)
+	if addr == "" {
+		return antientropy.Result{}, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, peer)
+	}
+	if err := n.cfg.Faults.checkRepl(addr); err != nil {
+		return antientropy.Result{}, err
+	}
+	r := n.parts[part]
+	local := r.TreeSnapshot()
+	remote := &aaeRemote{n: n, addr: addr, part: part, shape: local.Shape()}
+	list := func(_ context.Context, buckets []int) ([][]antientropy.Entry, error) { return r.ListBuckets(buckets) }
+	res, err := antientropy.Diff(ctx, local, remote, list, n.cfg.AAE.Limits, from)
+	n.aae.rounds.Add(1)
+	n.aae.bytes.Add(int64(res.Stats.BytesSent + res.Stats.BytesReceived))
+	if err != nil {
+		return res, err
+	}
+	if res.InSync {
+		n.aae.inSync.Add(1)
+		return res, nil
+	}
+	// Pull what the peer holds differently and merge it here, then push
+	// this replica's versions of everything that differed.
+	if len(res.Pull) > 0 {
+		recs, err := n.aaeFetch(ctx, addr, part, taskIDs(res.Pull))
+		if err != nil {
+			return res, err
+		}
+		if len(recs) > 0 {
+			d, _, err := r.Merge(ep, recs, n.now())
+			if err != nil {
+				return res, err
+			}
+			if err := d.Wait(); err != nil {
+				return res, err
+			}
+			n.aae.pulled.Add(int64(len(recs)))
+		}
+	}
+	ids := make([]task.ID, 0, len(res.Pull)+len(res.Push))
+	seen := make(map[task.ID]bool, cap(ids))
+	for _, id := range taskIDs(append(res.Push, res.Pull...)) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	recs, err := r.Records(ids)
+	if err != nil {
+		return res, err
+	}
+	if err := n.aaePush(ctx, addr, part, ep, recs); err != nil {
+		return res, err
+	}
+	n.aae.pushed.Add(int64(len(recs)))
+	n.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(recs))
+	return res, nil
+}
+
+// aaeFetch fetches ids' records of part from the node at addr.
+func (n *Node) aaeFetch(ctx context.Context, addr string, part uint16, ids []task.ID) ([]partition.Record, error) {
+	var out []partition.Record
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), aaeFetchIDs)]
+		var resp wire.AAEFetchResponse
+		if err := n.peers.call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
+			return out, err
+		}
+		if resp.Done <= 0 || resp.Done > len(chunk) {
+			return out, fmt.Errorf("%w: fetch answered %d of %d ids", wire.ErrUnavailable, resp.Done, len(chunk))
+		}
+		for _, m := range resp.Records {
+			out = append(out, recordFromWire(m))
+		}
+		ids = ids[resp.Done:]
+	}
+	return out, nil
+}
+
+// aaePush sends recs of part to the node at addr, in requests bounded like
+// replication batches, at this leader's epoch.
+func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64, recs []partition.Record) error {
+	for len(recs) > 0 {
+		item := wire.ReplicateItem{Part: part, Epoch: ep}
+		size := 0
+		for len(recs) > 0 && len(item.Records) < replBatchMax && size < replBatchBytes {
+			m := recordToWire(recs[0])
+			item.Records = append(item.Records, m)
+			size += recordBytes(m)
+			recs = recs[1:]
+		}
+		var resp wire.ReplicateResponse
+		cctx, cancel := context.WithTimeout(ctx, replTimeout)
+		err := n.peers.call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if len(resp.Results) != 1 {
+			return fmt.Errorf("%w: %d results for one item", wire.ErrUnavailable, len(resp.Results))
+		}
+		if r := resp.Results[0]; r.Code != wire.CodeOK {
+			return &wire.Error{Code: r.Code, Msg: r.Err}
+		}
+		// Per-record refusals (a claim on a task the peer knows completed)
+		// are the CRDT doing its job: the peer keeps the completion, and
+		// this side learns it when it pulls the record next round.
+	}
+	return nil
+}
+
+// aaeRemote is a peer's replica of a partition, over the peer protocol.
+type aaeRemote struct {
+	n     *Node
+	addr  string
+	part  uint16
+	shape antientropy.Shape
+}
+
+func (a *aaeRemote) Nodes(ctx context.Context, level int, idx []int) ([]antientropy.Digest, error) {
+	body := antientropy.NodesRequest{Shape: a.shape, Level: level, Idx: idx}.Append(nil)
+	var resp wire.AAEResponse
+	if err := a.n.peers.call(ctx, a.addr, wire.OpAAENodes, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+		return nil, err
+	}
+	return antientropy.DecodeDigests(resp.Body, len(idx))
+}
+
+func (a *aaeRemote) Buckets(ctx context.Context, buckets []int) ([][]antientropy.Entry, error) {
+	body := antientropy.BucketsRequest{Shape: a.shape, Buckets: buckets}.Append(nil)
+	var resp wire.AAEBucketsResponse
+	if err := a.n.peers.call(ctx, a.addr, wire.OpAAEBuckets, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Lists) != len(buckets) {
+		return nil, fmt.Errorf("%w: %d lists for %d buckets", antientropy.ErrMalformed, len(resp.Lists), len(buckets))
+	}
+	out := make([][]antientropy.Entry, len(buckets))
+	for i, l := range resp.Lists {
+		es, err := antientropy.DecodeEntries(l, aaeMaxBucketEntries)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = es
+	}
+	return out, nil
+}
+
+// serveAAENodes answers a peer's request for tree digests.
+func (n *Node) serveAAENodes(r *wire.AAERequest) (*wire.AAEResponse, error) {
+	if int(r.Part) >= len(n.parts) {
+		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
+	}
+	req, err := antientropy.DecodeNodesRequest(r.Body)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
+	}
+	ds, err := n.parts[r.Part].AnswerNodes(req)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
+	}
+	return &wire.AAEResponse{Body: antientropy.AppendDigests(nil, ds)}, nil
+}
+
+// serveAAEBuckets answers a peer's request for bucket entry lists.
+func (n *Node) serveAAEBuckets(r *wire.AAERequest) (*wire.AAEBucketsResponse, error) {
+	if int(r.Part) >= len(n.parts) {
+		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
+	}
+	req, err := antientropy.DecodeBucketsRequest(r.Body)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
+	}
+	if len(req.Buckets) > n.cfg.AAE.Limits.BucketsPerRound {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %d buckets in one request, limit %d", len(req.Buckets), n.cfg.AAE.Limits.BucketsPerRound)
+	}
+	lists, err := n.parts[r.Part].AnswerBuckets(req)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
+	}
+	resp := &wire.AAEBucketsResponse{Lists: make([][]byte, len(lists))}
+	for i, es := range lists {
+		antientropy.SortEntries(es)
+		resp.Lists[i] = antientropy.AppendEntries(nil, es)
+	}
+	return resp, nil
+}
+
+// serveAAEFetch answers a peer's request for whole records, stopping
+// early to stay inside a frame.
+func (n *Node) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, error) {
+	if int(r.Part) >= len(n.parts) {
+		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
+	}
+	if len(r.IDs) == 0 || len(r.IDs) > aaeFetchIDs {
+		return nil, fmt.Errorf("%w: %d ids in one fetch, limit %d", task.ErrInvalid, len(r.IDs), aaeFetchIDs)
+	}
+	resp := &wire.AAEFetchResponse{}
+	size := 0
+	for ids := r.IDs; len(ids) > 0 && size < exportPageBytes; {
+		chunk := ids[:min(len(ids), aaeReadIDs)]
+		recs, err := n.parts[r.Part].Records(chunk)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			m := recordToWire(rec)
+			resp.Records = append(resp.Records, m)
+			size += recordBytes(m)
+		}
+		resp.Done += len(chunk)
+		ids = ids[len(chunk):]
+	}
+	return resp, nil
+}
+
+// AAERoot returns the root digest of this node's replica of part, for
+// tests and status: equal roots mean equal records.
+func (n *Node) AAERoot(part int) (string, error) {
+	if part < 0 || part >= len(n.parts) {
+		return "", fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, part)
+	}
+	return n.parts[part].TreeSnapshot().Root().String(), nil
+}
+
+// taskIDs converts anti-entropy ids (raw id bytes) to task ids.
+func taskIDs(ids []antientropy.ID) []task.ID {
+	out := make([]task.ID, len(ids))
+	for i, id := range ids {
+		out[i] = task.ID(id)
+	}
+	return out
+}
+
+// aaeView is the anti-entropy counters for ctl cluster.
+func (n *Node) aaeView() *wire.AAEView {
+	v := &wire.AAEView{
+		Rounds: n.aae.rounds.Load(), InSync: n.aae.inSync.Load(),
+		Pulled: n.aae.pulled.Load(), Pushed: n.aae.pushed.Load(), Bytes: n.aae.bytes.Load(),
+	}
+	for _, r := range n.parts {
+		v.TreeBytes += int64(r.TreeBytes())
+	}
+	return v
+}
