@@ -367,7 +367,9 @@ func (n *Node) handOff(ctx context.Context) (moved, failed int) {
 			}
 		}
 		if succ == 0 {
+			mu.Lock() // the hand-offs already started count under mu too
 			failed++
+			mu.Unlock()
 			continue
 		}
 		cohort := slices.Clone(pi.Cohort)
