@@ -82,6 +82,7 @@ const (
 	kindState  byte = 2 // id, state bytes
 	kindUpdate byte = 3 // id, claim (u32 BE), seq (u64 BE), data
 	kindEdge   byte = 4 // id, dependent id; no data
+	kindTomb   byte = 5 // id; no fixed field, no data
 )
 
 // Sizes of the fixed fields of an update item.
@@ -123,6 +124,16 @@ func UpdateItem(id ID, claim uint32, seq uint64, data []byte) Digest {
 // and never again (storing a held edge again adds nothing).
 func EdgeItem(id, dependent ID) Digest {
 	return itemDigest(kindEdge, id, dependent[:], nil)
+}
+
+// TombItem returns the digest of the tombstone of a garbage-collected
+// task. A replica holding the tombstone holds no other item of the task,
+// so its task digest is this item alone: it differs from the digest of any
+// replica still holding the task (anti-entropy finds the two), and is the
+// same on every replica holding the tombstone, whatever its deletion time
+// (which is not hashed: it only decides when the tombstone expires).
+func TombItem(id ID) Digest {
+	return itemDigest(kindTomb, id, nil, nil)
 }
 
 // maxFixedLen is the longest fixed-field part of any item kind: the

@@ -36,6 +36,7 @@ func TestFormatsFrozen(t *testing.T) {
 		{"update", UpdateItem(vectorID, 3, 42, []byte("data")), "f358574da1d0a5d2e6968876ed7b3385"},
 		{"update without data", UpdateItem(vectorID, 0, 0, nil), "b73ba75660b5ac231aa934aaf336e0ef"},
 		{"edge", EdgeItem(vectorID, vectorDependent), "e117e406a9141055b114ccd1da88a204"},
+		{"tombstone", TombItem(vectorID), "28692fce9f09c229553afc3b21127390"},
 	}
 	for _, tc := range tests {
 		if tc.got.String() != tc.want {
@@ -68,17 +69,19 @@ func TestItemsAreDistinct(t *testing.T) {
 	other[IDLen-1]++
 	data := []byte("same bytes")
 	items := map[string]Digest{
-		"spec":              SpecItem(vectorID, data),
-		"state":             StateItem(vectorID, data),
-		"update":            UpdateItem(vectorID, 0, 0, data),
-		"update claim 1":    UpdateItem(vectorID, 1, 0, data),
-		"update seq 1":      UpdateItem(vectorID, 0, 1, data),
-		"spec of other id":  SpecItem(other, data),
-		"spec of no bytes":  SpecItem(vectorID, nil),
-		"state of no bytes": StateItem(vectorID, nil),
-		"edge":              EdgeItem(vectorID, other),
-		"edge reversed":     EdgeItem(other, vectorID),
-		"spec of dependent": SpecItem(vectorID, other[:]),
+		"spec":               SpecItem(vectorID, data),
+		"state":              StateItem(vectorID, data),
+		"update":             UpdateItem(vectorID, 0, 0, data),
+		"update claim 1":     UpdateItem(vectorID, 1, 0, data),
+		"update seq 1":       UpdateItem(vectorID, 0, 1, data),
+		"spec of other id":   SpecItem(other, data),
+		"spec of no bytes":   SpecItem(vectorID, nil),
+		"state of no bytes":  StateItem(vectorID, nil),
+		"edge":               EdgeItem(vectorID, other),
+		"edge reversed":      EdgeItem(other, vectorID),
+		"spec of dependent":  SpecItem(vectorID, other[:]),
+		"tombstone":          TombItem(vectorID),
+		"tombstone of other": TombItem(other),
 	}
 	seen := map[Digest]string{}
 	for name, d := range items {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -56,6 +57,13 @@ func (n *Node) electLeaders(ctx context.Context) error {
 	}
 	wg.Wait()
 	for p, err := range errs {
+		if errors.Is(err, partition.ErrNotLeader) {
+			// Another cohort member won a newer epoch while this node was
+			// starting (it took over while this node was down): it leads,
+			// and this node serves as a follower.
+			n.log.Info("another node took the partition over while this one started", "partition", p, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("node: partition %d: %w", p, err)
 		}

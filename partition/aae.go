@@ -55,7 +55,8 @@ func (r *Replica) AnswerBuckets(req antientropy.BucketsRequest) ([][]antientropy
 
 // ListBuckets lists, for each bucket of buckets (strictly increasing, each
 // in [0, Shape.Buckets)), every task of the partition in that bucket with
-// its task digest (the XOR of its items), sorted by id: the replica's
+// its task digest (the XOR of its items), and every tombstoned id in that
+// bucket with antientropy.TombItem as its digest, sorted by id: the replica's
 // antientropy.ListFunc, and what a peer's bucket request is answered with.
 //
 // The listing is consistent with the tree at one instant: it reads one
@@ -67,7 +68,7 @@ func (r *Replica) AnswerBuckets(req antientropy.BucketsRequest) ([][]antientropy
 // Cost: one pass over the partition's ids (the keys of the spec range,
 // no payload) hashing each to its bucket, then a seek per listed task in
 // each range and its whole record read and hashed, payload included. So
-// about (tasks x one bucket hash) + (listed records' bytes): a request
+// about ((tasks + tombstones) x one bucket hash) + (listed records' bytes): a request
 // for b of B buckets reads about b/B of the partition's payloads. Memory
 // is the listed entries (antientropy.EntryLen bytes each, plus the ids).
 func (r *Replica) ListBuckets(buckets []int) (_ [][]antientropy.Entry, err error) {
@@ -103,6 +104,23 @@ func (r *Replica) ListBuckets(buckets []int) (_ [][]antientropy.Entry, err error
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: list buckets: %w", r.cfg.Part, err)
 	}
+	// Tombstoned ids, with their one item (gc.go); never also a task.
+	tombs := false
+	err = snap.Tombs(r.cfg.Part, task.ID{}, func(id task.ID, _ int64) (bool, error) {
+		if i, ok := slot[shape.BucketOf(id)]; ok {
+			out[i] = append(out[i], antientropy.Entry{ID: id, Digest: antientropy.TombItem(id)})
+			tombs = true
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: list buckets: %w", r.cfg.Part, err)
+	}
+	if tombs {
+		for _, es := range out {
+			slices.SortFunc(es, func(a, b antientropy.Entry) int { return task.ID(a.ID).Compare(b.ID) })
+		}
+	}
 	return out, nil
 }
 
@@ -116,7 +134,8 @@ func (r *Replica) snapshot() *store.Snapshot {
 
 // Records returns the whole records (spec with payload, merged state,
 // every update, every dependent) of the tasks of ids that this partition
-// holds, in id order; ids it does not hold are skipped, repeats ignored.
+// holds, in id order, and Record{ID, Tomb} for those it holds a
+// tombstone of (gc.go); other ids are skipped, repeats ignored.
 // They are what anti-entropy pulls from a peer or pushes to it, and
 // Merge takes them: merging a whole record is idempotent, and a replica
 // that merged a peer's records of every id Diff reported (and the peer
@@ -140,6 +159,26 @@ func (r *Replica) Records(ids []task.ID) (_ []Record, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: records: %w", r.cfg.Part, err)
+	}
+	// The ids not held as tasks may be tombstoned: their record is the
+	// tombstone (gc.go), so anti-entropy spreads it.
+	if len(recs) < len(sorted) {
+		n := len(recs)
+		for _, id := range sorted {
+			if _, held := slices.BinarySearchFunc(recs[:n], id, func(r Record, id task.ID) int { return r.ID.Compare(id) }); held {
+				continue
+			}
+			at, found, err := snap.Tomb(r.cfg.Part, id)
+			if err != nil {
+				return nil, fmt.Errorf("partition %d: records: %w", r.cfg.Part, err)
+			}
+			if found {
+				recs = append(recs, Record{ID: id, Tomb: at})
+			}
+		}
+		if len(recs) > n {
+			slices.SortFunc(recs, func(a, b Record) int { return a.ID.Compare(b.ID) })
+		}
 	}
 	return recs, nil
 }

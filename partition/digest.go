@@ -33,6 +33,8 @@ import (
 //     with its data;
 //   - one edge item (antientropy.EdgeItem) per stored reverse dependency
 //     edge (Record.Dependents): dependent waits on the task.
+//   - a collected task has none of the above, only its tombstone item
+//     (antientropy.TombItem), which hashes the id alone (see gc.go).
 //
 // Nothing local to the replica is hashed: not the indexes, the hot cache,
 // the timers, the id filter, the promise or the epoch.

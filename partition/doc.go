@@ -97,6 +97,15 @@
 // Records read a store snapshot without it (ListBuckets takes its
 // snapshot under mu), so a listing never stalls writes.
 //
+// # Garbage collection
+//
+// Collect deletes completed tasks whole and leaves a tombstone for each;
+// a tombstone is one tree item (antientropy.TombItem), listed by
+// ListBuckets and returned by Records as Record{ID, Tomb}, so anti-entropy
+// spreads it and never brings the task back; ExpireTombs drops tombstones
+// past the horizon. gc.go has the conventions and what Merge does with a
+// tombstone.
+//
 // Lock order: Replica.mu is taken before anything the OnHead callback
 // locks; the callbacks must not call back into the replica.
 //

@@ -30,6 +30,12 @@ type Record struct {
 	// this one: the reverse dependency edges, kept in this task's
 	// partition so its leader can tell them when it completes.
 	Dependents []task.ID `cbor:"5,keyasint,omitempty" json:"dependents,omitempty"`
+	// Tomb, when not 0, makes the record a tombstone: the task was
+	// garbage-collected at Tomb (Unix ms) and the record carries nothing
+	// else (see gc.go). A replica merging it deletes the task if it holds
+	// it and keeps the tombstone; a replica holding a tombstone accepts
+	// any other record of the id without writing it.
+	Tomb int64 `cbor:"6,keyasint,omitempty" json:"tomb,omitempty"`
 }
 
 // Update is one progress entry, keyed (Claim, Seq). A key has one value:
@@ -136,29 +142,48 @@ func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, 
 		tasks: make(map[task.ID]*merging),
 		ups:   make(map[updateKey][]byte),
 		edges: make(map[edgeKey]bool),
+		tombs: make(map[task.ID]int64),
 	}
 	var errs []error
 	merged := 0
-	for i := range recs {
-		refused, err := m.record(&recs[i])
-		if err != nil {
-			m.b.Close()
-			return nil, nil, fmt.Errorf("partition %d: merge %s: %w", r.cfg.Part, recs[i].ID, err)
+	// Tombstones first: a record of an id that a tombstone of this call
+	// collects is then a no-op, as if the tombstone had been merged before.
+	for _, tombs := range []bool{true, false} {
+		for i := range recs {
+			if (recs[i].Tomb != 0) != tombs {
+				continue
+			}
+			refused, err := m.merge(&recs[i])
+			if err != nil {
+				m.b.Close()
+				return nil, nil, fmt.Errorf("partition %d: merge %s: %w", r.cfg.Part, recs[i].ID, err)
+			}
+			if refused == nil {
+				merged++
+				continue
+			}
+			if errs == nil {
+				errs = make([]error, len(recs))
+			}
+			errs[i] = refused
 		}
-		if refused == nil {
-			merged++
-			continue
-		}
-		if errs == nil {
-			errs = make([]error, len(recs))
-		}
-		errs[i] = refused
 	}
 	d, err := m.apply(now, merged > 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	return d, errs, nil
+}
+
+// merge stages one record: a tombstone or a task's data.
+func (m *merger) merge(rec *Record) (refused, err error) {
+	if err := m.r.checkRecord(rec); err != nil {
+		return err, nil
+	}
+	if rec.Tomb != 0 {
+		return nil, m.tomb(rec)
+	}
+	return m.record(rec)
 }
 
 // merger is one Merge call: the batch it fills and the tasks it touched.
@@ -178,6 +203,10 @@ type merger struct {
 	ups   map[updateKey][]byte // updates put in b
 	edges map[edgeKey]bool     // edges put in b
 	delta treeDelta
+	// tombs are the tombstones put in b, by id, with their time;
+	// dropped the tasks they collected, to take out of the indexes.
+	tombs   map[task.ID]int64
+	dropped []collected
 }
 
 // merging is a task as the store holds it plus the records merged so far.
@@ -205,9 +234,6 @@ type edgeKey struct{ dep, dependent task.ID }
 // call.
 func (m *merger) record(rec *Record) (refused, err error) {
 	r := m.r
-	if err := r.checkRecord(rec); err != nil {
-		return err, nil
-	}
 	cur, fresh := m.tasks[rec.ID], false
 	if cur == nil {
 		var sp *task.Spec
@@ -218,6 +244,17 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			err = fmt.Errorf("%w: %s", task.ErrNotFound, rec.ID)
 		} else {
 			sp, st, err = r.loadLocked(rec.ID)
+		}
+		if errors.Is(err, task.ErrNotFound) && r.ids.mayHold(rec.ID) {
+			// A collected task is not brought back: its record is
+			// acknowledged and not written. (Tombstoned ids stay in the
+			// id filter, so a certainly new id needs no lookup.)
+			switch tomb, terr := m.tombstoned(rec.ID); {
+			case terr != nil:
+				return nil, terr
+			case tomb:
+				return nil, nil
+			}
 		}
 		switch {
 		case errors.Is(err, task.ErrNotFound) && rec.Spec == nil:
@@ -407,6 +444,9 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 		return nil, fmt.Errorf("partition %d: merge: %w", r.cfg.Part, err)
 	}
 	r.applyTreeLocked(m.delta)
+	for _, c := range m.dropped {
+		r.dropIndexLocked(c.sp, &c.st)
+	}
 	for _, id := range m.order {
 		t := m.tasks[id]
 		switch {
@@ -435,6 +475,9 @@ func (r *Replica) checkRecord(rec *Record) error {
 	}
 	if p := ring.PartitionOf(rec.ID[:], r.cfg.Partitions); p != r.cfg.Part {
 		return fmt.Errorf("%w: task %s is in partition %d, not %d", task.ErrInvalid, rec.ID, p, r.cfg.Part)
+	}
+	if rec.Tomb < 0 || rec.Tomb != 0 && (rec.Spec != nil || rec.State != nil || len(rec.Updates) > 0 || len(rec.Dependents) > 0) {
+		return fmt.Errorf("%w: tombstone of %s at %d carries task data", task.ErrInvalid, rec.ID, rec.Tomb)
 	}
 	if rec.Spec != nil && rec.Spec.ID != rec.ID {
 		return fmt.Errorf("%w: record of %s carries the spec of %s", task.ErrInvalid, rec.ID, rec.Spec.ID)

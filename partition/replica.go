@@ -84,6 +84,9 @@ type Replica struct {
 	// treeErr is New's error for an invalid Config.TreeShape (tree is
 	// nil); Load returns it.
 	treeErr error
+	// tombFloor is the highest horizon ExpireTombs expired tombstones
+	// to: Merge does not write a tombstone older than it (see gc.go).
+	tombFloor int64
 
 	// leading mirrors epoch for readers that must not wait for mu (a
 	// request asking whether this node leads): written only with mu held,
@@ -151,6 +154,15 @@ func (r *Replica) Load(now int64) error {
 		if id.Node() == r.cfg.Self {
 			r.maxOwn = id // the scan is in id order
 		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("partition %d: load: %w", r.cfg.Part, err)
+	}
+	// Tombstones: in the tree and the id filter, not in the indexes.
+	err = r.cfg.Store.Tombs(r.cfg.Part, task.ID{}, func(id task.ID, _ int64) (bool, error) {
+		r.tree.Add(id, antientropy.TombItem(id))
+		r.ids.add(id)
 		return true, nil
 	})
 	if err != nil {
@@ -564,6 +576,13 @@ func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
 	}
 	old, err := r.cfg.Store.FullSpec(r.cfg.Part, sp.ID)
 	if errors.Is(err, store.ErrNotFound) {
+		// A collected task is never written again (see gc.go).
+		if _, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, sp.ID); err != nil || tomb {
+			if err == nil {
+				err = fmt.Errorf("%w: id %s was used by a task since collected", task.ErrConflict, sp.ID)
+			}
+			return false, err
+		}
 		return false, nil
 	}
 	if err != nil {

@@ -15,6 +15,7 @@
 //	0x13 part id claim(u32) seq(u64)   progress update payload (raw bytes)
 //	0x14 part dep dependent            reverse dependency edge (empty value)
 //	0x15 part                          promised epoch (u64)
+//	0x16 part id                       tombstone of a collected task: deletion time (Unix ms, u64)
 //	0x20 ...                           metadata raft log (raftlog.go)
 //
 // Values that are structs are a format-version byte followed by CBOR.

@@ -22,6 +22,7 @@ const (
 	kindUpdate  byte = 0x13
 	kindEdge    byte = 0x14
 	kindPromise byte = 0x15
+	kindTomb    byte = 0x16
 	kindRaft    byte = 0x20
 )
 

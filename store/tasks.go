@@ -411,9 +411,9 @@ func (s *Store) PutNodeMeta(m NodeMeta) error {
 }
 
 // partitionKinds are the key kinds of a partition's task data: what a
-// replica that leaves a cohort drops. The promise (kindPromise) is not
+// replica that leaves a cohort drops (its tombstones included). The promise (kindPromise) is not
 // among them: it fences old epochs whether or not the data is held.
-var partitionKinds = []byte{kindSpec, kindData, kindState, kindUpdate, kindEdge}
+var partitionKinds = []byte{kindSpec, kindData, kindState, kindUpdate, kindEdge, kindTomb}
 
 // HasTasks reports whether partition part holds any task.
 func (s *Store) HasTasks(part uint16) (bool, error) {
@@ -427,7 +427,7 @@ func (s *Store) HasTasks(part uint16) (bool, error) {
 }
 
 // DropPartition deletes every task of partition part (specs, payloads,
-// states, updates, reverse edges) in one synced batch of range deletions.
+// states, updates, reverse edges, tombstones) in one synced batch of range deletions.
 // The caller makes sure no other write of the partition runs meanwhile.
 func (s *Store) DropPartition(part uint16) error {
 	b := s.db.NewBatch()

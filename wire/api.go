@@ -536,6 +536,9 @@ type RecordMsg struct {
 	Updates []UpdateMsg `cbor:"4,keyasint,omitempty"`
 	// Dependents are reverse dependency edges to add.
 	Dependents []task.ID `cbor:"5,keyasint,omitempty"`
+	// Tomb, when set, says the task was collected at this time (Unix ms):
+	// the record carries nothing else (see partition.Record).
+	Tomb int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // UpdateMsg is one progress entry.

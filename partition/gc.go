@@ -1,0 +1,346 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/skuldd/skuldd/antientropy"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+)
+
+// Garbage collection (DESIGN.md, "Storage"; the node drives it).
+//
+// A collected task is deleted whole (spec, payload, state, updates,
+// reverse edges) and replaced, in the same store batch, by a tombstone:
+// (partition, id) -> deletion time. Afterwards every read of the task
+// finds nothing: a collected task reads as not found.
+//
+// Tree convention: a tombstone has one item, antientropy.TombItem(id),
+// which hashes the id only (not the deletion time). Collecting a task
+// XORs its task digest (every item of its record) out of the tree and the
+// tombstone item in, so
+//
+//   - two replicas holding the same tombstone are equal, whatever their
+//     deletion times;
+//   - a replica holding the tombstone and one still holding the task
+//     differ (TombItem is not the digest of any record), so anti-entropy
+//     names the id. ListBuckets lists a tombstoned id with TombItem as
+//     its digest, and Records returns Record{ID, Tomb: at} for it, so the
+//     tombstone is pulled or pushed like any record.
+//
+// INVARIANT: a partition never holds a task and a tombstone of the same
+// id: every write that adds a tombstone deletes the task in its batch,
+// and no write adds a task under a tombstoned id (Merge accepts the
+// record of a tombstoned id as a no-op, Enqueue refuses the id).
+// Tombstoned ids stay in the id filter, so the "certainly new" fast path
+// of Enqueue and Merge never skips the tombstone lookup.
+//
+// Merge of a tombstone record (Record.Tomb != 0):
+//
+//   - onto an id this replica holds as a task: the task is deleted and
+//     the tombstone written. A tombstone is authoritative: the leader
+//     collects only completed tasks whose whole dependency component is
+//     completed and past retention, and the tombstone was acknowledged by
+//     its cohort. A replica that holds the task NOT completed missed the
+//     completion; refusing the tombstone would leave the two replicas
+//     different forever, and keeping the task would let anti-entropy
+//     spread it back. So it deletes anyway and logs at warn.
+//   - onto a tombstoned id: the earlier deletion time is kept (min), so
+//     replicas converge on when the tombstone expires; the tree does not
+//     change.
+//   - onto an unknown id: the tombstone is written, unless it is older
+//     than the horizon this replica already expired tombstones to
+//     (ExpireTombs): that one would only be expired again.
+//
+// Tombstones are dropped by ExpireTombs after a horizon that the node
+// must choose longer than any replica can stay apart from its cohort
+// (a replica partitioned away for longer may still hold the task and
+// bring it back to a replica that forgot the tombstone).
+
+// ErrNotCollectable refuses a Collect of a task that is not completed.
+var ErrNotCollectable = errors.New("task is not completed: not collectable")
+
+// Candidate is a completed task that Collectable found: when it
+// completed, the tasks it depends on (spec deps, in any partition) and
+// the tasks recorded as waiting on it (its reverse edges, whose tasks may
+// be in any partition). The node collects it only once every task of its
+// dependency component is completed and old enough.
+type Candidate struct {
+	ID          task.ID
+	Queue       string
+	CompletedAt int64
+	Deps        []task.ID
+	Dependents  []task.ID
+}
+
+// Collectable returns up to limit completed tasks of this partition that
+// completed before cutoff (Unix ms), in id order, from the start.
+func (r *Replica) Collectable(cutoff int64, limit int) ([]Candidate, error) {
+	cs, _, _, err := r.CollectableFrom(task.ID{}, cutoff, limit)
+	return cs, err
+}
+
+// CollectableFrom is Collectable from id from on: when more is true, the
+// scan stopped at limit and resumes from next. It reads a store snapshot
+// without the replica's lock (completion is permanent: a candidate stays
+// completed, though it may be collected meanwhile, which Collect skips).
+// Its cost is a pass over the partition's states from from.
+func (r *Replica) CollectableFrom(from task.ID, cutoff int64, limit int) (cands []Candidate, next task.ID, more bool, err error) {
+	if limit <= 0 {
+		return nil, from, true, nil
+	}
+	err = r.cfg.Store.CompletedBefore(r.cfg.Part, from, cutoff, func(c store.Completed) (bool, error) {
+		if len(cands) == limit {
+			more = true
+			return false, nil
+		}
+		cands = append(cands, Candidate(c))
+		return true, nil
+	})
+	if err != nil {
+		return nil, from, false, fmt.Errorf("partition %d: collectable: %w", r.cfg.Part, err)
+	}
+	if more {
+		next, _ = nextID(cands[len(cands)-1].ID)
+	}
+	return cands, next, more, nil
+}
+
+// collected is a task deleted by a batch, to take out of the indexes once
+// the batch applied.
+type collected struct {
+	sp *task.Spec
+	st task.State
+}
+
+// Collect garbage-collects tasks ids: each is deleted with everything of
+// it and replaced by a tombstone at now (see the comment at the top of
+// gc.go). Every task must be completed: an open task (ErrNotCollectable)
+// or an unknown one (task.ErrNotFound) fails the whole call, which then
+// writes nothing. An id already collected is skipped (a retry). The
+// caller waits on the Durable and ships Record{ID: id, Tomb: now} of each
+// id to the cohort (or Records(ids) after the wait).
+func (r *Replica) Collect(ids []task.ID, now int64) (Durable, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.cfg.Store.NewBatch()
+	var delta treeDelta
+	var done []collected
+	seen := make(map[task.ID]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if _, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id); err != nil || tomb {
+			if err != nil {
+				b.Close()
+				return nil, err
+			}
+			continue
+		}
+		c, held, err := r.stageCollectLocked(b, id, now, &delta, func(st *task.State) error {
+			if st.Completion == nil {
+				return fmt.Errorf("%w: %s", ErrNotCollectable, id)
+			}
+			return nil
+		})
+		if err == nil && !held {
+			err = fmt.Errorf("%w: %s", task.ErrNotFound, id)
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("partition %d: collect: %w", r.cfg.Part, err)
+		}
+		done = append(done, c)
+	}
+	if b.Empty() {
+		b.Close()
+		return barrier{r.cfg.Store}, nil
+	}
+	p, err := b.Apply()
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: collect: %w", r.cfg.Part, err)
+	}
+	r.applyTreeLocked(delta)
+	for i := range done {
+		r.dropIndexLocked(done[i].sp, &done[i].st)
+	}
+	return p, nil
+}
+
+// stageCollectLocked stages in b the deletion of task id, if this
+// partition holds it, and its tombstone at at, and in delta the removal
+// of the task's items and the addition of the tombstone item. check, if
+// set, may refuse the task from its state (nothing is staged then).
+// held=false: the task is not stored and nothing was staged.
+func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta *treeDelta, check func(*task.State) error) (c collected, held bool, err error) {
+	// Under r.mu the store holds exactly what the tree sums: the record
+	// read here is the one whose items leave the tree.
+	snap := r.cfg.Store.NewSnapshot()
+	var rec store.TaskExport
+	err = snap.ExportTasks(r.cfg.Part, []task.ID{id}, func(t store.TaskExport) (bool, error) {
+		rec, held = t, true
+		return false, nil
+	})
+	closeSnapshot(snap, &err)
+	if err != nil || !held {
+		return collected{}, false, err
+	}
+	if check != nil {
+		if err := check(&rec.State); err != nil {
+			return collected{}, true, err
+		}
+	}
+	if err := b.CollectTask(r.cfg.Part, id, at); err != nil {
+		return collected{}, true, err
+	}
+	delta.add(id, exportDigest(&rec))
+	delta.add(id, antientropy.TombItem(id))
+	return collected{sp: withoutData(rec.Spec), st: rec.State}, true, nil
+}
+
+// dropIndexLocked takes a deleted task out of the indexes and the counts.
+// A task has an entry unless it is completed (only counted) or ready and
+// never touched (only in the ready index). The id filter keeps its bits.
+func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
+	if e := r.tasks[sp.ID]; e != nil {
+		r.unplaceLocked(sp.ID, e)
+		e.q.counts[e.status]--
+		delete(r.tasks, sp.ID)
+		return
+	}
+	q := r.queues[sp.Queue]
+	if q == nil {
+		return
+	}
+	if st.Completion != nil {
+		q.counts[task.Completed]--
+		return
+	}
+	if h := (Head{sp.Priority, sp.ID}); q.ready.Has(h) {
+		r.popReadyLocked(q, h)
+		q.counts[task.Ready]--
+	}
+}
+
+// tombstoned reports whether task id has a tombstone, staged by this
+// Merge call or stored.
+func (m *merger) tombstoned(id task.ID) (bool, error) {
+	if _, ok := m.tombs[id]; ok {
+		return true, nil
+	}
+	_, found, err := m.r.cfg.Store.Tomb(m.r.cfg.Part, id)
+	return found, err
+}
+
+// tomb stages a tombstone record (see the comment at the top of gc.go).
+func (m *merger) tomb(rec *Record) error {
+	r, id := m.r, rec.ID
+	at, found := m.tombs[id]
+	if !found {
+		var err error
+		if at, found, err = r.cfg.Store.Tomb(r.cfg.Part, id); err != nil {
+			return err
+		}
+	}
+	if found {
+		if rec.Tomb < at { // keep the earliest deletion time
+			if err := m.b.PutTomb(r.cfg.Part, id, rec.Tomb); err != nil {
+				return err
+			}
+			m.tombs[id] = rec.Tomb
+		}
+		return nil
+	}
+	c, held, err := r.stageCollectLocked(m.b, id, rec.Tomb, &m.delta, nil)
+	if err != nil {
+		return err
+	}
+	if held {
+		if c.st.Completion == nil {
+			r.log.Warn("tombstone received for a task held open: deleting it", "task", id, "deleted_at", rec.Tomb)
+		}
+		m.dropped = append(m.dropped, c)
+	} else {
+		if rec.Tomb < r.tombFloor {
+			return nil // past the horizon: it would only be expired again
+		}
+		if err := m.b.PutTomb(r.cfg.Part, id, rec.Tomb); err != nil {
+			return err
+		}
+		m.delta.add(id, antientropy.TombItem(id))
+		r.ids.add(id)
+	}
+	m.tombs[id] = rec.Tomb
+	return nil
+}
+
+// expireChunk bounds the tombstones ExpireTombs reads under the lock at a
+// time, so a long expiry never stalls the partition's writes for long.
+const expireChunk = 4096
+
+// ExpireTombs drops the tombstones deleted before before (Unix ms), with
+// their tree items, and returns how many it dropped. before is the
+// horizon: now minus a period longer than any replica can stay apart
+// from its cohort. Afterwards Merge ignores tombstone records older than
+// before for ids it does not hold (until a restart). It scans every
+// tombstone of the partition, in chunks, each under the lock.
+func (r *Replica) ExpireTombs(before int64) (int, error) {
+	r.mu.Lock()
+	r.tombFloor = max(r.tombFloor, before)
+	r.mu.Unlock()
+	total := 0
+	from := task.ID{}
+	for {
+		n, next, more, d, err := r.expireChunk(from, before)
+		if err != nil {
+			return total, err
+		}
+		if err := d.Wait(); err != nil {
+			return total, err
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+		from = next
+	}
+}
+
+// expireChunk expires the tombstones among up to expireChunk of them from
+// from on, under the lock.
+func (r *Replica) expireChunk(from task.ID, before int64) (n int, next task.ID, more bool, d Durable, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.cfg.Store.NewBatch()
+	var delta treeDelta
+	scanned := 0
+	err = r.cfg.Store.Tombs(r.cfg.Part, from, func(id task.ID, at int64) (bool, error) {
+		if scanned == expireChunk {
+			next, more = id, true
+			return false, nil
+		}
+		scanned++
+		if at >= before {
+			return true, nil
+		}
+		n++
+		delta.add(id, antientropy.TombItem(id))
+		return true, b.DeleteTomb(r.cfg.Part, id)
+	})
+	if err != nil || n == 0 {
+		b.Close()
+		if err != nil {
+			return 0, next, false, nil, fmt.Errorf("partition %d: expire tombstones: %w", r.cfg.Part, err)
+		}
+		return 0, next, more, nothing{}, nil
+	}
+	p, err := b.Apply()
+	if err != nil {
+		return 0, next, false, nil, fmt.Errorf("partition %d: expire tombstones: %w", r.cfg.Part, err)
+	}
+	r.applyTreeLocked(delta)
+	return n, next, more, p, nil
+}
