@@ -31,8 +31,8 @@ const (
 	aaeMaxRounds = 8
 	// aaeFetchIDs bounds the ids of one fetch request.
 	aaeFetchIDs = 256
-	// aaeReadIDs is how many records a fetch reads at a time, between its
-	// checks of the response's size.
+	// aaeReadIDs is how many records a push reads at a time, between its
+	// checks of the batch's size.
 	aaeReadIDs = 16
 	// aaeMaxBucketEntries bounds one bucket's entry list from a peer.
 	aaeMaxBucketEntries = 1 << 22
@@ -108,19 +108,8 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from 
 	// Pull what the peer holds differently and merge it here, then push
 	// this replica's versions of everything that differed.
 	if len(res.Pull) > 0 {
-		recs, err := n.aaeFetch(ctx, addr, part, taskIDs(res.Pull))
-		if err != nil {
+		if err := n.aaePull(ctx, addr, part, ep, taskIDs(res.Pull)); err != nil {
 			return res, err
-		}
-		if len(recs) > 0 {
-			d, _, err := r.Merge(ep, recs, n.now())
-			if err != nil {
-				return res, err
-			}
-			if err := d.Wait(); err != nil {
-				return res, err
-			}
-			n.aae.pulled.Add(int64(len(recs)))
 		}
 	}
 	ids := make([]task.ID, 0, len(res.Pull)+len(res.Push))
@@ -131,50 +120,73 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from 
 			ids = append(ids, id)
 		}
 	}
-	recs, err := r.Records(ids)
-	if err != nil {
+	if err := n.aaePush(ctx, addr, part, ep, ids); err != nil {
 		return res, err
 	}
-	if err := n.aaePush(ctx, addr, part, ep, recs); err != nil {
-		return res, err
-	}
-	n.aae.pushed.Add(int64(len(recs)))
-	n.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(recs))
+	n.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(ids))
 	return res, nil
 }
 
-// aaeFetch fetches ids' records of part from the node at addr.
-func (n *Node) aaeFetch(ctx context.Context, addr string, part uint16, ids []task.ID) ([]partition.Record, error) {
-	var out []partition.Record
+// aaePull fetches ids' records of part from the node at addr and merges
+// each response here as it comes: memory is bounded by a response (an
+// export page), not by the round.
+func (n *Node) aaePull(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), aaeFetchIDs)]
 		var resp wire.AAEFetchResponse
 		if err := n.peers.call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
-			return out, err
+			return err
 		}
 		if resp.Done <= 0 || resp.Done > len(chunk) {
-			return out, fmt.Errorf("%w: fetch answered %d of %d ids", wire.ErrUnavailable, resp.Done, len(chunk))
-		}
-		for _, m := range resp.Records {
-			out = append(out, recordFromWire(m))
+			return fmt.Errorf("%w: fetch answered %d of %d ids", wire.ErrUnavailable, resp.Done, len(chunk))
 		}
 		ids = ids[resp.Done:]
+		if len(resp.Records) == 0 {
+			continue
+		}
+		recs := make([]partition.Record, len(resp.Records))
+		for i, m := range resp.Records {
+			recs[i] = recordFromWire(m)
+		}
+		n.noteDependents(resp.Records) // before the edges are written: see depSet
+		d, _, err := n.parts[part].Merge(ep, recs, n.now())
+		if err != nil {
+			return err
+		}
+		if err := d.Wait(); err != nil {
+			return err
+		}
+		n.aae.pulled.Add(int64(len(recs)))
 	}
-	return out, nil
+	return nil
 }
 
-// aaePush sends recs of part to the node at addr, in requests bounded like
-// replication batches, at this leader's epoch.
-func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64, recs []partition.Record) error {
-	for len(recs) > 0 {
-		item := wire.ReplicateItem{Part: part, Epoch: ep}
-		size := 0
-		for len(recs) > 0 && len(item.Records) < replBatchMax && size < replBatchBytes {
-			m := recordToWire(recs[0])
-			item.Records = append(item.Records, m)
-			size += recordBytes(m)
-			recs = recs[1:]
+// aaePush sends this replica's records of ids to the node at addr, read a
+// few at a time and sent in requests bounded like replication batches, at
+// this leader's epoch.
+func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
+	var pending []wire.RecordMsg
+	size := 0
+	for len(ids) > 0 || len(pending) > 0 {
+		for len(ids) > 0 && len(pending) < replBatchMax && size < replBatchBytes {
+			chunk := ids[:min(len(ids), aaeReadIDs)]
+			ids = ids[len(chunk):]
+			recs, err := n.parts[part].Records(chunk)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				m := recordToWire(r)
+				pending = append(pending, m)
+				size += recordBytes(m)
+			}
 		}
+		if len(pending) == 0 {
+			return nil
+		}
+		item := wire.ReplicateItem{Part: part, Epoch: ep, Records: pending}
+		n.aae.pushed.Add(int64(len(pending)))
+		pending, size = nil, 0
 		var resp wire.ReplicateResponse
 		cctx, cancel := context.WithTimeout(ctx, replTimeout)
 		err := n.peers.call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
@@ -281,21 +293,27 @@ func (n *Node) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, e
 	if len(r.IDs) == 0 || len(r.IDs) > aaeFetchIDs {
 		return nil, fmt.Errorf("%w: %d ids in one fetch, limit %d", task.ErrInvalid, len(r.IDs), aaeFetchIDs)
 	}
+	// One id at a time, so the response stops before it outgrows a page
+	// (and a frame): it always carries at least the first record.
 	resp := &wire.AAEFetchResponse{}
 	size := 0
-	for ids := r.IDs; len(ids) > 0 && size < exportPageBytes; {
-		chunk := ids[:min(len(ids), aaeReadIDs)]
-		recs, err := n.parts[r.Part].Records(chunk)
+	for _, id := range r.IDs {
+		recs, err := n.parts[r.Part].Records([]task.ID{id})
 		if err != nil {
 			return nil, err
 		}
-		for _, rec := range recs {
-			m := recordToWire(rec)
-			resp.Records = append(resp.Records, m)
-			size += recordBytes(m)
+		grow := 0
+		ms := make([]wire.RecordMsg, len(recs))
+		for i, rec := range recs {
+			ms[i] = recordToWire(rec)
+			grow += recordBytes(ms[i])
 		}
-		resp.Done += len(chunk)
-		ids = ids[len(chunk):]
+		if resp.Done > 0 && size+grow > exportPageBytes {
+			break
+		}
+		resp.Records = append(resp.Records, ms...)
+		size += grow
+		resp.Done++
 	}
 	return resp, nil
 }

@@ -78,15 +78,14 @@ func (c coordinator) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	for i := range req.Tasks {
 		req.Tasks[i].FreshID = false // a node's word, never a client's
 	}
-	if !n.leadsAll() {
-		// Ids first: every attempt then writes the same tasks. On the
-		// first attempt they are fresh, so their leaders need not look
-		// for an earlier write under them.
-		for i := range req.Tasks {
-			if req.Tasks[i].ID == nil {
-				id := n.localID()
-				req.Tasks[i].ID, req.Tasks[i].FreshID = &id, true
-			}
+	// Ids first: every attempt then writes the same tasks (a retry after
+	// a write that failed to reach W replicas finds it). On the first
+	// attempt they are fresh, so their leaders need not look for an
+	// earlier write under them.
+	for i := range req.Tasks {
+		if req.Tasks[i].ID == nil {
+			id := n.localID()
+			req.Tasks[i].ID, req.Tasks[i].FreshID = &id, true
 		}
 	}
 	return retry(ctx, n, func() (*wire.EnqueueResponse, error) {

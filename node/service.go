@@ -683,7 +683,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 		}
 	}
 	part := n.partOf(req.ID)
-	newly, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
+	_, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
 		return nil, err
 	}
@@ -723,7 +723,10 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	if resp.Next, err = next.wait(ctx); err != nil {
 		n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
 	}
-	if newly && n.deps.take(req.ID) {
+	// Not only when newly completed: a retry of a completion whose first
+	// attempt failed after the write must still tell the dependents (take
+	// makes it once).
+	if n.deps.take(req.ID) {
 		n.notifyDependents(req.ID)
 	}
 	return resp, nil

@@ -413,3 +413,21 @@ func TestCollectable(t *testing.T) {
 		t.Errorf("exact page: %d candidates, more=%v; want 2, false", len(last), more)
 	}
 }
+
+// A tombstone and a newer record of the same task in one merge (a claim
+// and an update the replica had not seen): the tombstone wins, nothing of
+// the record is staged after the deletion, and the tree matches the store.
+func TestMergeTombWithNewerRecord(t *testing.T) {
+	_, _, f, sf := gcLeader(t)
+	st := task.State{Claims: []task.Claim{{Index: 0, Start: t0 + 1, End: t0 + ttl, Epoch: 1}}}
+	newer := partition.Record{ID: gcB, State: &st, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("late")}},
+		Dependents: []task.ID{gcDep}}
+	for _, order := range [][]partition.Record{
+		{{ID: gcB, Tomb: t0 + 50}, newer},
+		{newer, {ID: gcB, Tomb: t0 + 50}},
+	} {
+		merge(t, f, 1, t0+60, order...)
+		wantCollected(t, sf, gcB, t0+50)
+		checkTree(t, "after a tombstone with a newer record", f, sf)
+	}
+}

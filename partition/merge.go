@@ -234,6 +234,12 @@ type edgeKey struct{ dep, dependent task.ID }
 // call.
 func (m *merger) record(rec *Record) (refused, err error) {
 	r := m.r
+	if _, collected := m.tombs[rec.ID]; collected {
+		// A tombstone of this call collects the task: the batch deletes
+		// what the store still shows, so nothing of the record may be
+		// staged after it (it would bring the task back).
+		return nil, nil
+	}
 	cur, fresh := m.tasks[rec.ID], false
 	if cur == nil {
 		var sp *task.Spec

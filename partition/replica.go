@@ -366,13 +366,14 @@ type NewTask struct {
 	Spec *task.Spec
 	// State is the initial state: deps already known complete.
 	State task.State
-	// CheckExisting asks for an idempotency check: the id came from the
-	// client and may already exist.
+	// CheckExisting says the id may already be stored (a client's id, or
+	// a retry): the caller must then not ship the task to the followers
+	// before Enqueue has checked it. Enqueue itself checks every id
+	// (cheaply, through the id filter, for a new one).
 	CheckExisting bool
 }
 
-// Enqueue durably writes new tasks (and the reverse edges of their deps)
-// and indexes them. A task whose id exists with the same content is
+// Enqueue durably writes new tasks and indexes them. A task whose id exists with the same content is
 // accepted again without a write (a retry); with other content it fails
 // with task.ErrConflict and nothing of the batch is written. So does a task
 // repeated within tasks.
