@@ -74,6 +74,8 @@ func (n *Node) electLeaders(ctx context.Context) error {
 // lead runs the handoff for part until it wins or ctx ends, then makes the
 // local replica lead at the won epoch.
 func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
+	n.leadRuns[part].Add(1)
+	defer n.leadRuns[part].Add(-1)
 	rng := rand.New(rand.NewPCG(n.id, uint64(part)))
 	h := epoch.Handoff{Part: part, Self: n.id, Cohort: cohort}
 	for attempt := 1; ; attempt++ {

@@ -100,6 +100,9 @@ type Node struct {
 	aae aaeStats
 	// reqs counts and times client requests (GET /metrics).
 	reqs requestMetrics
+	// leadRuns counts, by partition, the handoffs this node is running
+	// (lead): the failover loop leaves a partition alone while one runs.
+	leadRuns []atomic.Int32
 	// exitc receives why the node must exit (ExitOnDrift); buffered.
 	exitc chan error
 
@@ -398,6 +401,7 @@ func newClusterID() string {
 // store, on as many goroutines as there are CPUs.
 func (n *Node) loadPartitions() error {
 	n.parts = make([]*partition.Replica, n.cfg.Partitions)
+	n.leadRuns = make([]atomic.Int32, n.cfg.Partitions)
 	for p := range n.parts {
 		n.parts[p] = partition.New(partition.Config{
 			Part:       uint16(p),

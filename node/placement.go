@@ -77,7 +77,9 @@ func (n *Node) failoverLoop(ctx context.Context) {
 				// (a restart, or a handoff that did not finish here)
 				// -- unless we promised a newer epoch to another node,
 				// which is then taking over.
-				if n.parts[p].Epoch() != 0 {
+				if n.parts[p].Epoch() != 0 || n.leadRuns[p].Load() > 0 {
+					// Leading, or a handoff of its own (a takeover asked
+					// for, a start) is between the CAS and leading.
 					continue
 				}
 				if prom, to := n.parts[p].Promised(); prom > pi.Epoch && to != n.id {
