@@ -144,6 +144,11 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 	if err != nil {
 		return false, err
 	}
+	if done {
+		// Completed already: the new dependents start with it done, and
+		// no completion is left to notify them.
+		n.deps.take(dep)
+	}
 	if len(to) == 0 {
 		return done, d.Wait()
 	}
@@ -250,10 +255,16 @@ func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
 }
 
 // noteDependents adds to the depSet the tasks that merged records name
-// dependents of, so this replica notifies them if it comes to lead.
+// dependents of, so this replica notifies them if it comes to lead, and
+// drops the ones the records show completed: their leader told the
+// dependents (or the reconcile will), so the set does not grow with every
+// dependency this replica ever held.
 func (n *Node) noteDependents(recs []wire.RecordMsg) {
 	for _, r := range recs {
-		if len(r.Dependents) > 0 {
+		switch {
+		case r.State != nil && r.State.Completion != nil:
+			n.deps.take(r.ID)
+		case len(r.Dependents) > 0:
 			n.deps.add(r.ID)
 		}
 	}
