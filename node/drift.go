@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
@@ -58,6 +59,9 @@ func (n *Node) errDrifting() error {
 func (n *Node) clockLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.ClockProbe)
 	defer t.Stop()
+	// handing is set while a hand-off runs: it runs beside the loop, so
+	// the probes (and the verdict that ends the drift) go on meanwhile.
+	var handing atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,10 +84,13 @@ func (n *Node) clockLoop(ctx context.Context) {
 			n.log.Info("clock back in bounds: serving again", "ahead", d.Ahead, "peers", d.Peers)
 			n.nextDue.Store(0) // timers skipped while drifting run now
 		}
-		if d.Drifting && n.leadsAny() {
-			if moved, failed := n.handOff(ctx); moved+failed > 0 {
-				n.log.Info("clock drift: handed partitions off", "moved", moved, "failed", failed)
-			}
+		if d.Drifting && n.leadsAny() && handing.CompareAndSwap(false, true) {
+			n.wg.Go(func() {
+				defer handing.Store(false)
+				if moved, failed := n.handOff(ctx); moved+failed > 0 {
+					n.log.Info("clock drift: handed partitions off", "moved", moved, "failed", failed)
+				}
+			})
 		}
 	}
 }
