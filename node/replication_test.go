@@ -350,6 +350,21 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 // partOfForTest mirrors ring.PartitionOf for diagnostics.
 func partOfForTest(id task.ID, p int) uint16 { return ring.PartitionOf(id[:], p) }
 
+// idsLedBy returns a generator of client ids, created at ms by node, in
+// partitions the view says leader leads; no id repeats.
+func idsLedBy(v *wire.ClusterResponse, node uint64) func(leader uint64, ms int64) task.ID {
+	var ctr uint32
+	return func(leader uint64, ms int64) task.ID {
+		for {
+			id := task.MakeID(ms, node, ctr)
+			ctr++
+			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
+				return id
+			}
+		}
+	}
+}
+
 // TestClusterJoinUnderLoad: a node joins a loaded 3-node cluster;
 // partitions move to it, nothing acknowledged is lost, and writes keep
 // succeeding during the moves.
@@ -662,16 +677,7 @@ func TestClusterClaimRouting(t *testing.T) {
 	// ClaimOrderSlack (1s) of the oldest one elsewhere, and goes to the
 	// oldest once it is older than that.
 	now := time.Now().UnixMilli()
-	var ctr uint32 // ids never repeat across the cases below
-	idAt := func(leader uint64, ms int64) task.ID {
-		for {
-			id := task.MakeID(ms, 77, ctr)
-			ctr++
-			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
-				return id
-			}
-		}
-	}
+	idAt := idsLedBy(v, 77)
 	for _, tc := range []struct {
 		name      string
 		remoteAge time.Duration // how much older the other leader's task is
@@ -750,16 +756,8 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
-	var ctr uint32
-	idIn := func(leader uint64) task.ID {
-		for {
-			id := task.MakeID(time.Now().UnixMilli(), 99, ctr)
-			ctr++
-			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
-				return id
-			}
-		}
-	}
+	next := idsLedBy(v, 99)
+	idIn := func(leader uint64) task.ID { return next(leader, time.Now().UnixMilli()) }
 	idx := func(id uint64) int { return slices.Index(all, id) }
 	a, b := all[0], all[1] // the deps' leader, the dependents' leader
 	enq := func(via int, tasks ...wire.EnqueueTask) {
