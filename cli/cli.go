@@ -16,8 +16,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -91,6 +93,9 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
 			&ucli.DurationFlag{Name: "aae-interval", Value: d.AAEInterval, EnvVars: envName("aae-interval"), Usage: "how often each partition's leader compares its replica with each follower's (anti-entropy) and repairs what differs"},
+			&ucli.GenericFlag{Name: "retention", Value: &days{d.Retention}, EnvVars: envName("retention"), Usage: "keep a completed task this long; then it and the tasks connected to it by dependencies, all completed, are garbage-collected (a duration; d for days, as in 7d; 0 keeps everything)"},
+			&ucli.DurationFlag{Name: "gc-interval", Value: d.GCInterval, EnvVars: envName("gc-interval"), Usage: "how often each partition's leader looks for tasks to garbage-collect"},
+			&ucli.GenericFlag{Name: "tombstone-horizon", Value: &days{d.TombstoneHorizon}, EnvVars: envName("tombstone-horizon"), Usage: "how long a collected task's tombstone is kept; must exceed the longest time a node can be away and come back with its data (d for days)"},
 			&ucli.DurationFlag{Name: "max-clock-drift", Value: d.Drift.MaxDrift, EnvVars: envName("max-clock-drift"), Usage: "a node whose clock is ahead of the cluster's median by more than this leads nothing and grants no claims until it is back in bounds (default: 2s, or a fifth of --clock-skew-bound if smaller)"},
 			&ucli.BoolFlag{Name: "exit-on-drift", EnvVars: envName("exit-on-drift"), Usage: "exit (status 1) when this node's clock drifts, instead of standing by"},
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
@@ -158,6 +163,9 @@ func runNode(c *ucli.Context) error {
 	}
 	cfg.ExitOnDrift = c.Bool("exit-on-drift")
 	cfg.AAEInterval = c.Duration("aae-interval")
+	cfg.Retention = c.Generic("retention").(*days).d
+	cfg.GCInterval = c.Duration("gc-interval")
+	cfg.TombstoneHorizon = c.Generic("tombstone-horizon").(*days).d
 	cfg.MaxPayload = c.Int("max-payload")
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")
@@ -249,4 +257,45 @@ func authFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "the cluster secret file (the client token is derived from it)"},
 		&ucli.StringFlag{Name: "token", EnvVars: []string{"SKULD_TOKEN"}, Usage: "client token (skuldd ctl token prints it)"},
 	}
+}
+
+// days is a duration flag that also takes days ("7d", "1d12h"), for the
+// long periods of retention: Go durations stop at hours.
+type days struct{ d time.Duration }
+
+// Set parses a Go duration, with a leading whole number of days allowed.
+func (v *days) Set(s string) error {
+	var total time.Duration
+	rest := s
+	if i := strings.IndexByte(rest, 'd'); i > 0 {
+		n, err := strconv.ParseUint(rest[:i], 10, 32)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		total = time.Duration(n) * 24 * time.Hour
+		rest = rest[i+1:]
+	}
+	if rest != "" {
+		d, err := time.ParseDuration(rest)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		total += d
+	}
+	if total < 0 || total/(24*time.Hour) > maxFlagDays {
+		return fmt.Errorf("duration %q out of range", s)
+	}
+	v.d = total
+	return nil
+}
+
+// maxFlagDays keeps a days flag far from overflowing a time.Duration.
+const maxFlagDays = 100 * 365
+
+// String prints whole days as Nd, others as a Go duration.
+func (v *days) String() string {
+	if v.d > 0 && v.d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v.d/(24*time.Hour)), 10) + "d"
+	}
+	return v.d.String()
 }

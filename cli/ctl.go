@@ -142,6 +142,14 @@ func ctlCommand() *ucli.Command {
 				Action: ctlAction(ctlLeave),
 			},
 			{
+				Name: "gc",
+				Usage: "garbage-collect now: every leader collects the completed tasks past retention whose whole dependency component is too; " +
+					"prints what it found ({\"candidates\",\"collectable\",\"collected\",\"held\",\"unreached\",\"queues\",\"sample\"}). " +
+					"Scans every task: on a large cluster give a --timeout to match",
+				Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "dry-run", Usage: "only report what would be collected"}},
+				Action: ctlAction(ctlGC),
+			},
+			{
 				Name:   "token",
 				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
 				Flags:  []ucli.Flag{authFlags()[0]},
@@ -423,6 +431,14 @@ func ctlList(e *ctlEnv) error {
 
 func ctlCount(e *ctlEnv) error {
 	resp, err := e.cl.Count(e.ctx, &wire.CountRequest{Queue: e.c.String("queue")})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlGC(e *ctlEnv) error {
+	resp, err := e.cl.GC(e.ctx, &wire.GCRequest{DryRun: e.c.Bool("dry-run")})
 	if err != nil {
 		return err
 	}

@@ -195,6 +195,13 @@ func (f *fakeService) Cluster(context.Context) (*wire.ClusterResponse, error) {
 	return &wire.ClusterResponse{Self: 1}, nil
 }
 
+func (f *fakeService) GC(_ context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.GCResponse{DryRun: req.DryRun, Candidates: 3, Collectable: 2}, nil
+}
+
 var _ wire.Service = (*fakeService)(nil)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -453,5 +460,28 @@ func TestRequireToken(t *testing.T) {
 		if rec.Code != tc.want {
 			t.Errorf("%s %s auth %q: status %d, want %d", tc.method, tc.path, tc.auth, rec.Code, tc.want)
 		}
+	}
+}
+
+// POST /v1/gc passes dry_run through and answers the pass's figures.
+func TestHTTPGC(t *testing.T) {
+	for _, dry := range []bool{true, false} {
+		rec := httptest.NewRecorder()
+		body := fmt.Sprintf(`{"dry_run":%v}`, dry)
+		r := httptest.NewRequest("POST", "/v1/gc", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		httpapi.New(&fakeService{}, func() error { return nil }, quiet()).ServeHTTP(rec, r)
+		var got wire.GCResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("dry_run=%v: status %d body %q: %v", dry, rec.Code, rec.Body.Bytes(), err)
+		}
+		if got.DryRun != dry || got.Candidates != 3 || got.Collectable != 2 {
+			t.Errorf("dry_run=%v: %+v", dry, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	httpapi.New(&fakeService{}, func() error { return nil }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/gc", nil))
+	if rec.Code != http.StatusNotFound { // the catch-all answers every other route
+		t.Errorf("GET /v1/gc: status %d; want 404", rec.Code)
 	}
 }

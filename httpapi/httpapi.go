@@ -50,6 +50,7 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("GET /v1/count", a.count)
 	mux.HandleFunc("GET /v1/queues", a.queues)
 	mux.HandleFunc("GET /v1/cluster", a.cluster)
+	mux.HandleFunc("POST /v1/gc", handle(a, svc.GC))
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {

@@ -192,7 +192,8 @@ func (n *Node) peerHandler() wire.Handler {
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
 		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
-			wire.OpDependents, wire.OpDepDone, wire.OpRelease, wire.OpAAENodes, wire.OpAAEBuckets, wire.OpAAEFetch:
+			wire.OpDependents, wire.OpDepDone, wire.OpRelease, wire.OpAAENodes, wire.OpAAEBuckets, wire.OpAAEFetch,
+			wire.OpGCInfo:
 			select {
 			case <-n.partsLoaded:
 			default:
@@ -265,6 +266,8 @@ func (n *Node) peerHandler() wire.Handler {
 			peerCall(w, req, func(r *wire.AAEFetchRequest) (any, error) { return n.serveAAEFetch(r) })
 		case wire.OpRelease:
 			peerCall(w, req, func(r *wire.ReleaseRequest) (any, error) { return nil, n.serveRelease(req.PeerID, r) })
+		case wire.OpGCInfo:
+			peerCall(w, req, func(r *wire.GCInfoRequest) (any, error) { return n.serveGCInfo(r) })
 		case wire.OpExport:
 			var r wire.ExportRequest
 			if err := wire.Unmarshal(req.Body, &r); err != nil {

@@ -115,6 +115,17 @@ type Config struct {
 	// leader runs rounds with each follower.
 	AAE         antientropy.Config
 	AAEInterval time.Duration
+	// Retention is how long a completed task is kept: once it and every
+	// task connected to it by dependency edges completed longer ago, it
+	// is garbage-collected (DESIGN.md, Storage). 0 keeps everything.
+	Retention time.Duration
+	// GCInterval is how often a leader looks for tasks to collect.
+	GCInterval time.Duration
+	// TombstoneHorizon is how long a collected task's tombstone is kept.
+	// It must be longer than any replica can stay apart from its cohort:
+	// a replica away longer may still hold the task, and once every
+	// other replica forgot the tombstone, nothing stops it coming back.
+	TombstoneHorizon time.Duration
 	// Drift configures clock-drift detection (DESIGN.md, Clock):
 	// Drift.MaxDrift is --max-clock-drift.
 	Drift clock.Config
@@ -176,12 +187,19 @@ func DefaultConfig() Config {
 		Drift:              clock.DefaultConfig(),
 		AAE:                antientropy.DefaultConfig(),
 		AAEInterval:        10 * time.Second,
+		Retention:          7 * 24 * time.Hour,
+		GCInterval:         time.Minute,
+		TombstoneHorizon:   14 * 24 * time.Hour,
 		ClockProbe:         time.Second,
 		LeaveTimeout:       2 * time.Second,
 		Clock:              clock.Real{},
 		Logger:             slog.Default(),
 	}
 }
+
+// minHorizonRounds is the fewest anti-entropy intervals a tombstone
+// lives: enough rounds to reach every replica that is merely slow.
+const minHorizonRounds = 10
 
 // maxFramePayload keeps one payload well inside a wire frame.
 const maxFramePayload = 8 << 20
@@ -213,6 +231,7 @@ func (c *Config) Validate() error {
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
 		"zombie check": c.ZombieCheck, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
+		"gc interval": c.GCInterval, "tombstone horizon": c.TombstoneHorizon,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}
@@ -225,6 +244,10 @@ func (c *Config) Validate() error {
 	// Drift is caught well before it threatens claims: leases tolerate
 	// SkewBound.
 	check(c.SkewBound == 0 || c.Drift.MaxDrift < c.SkewBound, "max clock drift %v must be below the clock skew bound %v", c.Drift.MaxDrift, c.SkewBound)
+	check(c.Retention >= 0, "retention %v is negative", c.Retention)
+	// A tombstone outlives the anti-entropy rounds that spread it many
+	// times over.
+	check(c.TombstoneHorizon >= minHorizonRounds*c.AAEInterval, "tombstone horizon %v must be at least %d anti-entropy intervals (%v)", c.TombstoneHorizon, minHorizonRounds, minHorizonRounds*c.AAEInterval)
 	check(c.ElectionBackoffMax >= c.ElectionBackoff, "election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
 	check(c.Clock != nil, "no clock")
 	check(c.Logger != nil, "no logger")

@@ -169,4 +169,8 @@ func (c coordinator) Cluster(ctx context.Context) (*wire.ClusterResponse, error)
 	return c.n.Cluster(ctx)
 }
 
+func (c coordinator) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	return retry(ctx, c.n, func() (*wire.GCResponse, error) { return c.n.GC(ctx, req) })
+}
+
 var _ wire.Service = coordinator{}

@@ -138,6 +138,12 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 	}
 	n.deps.add(dep) // before the edges are written: see depSet
 	done, d, err := n.parts[part].AddDependents(dep, dependents)
+	if errors.Is(err, partition.ErrCollected) {
+		// Completed and collected: the dependents start with it done, and
+		// no edge is kept for a task that is gone.
+		n.deps.take(dep)
+		return true, nil
+	}
 	if errors.Is(err, task.ErrNotFound) {
 		return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
 	}
@@ -256,13 +262,13 @@ func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
 
 // noteDependents adds to the depSet the tasks that merged records name
 // dependents of, so this replica notifies them if it comes to lead, and
-// drops the ones the records show completed: their leader told the
+// drops the ones the records show completed (or collected): their leader told the
 // dependents (or the reconcile will), so the set does not grow with every
 // dependency this replica ever held.
 func (n *Node) noteDependents(recs []wire.RecordMsg) {
 	for _, r := range recs {
 		switch {
-		case r.State != nil && r.State.Completion != nil:
+		case r.Tomb != 0 || r.State != nil && r.State.Completion != nil:
 			n.deps.take(r.ID)
 		case len(r.Dependents) > 0:
 			n.deps.add(r.ID)

@@ -185,6 +185,10 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_aae_records_pushed_total", "counter", "Records anti-entropy sent to followers to merge.", a.Pushed},
 		{"skuldd_aae_bytes_total", "counter", "Bytes of anti-entropy tree exchanges.", a.Bytes},
 		{"skuldd_aae_tree_bytes", "gauge", "Memory of this node's anti-entropy trees (fixed by their shape).", a.TreeBytes},
+		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
+		{"skuldd_gc_collected_total", "counter", "Tasks this node garbage-collected as a partition leader.", n.gc.collected.Load()},
+		{"skuldd_gc_held_total", "counter", "Candidates kept because their dependency component had an open, recent or changed task.", n.gc.held.Load()},
+		{"skuldd_gc_tombstones_expired_total", "counter", "Tombstones dropped after the tombstone horizon.", n.gc.expired.Load()},
 	} {
 		family(m.name, m.typ, m.help)
 		fmt.Fprintf(b, "%s %d\n", m.name, m.v)
@@ -280,6 +284,10 @@ func (m metered) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
 
 func (m metered) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
 	return meter(m.n, wire.OpCluster, func() (*wire.ClusterResponse, error) { return m.s.Cluster(ctx) })
+}
+
+func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	return meter(m.n, wire.OpGC, func() (*wire.GCResponse, error) { return m.s.GC(ctx, req) })
 }
 
 var _ wire.Service = metered{}

@@ -98,6 +98,9 @@ type Node struct {
 	drift *driftWatch
 	// aae counts anti-entropy work.
 	aae aaeStats
+	// gc counts garbage collection; gcMu runs one pass at a time.
+	gc   gcStats
+	gcMu sync.Mutex
 	// reqs counts and times client requests (GET /metrics).
 	reqs requestMetrics
 	// leadRuns counts, by partition, the handoffs this node is running
@@ -175,6 +178,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.refreshMeta()
+	if err := n.checkAway(); err != nil {
+		return err
+	}
 	n.nextDue.Store(0) // tick once right after the load
 	if err := n.loadPartitions(); err != nil {
 		return err
@@ -200,6 +206,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
 	n.wg.Go(func() { n.clockLoop(loopCtx) })
 	n.wg.Go(func() { n.aaeLoop(loopCtx) })
+	n.wg.Go(func() { n.gcLoop(loopCtx) })
+	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err

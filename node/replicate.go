@@ -645,6 +645,16 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 	if lerr != nil && !errors.Is(lerr, task.ErrNotFound) {
 		return wire.TaskView{}, lerr
 	}
+	if lerr != nil {
+		// Not held: maybe collected, and the tombstone is the record.
+		at, tomb, err := n.store.Tomb(part, id)
+		if err != nil {
+			return wire.TaskView{}, err
+		}
+		if tomb {
+			local, lerr = partition.Record{ID: id, Tomb: at}, nil
+		}
+	}
 	type answer struct {
 		node uint64
 		rec  *partition.Record
@@ -677,6 +687,25 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 	}
 	if read < r {
 		return wire.TaskView{}, fmt.Errorf("%w: read %d of %d replicas of partition %d", wire.ErrUnavailable, read, r, part)
+	}
+	// A tombstone is authoritative (partition/gc.go): the task was
+	// collected, and the replicas still holding it missed that.
+	if tomb := tombOf(recs); tomb != 0 {
+		ep := n.parts[part].Epoch()
+		rec := partition.Record{ID: id, Tomb: tomb}
+		for node, r := range recs {
+			if r == nil || r.Tomb != 0 {
+				continue
+			}
+			if node == n.id {
+				if d, _, err := n.parts[part].Merge(ep, []partition.Record{rec}, n.now()); err == nil {
+					_ = d.Wait()
+				}
+				continue
+			}
+			n.repl.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{recordToWire(rec)}}, done: make(chan replAck, 1)})
+		}
+		return wire.TaskView{}, fmt.Errorf("%w: %s (completed and garbage-collected)", task.ErrNotFound, id)
 	}
 	// Merge: the spec from whoever has it, states as CRDTs, updates as a
 	// set.
@@ -747,8 +776,21 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 	return n.view(merged.Spec, merged.Spec.Data, merged.State, ups, n.now()), nil
 }
 
+// tombOf returns the earliest deletion time among the tombstones in recs
+// (0: none).
+func tombOf(recs map[uint64]*partition.Record) int64 {
+	var at int64
+	for _, r := range recs {
+		if r != nil && r.Tomb != 0 && (at == 0 || r.Tomb < at) {
+			at = r.Tomb
+		}
+	}
+	return at
+}
+
 // fetchRecord reads task id's record from node's replica of part (nil:
-// that replica does not hold it).
+// that replica does not hold it; a Record with Tomb set: it holds the
+// task's tombstone).
 func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id task.ID) (*partition.Record, error) {
 	addr := n.addrOf(node)
 	if addr == "" {

@@ -243,6 +243,11 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 // depState reports whether dep exists and is completed.
 func (n *Node) depState(dep task.ID) (completed bool, err error) {
 	part := n.partOf(dep)
+	// A collected task was completed, and a tombstone is forever (up to
+	// the horizon): a local one is the truth.
+	if _, tomb, err := n.store.Tomb(part, dep); err == nil && tomb {
+		return true, nil
+	}
 	if !n.leads(part) {
 		// A completion is forever, so a local copy saying completed is
 		// the truth; anything else is asked of the dep's leader.

@@ -61,6 +61,15 @@ import (
 // ErrNotCollectable refuses a Collect of a task that is not completed.
 var ErrNotCollectable = errors.New("task is not completed: not collectable")
 
+// ErrEdgesChanged refuses a Collect of a task that gained dependents since
+// the caller checked its dependency component: the new dependent was not
+// part of the check, so the component must be checked again.
+var ErrEdgesChanged = errors.New("task gained dependents since its component was checked")
+
+// ErrCollected says a task was garbage-collected: it was completed, and
+// its tombstone is all that is left of it.
+var ErrCollected = errors.New("task was completed and garbage-collected")
+
 // Candidate is a completed task that Collectable found: when it
 // completed, the tasks it depends on (spec deps, in any partition) and
 // the tasks recorded as waiting on it (its reverse edges, whose tasks may
@@ -77,22 +86,22 @@ type Candidate struct {
 // Collectable returns up to limit completed tasks of this partition that
 // completed before cutoff (Unix ms), in id order, from the start.
 func (r *Replica) Collectable(cutoff int64, limit int) ([]Candidate, error) {
-	cs, _, _, err := r.CollectableFrom(task.ID{}, cutoff, limit)
+	cs, _, _, err := r.CollectableFrom(task.ID{}, cutoff, limit, 0)
 	return cs, err
 }
 
-// CollectableFrom is Collectable from id from on: when more is true, the
-// scan stopped at limit and resumes from next. It reads a store snapshot
-// without the replica's lock (completion is permanent: a candidate stays
-// completed, though it may be collected meanwhile, which Collect skips).
-// Its cost is a pass over the partition's states from from.
-func (r *Replica) CollectableFrom(from task.ID, cutoff int64, limit int) (cands []Candidate, next task.ID, more bool, err error) {
+// CollectableFrom is Collectable from id from on, reading at most scan
+// task states (scan <= 0: no bound): when more is true, the scan stopped
+// at limit candidates or scan states and resumes from next. It reads a
+// store snapshot without the replica's lock (completion is permanent: a
+// candidate stays completed, though it may be collected meanwhile, which
+// Collect skips).
+func (r *Replica) CollectableFrom(from task.ID, cutoff int64, limit, scan int) (cands []Candidate, next task.ID, more bool, err error) {
 	if limit <= 0 {
 		return nil, from, true, nil
 	}
-	err = r.cfg.Store.CompletedBefore(r.cfg.Part, from, cutoff, func(c store.Completed) (bool, error) {
+	next, more, err = r.cfg.Store.CompletedBefore(r.cfg.Part, from, cutoff, scan, func(c store.Completed) (bool, error) {
 		if len(cands) == limit {
-			more = true
 			return false, nil
 		}
 		cands = append(cands, Candidate(c))
@@ -101,10 +110,83 @@ func (r *Replica) CollectableFrom(from task.ID, cutoff int64, limit int) (cands 
 	if err != nil {
 		return nil, from, false, fmt.Errorf("partition %d: collectable: %w", r.cfg.Part, err)
 	}
-	if more {
-		next, _ = nextID(cands[len(cands)-1].ID)
-	}
 	return cands, next, more, nil
+}
+
+// GCStatus is what a replica holds of a task, for the dependency check of
+// garbage collection.
+type GCStatus uint8
+
+const (
+	// GCUnknown: neither the task nor its tombstone.
+	GCUnknown GCStatus = iota
+	// GCOpen: the task, not completed.
+	GCOpen
+	// GCCompleted: the task, completed.
+	GCCompleted
+	// GCCollected: its tombstone.
+	GCCollected
+)
+
+// GCInfo is a task's part in its dependency component: whether it is
+// open, completed (and when) or collected, and its edges both ways.
+type GCInfo struct {
+	ID          task.ID
+	Status      GCStatus
+	CompletedAt int64
+	Deps        []task.ID
+	Dependents  []task.ID
+}
+
+// GCInfo returns what this replica holds of each of ids, in the order
+// given. It reads the store without the lock: a completion and a
+// tombstone are permanent, and edges only grow, which Collect's edge
+// count catches.
+func (r *Replica) GCInfo(ids []task.ID) ([]GCInfo, error) {
+	out := make([]GCInfo, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		sp, err := r.cfg.Store.Spec(r.cfg.Part, id)
+		if errors.Is(err, store.ErrNotFound) {
+			_, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id)
+			if err != nil {
+				return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
+			}
+			if tomb {
+				out[i].Status = GCCollected
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
+		}
+		st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
+		}
+		out[i].Status, out[i].Deps = GCOpen, sp.Deps
+		if st.Completion != nil {
+			out[i].Status, out[i].CompletedAt = GCCompleted, st.Completion.At
+		}
+		err = r.cfg.Store.Dependents(r.cfg.Part, id, func(t task.ID) bool {
+			out[i].Dependents = append(out[i].Dependents, t)
+			return true
+		})
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
+		}
+	}
+	return out, nil
+}
+
+// Collected reports whether task id was collected (its tombstone is
+// here).
+func (r *Replica) Collected(id task.ID) (bool, error) {
+	_, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id)
+	if err != nil {
+		return false, fmt.Errorf("partition %d: tombstone of %s: %w", r.cfg.Part, id, err)
+	}
+	return tomb, nil
 }
 
 // collected is a task deleted by a batch, to take out of the indexes once
@@ -121,7 +203,15 @@ type collected struct {
 // writes nothing. An id already collected is skipped (a retry). The
 // caller waits on the Durable and ships Record{ID: id, Tomb: now} of each
 // id to the cohort (or Records(ids) after the wait).
-func (r *Replica) Collect(ids []task.ID, now int64) (Durable, error) {
+//
+// edges, if not nil, is how many dependents (reverse edges) each id had
+// when the caller checked its dependency component: a task with more now
+// gained a dependent the check did not see, and the call fails with
+// ErrEdgesChanged. Edges only grow until collection, so an equal count is
+// the same set. The check and the deletion are under the replica's lock,
+// which AddDependents takes too: a dependent added later finds the
+// tombstone (ErrCollected) and starts with the dep done.
+func (r *Replica) Collect(ids []task.ID, edges map[task.ID]int, now int64) (Durable, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.cfg.Store.NewBatch()
@@ -140,9 +230,12 @@ func (r *Replica) Collect(ids []task.ID, now int64) (Durable, error) {
 			}
 			continue
 		}
-		c, held, err := r.stageCollectLocked(b, id, now, &delta, func(st *task.State) error {
-			if st.Completion == nil {
+		c, held, err := r.stageCollectLocked(b, id, now, &delta, func(t *store.TaskExport) error {
+			if t.State.Completion == nil {
 				return fmt.Errorf("%w: %s", ErrNotCollectable, id)
+			}
+			if want, checked := edges[id]; edges != nil && (!checked || len(t.Dependents) != want) {
+				return fmt.Errorf("%w: %s has %d dependents, %d were checked", ErrEdgesChanged, id, len(t.Dependents), want)
 			}
 			return nil
 		})
@@ -175,7 +268,7 @@ func (r *Replica) Collect(ids []task.ID, now int64) (Durable, error) {
 // of the task's items and the addition of the tombstone item. check, if
 // set, may refuse the task from its state (nothing is staged then).
 // held=false: the task is not stored and nothing was staged.
-func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta *treeDelta, check func(*task.State) error) (c collected, held bool, err error) {
+func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta *treeDelta, check func(*store.TaskExport) error) (c collected, held bool, err error) {
 	// Under r.mu the store holds exactly what the tree sums: the record
 	// read here is the one whose items leave the tree.
 	snap := r.cfg.Store.NewSnapshot()
@@ -189,7 +282,7 @@ func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta
 		return collected{}, false, err
 	}
 	if check != nil {
-		if err := check(&rec.State); err != nil {
+		if err := check(&rec); err != nil {
 			return collected{}, true, err
 		}
 	}

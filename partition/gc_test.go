@@ -56,7 +56,7 @@ func gcLeader(t *testing.T) (l *partition.Replica, sl *store.Store, f *partition
 
 func collect(t *testing.T, r *partition.Replica, now int64, ids ...task.ID) {
 	t.Helper()
-	d, err := r.Collect(ids, now)
+	d, err := r.Collect(ids, nil, now)
 	if err != nil {
 		t.Fatalf("collect %v: %v", ids, err)
 	}
@@ -107,7 +107,7 @@ func TestCollect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, sl, _, _ := gcLeader(t)
 			before := l.TreeSnapshot()
-			if _, err := l.Collect(tc.ids, t0+1); !errors.Is(err, tc.want) {
+			if _, err := l.Collect(tc.ids, nil, t0+1); !errors.Is(err, tc.want) {
 				t.Fatalf("collect: %v; want %v", err, tc.want)
 			}
 			if !l.TreeSnapshot().Equal(before) {
@@ -401,15 +401,15 @@ func TestCollectable(t *testing.T) {
 	if cs, _ := l.Collectable(t0, 10); len(cs) != 0 {
 		t.Errorf("cutoff at the completion: %+v; want none", cs)
 	}
-	first, next, more, err := l.CollectableFrom(task.ID{}, t0+1, 1)
+	first, next, more, err := l.CollectableFrom(task.ID{}, t0+1, 1, 0)
 	if err != nil || len(first) != 1 || first[0].ID != gcA || !more {
 		t.Fatalf("first page: %+v more=%v %v", first, more, err)
 	}
-	rest, _, more, err := l.CollectableFrom(next, t0+1, 1)
+	rest, _, more, err := l.CollectableFrom(next, t0+1, 1, 0)
 	if err != nil || len(rest) != 1 || rest[0].ID != gcC {
 		t.Fatalf("second page: %+v more=%v %v", rest, more, err)
 	}
-	if last, _, more, _ := l.CollectableFrom(task.ID{}, t0+1, 2); len(last) != 2 || more {
+	if last, _, more, _ := l.CollectableFrom(task.ID{}, t0+1, 2, 0); len(last) != 2 || more {
 		t.Errorf("exact page: %d candidates, more=%v; want 2, false", len(last), more)
 	}
 }

@@ -599,13 +599,17 @@ func withoutData(sp *task.Spec) *task.Spec {
 const (
 	exportChunkRecords = 256
 	exportChunkBytes   = 4 << 20
+	// exportChunkTombs bounds the tombstones of one chunk (24 bytes
+	// each): a range of ids collected wholesale is exported in pieces.
+	exportChunkTombs = 4096
 )
 
 // Export calls fn with the whole record (spec with payload, state, every
-// stored update) of each task of the partition with id >= from, in id
-// order, until fn returns false or an error; it is how a partition is
-// copied to a new cohort member. A caller sending bounded chunks stops
-// after one and resumes from the last id + 1.
+// stored update, reverse edges) of each task of the partition with id >=
+// from, and the tombstone record (Record{ID, Tomb}) of each collected
+// one, in id order, until fn returns false or an error; it is how a
+// partition is copied to a new cohort member, tombstones included so the
+// copy never takes a collected task back from an older replica.
 //
 // Export does not take the replica's lock: it reads the store in chunks,
 // each from one snapshot. A write that lands meanwhile may or may not be
@@ -627,16 +631,58 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 		if err != nil {
 			return fmt.Errorf("partition %d: export from %s: %w", r.cfg.Part, from, err)
 		}
-		for _, rec := range chunk {
+		// The tombstones up to the chunk's last task (all of them when
+		// the tasks ran out), at most exportChunkTombs: the chunk ends
+		// at whichever of the two scans stopped first.
+		var tombs []Record
+		tombsFull := false
+		err = r.cfg.Store.Tombs(r.cfg.Part, from, func(id task.ID, at int64) (bool, error) {
+			if full && id.Compare(chunk[len(chunk)-1].ID) > 0 {
+				return false, nil
+			}
+			if len(tombs) == exportChunkTombs {
+				tombsFull = true
+				return false, nil
+			}
+			tombs = append(tombs, Record{ID: id, Tomb: at})
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("partition %d: export tombstones from %s: %w", r.cfg.Part, from, err)
+		}
+		var last task.ID
+		switch {
+		case tombsFull:
+			last = tombs[len(tombs)-1].ID
+		case full:
+			last = chunk[len(chunk)-1].ID
+		}
+		// Emit both in id order, up to last when a scan stopped early.
+		// The two scans read the store at different times, so a task
+		// collected between them comes as both, its tombstone first: a
+		// task record merged after its tombstone is a no-op.
+		i, j := 0, 0
+		for i < len(chunk) || j < len(tombs) {
+			var rec Record
+			if j == len(tombs) || i < len(chunk) && chunk[i].ID.Compare(tombs[j].ID) < 0 {
+				rec = chunk[i]
+				i++
+			} else {
+				rec = tombs[j]
+				j++
+			}
+			if (full || tombsFull) && rec.ID.Compare(last) > 0 {
+				break
+			}
 			more, err := fn(rec)
 			if err != nil || !more {
 				return err
 			}
 		}
-		if !full {
-			return nil // the scan reached the end of the partition
+		if !full && !tombsFull {
+			return nil // both scans reached the end of the partition
 		}
-		next, ok := nextID(chunk[len(chunk)-1].ID)
+		next, ok := nextID(last)
 		if !ok {
 			return nil
 		}

@@ -480,6 +480,16 @@ func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bo
 		return false, nil, fmt.Errorf("%w: %s", task.ErrNotFound, dep)
 	}
 	_, st, err := r.loadLocked(dep)
+	if errors.Is(err, task.ErrNotFound) {
+		// A collected dep was completed: no edge is written under its
+		// tombstone (see gc.go), and its new dependents start with it done.
+		if _, tomb, terr := r.cfg.Store.Tomb(r.cfg.Part, dep); terr != nil || tomb {
+			if terr != nil {
+				return false, nil, terr
+			}
+			return true, nil, fmt.Errorf("%w: %s", ErrCollected, dep)
+		}
+	}
 	if err != nil {
 		return false, nil, err
 	}

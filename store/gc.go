@@ -164,12 +164,13 @@ type Completed struct {
 
 // CompletedBefore calls fn, in id order, with every task of partition part
 // with id >= from that completed before cutoff (Unix ms), until fn
-// returns false or an error. It reads one snapshot, walking the state
-// range (a task with no state record is not completed) and looking up
-// the spec and the reverse edges of each task it returns; its cost is one
-// pass over the states from from, so a caller bounds a call by returning
-// false and resumes after the last id.
-func (s *Store) CompletedBefore(part uint16, from task.ID, cutoff int64, fn func(Completed) (bool, error)) (err error) {
+// returns false or an error, or scan task states were read (scan <= 0:
+// no bound). It reads one snapshot, walking the state range (a task with
+// no state record is not completed) and looking up the spec and the
+// reverse edges of each task it returns. more says where it stopped
+// early: next is the id to resume from (the task fn refused, or the first
+// state not read); a scan that reached the partition's end has more false.
+func (s *Store) CompletedBefore(part uint16, from task.ID, cutoff int64, scan int, fn func(Completed) (bool, error)) (next task.ID, more bool, err error) {
 	snap := s.db.NewSnapshot()
 	var its []*pebble.Iterator
 	defer func() {
@@ -188,20 +189,25 @@ func (s *Store) CompletedBefore(part uint16, from task.ID, cutoff int64, fn func
 			UpperBound: prefixEnd(partKey(kind, part, 0)),
 		})
 		if err != nil {
-			return fmt.Errorf("store: completed tasks of part %d: %w", part, err)
+			return from, false, fmt.Errorf("store: completed tasks of part %d: %w", part, err)
 		}
 		its = append(its, it)
 	}
 	ti, si, ei := its[0], its[1], its[2]
+	read := 0
 	for ti.First(); ti.Valid(); ti.Next() {
 		k := ti.Key()
 		if len(k) != 3+task.IDLen {
-			return fmt.Errorf("%w: state key of %d bytes", ErrCorrupt, len(k))
+			return from, false, fmt.Errorf("%w: state key of %d bytes", ErrCorrupt, len(k))
 		}
 		id := task.ID(k[3:])
+		if scan > 0 && read == scan {
+			return id, true, nil
+		}
+		read++
 		var st task.State
 		if err := decode(ti.Value(), &st); err != nil {
-			return fmt.Errorf("part %d task %s: %w", part, id, err)
+			return from, false, fmt.Errorf("part %d task %s: %w", part, id, err)
 		}
 		if st.Completion == nil || st.Completion.At >= cutoff {
 			continue
@@ -209,23 +215,61 @@ func (s *Store) CompletedBefore(part uint16, from task.ID, cutoff int64, fn func
 		sk := taskKey(kindSpec, part, id)
 		if !si.SeekGE(sk) || !bytes.Equal(si.Key(), sk) {
 			if err := si.Error(); err != nil {
-				return fmt.Errorf("store: completed tasks of part %d: %w", part, err)
+				return from, false, fmt.Errorf("store: completed tasks of part %d: %w", part, err)
 			}
 			continue // a state without a spec: no write makes one
 		}
 		sp := new(task.Spec)
 		if err := decode(si.Value(), sp); err != nil {
-			return fmt.Errorf("part %d task %s: %w", part, id, err)
+			return from, false, fmt.Errorf("part %d task %s: %w", part, id, err)
 		}
 		c := Completed{ID: id, Queue: sp.Queue, CompletedAt: st.Completion.At, Deps: sp.Deps}
 		ei.SeekGE(taskKey(kindEdge, part, id))
 		if c.Dependents, err = exportEdges(ei, id[:]); err != nil {
-			return fmt.Errorf("part %d task %s: %w", part, id, err)
+			return from, false, fmt.Errorf("part %d task %s: %w", part, id, err)
 		}
 		more, err := fn(c)
-		if err != nil || !more {
-			return err
+		if err != nil {
+			return from, false, err
 		}
+		if !more {
+			return id, true, nil
+		}
+	}
+	if err := ti.Error(); err != nil {
+		return from, false, fmt.Errorf("store: completed tasks of part %d: %w", part, err)
+	}
+	return task.ID{}, false, nil
+}
+
+// aliveKey holds the last time the node recorded it was up (Unix ms,
+// big-endian u64): on a restart, how long it was away tells whether its
+// replicas may still hold tasks the cluster collected and whose
+// tombstones have since expired.
+var aliveKey = []byte{kindMeta, 'a', 'l', 'i', 'v', 'e'}
+
+// Alive returns the time PutAlive last recorded; found=false on a store
+// that never recorded one.
+func (s *Store) Alive() (at int64, found bool, err error) {
+	v, err := s.get(aliveKey)
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if at, err = decodeTomb(v); err != nil {
+		return 0, false, fmt.Errorf("store: alive mark: %w", err)
+	}
+	return at, true, nil
+}
+
+// PutAlive records that the node is up at at (Unix ms). It is not synced:
+// a mark lost to a crash only makes the node look away longer, which errs
+// on the safe side.
+func (s *Store) PutAlive(at int64) error {
+	if err := s.db.Set(aliveKey, tombValue(at), pebble.NoSync); err != nil {
+		return fmt.Errorf("store: put alive mark: %w", err)
 	}
 	return nil
 }

@@ -170,7 +170,7 @@ func TestCompletedBefore(t *testing.T) {
 
 	scan := func(from task.ID, limit int) []store.Completed {
 		var got []store.Completed
-		if err := s.CompletedBefore(2, from, 500, func(c store.Completed) (bool, error) {
+		if _, _, err := s.CompletedBefore(2, from, 500, 0, func(c store.Completed) (bool, error) {
 			got = append(got, c)
 			return len(got) < limit, nil
 		}); err != nil {
@@ -191,5 +191,22 @@ func TestCompletedBefore(t *testing.T) {
 	}
 	if got := scan(open, 10); len(got) != 1 || got[0].ID != old2 {
 		t.Errorf("resumed after %s: %+v", old1, got)
+	}
+	// A scan bound stops after that many states, candidates or not, and
+	// says where to resume; a refused candidate is offered again.
+	var seen []task.ID
+	next, more, err := s.CompletedBefore(2, task.ID{}, 500, 2, func(c store.Completed) (bool, error) {
+		seen = append(seen, c.ID)
+		return true, nil
+	})
+	if err != nil || !more || next != recent || !slices.Equal(seen, []task.ID{old1}) {
+		t.Errorf("scan of 2 states: saw %v, next %s more=%v err=%v; want [%s], next %s", seen, next, more, err, old1, recent)
+	}
+	next, more, err = s.CompletedBefore(2, task.ID{}, 500, 0, func(c store.Completed) (bool, error) { return false, nil })
+	if err != nil || !more || next != old1 {
+		t.Errorf("refused first candidate: next %s more=%v err=%v; want %s", next, more, err, old1)
+	}
+	if _, more, err := s.CompletedBefore(2, task.ID{}, 500, 0, func(store.Completed) (bool, error) { return true, nil }); more || err != nil {
+		t.Errorf("whole scan: more=%v err=%v", more, err)
 	}
 }

@@ -24,6 +24,7 @@ const (
 	OpQueues   Op = 21
 	OpCluster  Op = 22
 	OpLeave    Op = 23
+	OpGC       Op = 24
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -47,7 +48,7 @@ var opNames = map[Op]string{
 	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
-	OpCluster: "cluster", OpLeave: "leave", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -433,6 +434,9 @@ const (
 	// OpAAEFetch asks a replica for whole records (AAEFetchRequest,
 	// AAEFetchResponse).
 	OpAAEFetch Op = 115
+	// OpGCInfo asks a leader what it holds of tasks of partitions it
+	// leads, for a garbage-collection check (GCInfoRequest, GCInfoResponse).
+	OpGCInfo Op = 116
 )
 
 func init() {
@@ -441,6 +445,27 @@ func init() {
 	opNames[OpSummary], opNames[OpDependents], opNames[OpDepDone] = "summary", "dependents", "dep_done"
 	opNames[OpRelease] = "release"
 	opNames[OpAAENodes], opNames[OpAAEBuckets], opNames[OpAAEFetch] = "aae_nodes", "aae_buckets", "aae_fetch"
+	opNames[OpGCInfo] = "gc_info"
+}
+
+// GCInfoRequest asks a leader about IDs, all of partitions it leads.
+type GCInfoRequest struct {
+	IDs []task.ID `cbor:"1,keyasint"`
+}
+
+// GCInfoResponse has one GCTask per id asked, in order.
+type GCInfoResponse struct {
+	Tasks []GCTask `cbor:"1,keyasint"`
+}
+
+// GCTask is what a leader holds of a task (see partition.GCInfo):
+// Status 0 unknown, 1 open, 2 completed at CompletedAt, 3 collected.
+type GCTask struct {
+	ID          task.ID   `cbor:"1,keyasint"`
+	Status      uint8     `cbor:"2,keyasint,omitempty"`
+	CompletedAt int64     `cbor:"3,keyasint,omitempty"`
+	Deps        []task.ID `cbor:"4,keyasint,omitempty"`
+	Dependents  []task.ID `cbor:"5,keyasint,omitempty"`
 }
 
 // AAERequest carries an anti-entropy request of partition Part in the
@@ -610,6 +635,41 @@ type PullRequest struct {
 // PullResponse says how many records were copied.
 type PullResponse struct {
 	Records int `cbor:"1,keyasint"`
+}
+
+// GCRequest runs a garbage-collection pass over every partition now;
+// with DryRun it only reports what the pass would collect.
+type GCRequest struct {
+	DryRun bool `cbor:"1,keyasint,omitempty" json:"dry_run,omitempty"`
+}
+
+// GCResponse is what a pass found, summed over the leaders. Candidates
+// are completed tasks past retention; Collectable of them have a whole
+// dependency component completed and past retention; Held are kept (a
+// component with an open or recent task, or too large to check); Unreached
+// could not be checked (a leader did not answer) and wait for the next
+// pass. Collected is 0 on a dry run.
+type GCResponse struct {
+	DryRun      bool      `cbor:"1,keyasint,omitempty" json:"dry_run"`
+	Cutoff      int64     `cbor:"2,keyasint" json:"cutoff"`
+	Partitions  int       `cbor:"3,keyasint" json:"partitions"`
+	Candidates  int64     `cbor:"4,keyasint" json:"candidates"`
+	Collectable int64     `cbor:"5,keyasint" json:"collectable"`
+	Collected   int64     `cbor:"6,keyasint" json:"collected"`
+	Held        int64     `cbor:"7,keyasint" json:"held"`
+	Unreached   int64     `cbor:"8,keyasint" json:"unreached"`
+	Queues      []GCQueue `cbor:"9,keyasint" json:"queues"`
+	// Sample lists some of the collectable tasks (at most GCSample).
+	Sample []task.ID `cbor:"10,keyasint" json:"sample"`
+}
+
+// GCSample bounds GCResponse.Sample.
+const GCSample = 100
+
+// GCQueue counts one queue's collectable tasks.
+type GCQueue struct {
+	Queue string `cbor:"1,keyasint" json:"queue"`
+	Tasks int64  `cbor:"2,keyasint" json:"tasks"`
 }
 
 // LeaveResponse answers OpLeave: the node handed the leadership of

@@ -30,6 +30,8 @@ type Service interface {
 	// Leave hands the node's partitions to other members and shuts it
 	// down.
 	Leave(ctx context.Context) (*LeaveResponse, error)
+	// GC runs a garbage-collection pass (or a dry run) over the cluster.
+	GC(ctx context.Context, req *GCRequest) (*GCResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -99,6 +101,8 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return svc.Cluster(ctx)
 	case OpLeave:
 		return svc.Leave(ctx)
+	case OpGC:
+		return call(ctx, req, svc.GC)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -190,6 +194,12 @@ func (cl *Client) List(ctx context.Context, req *ListRequest, emit func(*ListPag
 // Leave asks the node to hand off its partitions and shut down.
 func (cl *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
 	return invoke[LeaveResponse](ctx, cl, OpLeave, nil)
+}
+
+// GC runs a garbage-collection pass, or with DryRun reports what one
+// would collect.
+func (cl *Client) GC(ctx context.Context, req *GCRequest) (*GCResponse, error) {
+	return invoke[GCResponse](ctx, cl, OpGC, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

@@ -1,0 +1,590 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Garbage collection (DESIGN.md, Storage). Every GCInterval each leader
+// scans the partitions it leads for tasks completed more than Retention
+// ago (candidates). A candidate goes only with its whole dependency
+// component: the tasks reachable from it over dependency edges, both
+// ways, in any partition. The leader walks the component, asking each
+// member's leader what it holds (OpGCInfo), and collects its own members
+// only if every member is completed before the cutoff, already collected,
+// or unknown (a dependent whose enqueue failed after its edge was
+// written). Each leader collects the members of its own partitions (every
+// member is a candidate of its own leader's pass), so a component spread
+// over several leaders goes partition by partition; a member collected
+// before the others reads as collected to their checks, which is as good
+// as completed.
+//
+// A collection writes tombstones in place of the tasks (partition.Collect)
+// and ships them to the cohort; a replica that misses them gets them from
+// anti-entropy, and merges never resurrect a tombstoned task. Collect
+// re-checks, under the partition's lock, that no member gained a
+// dependent since the walk (ErrEdgesChanged): a dependent enqueued later
+// finds the tombstone and starts with the dep done (AddDependents:
+// ErrCollected). What is left is a race across partitions: a dependent
+// added to one member between another leader's collection of its own
+// members and the walk of this one; the new task still runs (its dep is
+// done), and the rest of the component waits for it.
+//
+// Tombstones are dropped after TombstoneHorizon (partition.ExpireTombs),
+// which must be longer than any replica can stay apart from its cohort.
+
+// Garbage-collection bounds.
+const (
+	// gcScanStates bounds the task states one background pass reads per
+	// partition; the next pass resumes where it stopped, so a partition
+	// of any size is covered over passes without a long stall.
+	gcScanStates = 100_000
+	// gcCandidates bounds the candidates one scan returns.
+	gcCandidates = 10_000
+	// gcComponentMax bounds the tasks of one dependency component the
+	// walk looks at: a larger component is held (and counted).
+	gcComponentMax = 100_000
+	// gcLookupIDs bounds the ids of one OpGCInfo request.
+	gcLookupIDs = 1024
+	// gcCollectIDs bounds the tasks of one Collect call (one store batch).
+	gcCollectIDs = 1024
+	// tombExpireInterval is how often a node drops the tombstones past
+	// the horizon from every replica it holds: a scan of every tombstone,
+	// which the horizon (days) makes pointless to run more often.
+	tombExpireInterval = time.Hour
+)
+
+// aliveInterval is how often a node records that it is up, so that a
+// restart can tell how long it was away (checkAway).
+const aliveInterval = time.Minute
+
+// ErrAwayTooLong refuses to start a node that was down longer than the
+// tombstone horizon.
+var ErrAwayTooLong = errors.New("this node was away longer than the tombstone horizon")
+
+// checkAway refuses to start a node of a multi-node cluster that was down
+// longer than TombstoneHorizon with task data: its replicas may hold tasks
+// the others collected and whose tombstones they have since dropped, and
+// anti-entropy would bring those back. It runs once the metadata is
+// loaded and before the partitions are.
+func (n *Node) checkAway() error {
+	at, found, err := n.store.Alive()
+	if err != nil || !found {
+		return err
+	}
+	away := time.Duration(n.now()-at) * time.Millisecond
+	if away <= n.cfg.TombstoneHorizon {
+		return nil
+	}
+	if m := n.raft.Meta(); len(m.Members) <= 1 {
+		return nil // no peer to bring anything back to
+	}
+	for p := range n.cfg.Partitions {
+		has, err := n.store.HasTasks(uint16(p))
+		if err != nil {
+			return err
+		}
+		if has {
+			return fmt.Errorf("node: %w: down for %v (since %s), horizon %v: its copies may hold tasks the cluster "+
+				"garbage-collected and no longer has tombstones of, which would come back. Move the data dir %s away and "+
+				"start the node empty with --join (its peers hold every acknowledged write); or, if no task was collected "+
+				"meanwhile, start it with --tombstone-horizon above %v",
+				ErrAwayTooLong, away.Round(time.Second), time.UnixMilli(at).UTC().Format(time.RFC3339),
+				n.cfg.TombstoneHorizon, n.cfg.DataDir, away.Round(time.Hour)+time.Hour)
+		}
+	}
+	return nil
+}
+
+// aliveLoop records, now and every aliveInterval, that the node is up.
+func (n *Node) aliveLoop(ctx context.Context) {
+	t := time.NewTicker(aliveInterval)
+	defer t.Stop()
+	for {
+		if err := n.store.PutAlive(n.now()); err != nil {
+			n.log.Warn("recording that the node is up failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// gcStats counts garbage collection, for metrics.
+type gcStats struct {
+	passes, collected, held, expired atomic.Int64
+}
+
+// gcLoop runs background passes over the partitions this node leads and
+// expires old tombstones.
+func (n *Node) gcLoop(ctx context.Context) {
+	if n.cfg.Retention == 0 {
+		return // collection disabled
+	}
+	t := time.NewTicker(n.cfg.GCInterval)
+	defer t.Stop()
+	cursors := map[uint16]task.ID{}
+	var expired time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.departing.Load() {
+			continue
+		}
+		n.gcMu.Lock()
+		resp, err := n.gcLocal(ctx, false, cursors)
+		n.gcMu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			n.log.Warn("garbage collection pass failed", "err", err)
+		} else if resp != nil && resp.Collected > 0 {
+			n.log.Info("garbage collected", "tasks", resp.Collected, "held", resp.Held, "unreached", resp.Unreached)
+		}
+		if time.Since(expired) >= tombExpireInterval {
+			expired = time.Now()
+			n.expireTombs()
+		}
+	}
+}
+
+// expireTombs drops the tombstones older than the horizon from every
+// replica here.
+func (n *Node) expireTombs() {
+	before := n.now() - n.cfg.TombstoneHorizon.Milliseconds()
+	for _, r := range n.parts {
+		k, err := r.ExpireTombs(before)
+		n.gc.expired.Add(int64(k))
+		if err != nil {
+			n.log.Warn("expiring tombstones failed", "partition", r.Part(), "err", err)
+		}
+	}
+}
+
+// GC is the client op: a whole pass now over every partition of the
+// cluster (each leader its own), or a dry run of one.
+func (n *Node) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if n.cfg.Retention == 0 {
+		return nil, fmt.Errorf("%w: garbage collection is disabled on this node (--retention 0)", task.ErrInvalid)
+	}
+	n.catchUp()
+	n.gcMu.Lock()
+	resp, err := n.gcLocal(ctx, req.DryRun, nil)
+	n.gcMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	err = fanOut(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { addGC(resp, r) })
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// addGC adds r's counts to into.
+func addGC(into, r *wire.GCResponse) {
+	into.Partitions += r.Partitions
+	into.Candidates += r.Candidates
+	into.Collectable += r.Collectable
+	into.Collected += r.Collected
+	into.Held += r.Held
+	into.Unreached += r.Unreached
+	for _, q := range r.Queues {
+		i := slices.IndexFunc(into.Queues, func(x wire.GCQueue) bool { return x.Queue == q.Queue })
+		if i < 0 {
+			into.Queues = append(into.Queues, q)
+		} else {
+			into.Queues[i].Tasks += q.Tasks
+		}
+	}
+	slices.SortFunc(into.Queues, func(a, b wire.GCQueue) int {
+		switch {
+		case a.Queue < b.Queue:
+			return -1
+		case a.Queue > b.Queue:
+			return 1
+		}
+		return 0
+	})
+	for _, id := range r.Sample {
+		if len(into.Sample) < wire.GCSample {
+			into.Sample = append(into.Sample, id)
+		}
+	}
+}
+
+// gcLocal runs one pass over the partitions this node leads. With cursors
+// (the background loop) each partition's scan is bounded by gcScanStates
+// and resumes from its cursor; without, every partition is scanned whole.
+// dry only counts.
+func (n *Node) gcLocal(ctx context.Context, dry bool, cursors map[uint16]task.ID) (*wire.GCResponse, error) {
+	g := &gcRun{
+		n: n, ctx: ctx, dry: dry, now: n.now(),
+		resp:    &wire.GCResponse{DryRun: dry, Queues: []wire.GCQueue{}, Sample: []task.ID{}},
+		decided: map[task.ID]bool{},
+		queues:  map[string]int64{},
+	}
+	g.cutoff = g.now - n.cfg.Retention.Milliseconds()
+	g.resp.Cutoff = g.cutoff
+	n.gc.passes.Add(1)
+	var errs []error
+	for p := range n.parts {
+		part := uint16(p)
+		if !n.leads(part) {
+			continue
+		}
+		g.resp.Partitions++
+		if err := g.partition(part, cursors); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	for q, k := range g.queues {
+		g.resp.Queues = append(g.resp.Queues, wire.GCQueue{Queue: q, Tasks: k})
+	}
+	slices.SortFunc(g.resp.Queues, func(a, b wire.GCQueue) int {
+		switch {
+		case a.Queue < b.Queue:
+			return -1
+		case a.Queue > b.Queue:
+			return 1
+		}
+		return 0
+	})
+	n.gc.collected.Add(g.resp.Collected)
+	n.gc.held.Add(g.resp.Held)
+	return g.resp, errors.Join(errs...)
+}
+
+// gcRun is one pass.
+type gcRun struct {
+	n      *Node
+	ctx    context.Context
+	dry    bool
+	now    int64
+	cutoff int64
+	resp   *wire.GCResponse
+	queues map[string]int64
+	// decided holds the tasks of components this pass already judged, so
+	// a component met again from another of its members is not walked
+	// twice.
+	decided map[task.ID]bool
+}
+
+// partition scans part for candidates and collects what may go.
+func (g *gcRun) partition(part uint16, cursors map[uint16]task.ID) error {
+	r := g.n.parts[part]
+	from, scan := task.ID{}, 0
+	if cursors != nil {
+		from, scan = cursors[part], gcScanStates
+	}
+	for {
+		cands, next, more, err := r.CollectableFrom(from, g.cutoff, gcCandidates, scan)
+		if err != nil {
+			return err
+		}
+		if err := g.candidates(part, cands); err != nil {
+			return err
+		}
+		if cursors != nil {
+			if more {
+				cursors[part] = next
+			} else {
+				delete(cursors, part)
+			}
+			return nil
+		}
+		if !more {
+			return nil
+		}
+		from = next
+	}
+}
+
+// candidates judges the candidates of part and collects the collectable.
+func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
+	// Tasks with no edge either way are components of one: they go
+	// together, in batches. The others are walked one component at a
+	// time.
+	var alone []partition.Candidate
+	for _, c := range cands {
+		if g.decided[c.ID] {
+			continue
+		}
+		g.decided[c.ID] = true
+		g.resp.Candidates++
+		if len(c.Deps) == 0 && len(c.Dependents) == 0 {
+			alone = append(alone, c)
+			continue
+		}
+		members, verdict := g.component(c)
+		for id := range members {
+			g.decided[id] = true
+		}
+		switch verdict {
+		case gcHeld:
+			g.resp.Held++
+			continue
+		case gcUnreached:
+			g.resp.Unreached++
+			continue
+		}
+		// Collect this leader's members (of this partition and of other
+		// partitions led here); other leaders collect theirs.
+		byPart := map[uint16][]partition.GCInfo{}
+		for _, m := range members {
+			if p := g.n.partOf(m.ID); m.Status == partition.GCCompleted && g.n.leads(p) {
+				byPart[p] = append(byPart[p], m)
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(byPart)) {
+			if err := g.collect(p, byPart[p], false); err != nil {
+				return err
+			}
+		}
+	}
+	for len(alone) > 0 {
+		k := min(len(alone), gcCollectIDs)
+		ms := make([]partition.GCInfo, k)
+		for i, c := range alone[:k] {
+			ms[i] = partition.GCInfo{ID: c.ID, Status: partition.GCCompleted, CompletedAt: c.CompletedAt}
+			g.queue(c.Queue)
+		}
+		if err := g.collect(part, ms, true); err != nil {
+			return err
+		}
+		alone = alone[k:]
+	}
+	return nil
+}
+
+// queue counts a collectable task of queue q (dry runs report by queue).
+func (g *gcRun) queue(q string) { g.queues[q]++ }
+
+// gcVerdict is what the walk of a component found.
+type gcVerdict int
+
+const (
+	gcCollectable gcVerdict = iota
+	gcHeld                  // an open or recent member, or too large
+	gcUnreached             // a member's leader did not answer
+)
+
+// component walks c's dependency component and judges it: collectable
+// when every member is completed before the cutoff, collected, or
+// unknown. It returns the members it saw (all of them when collectable).
+func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, gcVerdict) {
+	members := map[task.ID]partition.GCInfo{c.ID: {
+		ID: c.ID, Status: partition.GCCompleted, CompletedAt: c.CompletedAt, Deps: c.Deps, Dependents: c.Dependents,
+	}}
+	var frontier []task.ID
+	next := func(m partition.GCInfo) {
+		for _, ids := range [][]task.ID{m.Deps, m.Dependents} {
+			for _, id := range ids {
+				if _, seen := members[id]; !seen && !slices.Contains(frontier, id) {
+					frontier = append(frontier, id)
+				}
+			}
+		}
+	}
+	next(members[c.ID])
+	for len(frontier) > 0 {
+		if len(members)+len(frontier) > gcComponentMax {
+			g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", gcComponentMax)
+			return members, gcHeld
+		}
+		infos, err := g.n.gcLookup(g.ctx, frontier)
+		if err != nil {
+			g.n.log.Debug("garbage collection: a component's member could not be looked up", "task", c.ID, "err", err)
+			return members, gcUnreached
+		}
+		frontier = frontier[:0]
+		for _, m := range infos {
+			members[m.ID] = m
+			switch m.Status {
+			case partition.GCOpen:
+				return members, gcHeld
+			case partition.GCCompleted:
+				if m.CompletedAt >= g.cutoff {
+					return members, gcHeld
+				}
+				next(m)
+			}
+		}
+	}
+	for _, m := range members {
+		if m.Status == partition.GCCompleted && g.n.leads(g.n.partOf(m.ID)) {
+			if sp, err := g.n.store.Spec(g.n.partOf(m.ID), m.ID); err == nil {
+				g.queue(sp.Queue)
+			}
+		}
+	}
+	return members, gcCollectable
+}
+
+// collect collects the completed tasks ms of part, led here, each with
+// the dependents count its walk saw; alone: each task is a component of
+// its own, so one that gained a dependent is held alone, not with the
+// rest. A dry run only counts.
+func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) error {
+	if g.dry {
+		g.resp.Collectable += int64(len(ms))
+		for _, m := range ms {
+			if len(g.resp.Sample) < wire.GCSample {
+				g.resp.Sample = append(g.resp.Sample, m.ID)
+			}
+		}
+		return nil
+	}
+	k, err := g.n.collectHere(g.ctx, part, ms)
+	if errors.Is(err, partition.ErrEdgesChanged) && alone && len(ms) > 1 {
+		// One of them gained a dependent: collect the others one by one.
+		for _, m := range ms {
+			if err := g.collect(part, []partition.GCInfo{m}, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if errors.Is(err, partition.ErrEdgesChanged) {
+		g.resp.Held++
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	g.resp.Collectable += int64(len(ms))
+	g.resp.Collected += int64(k)
+	return nil
+}
+
+// collectHere collects tasks ms of part, which this node leads, and ships
+// their tombstones to the cohort. It returns how many it collected. A
+// follower the tombstones do not reach gets them from anti-entropy.
+func (n *Node) collectHere(ctx context.Context, part uint16, ms []partition.GCInfo) (int, error) {
+	ids := make([]task.ID, len(ms))
+	edges := make(map[task.ID]int, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+		edges[m.ID] = len(m.Dependents)
+	}
+	now := n.now()
+	d, err := n.parts[part].Collect(ids, edges, now)
+	if err != nil {
+		return 0, err
+	}
+	recs := make([]wire.RecordMsg, len(ids))
+	for i, id := range ids {
+		recs[i] = wire.RecordMsg{ID: id, Tomb: now}
+		n.deps.take(id)
+	}
+	if _, err := n.ship(part, n.needAcks(part, 0), recs, nil).finish(ctx, d); err != nil {
+		if d != nil && d.Wait() != nil {
+			return 0, err // not even durable here
+		}
+		n.log.Warn("garbage collection: tombstones not acknowledged by a majority; anti-entropy will spread them",
+			"partition", part, "tasks", len(ids), "err", err)
+	}
+	return len(ids), nil
+}
+
+// gcLookup asks what the leaders of ids' partitions hold of them: this
+// node's replicas for the partitions it leads, OpGCInfo for the others.
+func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo, error) {
+	byAddr := map[string][]task.ID{}
+	var out []partition.GCInfo
+	for _, id := range ids {
+		part := n.partOf(id)
+		if n.leads(part) {
+			infos, err := n.parts[part].GCInfo([]task.ID{id})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, infos...)
+			continue
+		}
+		addr, err := n.leaderAddr(part)
+		if err != nil {
+			return nil, err
+		}
+		byAddr[addr] = append(byAddr[addr], id)
+	}
+	for _, addr := range slices.Sorted(maps.Keys(byAddr)) {
+		for chunk := range slices.Chunk(byAddr[addr], gcLookupIDs) {
+			var resp wire.GCInfoResponse
+			if err := n.peers.call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
+				return nil, fmt.Errorf("garbage-collection lookup at %s: %w", addr, err)
+			}
+			if len(resp.Tasks) != len(chunk) {
+				return nil, fmt.Errorf("garbage-collection lookup at %s: %d answers to %d ids", addr, len(resp.Tasks), len(chunk))
+			}
+			for i, t := range resp.Tasks {
+				if t.ID != chunk[i] || t.Status > uint8(partition.GCCollected) {
+					return nil, fmt.Errorf("garbage-collection lookup at %s: bad answer for %s", addr, chunk[i])
+				}
+				out = append(out, partition.GCInfo{
+					ID: t.ID, Status: partition.GCStatus(t.Status), CompletedAt: t.CompletedAt, Deps: t.Deps, Dependents: t.Dependents,
+				})
+			}
+		}
+	}
+	return out, nil
+}
+
+// leaderAddr returns the address of part's leader, another node.
+func (n *Node) leaderAddr(part uint16) (string, error) {
+	var leader uint64
+	if ls := n.leaders(); int(part) < len(ls) {
+		leader = ls[part]
+	}
+	if leader == 0 || leader == n.id {
+		return "", fmt.Errorf("%w: partition %d has no leader right now", wire.ErrUnavailable, part)
+	}
+	addr := n.addrOf(leader)
+	if addr == "" {
+		return "", fmt.Errorf("%w: the address of node %d, leader of partition %d, is unknown", wire.ErrUnavailable, leader, part)
+	}
+	return addr, nil
+}
+
+// serveGCInfo is OpGCInfo: what this leader holds of the ids asked, all
+// of partitions it leads.
+func (n *Node) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error) {
+	if len(r.IDs) > gcLookupIDs {
+		return nil, fmt.Errorf("%w: %d ids in one garbage-collection lookup (at most %d)", task.ErrInvalid, len(r.IDs), gcLookupIDs)
+	}
+	resp := &wire.GCInfoResponse{Tasks: make([]wire.GCTask, len(r.IDs))}
+	for i, id := range r.IDs {
+		if err := checkID(id); err != nil {
+			return nil, err
+		}
+		part := n.partOf(id)
+		if !n.leads(part) {
+			return nil, fmt.Errorf("%w: node %d does not lead partition %d", wire.ErrUnavailable, n.id, part)
+		}
+		infos, err := n.parts[part].GCInfo([]task.ID{id})
+		if err != nil {
+			return nil, err
+		}
+		m := infos[0]
+		resp.Tasks[i] = wire.GCTask{ID: m.ID, Status: uint8(m.Status), CompletedAt: m.CompletedAt, Deps: m.Deps, Dependents: m.Dependents}
+	}
+	return resp, nil
+}
