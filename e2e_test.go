@@ -1193,3 +1193,49 @@ func TestKill9DuringEnqueueLoad(t *testing.T) {
 	}
 	n2.stop(t)
 }
+
+// TestCtlGC: `ctl gc --dry-run` shows what a pass would take and takes
+// nothing; `ctl gc` takes it; a collected task reads as not found (exit
+// 1); --retention takes days; a bad duration is a usage error.
+func TestCtlGC(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0, "--retention", "0d2s", "--gc-interval", "1h")
+	done := n.enqueue(t, "--queue", "gc")
+	c := n.claim(t, "gc", "5m", done)
+	n.ack(t, "complete", "--id", done, "--claim", strconv.Itoa(int(*c.Claim)))
+	open := n.enqueue(t, "--queue", "gc-open")
+	time.Sleep(2500 * time.Millisecond)
+	type gcOut struct {
+		DryRun      bool     `json:"dry_run"`
+		Collectable int64    `json:"collectable"`
+		Collected   int64    `json:"collected"`
+		Sample      []string `json:"sample"`
+		Queues      []struct {
+			Queue string `json:"queue"`
+			Tasks int64  `json:"tasks"`
+		} `json:"queues"`
+	}
+	var dry gcOut
+	n.okJSON(t, &dry, "gc", "--dry-run")
+	if !dry.DryRun || dry.Collectable != 1 || dry.Collected != 0 || len(dry.Sample) != 1 || dry.Sample[0] != done ||
+		len(dry.Queues) != 1 || dry.Queues[0].Queue != "gc" || dry.Queues[0].Tasks != 1 {
+		t.Fatalf("gc --dry-run: %+v; want %s, the one completed task, collectable", dry, done)
+	}
+	if s := n.get(t, done).State; s != "completed" {
+		t.Fatalf("after the dry run: %s is %q", done, s)
+	}
+	var run gcOut
+	n.okJSON(t, &run, "gc")
+	if run.DryRun || run.Collected != 1 {
+		t.Fatalf("gc: %+v; want 1 collected", run)
+	}
+	n.rejects(t, 1, "", "not found", "get", "--id", done)
+	if s := n.get(t, open).State; s != "ready" {
+		t.Errorf("the open task: %q; want ready", s)
+	}
+	cmd := exec.Command(n.bin, "--retention", "7x", "--data-dir", t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "retention") {
+		t.Errorf("skuldd --retention 7x: %v, %q; want exit 2 naming the flag", err, out)
+	}
+}

@@ -43,7 +43,7 @@ func gcRun(t *testing.T, c *nodetest.Cluster, i int, queue string, id task.ID) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	var got wire.TaskView
-	nodetest.WaitFor(t, clusterWait, func() error {
+	err := nodetest.Poll(clusterWait, func() error {
 		resp, err := c.Client(i).Claim(ctx, &wire.ClaimRequest{Queue: queue})
 		if err != nil {
 			return err
@@ -54,6 +54,16 @@ func gcRun(t *testing.T, c *nodetest.Cluster, i int, queue string, id task.ID) {
 		got = resp.Tasks[0]
 		return nil
 	})
+	if err != nil {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		for k := range c.Len() {
+			v, gerr := c.Client(k).Get(dctx, &wire.GetRequest{ID: id, R: 1})
+			t.Logf("node %d's replica of %s: %+v (%v)", k, id, v, gerr)
+		}
+		cv, _ := clusterView(c, i)
+		t.Fatalf("claim of %s through node %d: %v; placement %+v", queue, i, err, cv.Partitions)
+	}
 	if got.ID != id || got.Claim == nil {
 		t.Fatalf("claimed %s (claim %v) from %s; want %s", got.ID, got.Claim, queue, id)
 	}

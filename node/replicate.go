@@ -796,21 +796,19 @@ func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id tas
 	if addr == "" {
 		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, node)
 	}
-	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
-	defer cancel()
-	c, err := n.peers.get(ctx, addr)
-	if err != nil {
+	// One record by id (OpAAEFetch answers tombstones too); an export
+	// from id would stream the rest of the partition after it.
+	var resp wire.AAEFetchResponse
+	if err := n.peers.call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: []task.ID{id}}, &resp); err != nil {
 		return nil, err
 	}
-	var found *partition.Record
-	err = wire.NewClient(c).Export(ctx, &wire.ExportRequest{Part: part, From: id, Limit: 1}, func(pg *wire.ExportPage) error {
-		if found == nil && len(pg.Records) > 0 && pg.Records[0].ID == id {
-			r := recordFromWire(pg.Records[0])
-			found = &r
+	for _, m := range resp.Records {
+		if m.ID == id {
+			r := recordFromWire(m)
+			return &r, nil
 		}
-		return nil
-	})
-	return found, err
+	}
+	return nil, nil
 }
 
 // errNotLeading fails a write whose partition this node stopped leading

@@ -350,18 +350,23 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 // partOfForTest mirrors ring.PartitionOf for diagnostics.
 func partOfForTest(id task.ID, p int) uint16 { return ring.PartitionOf(id[:], p) }
 
+// idsLedByTries bounds idsLedBy's search: far more than a partition of a
+// test cluster needs, so only a leader without partitions exhausts it.
+const idsLedByTries = 1 << 20
+
 // idsLedBy returns a generator of client ids, created at ms by node, in
 // partitions the view says leader leads; no id repeats.
 func idsLedBy(v *wire.ClusterResponse, node uint64) func(leader uint64, ms int64) task.ID {
 	var ctr uint32
 	return func(leader uint64, ms int64) task.ID {
-		for {
+		for range idsLedByTries {
 			id := task.MakeID(ms, node, ctr)
 			ctr++
 			if v.Partitions[partOfForTest(id, len(v.Partitions))].Leader == leader {
 				return id
 			}
 		}
+		panic(fmt.Sprintf("idsLedBy: node %d leads no partition in the view %+v", leader, v.Partitions))
 	}
 }
 
@@ -759,7 +764,20 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 	next := idsLedBy(v, 99)
 	idIn := func(leader uint64) task.ID { return next(leader, time.Now().UnixMilli()) }
 	idx := func(id uint64) int { return slices.Index(all, id) }
-	a, b := all[0], all[1] // the deps' leader, the dependents' leader
+	// The deps' leader and the dependents' leader: two nodes that lead
+	// partitions (a node may lead none of a small cluster's); third
+	// coordinates.
+	var leaders []uint64
+	for _, p := range v.Partitions {
+		if !slices.Contains(leaders, p.Leader) {
+			leaders = append(leaders, p.Leader)
+		}
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("one node leads every partition: %+v", v.Partitions)
+	}
+	a, b := leaders[0], leaders[1]
+	third := slices.IndexFunc(all, func(id uint64) bool { return id != a && id != b })
 	enq := func(via int, tasks ...wire.EnqueueTask) {
 		t.Helper()
 		if _, err := c.Client(via).Enqueue(ctx, &wire.EnqueueRequest{Tasks: tasks}); err != nil {
@@ -770,7 +788,7 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 		t.Helper()
 		nodetest.WaitFor(t, within, func() error {
 			for _, id := range ids {
-				g, err := c.Client(2).Get(ctx, &wire.GetRequest{ID: id})
+				g, err := c.Client(third).Get(ctx, &wire.GetRequest{ID: id})
 				if err != nil {
 					return err
 				}
@@ -784,7 +802,9 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 	finish := func(via int, queue string, n int) {
 		t.Helper()
 		for range n {
-			r, err := c.Client(via).Claim(ctx, &wire.ClaimRequest{Queue: queue})
+			// A worker's long-poll: a claim during a failover finds the
+			// task once its partition has a leader again.
+			r, err := c.Client(via).Claim(ctx, &wire.ClaimRequest{Queue: queue, WaitMs: clusterWait.Milliseconds()})
 			if err != nil || len(r.Tasks) != 1 {
 				t.Fatalf("claim %s: %+v %v", queue, r, err)
 			}
@@ -798,17 +818,17 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 	// A dep and its dependents on other leaders, one dependent on the
 	// dep's own leader, and a batch with its dep inside it.
 	dep, t1, t2 := idIn(a), idIn(b), idIn(a)
-	enq(2, wire.EnqueueTask{ID: &dep, Queue: "deps"})
+	enq(third, wire.EnqueueTask{ID: &dep, Queue: "deps"})
 	enq(idx(b), wire.EnqueueTask{ID: &t1, Queue: "waiting", Deps: []task.ID{dep}}, wire.EnqueueTask{ID: &t2, Queue: "waiting", Deps: []task.ID{dep}})
 	dep2, t3 := idIn(a), idIn(b)
-	enq(2, wire.EnqueueTask{ID: &dep2, Queue: "deps"}, wire.EnqueueTask{ID: &t3, Queue: "waiting", Deps: []task.ID{dep2}})
+	enq(third, wire.EnqueueTask{ID: &dep2, Queue: "deps"}, wire.EnqueueTask{ID: &t3, Queue: "waiting", Deps: []task.ID{dep2}})
 	finish(idx(a), "deps", 2)
 	ready(notice, t1, t2, t3)
 
 	// A dep completed before its dependent arrives: the dependent starts
 	// ready. An unknown dep is refused.
 	t4 := idIn(b)
-	enq(2, wire.EnqueueTask{ID: &t4, Queue: "waiting", Deps: []task.ID{dep}})
+	enq(third, wire.EnqueueTask{ID: &t4, Queue: "waiting", Deps: []task.ID{dep}})
 	ready(time.Second, t4)
 	unknown := idIn(a)
 	if _, err := c.Client(idx(b)).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "waiting", Deps: []task.ID{unknown}}}}); !errors.Is(err, task.ErrDepNotFound) {

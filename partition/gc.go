@@ -196,7 +196,8 @@ type collected struct {
 	st task.State
 }
 
-// Collect garbage-collects tasks ids: each is deleted with everything of
+// Collect, at the partition's leader (else ErrNotLeader), garbage-collects
+// tasks ids: each is deleted with everything of
 // it and replaced by a tombstone at now (see the comment at the top of
 // gc.go). Every task must be completed: an open task (ErrNotCollectable)
 // or an unknown one (task.ErrNotFound) fails the whole call, which then
@@ -214,6 +215,12 @@ type collected struct {
 func (r *Replica) Collect(ids []task.ID, edges map[task.ID]int, now int64) (Durable, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The leader collects: its replica has every edge a dependent's
+	// enqueue wrote (AddDependents runs at the leader), which the edge
+	// check relies on.
+	if err := r.checkLeaderLocked(); err != nil {
+		return nil, err
+	}
 	b := r.cfg.Store.NewBatch()
 	var delta treeDelta
 	var done []collected

@@ -180,11 +180,11 @@ func TestGCInfo(t *testing.T) {
 		t.Errorf("gc info of nothing: %v, %v", infos, err)
 	}
 	var (
-		blocked  = task.MakeID(t0, 1, 3) // waits on gcA and a task elsewhere
-		later    = task.MakeID(t0, 1, 4) // completed at t0+42
+		blocked   = task.MakeID(t0, 1, 3) // waits on gcA and a task elsewhere
+		later     = task.MakeID(t0, 1, 4) // completed at t0+42
 		elsewhere = task.MakeID(t0, 3, 0)
-		unknown  = task.MakeID(t0, 1, 99)
-		waiterA  = task.MakeID(t0, 2, 1)
+		unknown   = task.MakeID(t0, 1, 99)
+		waiterA   = task.MakeID(t0, 2, 1)
 	)
 	sp := spec(blocked, "q", 50, 3)
 	sp.Deps = []task.ID{gcA, elsewhere}
@@ -371,15 +371,17 @@ func exportSource(t *testing.T, collect []int, segs ...exportSegment) (*partitio
 		if k >= len(want) || want[k].tomb != 0 {
 			t.Fatalf("layout: record %d is not a task", k)
 		}
+		ids = append(ids, want[k].id)
+		want[k].tomb = t0 + 500
+	}
+	for range ids {
 		g := mustClaim(t, l, "q", t0+400)
-		if !slices.Contains(collect, slices.IndexFunc(want, func(w exported) bool { return w.id == g.Spec.ID })) {
+		if !slices.Contains(ids, g.Spec.ID) {
 			t.Fatalf("claimed %s, not one to collect", g.Spec.ID)
 		}
 		if _, err := l.Complete(g.Spec.ID, g.Claim.Index, nil, t0+400); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, want[k].id)
-		want[k].tomb = t0 + 500
 	}
 	d, err := l.Collect(ids, nil, t0+500)
 	if err != nil || d.Wait() != nil {
@@ -485,6 +487,15 @@ func TestExportTombstones(t *testing.T) {
 	}
 }
 
+// lookup returns the record of want with id id.
+func lookup(want []exported, id task.ID) (exported, bool) {
+	i, ok := slices.BinarySearchFunc(want, id, func(w exported, id task.ID) int { return w.id.Compare(id) })
+	if !ok {
+		return exported{}, false
+	}
+	return want[i], true
+}
+
 func countKinds(recs []partition.Record) (tombs, tasks int) {
 	for _, r := range recs {
 		if r.Tomb != 0 {
@@ -550,6 +561,22 @@ func TestExportTombstoneChunks(t *testing.T) {
 			for _, w := range want {
 				if c := mustCollected(t, f, w.id); c != (w.tomb != 0) {
 					t.Fatalf("%s: collected = %v on the copy; want %v", w.id, c, w.tomb != 0)
+				}
+			}
+			var sample []task.ID
+			for _, w := range want[:min(len(want), 64)] {
+				sample = append(sample, w.id)
+			}
+			for _, k := range tc.collect {
+				sample = append(sample, want[k].id)
+			}
+			for i, in := range gcInfos(t, f, sample...) {
+				st := partition.GCOpen
+				if w, _ := lookup(want, in.ID); w.tomb != 0 {
+					st = partition.GCCollected
+				}
+				if in.Status != st {
+					t.Fatalf("sample %d: %s is %v on the copy; want %v", i, in.ID, in.Status, st)
 				}
 			}
 			// The copy exports the same.
