@@ -37,6 +37,9 @@ func gcEnqueue(t *testing.T, c *nodetest.Cluster, i int, queue string, deps ...t
 	return resp.Results[0].ID
 }
 
+// gcClaimTTL is the lease of the tests' claims.
+const gcClaimTTL = 2 * time.Second
+
 // gcRun claims the task of queue (it must be ready) and completes it.
 func gcRun(t *testing.T, c *nodetest.Cluster, i int, queue string, id task.ID) {
 	t.Helper()
@@ -44,7 +47,10 @@ func gcRun(t *testing.T, c *nodetest.Cluster, i int, queue string, id task.ID) {
 	defer cancel()
 	var got wire.TaskView
 	err := nodetest.Poll(clusterWait, func() error {
-		resp, err := c.Client(i).Claim(ctx, &wire.ClaimRequest{Queue: queue})
+		// A short lease: a claim granted while a partition moves may be
+		// written and not answered, and the task is claimable again once
+		// it lapses.
+		resp, err := c.Client(i).Claim(ctx, &wire.ClaimRequest{Queue: queue, TTLMs: gcClaimTTL.Milliseconds()})
 		if err != nil {
 			return err
 		}
@@ -146,6 +152,7 @@ func TestClusterGC(t *testing.T) {
 	// Back: anti-entropy gives it the tombstones; it never gives the
 	// tasks back to the others.
 	c.Restart(victim)
+	placed(t, c, 0, all, 3)
 	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, false, chain...) })
 	nodetest.WaitFor(t, clusterWait, func() error { return sameRoots(c, 0, 1, 2) })
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
