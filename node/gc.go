@@ -67,12 +67,12 @@ const (
 // restart can tell how long it was away (checkAway).
 const aliveInterval = time.Minute
 
-// ErrAwayTooLong refuses to start a node that was down longer than the
-// tombstone horizon.
-var ErrAwayTooLong = errors.New("this node was away longer than the tombstone horizon")
+// ErrAwayTooLong refuses to start a node that was down longer than half
+// the tombstone horizon.
+var ErrAwayTooLong = errors.New("this node was away too long for the tombstone horizon")
 
 // checkAway refuses to start a node of a multi-node cluster that was down
-// longer than TombstoneHorizon with task data: its replicas may hold tasks
+// longer than half the TombstoneHorizon with task data: its replicas may hold tasks
 // the others collected and whose tombstones they have since dropped, and
 // anti-entropy would bring those back. It runs once the metadata is
 // loaded and before the partitions are.
@@ -81,8 +81,11 @@ func (n *Node) checkAway() error {
 	if err != nil || !found {
 		return err
 	}
+	// Tombstones written just after the node left expire a horizon
+	// later: a node back after more than half of it could find them gone
+	// before anti-entropy brings them, so half is the limit.
 	away := time.Duration(n.now()-at) * time.Millisecond
-	if away <= n.cfg.TombstoneHorizon {
+	if away <= n.cfg.TombstoneHorizon/2 {
 		return nil
 	}
 	if m := n.raft.Meta(); len(m.Members) <= 1 {
@@ -94,12 +97,12 @@ func (n *Node) checkAway() error {
 			return err
 		}
 		if has {
-			return fmt.Errorf("node: %w: down for %v (since %s), horizon %v: its copies may hold tasks the cluster "+
-				"garbage-collected and no longer has tombstones of, which would come back. Move the data dir %s away and "+
-				"start the node empty with --join (its peers hold every acknowledged write); or, if no task was collected "+
-				"meanwhile, start it with --tombstone-horizon above %v",
+			return fmt.Errorf("node: %w: down for %v (since %s), more than half the horizon %v: its copies may hold "+
+				"tasks the cluster garbage-collected and soon has no tombstones of, which would come back. Move the data dir "+
+				"%s away and start the node empty with --join (its peers hold every acknowledged write); or, if no task was "+
+				"collected meanwhile, start it with --tombstone-horizon above %v",
 				ErrAwayTooLong, away.Round(time.Second), time.UnixMilli(at).UTC().Format(time.RFC3339),
-				n.cfg.TombstoneHorizon, n.cfg.DataDir, away.Round(time.Hour)+time.Hour)
+				n.cfg.TombstoneHorizon, n.cfg.DataDir, 2*(away.Round(time.Hour)+time.Hour))
 		}
 	}
 	return nil
@@ -129,9 +132,6 @@ type gcStats struct {
 // gcLoop runs background passes over the partitions this node leads and
 // expires old tombstones.
 func (n *Node) gcLoop(ctx context.Context) {
-	if n.cfg.Retention == 0 {
-		return // collection disabled
-	}
 	t := time.NewTicker(n.cfg.GCInterval)
 	defer t.Stop()
 	cursors := map[uint16]task.ID{}
@@ -145,13 +145,18 @@ func (n *Node) gcLoop(ctx context.Context) {
 		if n.departing.Load() {
 			continue
 		}
-		n.gcMu.Lock()
-		resp, err := n.gcLocal(ctx, false, cursors)
-		n.gcMu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			n.log.Warn("garbage collection pass failed", "err", err)
-		} else if resp != nil && resp.Collected > 0 {
-			n.log.Info("garbage collected", "tasks", resp.Collected, "held", resp.Held, "unreached", resp.Unreached)
+		// Tombstones expire whether or not this node collects: it may
+		// hold tombstones its peers sent.
+		if n.cfg.Retention > 0 {
+			n.gcMu.Lock()
+			resp, err := n.gcLocal(ctx, false, cursors)
+			n.gcMu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				n.log.Warn("garbage collection pass failed", "err", err)
+			}
+			if resp != nil && resp.Collected > 0 {
+				n.log.Info("garbage collected", "tasks", resp.Collected, "held", resp.Held, "unreached", resp.Unreached)
+			}
 		}
 		if time.Since(expired) >= tombExpireInterval {
 			expired = time.Now()
@@ -282,9 +287,10 @@ type gcRun struct {
 	cutoff int64
 	resp   *wire.GCResponse
 	queues map[string]int64
-	// decided holds the tasks of components this pass already judged, so
-	// a component met again from another of its members is not walked
-	// twice.
+	// decided holds the tasks of components (of more than one task) this
+	// pass already judged, so a component met again from another of its
+	// members is not walked twice. Tasks without edges are never in it:
+	// its size follows the tasks with dependencies, not all tasks.
 	decided map[task.ID]bool
 }
 
@@ -319,19 +325,24 @@ func (g *gcRun) partition(part uint16, cursors map[uint16]task.ID) error {
 }
 
 // candidates judges the candidates of part and collects the collectable.
+// A group that fails to collect (a leadership change, a store error) is
+// counted as unreached and left to the next pass; the others go on.
 func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
 	// Tasks with no edge either way are components of one: they go
-	// together, in batches. The others are walked one component at a
-	// time.
-	var alone []partition.Candidate
+	// together, in batches, and no other walk meets them (decided holds
+	// only members of larger components). The others are walked one
+	// component at a time.
+	var alone []partition.GCInfo
 	for _, c := range cands {
+		if err := g.ctx.Err(); err != nil {
+			return err
+		}
+		g.resp.Candidates++
 		if g.decided[c.ID] {
 			continue
 		}
-		g.decided[c.ID] = true
-		g.resp.Candidates++
 		if len(c.Deps) == 0 && len(c.Dependents) == 0 {
-			alone = append(alone, c)
+			alone = append(alone, partition.GCInfo{ID: c.ID, Queue: c.Queue, Status: partition.GCCompleted, CompletedAt: c.CompletedAt})
 			continue
 		}
 		members, verdict := g.component(c)
@@ -355,28 +366,16 @@ func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
 			}
 		}
 		for _, p := range slices.Sorted(maps.Keys(byPart)) {
-			if err := g.collect(p, byPart[p], false); err != nil {
-				return err
+			for chunk := range slices.Chunk(byPart[p], gcCollectIDs) {
+				g.collect(p, chunk, false)
 			}
 		}
 	}
-	for len(alone) > 0 {
-		k := min(len(alone), gcCollectIDs)
-		ms := make([]partition.GCInfo, k)
-		for i, c := range alone[:k] {
-			ms[i] = partition.GCInfo{ID: c.ID, Status: partition.GCCompleted, CompletedAt: c.CompletedAt}
-			g.queue(c.Queue)
-		}
-		if err := g.collect(part, ms, true); err != nil {
-			return err
-		}
-		alone = alone[k:]
+	for chunk := range slices.Chunk(alone, gcCollectIDs) {
+		g.collect(part, chunk, true)
 	}
 	return nil
 }
-
-// queue counts a collectable task of queue q (dry runs report by queue).
-func (g *gcRun) queue(q string) { g.queues[q]++ }
 
 // gcVerdict is what the walk of a component found.
 type gcVerdict int
@@ -389,50 +388,67 @@ const (
 
 // component walks c's dependency component and judges it: collectable
 // when every member is completed before the cutoff, collected, or
-// unknown. It returns the members it saw (all of them when collectable).
+// unknown. It returns the members it saw, and on a verdict other than
+// collectable the ids it was about to look at too (as GCUnknown), so the
+// pass does not walk the component again from them.
 func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, gcVerdict) {
 	members := map[task.ID]partition.GCInfo{c.ID: {
-		ID: c.ID, Status: partition.GCCompleted, CompletedAt: c.CompletedAt, Deps: c.Deps, Dependents: c.Dependents,
+		ID: c.ID, Queue: c.Queue, Status: partition.GCCompleted, CompletedAt: c.CompletedAt, Deps: c.Deps, Dependents: c.Dependents,
 	}}
 	var frontier []task.ID
-	next := func(m partition.GCInfo) {
+	queued := map[task.ID]bool{}
+	next := func(m partition.GCInfo) bool {
 		for _, ids := range [][]task.ID{m.Deps, m.Dependents} {
 			for _, id := range ids {
-				if _, seen := members[id]; !seen && !slices.Contains(frontier, id) {
-					frontier = append(frontier, id)
+				if _, seen := members[id]; seen || queued[id] {
+					continue
 				}
+				if len(members)+len(frontier) >= gcComponentMax {
+					return false
+				}
+				queued[id] = true
+				frontier = append(frontier, id)
 			}
 		}
+		return true
 	}
-	next(members[c.ID])
-	for len(frontier) > 0 {
-		if len(members)+len(frontier) > gcComponentMax {
-			g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", gcComponentMax)
-			return members, gcHeld
+	stop := func(v gcVerdict) (map[task.ID]partition.GCInfo, gcVerdict) {
+		for _, id := range frontier {
+			if _, seen := members[id]; !seen {
+				members[id] = partition.GCInfo{ID: id}
+			}
 		}
+		return members, v
+	}
+	tooLarge := func() (map[task.ID]partition.GCInfo, gcVerdict) {
+		g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", gcComponentMax)
+		return stop(gcHeld)
+	}
+	if !next(members[c.ID]) {
+		return tooLarge()
+	}
+	for len(frontier) > 0 {
 		infos, err := g.n.gcLookup(g.ctx, frontier)
 		if err != nil {
 			g.n.log.Debug("garbage collection: a component's member could not be looked up", "task", c.ID, "err", err)
-			return members, gcUnreached
+			return stop(gcUnreached)
 		}
 		frontier = frontier[:0]
-		for _, m := range infos {
+		clear(queued)
+		for i, m := range infos {
 			members[m.ID] = m
-			switch m.Status {
-			case partition.GCOpen:
-				return members, gcHeld
-			case partition.GCCompleted:
-				if m.CompletedAt >= g.cutoff {
-					return members, gcHeld
+			held := m.Status == partition.GCOpen || m.Status == partition.GCCompleted && m.CompletedAt >= g.cutoff
+			if held {
+				for _, rest := range infos[i+1:] {
+					members[rest.ID] = rest
 				}
-				next(m)
+				return stop(gcHeld)
 			}
-		}
-	}
-	for _, m := range members {
-		if m.Status == partition.GCCompleted && g.n.leads(g.n.partOf(m.ID)) {
-			if sp, err := g.n.store.Spec(g.n.partOf(m.ID), m.ID); err == nil {
-				g.queue(sp.Queue)
+			if m.Status == partition.GCCompleted && !next(m) {
+				for _, rest := range infos[i+1:] {
+					members[rest.ID] = rest
+				}
+				return tooLarge()
 			}
 		}
 	}
@@ -443,36 +459,36 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 // the dependents count its walk saw; alone: each task is a component of
 // its own, so one that gained a dependent is held alone, not with the
 // rest. A dry run only counts.
-func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) error {
-	if g.dry {
-		g.resp.Collectable += int64(len(ms))
-		for _, m := range ms {
-			if len(g.resp.Sample) < wire.GCSample {
-				g.resp.Sample = append(g.resp.Sample, m.ID)
+func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) {
+	if !g.dry {
+		k, err := g.n.collectHere(g.ctx, part, ms)
+		switch {
+		case errors.Is(err, partition.ErrEdgesChanged) && alone && len(ms) > 1:
+			// One of them gained a dependent: collect the others one by
+			// one.
+			for _, m := range ms {
+				g.collect(part, []partition.GCInfo{m}, true)
 			}
+			return
+		case errors.Is(err, partition.ErrEdgesChanged):
+			g.resp.Held++
+			return
+		case err != nil:
+			g.n.log.Debug("garbage collection: collect failed; the next pass tries again", "partition", part, "tasks", len(ms), "err", err)
+			g.resp.Unreached++
+			return
 		}
-		return nil
-	}
-	k, err := g.n.collectHere(g.ctx, part, ms)
-	if errors.Is(err, partition.ErrEdgesChanged) && alone && len(ms) > 1 {
-		// One of them gained a dependent: collect the others one by one.
-		for _, m := range ms {
-			if err := g.collect(part, []partition.GCInfo{m}, true); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if errors.Is(err, partition.ErrEdgesChanged) {
-		g.resp.Held++
-		return nil
-	}
-	if err != nil {
-		return err
+		g.resp.Collected += int64(k)
 	}
 	g.resp.Collectable += int64(len(ms))
-	g.resp.Collected += int64(k)
-	return nil
+	for _, m := range ms {
+		if m.Queue != "" {
+			g.queues[m.Queue]++
+		}
+		if g.dry && len(g.resp.Sample) < wire.GCSample {
+			g.resp.Sample = append(g.resp.Sample, m.ID)
+		}
+	}
 }
 
 // collectHere collects tasks ms of part, which this node leads, and ships
@@ -490,15 +506,15 @@ func (n *Node) collectHere(ctx context.Context, part uint16, ms []partition.GCIn
 	if err != nil {
 		return 0, err
 	}
+	if err := d.Wait(); err != nil {
+		return 0, err // not even durable here
+	}
 	recs := make([]wire.RecordMsg, len(ids))
 	for i, id := range ids {
 		recs[i] = wire.RecordMsg{ID: id, Tomb: now}
 		n.deps.take(id)
 	}
-	if _, err := n.ship(part, n.needAcks(part, 0), recs, nil).finish(ctx, d); err != nil {
-		if d != nil && d.Wait() != nil {
-			return 0, err // not even durable here
-		}
+	if _, err := n.ship(part, n.needAcks(part, 0), recs, nil).finish(ctx, nil); err != nil {
 		n.log.Warn("garbage collection: tombstones not acknowledged by a majority; anti-entropy will spread them",
 			"partition", part, "tasks", len(ids), "err", err)
 	}
@@ -527,12 +543,15 @@ func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo,
 		byAddr[addr] = append(byAddr[addr], id)
 	}
 	for _, addr := range slices.Sorted(maps.Keys(byAddr)) {
-		for chunk := range slices.Chunk(byAddr[addr], gcLookupIDs) {
+		// A leader answers a prefix of what it is asked when the answer
+		// would outgrow a page; ask again for the rest.
+		for rest := byAddr[addr]; len(rest) > 0; {
+			chunk := rest[:min(len(rest), gcLookupIDs)]
 			var resp wire.GCInfoResponse
 			if err := n.peers.call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
 				return nil, fmt.Errorf("garbage-collection lookup at %s: %w", addr, err)
 			}
-			if len(resp.Tasks) != len(chunk) {
+			if len(resp.Tasks) == 0 || len(resp.Tasks) > len(chunk) {
 				return nil, fmt.Errorf("garbage-collection lookup at %s: %d answers to %d ids", addr, len(resp.Tasks), len(chunk))
 			}
 			for i, t := range resp.Tasks {
@@ -543,6 +562,7 @@ func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo,
 					ID: t.ID, Status: partition.GCStatus(t.Status), CompletedAt: t.CompletedAt, Deps: t.Deps, Dependents: t.Dependents,
 				})
 			}
+			rest = rest[len(resp.Tasks):]
 		}
 	}
 	return out, nil
@@ -571,6 +591,7 @@ func (n *Node) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error) 
 		return nil, fmt.Errorf("%w: %d ids in one garbage-collection lookup (at most %d)", task.ErrInvalid, len(r.IDs), gcLookupIDs)
 	}
 	resp := &wire.GCInfoResponse{Tasks: make([]wire.GCTask, len(r.IDs))}
+	size := 0
 	for i, id := range r.IDs {
 		if err := checkID(id); err != nil {
 			return nil, err
@@ -584,7 +605,18 @@ func (n *Node) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error) 
 			return nil, err
 		}
 		m := infos[0]
+		// Stop before the answer outgrows a page (a task with very many
+		// dependents): the asker asks again for the rest. The first task
+		// is always answered.
+		size += gcTaskBytes + task.IDLen*(len(m.Deps)+len(m.Dependents))
+		if i > 0 && size > exportPageBytes {
+			resp.Tasks = resp.Tasks[:i]
+			break
+		}
 		resp.Tasks[i] = wire.GCTask{ID: m.ID, Status: uint8(m.Status), CompletedAt: m.CompletedAt, Deps: m.Deps, Dependents: m.Dependents}
 	}
 	return resp, nil
 }
+
+// gcTaskBytes bounds the encoding of a GCTask without its edges.
+const gcTaskBytes = 64

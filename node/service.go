@@ -259,6 +259,11 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 		v, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, part, wire.OpGet, &wire.GetRequest{ID: dep})
 		if handled {
 			if errors.Is(err, task.ErrNotFound) {
+				// Collected reads as not found; the leader's tombstone
+				// says it completed.
+				if infos, lerr := n.gcLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 && infos[0].Status == partition.GCCollected {
+					return true, nil
+				}
 				return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
 			}
 			if err != nil {

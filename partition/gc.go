@@ -131,7 +131,9 @@ const (
 // GCInfo is a task's part in its dependency component: whether it is
 // open, completed (and when) or collected, and its edges both ways.
 type GCInfo struct {
-	ID          task.ID
+	ID task.ID
+	// Queue is the task's queue, when this replica holds it.
+	Queue       string
 	Status      GCStatus
 	CompletedAt int64
 	Deps        []task.ID
@@ -164,7 +166,7 @@ func (r *Replica) GCInfo(ids []task.ID) ([]GCInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
 		}
-		out[i].Status, out[i].Deps = GCOpen, sp.Deps
+		out[i].Status, out[i].Queue, out[i].Deps = GCOpen, sp.Queue, sp.Deps
 		if st.Completion != nil {
 			out[i].Status, out[i].CompletedAt = GCCompleted, st.Completion.At
 		}

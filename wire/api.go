@@ -645,10 +645,12 @@ type GCRequest struct {
 
 // GCResponse is what a pass found, summed over the leaders. Candidates
 // are completed tasks past retention; Collectable of them have a whole
-// dependency component completed and past retention; Held are kept (a
-// component with an open or recent task, or too large to check); Unreached
-// could not be checked (a leader did not answer) and wait for the next
-// pass. Collected is 0 on a dry run.
+// dependency component completed and past retention (Queues and Sample
+// break them down); Collected is 0 on a dry run. Held counts the
+// components kept (an open or recent task, a dependent added meanwhile,
+// too large to check) and Unreached those that could not be checked or
+// collected (a leader did not answer, a leadership change) and wait for
+// the next pass; a component spread over several leaders counts at each.
 type GCResponse struct {
 	DryRun      bool      `cbor:"1,keyasint,omitempty" json:"dry_run"`
 	Cutoff      int64     `cbor:"2,keyasint" json:"cutoff"`
