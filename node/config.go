@@ -121,6 +121,10 @@ type Config struct {
 	Retention time.Duration
 	// GCInterval is how often a leader looks for tasks to collect.
 	GCInterval time.Duration
+	// GCComponentMax bounds the tasks of one dependency component a
+	// collection walks: a larger component is held (logged and counted),
+	// so one task with a huge fan-in cannot stall the passes.
+	GCComponentMax int
 	// TombstoneHorizon is how long a collected task's tombstone is kept.
 	// It must be longer than any replica can stay apart from its cohort:
 	// a replica away longer may still hold the task, and once every
@@ -189,6 +193,7 @@ func DefaultConfig() Config {
 		AAEInterval:        10 * time.Second,
 		Retention:          7 * 24 * time.Hour,
 		GCInterval:         time.Minute,
+		GCComponentMax:     100_000,
 		TombstoneHorizon:   14 * 24 * time.Hour,
 		ClockProbe:         time.Second,
 		LeaveTimeout:       2 * time.Second,
@@ -245,6 +250,7 @@ func (c *Config) Validate() error {
 	// SkewBound.
 	check(c.SkewBound == 0 || c.Drift.MaxDrift < c.SkewBound, "max clock drift %v must be below the clock skew bound %v", c.Drift.MaxDrift, c.SkewBound)
 	check(c.Retention >= 0, "retention %v is negative", c.Retention)
+	check(c.GCComponentMax >= 1, "gc component max %d must be positive", c.GCComponentMax)
 	// A tombstone outlives the anti-entropy rounds that spread it many
 	// times over.
 	check(c.TombstoneHorizon >= minHorizonRounds*c.AAEInterval, "tombstone horizon %v must be at least %d anti-entropy intervals (%v)", c.TombstoneHorizon, minHorizonRounds, minHorizonRounds*c.AAEInterval)

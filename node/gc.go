@@ -50,9 +50,6 @@ const (
 	gcScanStates = 100_000
 	// gcCandidates bounds the candidates one scan returns.
 	gcCandidates = 10_000
-	// gcComponentMax bounds the tasks of one dependency component the
-	// walk looks at: a larger component is held (and counted).
-	gcComponentMax = 100_000
 	// gcLookupIDs bounds the ids of one OpGCInfo request.
 	gcLookupIDs = 1024
 	// gcCollectIDs bounds the tasks of one Collect call (one store batch).
@@ -403,7 +400,7 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 				if _, seen := members[id]; seen || queued[id] {
 					continue
 				}
-				if len(members)+len(frontier) >= gcComponentMax {
+				if len(members)+len(frontier) >= g.n.cfg.GCComponentMax {
 					return false
 				}
 				queued[id] = true
@@ -421,7 +418,7 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 		return members, v
 	}
 	tooLarge := func() (map[task.ID]partition.GCInfo, gcVerdict) {
-		g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", gcComponentMax)
+		g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", g.n.cfg.GCComponentMax)
 		return stop(gcHeld)
 	}
 	if !next(members[c.ID]) {

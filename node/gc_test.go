@@ -388,3 +388,41 @@ func TestAwayLongerThanHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterGCComponentBound: a dependency component larger than
+// GCComponentMax is held whole (counted, nothing of it collected); one
+// within the bound goes.
+func TestClusterGCComponentBound(t *testing.T) {
+	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+		cfg.Retention = gcRetention
+		cfg.GCInterval = time.Hour // only the op collects
+		cfg.GCComponentMax = 3
+	})
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	// big: a dep with three dependents (4 tasks); small: a dep with two
+	// (3 tasks). All completed, on several leaders.
+	run := func(i int, q string, deps ...task.ID) task.ID {
+		id := gcEnqueue(t, c, i, q, deps...)
+		gcRun(t, c, i, q, id)
+		return id
+	}
+	bigDep := run(0, "bound-big-dep")
+	big := []task.ID{bigDep, run(1, "bound-big-1", bigDep), run(2, "bound-big-2", bigDep), run(0, "bound-big-3", bigDep)}
+	smallDep := run(1, "bound-small-dep")
+	small := []task.ID{smallDep, run(2, "bound-small-1", smallDep), run(0, "bound-small-2", smallDep)}
+	time.Sleep(gcRetention + 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	resp, err := c.Client(0).GC(ctx, &wire.GCRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gc: %+v", resp)
+	if resp.Collected != int64(len(small)) || resp.Held == 0 {
+		t.Errorf("gc %+v; want the %d tasks of the small component collected and the big one held", resp, len(small))
+	}
+	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, false, small...) })
+	if err := allReplicas(c, []int{0, 1, 2}, true, big...); err != nil {
+		t.Fatalf("the component over the bound: %v", err)
+	}
+}
