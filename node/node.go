@@ -159,7 +159,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.log = n.cfg.Logger.With("node", n.id)
-	n.ids = task.NewIDGen(n.id, n.clock)
+	if err := n.startIDs(); err != nil {
+		return err
+	}
 	if err := n.bind(); err != nil {
 		return err
 	}
@@ -189,8 +191,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.store.DepTargets(n.deps.add); err != nil {
 		return fmt.Errorf("node: load dependency edges: %w", err)
 	}
-	// Never issue an id twice, even if the clock was set back across a
-	// restart: a reissued id would overwrite the task that holds it.
+	// The reservation (startIDs) covers every id issued; the ids held
+	// are a second floor, for a data dir from before reservations.
 	for _, r := range n.parts {
 		n.ids.After(r.MaxOwnID())
 	}
@@ -227,6 +229,34 @@ func (n *Node) Config() Config { return n.cfg }
 
 // ID returns the node's id.
 func (n *Node) ID() uint64 { return n.id }
+
+// idReserveAhead is how far past an id's millisecond the node records
+// that its ids may reach: one synced write per this much time of issuing.
+const idReserveAhead = 2 * time.Second
+
+// startIDs starts the id generator past every id this node may have
+// issued before (the reservation it recorded), and makes it record
+// reservations from now on. Never issue an id twice, even if the clock was
+// set back across a restart: a reissued id would conflict with, or for a
+// forwarded fresh id overwrite, the task that holds it, in any partition.
+func (n *Node) startIDs() error {
+	n.ids = task.NewIDGen(n.id, n.clock)
+	ms, found, err := n.store.IDReservation()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if found {
+		n.ids.After(task.MakeID(ms, n.id, math.MaxUint32))
+	}
+	n.ids.Reserve(func(ms int64) error {
+		err := n.store.PutIDReservation(ms)
+		if err != nil {
+			n.log.Error("recording the id reservation failed", "err", err)
+		}
+		return err
+	}, idReserveAhead.Milliseconds())
+	return nil
+}
 
 func (n *Node) openStore() error {
 	dir := filepath.Join(n.cfg.DataDir, "store")

@@ -273,3 +273,33 @@ func (s *Store) PutAlive(at int64) error {
 	}
 	return nil
 }
+
+// idReservationKey holds the millisecond up to which the node's ids may
+// have been issued (task.IDGen.Reserve), big-endian u64.
+var idReservationKey = []byte{kindMeta, 'i', 'd', 'r', 'e', 's'}
+
+// IDReservation returns the recorded id reservation; found=false on a
+// store that never recorded one.
+func (s *Store) IDReservation() (ms int64, found bool, err error) {
+	v, err := s.get(idReservationKey)
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if ms, err = decodeTomb(v); err != nil {
+		return 0, false, fmt.Errorf("store: id reservation: %w", err)
+	}
+	return ms, true, nil
+}
+
+// PutIDReservation durably records that ids up to ms may have been
+// issued: synced, since an id issued past a lost record could be issued
+// again after a restart with the clock set back.
+func (s *Store) PutIDReservation(ms int64) error {
+	if err := s.db.Set(idReservationKey, tombValue(ms), pebble.Sync); err != nil {
+		return fmt.Errorf("store: put id reservation: %w", err)
+	}
+	return nil
+}

@@ -210,3 +210,33 @@ func TestCompletedBefore(t *testing.T) {
 		t.Errorf("whole scan: more=%v err=%v", more, err)
 	}
 }
+
+// TestNodeMarks: the up mark and the id reservation read back what was
+// last written, and nothing on a new store; neither is task data.
+func TestNodeMarks(t *testing.T) {
+	s := newTasksStore(t)
+	for name, get := range map[string]func() (int64, bool, error){"alive": s.Alive, "id reservation": s.IDReservation} {
+		if v, found, err := get(); found || err != nil {
+			t.Errorf("%s on a new store: %d, %v, %v; want none", name, v, found, err)
+		}
+	}
+	for _, v := range []int64{1_700_000_000_000, 1_700_000_002_000} {
+		if err := s.PutAlive(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutIDReservation(v + 1); err != nil {
+			t.Fatal(err)
+		}
+		if got, found, err := s.Alive(); !found || err != nil || got != v {
+			t.Errorf("alive: %d, %v, %v; want %d", got, found, err, v)
+		}
+		if got, found, err := s.IDReservation(); !found || err != nil || got != v+1 {
+			t.Errorf("id reservation: %d, %v, %v; want %d", got, found, err, v+1)
+		}
+	}
+	for p := range uint16(4) {
+		if has, err := s.HasTasks(p); has || err != nil {
+			t.Errorf("partition %d holds tasks after the marks: %v, %v", p, has, err)
+		}
+	}
+}

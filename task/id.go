@@ -97,6 +97,15 @@ type IDGen struct {
 	mu      sync.Mutex
 	lastMs  int64
 	counter uint32
+	// reserve, when set (Reserve), durably records a millisecond up to
+	// which ids may have been issued; reserved is the last one recorded
+	// and ahead how far past an id's millisecond a new record reaches.
+	// INVARIANT: with reserve set, no id with a millisecond above
+	// reserved is returned unless a record of it failed (and was
+	// retried on the next id).
+	reserve  func(ms int64) error
+	reserved int64
+	ahead    int64
 }
 
 // NewIDGen returns a generator for node, reading time from c.
@@ -115,8 +124,27 @@ func (g *IDGen) Next() ID {
 		g.counter++
 	}
 	ms, ctr := g.lastMs, g.counter
+	if g.reserve != nil && ms > g.reserved {
+		// Record before issuing: a restart reads the record, so even a
+		// clock set back never reissues an id. Once per ahead ms; a
+		// failure (the disk) is retried on the next id.
+		if err := g.reserve(ms + g.ahead); err == nil {
+			g.reserved = ms + g.ahead
+		}
+	}
 	g.mu.Unlock()
 	return MakeID(ms, g.node, ctr)
+}
+
+// Reserve makes g record, durably through record, how far its ids may
+// reach before it issues them: each record covers ahead ms past the id
+// that needed it. A node restarts its generator with After(the recorded
+// millisecond), so it never issues an id twice, whatever its clock did;
+// ids issued into partitions the node does not hold are covered too.
+func (g *IDGen) Reserve(record func(ms int64) error, ahead int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reserve, g.ahead = record, max(ahead, 1)
 }
 
 // After makes every later id from g sort after id. A node calls it at
