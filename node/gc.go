@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -214,20 +215,17 @@ func addGC(into, r *wire.GCResponse) {
 			into.Queues[i].Tasks += q.Tasks
 		}
 	}
-	slices.SortFunc(into.Queues, func(a, b wire.GCQueue) int {
-		switch {
-		case a.Queue < b.Queue:
-			return -1
-		case a.Queue > b.Queue:
-			return 1
-		}
-		return 0
-	})
+	sortGCQueues(into.Queues)
 	for _, id := range r.Sample {
 		if len(into.Sample) < wire.GCSample {
 			into.Sample = append(into.Sample, id)
 		}
 	}
+}
+
+// sortGCQueues orders per-queue counts by queue name.
+func sortGCQueues(qs []wire.GCQueue) {
+	slices.SortFunc(qs, func(a, b wire.GCQueue) int { return strings.Compare(a.Queue, b.Queue) })
 }
 
 // gcLocal runs one pass over the partitions this node leads. With cursors
@@ -261,15 +259,7 @@ func (n *Node) gcLocal(ctx context.Context, dry bool, cursors map[uint16]task.ID
 	for q, k := range g.queues {
 		g.resp.Queues = append(g.resp.Queues, wire.GCQueue{Queue: q, Tasks: k})
 	}
-	slices.SortFunc(g.resp.Queues, func(a, b wire.GCQueue) int {
-		switch {
-		case a.Queue < b.Queue:
-			return -1
-		case a.Queue > b.Queue:
-			return 1
-		}
-		return 0
-	})
+	sortGCQueues(g.resp.Queues)
 	n.gc.collected.Add(g.resp.Collected)
 	n.gc.held.Add(g.resp.Held)
 	return g.resp, errors.Join(errs...)
@@ -432,19 +422,16 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 		}
 		frontier = frontier[:0]
 		clear(queued)
-		for i, m := range infos {
+		// All of this round are members before any is judged, so none
+		// is queued again as another's neighbour.
+		for _, m := range infos {
 			members[m.ID] = m
-			held := m.Status == partition.GCOpen || m.Status == partition.GCCompleted && m.CompletedAt >= g.cutoff
-			if held {
-				for _, rest := range infos[i+1:] {
-					members[rest.ID] = rest
-				}
+		}
+		for _, m := range infos {
+			if m.Status == partition.GCOpen || m.Status == partition.GCCompleted && m.CompletedAt >= g.cutoff {
 				return stop(gcHeld)
 			}
 			if m.Status == partition.GCCompleted && !next(m) {
-				for _, rest := range infos[i+1:] {
-					members[rest.ID] = rest
-				}
 				return tooLarge()
 			}
 		}

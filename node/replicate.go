@@ -694,16 +694,9 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 		ep := n.parts[part].Epoch()
 		rec := partition.Record{ID: id, Tomb: tomb}
 		for node, r := range recs {
-			if r == nil || r.Tomb != 0 {
-				continue
+			if r != nil && r.Tomb == 0 {
+				n.repairReplica(node, part, ep, rec)
 			}
-			if node == n.id {
-				if d, _, err := n.parts[part].Merge(ep, []partition.Record{rec}, n.now()); err == nil {
-					_ = d.Wait()
-				}
-				continue
-			}
-			n.repl.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{recordToWire(rec)}}, done: make(chan replAck, 1)})
 		}
 		return wire.TaskView{}, fmt.Errorf("%w: %s (completed and garbage-collected)", task.ErrNotFound, id)
 	}
@@ -749,13 +742,7 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 		if rec != nil && rec.State != nil && rec.State.Equal(merged.State) && len(rec.Updates) == len(merged.Updates) {
 			continue
 		}
-		if node == n.id {
-			if d, _, err := n.parts[part].Merge(ep, []partition.Record{merged}, n.now()); err == nil {
-				_ = d.Wait()
-			}
-			continue
-		}
-		n.repl.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{recordToWire(merged)}}, done: make(chan replAck, 1)})
+		n.repairReplica(node, part, ep, merged)
 	}
 	slices.SortFunc(merged.Updates, func(a, b partition.Update) int {
 		if a.Claim != b.Claim {
@@ -774,6 +761,20 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 		ups[i] = store.Update(u)
 	}
 	return n.view(merged.Spec, merged.Spec.Data, merged.State, ups, n.now()), nil
+}
+
+// repairReplica merges rec into node's replica of part (this node's
+// directly, another's through replication at epoch ep). Best effort: a
+// failed repair is retried by the next read or write of the task, or by
+// anti-entropy.
+func (n *Node) repairReplica(node uint64, part uint16, ep uint64, rec partition.Record) {
+	if node == n.id {
+		if d, _, err := n.parts[part].Merge(ep, []partition.Record{rec}, n.now()); err == nil {
+			_ = d.Wait()
+		}
+		return
+	}
+	n.repl.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{recordToWire(rec)}}, done: make(chan replAck, 1)})
 }
 
 // tombOf returns the earliest deletion time among the tombstones in recs

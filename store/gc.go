@@ -250,29 +250,12 @@ var aliveKey = []byte{kindMeta, 'a', 'l', 'i', 'v', 'e'}
 
 // Alive returns the time PutAlive last recorded; found=false on a store
 // that never recorded one.
-func (s *Store) Alive() (at int64, found bool, err error) {
-	v, err := s.get(aliveKey)
-	if errors.Is(err, ErrNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	if at, err = decodeTomb(v); err != nil {
-		return 0, false, fmt.Errorf("store: alive mark: %w", err)
-	}
-	return at, true, nil
-}
+func (s *Store) Alive() (at int64, found bool, err error) { return s.mark(aliveKey, "alive mark") }
 
 // PutAlive records that the node is up at at (Unix ms). It is not synced:
 // a mark lost to a crash only makes the node look away longer, which errs
 // on the safe side.
-func (s *Store) PutAlive(at int64) error {
-	if err := s.db.Set(aliveKey, tombValue(at), pebble.NoSync); err != nil {
-		return fmt.Errorf("store: put alive mark: %w", err)
-	}
-	return nil
-}
+func (s *Store) PutAlive(at int64) error { return s.putMark(aliveKey, "alive mark", at, pebble.NoSync) }
 
 // idReservationKey holds the millisecond up to which the node's ids may
 // have been issued (task.IDGen.Reserve), big-endian u64.
@@ -281,25 +264,36 @@ var idReservationKey = []byte{kindMeta, 'i', 'd', 'r', 'e', 's'}
 // IDReservation returns the recorded id reservation; found=false on a
 // store that never recorded one.
 func (s *Store) IDReservation() (ms int64, found bool, err error) {
-	v, err := s.get(idReservationKey)
-	if errors.Is(err, ErrNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	if ms, err = decodeTomb(v); err != nil {
-		return 0, false, fmt.Errorf("store: id reservation: %w", err)
-	}
-	return ms, true, nil
+	return s.mark(idReservationKey, "id reservation")
 }
 
 // PutIDReservation durably records that ids up to ms may have been
 // issued: synced, since an id issued past a lost record could be issued
 // again after a restart with the clock set back.
 func (s *Store) PutIDReservation(ms int64) error {
-	if err := s.db.Set(idReservationKey, tombValue(ms), pebble.Sync); err != nil {
-		return fmt.Errorf("store: put id reservation: %w", err)
+	return s.putMark(idReservationKey, "id reservation", ms, pebble.Sync)
+}
+
+// mark reads a node mark (a big-endian u64 under key; what names it in
+// errors); found=false if it was never written.
+func (s *Store) mark(key []byte, what string) (v int64, found bool, err error) {
+	b, err := s.get(key)
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if v, err = decodeTomb(b); err != nil {
+		return 0, false, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return v, true, nil
+}
+
+// putMark writes a node mark.
+func (s *Store) putMark(key []byte, what string, v int64, opts *pebble.WriteOptions) error {
+	if err := s.db.Set(key, tombValue(v), opts); err != nil {
+		return fmt.Errorf("store: put %s: %w", what, err)
 	}
 	return nil
 }

@@ -607,7 +607,9 @@ type Result struct {
 	Err  string `cbor:"2,keyasint,omitempty"`
 }
 
-// ExportRequest asks for Part's records with id >= From, at most Limit.
+// ExportRequest asks for Part's records with id >= From, all of them to
+// the partition's end, in pages of at most Limit records (a transfer); to
+// read given ids, use OpAAEFetch.
 type ExportRequest struct {
 	Part  uint16  `cbor:"1,keyasint"`
 	From  task.ID `cbor:"2,keyasint"`
