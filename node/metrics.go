@@ -173,8 +173,12 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		fmt.Fprintf(b, "skuldd_raft_applied_index %d\n", g.Meta().Applied)
 	}
 
-	// Anti-entropy.
+	// Anti-entropy, replication and garbage collection.
 	a := n.aaeView()
+	var replReqs, replItems, replRecs, replFailed int64
+	if rp := n.repl; rp != nil {
+		replReqs, replItems, replRecs, replFailed = rp.requests.Load(), rp.items.Load(), rp.records.Load(), rp.failed.Load()
+	}
 	for _, m := range []struct {
 		name, typ, help string
 		v               int64
@@ -185,6 +189,10 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_aae_records_pushed_total", "counter", "Records anti-entropy sent to followers to merge.", a.Pushed},
 		{"skuldd_aae_bytes_total", "counter", "Bytes of anti-entropy tree exchanges.", a.Bytes},
 		{"skuldd_aae_tree_bytes", "gauge", "Memory of this node's anti-entropy trees (fixed by their shape).", a.TreeBytes},
+		{"skuldd_replication_requests_total", "counter", "Replication requests this node sent to followers (each carries many writes).", replReqs},
+		{"skuldd_replication_items_total", "counter", "Partition items those requests carried (one per write per follower).", replItems},
+		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
+		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
 		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
 		{"skuldd_gc_collected_total", "counter", "Tasks this node garbage-collected as a partition leader.", n.gc.collected.Load()},
 		{"skuldd_gc_held_total", "counter", "Candidates kept because their dependency component had an open, recent or changed task.", n.gc.held.Load()},

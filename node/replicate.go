@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skuldd/skuldd/member"
@@ -40,7 +41,7 @@ const (
 	exportPageBytes = 4 << 20
 	// replSenders is the number of requests in flight per follower: a
 	// new batch is sent while earlier ones wait for the follower's fsync.
-	replSenders = 4
+	replSenders = 1
 	// replTimeout bounds one OpReplicate request.
 	replTimeout = 5 * time.Second
 	// exportPage is the number of records per page of a partition
@@ -72,6 +73,9 @@ type replicator struct {
 	mu    sync.Mutex
 	links map[uint64]chan *replItem
 	wg    sync.WaitGroup
+
+	// Counters for /metrics: items per request is what batching buys.
+	requests, items, records, failed atomic.Int64
 }
 
 func newReplicator(ctx context.Context, n *Node) *replicator {
@@ -139,6 +143,7 @@ func (rp *replicator) sender(to uint64, q chan *replItem) {
 
 func (rp *replicator) deliver(to uint64, batch []*replItem) {
 	fail := func(err error) {
+		rp.failed.Add(1)
 		for _, it := range batch {
 			it.done <- replAck{it.idx, err}
 		}
@@ -153,9 +158,14 @@ func (rp *replicator) deliver(to uint64, batch []*replItem) {
 		return
 	}
 	req := &wire.ReplicateRequest{Items: make([]wire.ReplicateItem, len(batch))}
+	records := 0
 	for i, it := range batch {
 		req.Items[i] = it.item
+		records += len(it.item.Records)
 	}
+	rp.requests.Add(1)
+	rp.items.Add(int64(len(batch)))
+	rp.records.Add(int64(records))
 	ctx, cancel := context.WithTimeout(rp.ctx, replTimeout)
 	defer cancel()
 	var resp wire.ReplicateResponse

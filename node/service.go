@@ -693,16 +693,13 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 		}
 	}
 	part := n.partOf(req.ID)
-	_, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
+	_, st, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
 		return nil, err
 	}
 	var ship *shipper
 	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
-		rec, err := n.parts[part].Record(req.ID, false)
-		if err != nil {
-			return nil, err
-		}
+		rec := partition.Record{ID: req.ID, State: &st}
 		withSpec := func() ([]wire.RecordMsg, error) {
 			r, err := n.parts[part].Record(req.ID, true)
 			if err != nil {

@@ -246,8 +246,10 @@ func (m *merger) record(rec *Record) (refused, err error) {
 		var st task.State
 		var err error
 		if !r.ids.mayHold(rec.ID) {
-			// Certainly new (see idFilter): no store read.
-			err = fmt.Errorf("%w: %s", task.ErrNotFound, rec.ID)
+			// Certainly new (see idFilter): no store read, and no
+			// message (this is the hot path of every replicated
+			// enqueue; the error only steers the switch below).
+			err = task.ErrNotFound
 		} else {
 			sp, st, err = r.loadLocked(rec.ID)
 		}

@@ -244,7 +244,7 @@ func (r *Replica) forgetNextSeqLocked(id task.ID) {
 // the claim's history). It returns newly=true when this call completed the
 // task, false for a repeat of the same completion.
 func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, err error) {
-	newly, d, err := r.CompleteApply(id, idx, seq, now)
+	newly, _, d, err := r.CompleteApply(id, idx, seq, now)
 	if err != nil {
 		return false, err
 	}
@@ -252,9 +252,11 @@ func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newl
 }
 
 // CompleteApply is Complete without the wait: the caller waits on the
-// returned Durable before acknowledging the completion.
-func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, d Durable, err error) {
-	d, err = r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+// returned Durable before acknowledging the completion. It also returns
+// the task's state as completed, so the caller ships it without reading
+// it back (a completed task is no longer indexed or cached).
+func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, st task.State, d Durable, err error) {
+	d, err = r.mutateApply(id, now, func(_ *task.Spec, cur *task.State) (bool, error) {
 		next, err := r.nextSeqLocked(id, idx)
 		if err != nil {
 			return false, err
@@ -263,10 +265,13 @@ func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) 
 		if seq != nil {
 			s = *seq
 		}
-		newly, err = st.Complete(idx, s, next, now)
+		newly, err = cur.Complete(idx, s, next, now)
+		if err == nil {
+			st = cur.Clone()
+		}
 		return newly, err
 	})
-	return newly, d, err
+	return newly, st, d, err
 }
 
 // Fail ends claim idx as a failed attempt. The task is retried after

@@ -629,6 +629,14 @@ func (r *Replica) loadLocked(id task.ID) (*task.Spec, task.State, error) {
 	if err != nil {
 		return nil, task.State{}, err
 	}
+	if e == nil {
+		// A task in the ready index without an entry has no state record
+		// (insertLocked gives every other task an entry): no lookup. This
+		// is a follower merging the first claim of a task.
+		if q := r.queues[sp.Queue]; q != nil && q.ready.Has(Head{sp.Priority, id}) {
+			return sp, task.State{}, nil
+		}
+	}
 	st, err := r.stateLocked(id, e)
 	return sp, st, err
 }
