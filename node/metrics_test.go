@@ -3,10 +3,13 @@ package node_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/skuldd/skuldd/node/nodetest"
@@ -82,4 +85,96 @@ func TestMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)
 	}
+}
+
+// metricValues reads node i's /metrics and returns its unlabelled samples
+// by name.
+func metricValues(t *testing.T, c *nodetest.Cluster, i int) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(c.HTTP(i) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", sc.Text(), err)
+		}
+		out[name] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClusterReplicationMetrics: every acknowledged write of a 3-node
+// cluster reaches both followers as one item each, and under concurrent
+// writers a replication request carries several of them (one request in
+// flight per follower: the next one takes what queued meanwhile).
+func TestClusterReplicationMetrics(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	before := make([]map[string]float64, 3)
+	for i := range before {
+		before[i] = metricValues(t, c, i)
+	}
+	const writers, each = 32, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for range each {
+				r, err := c.Client(w%3).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "rm", Data: []byte("x")}}})
+				if err == nil && r.Results[0].Acks < 2 {
+					err = fmt.Errorf("enqueue acknowledged with %d acks", r.Results[0].Acks)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var requests, items, records, failed float64
+	for i := range 3 {
+		after := metricValues(t, c, i)
+		d := func(name string) float64 { return after[name] - before[i][name] }
+		requests += d("skuldd_replication_requests_total")
+		items += d("skuldd_replication_items_total")
+		records += d("skuldd_replication_records_total")
+		failed += d("skuldd_replication_failed_total")
+	}
+	// Each enqueue ships its task to the two followers; anti-entropy and
+	// dependency notices may add a few items, never fewer.
+	if items < 2*writers*each {
+		t.Errorf("replication items %v, want at least %d (two per write)", items, 2*writers*each)
+	}
+	if records < items {
+		t.Errorf("replication records %v below items %v", records, items)
+	}
+	if failed != 0 {
+		t.Errorf("%v replication requests failed", failed)
+	}
+	// One request in flight per follower: writers that arrive while it is
+	// out share the next one. Fewer than two items per request means the
+	// links send write by write.
+	if 2*requests > items {
+		t.Errorf("%v replication requests carried %v items: under two per request with %d concurrent writers", requests, items, writers)
+	}
+	t.Logf("%v items in %v requests (%.1f per request)", items, requests, items/requests)
 }

@@ -39,8 +39,13 @@ const (
 	replBatchBytes = 4 << 20
 	// exportPageBytes bounds the payload bytes of one export page.
 	exportPageBytes = 4 << 20
-	// replSenders is the number of requests in flight per follower: a
-	// new batch is sent while earlier ones wait for the follower's fsync.
+	// replSenders is the number of requests in flight per follower. One:
+	// while a request waits for the follower's merge and fsync, the
+	// writes that arrive queue, and the next request takes them all.
+	// Measured with 64 clients on 3 nodes (skuldd_replication_* metrics):
+	// 4 in flight carried 4.3 writes per request, 2 carried 7, 1 carries
+	// 12, and the CPU per replicated write fell by 7% from 4 to 1 (each
+	// request costs both ends packets, a decode and goroutine wake-ups).
 	replSenders = 1
 	// replTimeout bounds one OpReplicate request.
 	replTimeout = 5 * time.Second

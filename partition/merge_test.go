@@ -943,3 +943,56 @@ func TestRecordEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestShipWithoutReading: the records the node ships without reading the
+// store (the state CompleteApply returns; a follower taking the zero
+// state of a ready task it indexes without an entry) are the records a
+// read gives, and a follower fed them converges with its leader, also
+// for a task whose earlier claim failed (its state is stored, so its
+// entry stays).
+func TestShipWithoutReading(t *testing.T) {
+	sl, sf := newStore(t), newStore(t)
+	s := &stream{t: t, l: leader(t, sl), f: follower(t, sf), sl: sl, sf: sf}
+	l := s.l
+	a, b := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 1)
+	now := t0
+	enqueue(t, l, now, spec(a, "q", 5, 3), spec(b, "q", 3, 3))
+	s.shipNew("enqueue", now, a, b)
+
+	// a: claim (the follower's first state of a), then complete with the
+	// state CompleteApply returns.
+	ga := mustClaim(t, l, "q", now)
+	s.ship("claim a", now, a, false)
+	newly, st, d, err := l.CompleteApply(a, ga.Claim.Index, nil, now+1)
+	if err != nil || !newly {
+		t.Fatalf("complete a: newly %v, %v", newly, err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if read := record(t, l, a, false); !read.State.Equal(&st) {
+		t.Fatalf("CompleteApply returned %+v; the store holds %+v", st, *read.State)
+	}
+	merge(t, s.f, 1, now+1, partition.Record{ID: a, State: &st})
+	converged(t, "complete a", l, sl, s.f, sf)
+	// A repeat returns the same state.
+	if newly, again, d, err := l.CompleteApply(a, ga.Claim.Index, nil, now+2); err != nil || newly || !again.Equal(&st) {
+		t.Fatalf("repeated complete: newly %v, state %+v, %v", newly, again, err)
+	} else if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// b: a failed claim leaves a stored state; the next claim must merge
+	// into it on the follower, not into a zero state.
+	gb := mustClaim(t, l, "q", now)
+	s.ship("claim b", now, b, false)
+	if err := l.Fail(b, gb.Claim.Index, "boom", ptr(int64(0)), now+3); err != nil {
+		t.Fatal(err)
+	}
+	s.ship("fail b", now+3, b, false)
+	gb2 := mustClaim(t, l, "q", now+4)
+	if gb2.Spec.ID != b || gb2.Claim.Index != 1 {
+		t.Fatalf("second claim: %v claim %d", gb2.Spec.ID, gb2.Claim.Index)
+	}
+	s.ship("claim b again", now+4, b, false)
+}
