@@ -3,12 +3,19 @@
 # against one node, on this machine's disk, through the real binary.
 #
 #   scripts/bench-cluster.sh [N]   # N tasks per run (default 100000)
+#   SKULD_BENCH_FAILOVER=0 scripts/bench-cluster.sh   # without the failover runs
 #
 # Prints durable enqueue/s and claim+complete/s at 64 clients with
 # p50/p99/p999, first for one node, then for three nodes with the clients'
 # connections spread over the three. Then the failover figure: the time
 # from a crash of a partition leader to the first claim its successor
 # serves (go test -bench Failover, gossip with production timing).
+#
+# After each load it prints the CPU the nodes and the load generator
+# used. This machine's speed drifts from run to run (the load generator's
+# own CPU per op varies by up to 1.7x), so compare builds by the ratio of
+# node CPU to load-generator CPU, which stays within a few percent, rather
+# than by ops/s alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -22,6 +29,27 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -o "$SKULD_BIN" .
+
+tck=$(getconf CLK_TCK)
+# nodecpu DIR: CPU ticks the nodes whose pid files are in DIR have used.
+nodecpu() {
+	local t=0 p
+	for f in "$1"/n*.pid; do
+		p=$(cat "$f")
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+# load DIR ADDRS: run the bench against ADDRS and report CPU use.
+load() {
+	local before after TIMEFORMAT
+	before=$(nodecpu "$1")
+	TIMEFORMAT="%U %S"
+	{ time "$SKULD_BIN" bench --addr "$2" -n "$N" -c 64 2>/dev/null >&3; } 3>&1 2>"$work/time"
+	after=$(nodecpu "$1")
+	awk -v n=$((after - before)) -v tck="$tck" '{ nodes = n / tck; gen = $1 + $2;
+		printf "cpu: nodes %.1f s, load generator %.1f s, ratio %.2f\n", nodes, gen, nodes / gen }' "$work/time"
+}
 
 # placed ADDR: wait until every partition has a cohort of three.
 placed() {
@@ -40,15 +68,16 @@ placed() {
 
 echo "== one node, 64 clients"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh up 1 >/dev/null
-"$SKULD_BIN" bench --addr "127.0.0.1:$((port + 10))" -n "$N" -c 64 2>/dev/null
+load "$work/one" "127.0.0.1:$((port + 10))"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh down >/dev/null
 
 echo "== three nodes (N=3, W=2), 64 clients over 3 connections, one per node"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
 placed "127.0.0.1:$port"
 addrs="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
-"$SKULD_BIN" bench --addr "$addrs" -n "$N" -c 64 2>/dev/null
+load "$work/cluster" "$addrs"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
 
+[ "${SKULD_BENCH_FAILOVER:-1}" = 1 ] || exit 0
 echo "== failover: crash of a partition leader to the first claim its successor serves"
 go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 3x ./node/ | grep -E 'Benchmark|ok'
