@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -261,13 +262,131 @@ func ReadFrame(r io.Reader, maxFrame int, f *Frame) error {
 	// The envelope decodes with the same limits as any body, so the body
 	// inside it is well-formed and within limits once this succeeds.
 	// cbor.RawMessage copies its bytes, so f.Body does not alias b.
-	if err := cborDec.Unmarshal(b, f); err != nil {
-		return &Error{Code: CodeBadFrame, Msg: fmt.Sprintf("wire: bad frame envelope: %v", err)}
+	if !decodeEnvelope(b, f) {
+		if err := cborDec.Unmarshal(b, f); err != nil {
+			return &Error{Code: CodeBadFrame, Msg: fmt.Sprintf("wire: bad frame envelope: %v", err)}
+		}
 	}
 	if f.Version != Version {
 		return &Error{Code: CodeVersion, Msg: fmt.Sprintf("wire: unsupported protocol version %d (this node speaks %d)", f.Version, Version)}
 	}
 	return nil
+}
+
+// decodeEnvelope decodes b into f without reflection when b is an
+// envelope in the form appendFrame writes (a map of at most 7 pairs, keys
+// 1..7 ascending in one byte, unsigned values in range, a valid text
+// message, the body last), which is every frame our peers and clients
+// send. It reports false, leaving f alone, for anything else: ReadFrame
+// then decodes b with cborDec, so the frames accepted and what they decode
+// to are the library's either way (FuzzEnvelope checks that every frame
+// this accepts, the library decodes to the same Frame).
+//
+// The whole of b is checked with cborDec.Wellformed first: the same
+// limits (nesting counted from the envelope, lengths, no indefinite
+// lengths, no tags) as decoding it, without the reflection that made the
+// envelope cost as much as a small body. Wellformed does not check UTF-8:
+// the message is checked here, and the body's text by its Unmarshal, as
+// before (the library copies a RawMessage without looking inside).
+func decodeEnvelope(b []byte, f *Frame) bool {
+	if len(b) == 0 || b[0]&0xe0 != cborMajorMap || b[0]&0x1f > envKeyBody {
+		return false
+	}
+	if cborDec.Wellformed(b) != nil {
+		return false
+	}
+	pairs := int(b[0] & 0x1f)
+	var fr Frame
+	i, last := 1, 0
+	for k := range pairs {
+		if i >= len(b) {
+			return false
+		}
+		key := int(b[i])
+		if key <= last || key > envKeyBody {
+			return false
+		}
+		last = key
+		i++
+		if key == envKeyBody {
+			if k != pairs-1 {
+				return false
+			}
+			fr.Body = bytes.Clone(b[i:])
+			i = len(b)
+			break
+		}
+		major, v, n, ok := cborHead(b[i:])
+		if !ok {
+			return false
+		}
+		i += n
+		if key == envKeyMsg {
+			if major != cborMajorText || v > uint64(len(b)-i) || !utf8.Valid(b[i:i+int(v)]) {
+				return false
+			}
+			fr.Msg = string(b[i : i+int(v)])
+			i += int(v)
+			continue
+		}
+		if major != cborMajorUint {
+			return false
+		}
+		switch key {
+		case envKeyVersion:
+			if v > math.MaxUint8 {
+				return false
+			}
+			fr.Version = uint8(v)
+		case envKeyID:
+			fr.ID = v
+		case envKeyOp:
+			if v > math.MaxUint16 {
+				return false
+			}
+			fr.Op = Op(v)
+		case envKeyFlags:
+			if v > math.MaxUint8 {
+				return false
+			}
+			fr.Flags = Flags(v)
+		case envKeyCode:
+			if v > math.MaxUint16 {
+				return false
+			}
+			fr.Code = Code(v)
+		}
+	}
+	if i != len(b) {
+		return false
+	}
+	*f = fr
+	return true
+}
+
+// cborHead reads the head of a CBOR item in b: its major type (in the top
+// three bits), its argument (a length or an unsigned value) and the head's
+// size; ok is false for a head that is cut short or has an indefinite or
+// reserved length.
+func cborHead(b []byte) (major byte, v uint64, n int, ok bool) {
+	if len(b) == 0 {
+		return 0, 0, 0, false
+	}
+	major, info := b[0]&0xe0, b[0]&0x1f
+	switch {
+	case info < 24:
+		return major, uint64(info), 1, true
+	case info <= 27:
+		size := 1 << (info - 24)
+		if len(b) < 1+size {
+			return 0, 0, 0, false
+		}
+		for _, c := range b[1 : 1+size] {
+			v = v<<8 | uint64(c)
+		}
+		return major, v, 1 + size, true
+	}
+	return 0, 0, 0, false
 }
 
 // Resumable reports whether err, returned by ReadFrame, was about one bad

@@ -352,3 +352,66 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// envelopeSeeds are envelopes (without the length prefix) in and out of
+// the form decodeEnvelope takes.
+func envelopeSeeds(t testing.TB) [][]byte {
+	body := mustMarshal(t, map[string]any{"a": 1, "b": []string{"x"}})
+	var seeds [][]byte
+	for _, f := range []*Frame{
+		{Version: Version, ID: 42, Op: 3, Body: body},
+		{Version: Version, ID: 1<<64 - 1, Op: 65535, Flags: FlagMore, Body: mustMarshal(t, []byte("payload"))},
+		{Version: Version, ID: 43, Op: 3, Code: CodeNotFound, Msg: "task not found"},
+		{Version: 2, ID: 7, Op: 1},
+		{},
+	} {
+		seeds = append(seeds, encodeFrame(t, f)[lenPrefixSize:])
+	}
+	return append(seeds,
+		[]byte{0xa3, 0x01, 0x18, 0x01, 0x02, 0x19, 0x00, 0x05, 0x03, 0x01},                                                 // integers not in shortest form
+		[]byte{0xa3, 0x02, 0x05, 0x01, 0x01, 0x03, 0x01},                                                                   // keys out of order
+		[]byte{0xa3, 0x01, 0x01, 0x01, 0x01, 0x03, 0x01},                                                                   // a repeated key
+		[]byte{0xa3, 0x01, 0x19, 0x01, 0x00, 0x02, 0x05, 0x03, 0x01},                                                       // version over uint8
+		[]byte{0xa3, 0x01, 0x01, 0x07, 0x01, 0x02, 0x05},                                                                   // body before another key
+		[]byte{0xa2, 0x01, 0x01, 0x06, 0x62, 0xc3, 0x28},                                                                   // message not UTF-8
+		[]byte{0xa2, 0x01, 0x01, 0x07, 0xc1, 0x01},                                                                         // a tag in the body
+		[]byte{0xa2, 0x01, 0x01, 0x08, 0x01},                                                                               // an unknown key
+		[]byte{0xbf, 0x01, 0x01, 0xff},                                                                                     // an indefinite map
+		[]byte{0xa1, 0x07, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x01}, // nested to the limit, counted from the envelope
+	)
+}
+
+// FuzzEnvelope: decodeEnvelope, ReadFrame's fast path, accepts only
+// envelopes the CBOR library decodes, to the same Frame, and leaves the
+// frame alone when it declines.
+func FuzzEnvelope(f *testing.F) {
+	for _, s := range envelopeSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast Frame
+		if !decodeEnvelope(data, &fast) {
+			if !framesEqual(&fast, &Frame{}) {
+				t.Fatalf("declined, but wrote %+v", fast)
+			}
+			return
+		}
+		var lib Frame
+		if err := cborDec.Unmarshal(data, &lib); err != nil {
+			t.Fatalf("fast path took %x as %+v; the library refuses it: %v", data, fast, err)
+		}
+		if !framesEqual(&fast, &lib) {
+			t.Fatalf("%x: fast path %+v, library %+v", data, fast, lib)
+		}
+	})
+}
+
+// TestEnvelopeFastPath: the frames appendFrame writes take the fast path.
+func TestEnvelopeFastPath(t *testing.T) {
+	for i, s := range envelopeSeeds(t)[:5] {
+		var fr Frame
+		if !decodeEnvelope(s, &fr) {
+			t.Errorf("seed %d (%x): declined", i, s)
+		}
+	}
+}
