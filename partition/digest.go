@@ -66,8 +66,17 @@ var hashBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func canonical(v any, fn func([]byte)) {
 	buf := hashBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	if err := hashEnc.MarshalToBuffer(v, buf); err != nil {
-		panic(fmt.Sprintf("partition: canonical encoding of %T: %v", v, err))
+	// Spec and State, hashed on every write, encode by hand to the same
+	// bytes (task.AppendCBOR).
+	switch v := v.(type) {
+	case *task.Spec:
+		buf.Write(v.AppendCBOR(buf.AvailableBuffer()))
+	case *task.State:
+		buf.Write(v.AppendCBOR(buf.AvailableBuffer()))
+	default:
+		if err := hashEnc.MarshalToBuffer(v, buf); err != nil {
+			panic(fmt.Sprintf("partition: canonical encoding of %T: %v", v, err))
+		}
 	}
 	fn(buf.Bytes())
 	hashBufs.Put(buf)

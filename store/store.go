@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/skuldd/skuldd/task"
 )
 
 // Key kinds. See the package doc for the layout of each.
@@ -195,6 +197,14 @@ func init() {
 
 // encode returns the version byte followed by v's CBOR.
 func encode(v any) ([]byte, error) {
+	// The two values every write stores encode by hand, to the same bytes
+	// (task.AppendCBOR).
+	switch v := v.(type) {
+	case *task.Spec:
+		return v.AppendCBOR(append(make([]byte, 0, specEncodedSize(v)), formatVersion)), nil
+	case *task.State:
+		return v.AppendCBOR(append(make([]byte, 0, 64), formatVersion)), nil
+	}
 	b, err := encMode.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode %T: %w", v, err)
@@ -202,6 +212,12 @@ func encode(v any) ([]byte, error) {
 	out := make([]byte, 0, 1+len(b))
 	out = append(out, formatVersion)
 	return append(out, b...), nil
+}
+
+// specEncodedSize is a capacity that holds sp's encoding, payload
+// included, in most cases: the fixed fields take under 100 bytes.
+func specEncodedSize(sp *task.Spec) int {
+	return 128 + len(sp.Queue) + len(sp.Group) + len(sp.Description) + len(sp.Data) + len(sp.Deps)*(task.IDLen+2)
 }
 
 // decode checks the version byte and decodes the rest into v.
