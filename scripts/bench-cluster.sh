@@ -4,6 +4,7 @@
 #
 #   scripts/bench-cluster.sh [N]   # N tasks per run (default 100000)
 #   SKULD_BENCH_FAILOVER=0 scripts/bench-cluster.sh   # without the failover runs
+#   SKULD_BENCH_CLIENT=/path/skuldd scripts/bench-cluster.sh  # this load generator
 #
 # Prints durable enqueue/s and claim+complete/s at 64 clients with
 # p50/p99/p999, first for one node, then for three nodes with the clients'
@@ -15,7 +16,9 @@
 # used. This machine's speed drifts from run to run (the load generator's
 # own CPU per op varies by up to 1.7x), so compare builds by the ratio of
 # node CPU to load-generator CPU, which stays within a few percent, rather
-# than by ops/s alone.
+# than by ops/s alone; and keep the load generator the same binary across
+# the builds compared (SKULD_BENCH_CLIENT), since a change to the shared
+# wire code makes it cheaper too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -45,7 +48,7 @@ load() {
 	local before after TIMEFORMAT
 	before=$(nodecpu "$1")
 	TIMEFORMAT="%U %S"
-	{ time "$SKULD_BIN" bench --addr "$2" -n "$N" -c 64 2>/dev/null >&3; } 3>&1 2>"$work/time"
+	{ time "${SKULD_BENCH_CLIENT:-$SKULD_BIN}" bench --addr "$2" -n "$N" -c 64 2>/dev/null >&3; } 3>&1 2>"$work/time"
 	after=$(nodecpu "$1")
 	awk -v n=$((after - before)) -v tck="$tck" '{ nodes = n / tck; gen = $1 + $2;
 		printf "cpu: nodes %.1f s, load generator %.1f s, ratio %.2f\n", nodes, gen, nodes / gen }' "$work/time"
