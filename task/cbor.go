@@ -22,9 +22,10 @@ const (
 	cborTrue  = 0xf5
 )
 
-// appendHead appends a head of major type major with argument v, in its
-// shortest form.
-func appendHead(b []byte, major byte, v uint64) []byte {
+// AppendCBORHead appends a CBOR head of major type major (in the top three
+// bits) with argument v, in its shortest form (RFC 8949 section 4.2.1).
+// The wire package's hand-written envelopes use it too.
+func AppendCBORHead(b []byte, major byte, v uint64) []byte {
 	switch {
 	case v < 24:
 		return append(b, major|byte(v))
@@ -40,18 +41,18 @@ func appendHead(b []byte, major byte, v uint64) []byte {
 
 func appendInt(b []byte, v int64) []byte {
 	if v < 0 {
-		return appendHead(b, cborNeg, uint64(-(v + 1)))
+		return AppendCBORHead(b, cborNeg, uint64(-(v + 1)))
 	}
-	return appendHead(b, cborUint, uint64(v))
+	return AppendCBORHead(b, cborUint, uint64(v))
 }
 
 func appendID(b []byte, id ID) []byte {
-	b = appendHead(b, cborBytes, IDLen)
+	b = AppendCBORHead(b, cborBytes, IDLen)
 	return append(b, id[:]...)
 }
 
 func appendIDs(b []byte, ids []ID) []byte {
-	b = appendHead(b, cborArray, uint64(len(ids)))
+	b = AppendCBORHead(b, cborArray, uint64(len(ids)))
 	for _, id := range ids {
 		b = appendID(b, id)
 	}
@@ -59,9 +60,20 @@ func appendIDs(b []byte, ids []ID) []byte {
 }
 
 func appendString(b []byte, s string) []byte {
-	b = appendHead(b, cborText, uint64(len(s)))
+	b = AppendCBORHead(b, cborText, uint64(len(s)))
 	return append(b, s...)
 }
+
+// The field appenders write a map key (a small integer, one byte) and its
+// value.
+
+func intField(b []byte, key byte, v int64) []byte { return appendInt(append(b, key), v) }
+
+func uintField(b []byte, key byte, v uint64) []byte {
+	return AppendCBORHead(append(b, key), cborUint, v)
+}
+
+func stringField(b []byte, key byte, s string) []byte { return appendString(append(b, key), s) }
 
 // count returns how many of present are true: the size of a map whose
 // omitempty fields may be left out.
@@ -77,43 +89,36 @@ func count(present ...bool) uint64 {
 
 // AppendCBOR appends sp's deterministic CBOR encoding to b.
 func (sp *Spec) AppendCBOR(b []byte) []byte {
-	b = appendHead(b, cborMap, count(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
+	b = AppendCBORHead(b, cborMap, count(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
 		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0))
 	b = append(b, 1)
 	b = appendID(b, sp.ID)
-	b = append(b, 2)
-	b = appendString(b, sp.Queue)
+	b = stringField(b, 2, sp.Queue)
 	if sp.Priority != 0 {
-		b = append(b, 3)
-		b = appendInt(b, int64(sp.Priority))
+		b = intField(b, 3, int64(sp.Priority))
 	}
 	if len(sp.Deps) > 0 {
 		b = append(b, 4)
 		b = appendIDs(b, sp.Deps)
 	}
 	if sp.NotBefore != 0 {
-		b = append(b, 5)
-		b = appendInt(b, sp.NotBefore)
+		b = intField(b, 5, sp.NotBefore)
 	}
 	if sp.Group != "" {
-		b = append(b, 6)
-		b = appendString(b, sp.Group)
+		b = stringField(b, 6, sp.Group)
 	}
 	if sp.Description != "" {
-		b = append(b, 7)
-		b = appendString(b, sp.Description)
+		b = stringField(b, 7, sp.Description)
 	}
 	if sp.MaxAttempts != 0 {
-		b = append(b, 8)
-		b = appendHead(b, cborUint, uint64(sp.MaxAttempts))
+		b = uintField(b, 8, uint64(sp.MaxAttempts))
 	}
 	if sp.EnqueuedAt != 0 {
-		b = append(b, 9)
-		b = appendInt(b, sp.EnqueuedAt)
+		b = intField(b, 9, sp.EnqueuedAt)
 	}
 	if len(sp.Data) > 0 {
 		b = append(b, 10)
-		b = appendHead(b, cborBytes, uint64(len(sp.Data)))
+		b = AppendCBORHead(b, cborBytes, uint64(len(sp.Data)))
 		b = append(b, sp.Data...)
 	}
 	return b
@@ -121,64 +126,52 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 
 // AppendCBOR appends st's deterministic CBOR encoding to b.
 func (st *State) AppendCBOR(b []byte) []byte {
-	b = appendHead(b, cborMap, count(len(st.Claims) > 0, len(st.Releases) > 0, st.Completion != nil,
+	b = AppendCBORHead(b, cborMap, count(len(st.Claims) > 0, len(st.Releases) > 0, st.Completion != nil,
 		len(st.DepsDone) > 0, st.RequeueBase != 0))
 	if len(st.Claims) > 0 {
 		b = append(b, 1)
-		b = appendHead(b, cborArray, uint64(len(st.Claims)))
+		b = AppendCBORHead(b, cborArray, uint64(len(st.Claims)))
 		for _, c := range st.Claims {
-			b = appendHead(b, cborMap, count(true, true, true, c.Epoch != 0))
-			b = append(b, 1)
-			b = appendHead(b, cborUint, uint64(c.Index))
-			b = append(b, 2)
-			b = appendInt(b, c.Start)
-			b = append(b, 3)
-			b = appendInt(b, c.End)
+			b = AppendCBORHead(b, cborMap, count(true, true, true, c.Epoch != 0))
+			b = uintField(b, 1, uint64(c.Index))
+			b = intField(b, 2, c.Start)
+			b = intField(b, 3, c.End)
 			if c.Epoch != 0 {
-				b = append(b, 4)
-				b = appendHead(b, cborUint, c.Epoch)
+				b = uintField(b, 4, c.Epoch)
 			}
 		}
 	}
 	if len(st.Releases) > 0 {
 		b = append(b, 2)
-		b = appendHead(b, cborArray, uint64(len(st.Releases)))
+		b = AppendCBORHead(b, cborArray, uint64(len(st.Releases)))
 		for _, r := range st.Releases {
-			b = appendHead(b, cborMap, count(true, true, r.Snooze, r.Until != 0, r.Reason != ""))
-			b = append(b, 1)
-			b = appendHead(b, cborUint, uint64(r.Claim))
-			b = append(b, 2)
-			b = appendInt(b, r.At)
+			b = AppendCBORHead(b, cborMap, count(true, true, r.Snooze, r.Until != 0, r.Reason != ""))
+			b = uintField(b, 1, uint64(r.Claim))
+			b = intField(b, 2, r.At)
 			if r.Snooze {
 				b = append(b, 3, cborTrue)
 			}
 			if r.Until != 0 {
-				b = append(b, 4)
-				b = appendInt(b, r.Until)
+				b = intField(b, 4, r.Until)
 			}
 			if r.Reason != "" {
-				b = append(b, 5)
-				b = appendString(b, r.Reason)
+				b = stringField(b, 5, r.Reason)
 			}
 		}
 	}
 	if c := st.Completion; c != nil {
 		b = append(b, 3)
-		b = appendHead(b, cborMap, 3)
-		b = append(b, 1)
-		b = appendHead(b, cborUint, uint64(c.Claim))
-		b = append(b, 2)
-		b = appendHead(b, cborUint, c.Seq)
-		b = append(b, 3)
-		b = appendInt(b, c.At)
+		b = AppendCBORHead(b, cborMap, 3)
+		b = uintField(b, 1, uint64(c.Claim))
+		b = uintField(b, 2, c.Seq)
+		b = intField(b, 3, c.At)
 	}
 	if len(st.DepsDone) > 0 {
 		b = append(b, 4)
 		b = appendIDs(b, st.DepsDone)
 	}
 	if st.RequeueBase != 0 {
-		b = append(b, 5)
-		b = appendHead(b, cborUint, uint64(st.RequeueBase))
+		b = uintField(b, 5, uint64(st.RequeueBase))
 	}
 	return b
 }

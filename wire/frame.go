@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/skuldd/skuldd/task"
 )
 
 // Version is the protocol version every frame carries. A frame with another
@@ -175,29 +177,9 @@ func appendUintField(buf *bytes.Buffer, key byte, v uint64) {
 }
 
 // appendHead appends a CBOR head of the given major type and argument in
-// its shortest form (RFC 8949 section 4.2.1).
+// its shortest form (task.AppendCBORHead).
 func appendHead(buf *bytes.Buffer, major byte, v uint64) {
-	var b [9]byte
-	switch {
-	case v < 24:
-		buf.WriteByte(major | byte(v))
-		return
-	case v <= math.MaxUint8:
-		b[0], b[1] = major|24, byte(v)
-		buf.Write(b[:2])
-	case v <= math.MaxUint16:
-		b[0] = major | 25
-		binary.BigEndian.PutUint16(b[1:], uint16(v))
-		buf.Write(b[:3])
-	case v <= math.MaxUint32:
-		b[0] = major | 26
-		binary.BigEndian.PutUint32(b[1:], uint32(v))
-		buf.Write(b[:5])
-	default:
-		b[0] = major | 27
-		binary.BigEndian.PutUint64(b[1:], v)
-		buf.Write(b[:9])
-	}
+	buf.Write(task.AppendCBORHead(buf.AvailableBuffer(), major, v))
 }
 
 // ReadFrame reads one frame from r into f, which it first resets to the
