@@ -193,6 +193,7 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_replication_items_total", "counter", "Partition items those requests carried (one per write per follower).", replItems},
 		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
 		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
+		{"skuldd_store_lookups_total", "counter", "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.", int64(n.store.Lookups())},
 		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
 		{"skuldd_gc_collected_total", "counter", "Tasks this node garbage-collected as a partition leader.", n.gc.collected.Load()},
 		{"skuldd_gc_held_total", "counter", "Candidates kept because their dependency component had an open, recent or changed task.", n.gc.held.Load()},

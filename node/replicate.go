@@ -345,7 +345,7 @@ func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...part
 }
 
 func recordToWire(r partition.Record) wire.RecordMsg {
-	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents, Tomb: r.Tomb}
+	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents, Tomb: r.Tomb, Meta: r.Meta}
 	for _, u := range r.Updates {
 		m.Updates = append(m.Updates, wire.UpdateMsg{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}
@@ -353,7 +353,7 @@ func recordToWire(r partition.Record) wire.RecordMsg {
 }
 
 func recordFromWire(m wire.RecordMsg) partition.Record {
-	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents, Tomb: m.Tomb}
+	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents, Tomb: m.Tomb, Meta: m.Meta}
 	for _, u := range m.Updates {
 		r.Updates = append(r.Updates, partition.Update{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}

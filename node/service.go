@@ -505,7 +505,11 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 				}
 				return []wire.RecordMsg{recordToWire(r)}, nil
 			}
-			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st}}, withSpec)
+			// The spec without payload lets a follower index the claim
+			// without reading the spec back (partition.Record.Meta).
+			meta := *g.Spec
+			meta.Data = nil
+			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, withSpec)
 		}
 		c.ships = append(c.ships, s)
 	}

@@ -36,6 +36,12 @@ type Record struct {
 	// it and keeps the tombstone; a replica holding a tombstone accepts
 	// any other record of the id without writing it.
 	Tomb int64 `cbor:"6,keyasint,omitempty" json:"tomb,omitempty"`
+	// Meta, on a record without Spec, is the task's spec without its
+	// payload: a leader sends it with a claim, so that a replica holding
+	// the task untouched (see untouchedReadyLocked) indexes the claim
+	// without reading its own spec back. A replica that holds the task
+	// otherwise ignores it and reads its own.
+	Meta *task.Spec `cbor:"7,keyasint,omitempty" json:"meta,omitempty"`
 }
 
 // Update is one progress entry, keyed (Claim, Seq). A key has one value:
@@ -245,12 +251,17 @@ func (m *merger) record(rec *Record) (refused, err error) {
 		var sp *task.Spec
 		var st task.State
 		var err error
-		if !r.ids.mayHold(rec.ID) {
+		switch {
+		case !r.ids.mayHold(rec.ID):
 			// Certainly new (see idFilter): no store read, and no
 			// message (this is the hot path of every replicated
 			// enqueue; the error only steers the switch below).
 			err = task.ErrNotFound
-		} else {
+		case r.untouchedReadyLocked(rec.ID, rec.Meta):
+			// The first claim of a task, as followers see most claims:
+			// its spec is the leader's, its state the zero state.
+			sp = rec.Meta
+		default:
 			sp, st, err = r.loadLocked(rec.ID)
 		}
 		if errors.Is(err, task.ErrNotFound) && r.ids.mayHold(rec.ID) {
@@ -489,6 +500,9 @@ func (r *Replica) checkRecord(rec *Record) error {
 	}
 	if rec.Spec != nil && rec.Spec.ID != rec.ID {
 		return fmt.Errorf("%w: record of %s carries the spec of %s", task.ErrInvalid, rec.ID, rec.Spec.ID)
+	}
+	if m := rec.Meta; m != nil && (m.ID != rec.ID || m.Data != nil || rec.Spec != nil || rec.Tomb != 0) {
+		return fmt.Errorf("%w: record of %s: meta must be the task's own spec without payload, on a record without spec", task.ErrInvalid, rec.ID)
 	}
 	if rec.State != nil {
 		if err := checkState(rec.State); err != nil {

@@ -996,3 +996,95 @@ func TestShipWithoutReading(t *testing.T) {
 	}
 	s.ship("claim b again", now+4, b, false)
 }
+
+// TestClaimMeta: a claim record carrying the spec without payload (Meta)
+// is indexed by a follower that holds the task untouched without a store
+// lookup, and converges exactly as the plain record does; a Meta that
+// does not match what the follower holds is ignored (the follower reads
+// its own spec), and a malformed one refuses the record.
+func TestClaimMeta(t *testing.T) {
+	meta := func(g *partition.Granted) *task.Spec {
+		m := *g.Spec
+		m.Data = nil
+		return &m
+	}
+	for _, tc := range []struct {
+		name string
+		// prepare runs after the enqueue was shipped; it may touch the
+		// task on both replicas first.
+		prepare func(s *stream, id task.ID, now int64)
+		// edit changes the Meta the leader would send.
+		edit        func(m *task.Spec)
+		wantLookups bool // the follower reads from its store
+		wantRefused bool
+	}{
+		{name: "untouched ready task", wantLookups: false},
+		{name: "other priority", edit: func(m *task.Spec) { m.Priority++ }, wantLookups: true},
+		{name: "other queue", edit: func(m *task.Spec) { m.Queue = "r" }, wantLookups: true},
+		{name: "with deps", edit: func(m *task.Spec) { m.Deps = []task.ID{task.MakeID(t0, 9, 9)} }, wantLookups: true},
+		{name: "with payload", edit: func(m *task.Spec) { m.Data = []byte("x") }, wantRefused: true},
+		{name: "of another task", edit: func(m *task.Spec) { m.ID = task.MakeID(t0, 9, 9) }, wantRefused: true},
+		{
+			name: "task with a stored state",
+			prepare: func(s *stream, id task.ID, now int64) {
+				g := mustClaim(s.t, s.l, "q", now)
+				s.ship("first claim", now, id, false)
+				if err := s.l.Fail(id, g.Claim.Index, "boom", ptr(int64(0)), now+1); err != nil {
+					s.t.Fatal(err)
+				}
+				s.ship("fail", now+1, id, false)
+			},
+			wantLookups: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sl, sf := newStore(t), newStore(t)
+			s := &stream{t: t, l: leader(t, sl), f: follower(t, sf), sl: sl, sf: sf}
+			a := task.MakeID(t0, 1, 0)
+			now := t0
+			enqueue(t, s.l, now, spec(a, "q", 5, 3))
+			s.shipNew("enqueue", now, a)
+			if tc.prepare != nil {
+				tc.prepare(s, a, now)
+				now += 10
+			}
+			g := mustClaim(t, s.l, "q", now)
+			rec := record(t, s.l, a, false)
+			rec.Meta = meta(g)
+			if tc.edit != nil {
+				tc.edit(rec.Meta)
+			}
+			before := sf.Lookups()
+			errs := mergeErrs(t, s.f, 1, now, rec)
+			refused := errs != nil && errs[0] != nil
+			if refused != tc.wantRefused {
+				t.Fatalf("refused: %v (%v); want %v", refused, errs, tc.wantRefused)
+			}
+			if refused {
+				if !errors.Is(errs[0], task.ErrInvalid) {
+					t.Fatalf("refused with %v; want ErrInvalid", errs[0])
+				}
+				rec.Meta = nil
+				merge(t, s.f, 1, now, rec)
+			} else if looked := sf.Lookups() > before; looked != tc.wantLookups {
+				t.Fatalf("follower looked up the store: %v; want %v", looked, tc.wantLookups)
+			}
+			converged(t, "claim", s.l, sl, s.f, sf)
+			// The follower indexed the claim: the completion that follows
+			// merges from its hot cache, and the task is gone from both.
+			newly, st, d, err := s.l.CompleteApply(a, g.Claim.Index, nil, now+2)
+			if err != nil || !newly {
+				t.Fatalf("complete: newly %v, %v", newly, err)
+			}
+			if err := d.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			before = sf.Lookups()
+			merge(t, s.f, 1, now+2, partition.Record{ID: a, State: &st})
+			if n := sf.Lookups() - before; n != 0 {
+				t.Fatalf("follower looked up the store %d times merging the completion", n)
+			}
+			converged(t, "complete", s.l, sl, s.f, sf)
+		})
+	}
+}

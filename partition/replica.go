@@ -641,6 +641,23 @@ func (r *Replica) loadLocked(id task.ID) (*task.Spec, task.State, error) {
 	return sp, st, err
 }
 
+// untouchedReadyLocked reports whether meta, a spec without payload that
+// a record carries for task id, stands for the spec this replica stores:
+// the replica holds the task untouched, as an entry-less ready task of
+// meta's queue at meta's priority (see insertLocked). Such a task has the
+// zero state and no deps (a task with deps has a state record, or is
+// blocked), so only meta's other fields are taken on trust; they are the
+// leader's copy of a spec that is written once, and a replica refuses a
+// record whose spec differs from the one it holds, so they are the same
+// as the stored ones.
+func (r *Replica) untouchedReadyLocked(id task.ID, meta *task.Spec) bool {
+	if meta == nil || meta.ID != id || meta.Data != nil || len(meta.Deps) > 0 || r.tasks[id] != nil {
+		return false
+	}
+	q := r.queues[meta.Queue]
+	return q != nil && q.ready.Has(Head{meta.Priority, id})
+}
+
 // stateLocked reads a task's state record, skipping the lookup for a task
 // known to have none.
 func (r *Replica) stateLocked(id task.ID, e *entry) (task.State, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -104,7 +105,14 @@ type Store struct {
 	db     *pebble.DB
 	cache  interface{ Unref() }
 	logger *slog.Logger
+	// lookups counts point reads (get): each costs a search of every
+	// memtable and of the tables whose filters admit the key, the main
+	// cost of a read path, so the node exports it and tests count it.
+	lookups atomic.Uint64
 }
+
+// Lookups returns the number of point reads since Open.
+func (s *Store) Lookups() uint64 { return s.lookups.Load() }
 
 // Open opens (creating if needed) the database in cfg.Dir.
 func Open(cfg Config) (*Store, error) {
@@ -253,6 +261,7 @@ func prefixEnd(p []byte) []byte {
 
 // get reads key, returning a copy of its value or ErrNotFound.
 func (s *Store) get(key []byte) ([]byte, error) {
+	s.lookups.Add(1)
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound

@@ -564,6 +564,9 @@ type RecordMsg struct {
 	// Tomb, when set, says the task was collected at this time (Unix ms):
 	// the record carries nothing else (see partition.Record).
 	Tomb int64 `cbor:"6,keyasint,omitempty"`
+	// Meta is the task's spec without payload, sent with a claim (see
+	// partition.Record).
+	Meta *task.Spec `cbor:"7,keyasint,omitempty"`
 }
 
 // UpdateMsg is one progress entry.
