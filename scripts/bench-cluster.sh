@@ -12,6 +12,10 @@
 # from a crash of a partition leader to the first claim its successor
 # serves (go test -bench Failover, gossip with production timing).
 #
+# Each node runs with the GOMAXPROCS scripts/cluster.sh gives it: the
+# machine's cores shared out among the nodes (one each for three nodes on
+# two cores); SKULD_CLUSTER_PROCS=0 gives every node Go's default instead.
+#
 # After each load it prints the CPU the nodes and the load generator
 # used. This machine's speed drifts from run to run (the load generator's
 # own CPU per op varies by up to 1.7x), so compare builds by the ratio of
@@ -69,14 +73,23 @@ placed() {
 	return 1
 }
 
+# gomaxprocs DIR: the GOMAXPROCS of the first node in DIR (from its env).
+gomaxprocs() {
+	local p
+	p=$(cat "$1/n1.pid")
+	{ tr '\0' '\n' <"/proc/$p/environ" | sed -n 's/^GOMAXPROCS=//p' | grep . || echo "default ($(nproc))"; } | head -1
+}
+
 echo "== one node, 64 clients"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh up 1 >/dev/null
+echo "GOMAXPROCS per node: $(gomaxprocs "$work/one")"
 load "$work/one" "127.0.0.1:$((port + 10))"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh down >/dev/null
 
 echo "== three nodes (N=3, W=2), 64 clients over 3 connections, one per node"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
 placed "127.0.0.1:$port"
+echo "GOMAXPROCS per node: $(gomaxprocs "$work/cluster")"
 addrs="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
 load "$work/cluster" "$addrs"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
