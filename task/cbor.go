@@ -1,5 +1,7 @@
 package task
 
+import "unicode/utf8"
+
 // Hand-written CBOR encoders for Spec and State, the two values every
 // write encodes (the store keeps them, and anti-entropy hashes them).
 // They produce exactly the bytes of CBOR's core deterministic encoding
@@ -20,6 +22,7 @@ const (
 	cborArray = 4 << 5
 	cborMap   = 5 << 5
 	cborTrue  = 0xf5
+	cborFalse = 0xf4
 )
 
 // AppendCBORHead appends a CBOR head of major type major (in the top three
@@ -174,4 +177,323 @@ func (st *State) AppendCBOR(b []byte) []byte {
 		b = uintField(b, 5, uint64(st.RequeueBase))
 	}
 	return b
+}
+
+// CBORReader decodes the canonical forms the encoders above write, and
+// only those, without reflection: shortest-form heads, definite lengths,
+// map keys strictly ascending, no tags or floats, no empty arrays or byte
+// strings (the library decodes those to empty non-nil slices, a
+// distinction not worth mirroring). Any other input sets Bad, and the
+// caller decodes the bytes with the library instead, so a reader that
+// succeeds must give the library's result; TestCBORReaderMatchesLibrary
+// and the wire package's FuzzReplicateDecode hold it to that.
+//
+// It never panics and never reads past B, whatever B holds.
+type CBORReader struct {
+	B   []byte
+	Bad bool
+}
+
+// fail marks the input as not in canonical form and returns zero values.
+func (r *CBORReader) fail() { r.Bad = true; r.B = nil }
+
+// Head reads a head of major type major (top three bits) and returns its
+// argument.
+func (r *CBORReader) Head(major byte) uint64 {
+	if r.Bad || len(r.B) == 0 || r.B[0]&0xe0 != major {
+		r.fail()
+		return 0
+	}
+	ai := r.B[0] & 0x1f
+	n := 0 // bytes after the initial byte
+	switch {
+	case ai < 24:
+		r.B = r.B[1:]
+		return uint64(ai)
+	case ai == 24:
+		n = 1
+	case ai == 25:
+		n = 2
+	case ai == 26:
+		n = 4
+	case ai == 27:
+		n = 8
+	default: // reserved, or an indefinite length
+		r.fail()
+		return 0
+	}
+	if len(r.B) < 1+n {
+		r.fail()
+		return 0
+	}
+	var v uint64
+	for _, c := range r.B[1 : 1+n] {
+		v = v<<8 | uint64(c)
+	}
+	// Shortest form: the argument needed this many bytes.
+	if (n == 1 && v < 24) || (n > 1 && v>>(uint(n)*4) == 0) {
+		r.fail()
+		return 0
+	}
+	r.B = r.B[1+n:]
+	return v
+}
+
+// Uint reads an unsigned integer no larger than max.
+func (r *CBORReader) Uint(max uint64) uint64 {
+	v := r.Head(cborUint)
+	if v > max {
+		r.fail()
+		return 0
+	}
+	return v
+}
+
+// Int reads an integer in [min, max].
+func (r *CBORReader) Int(min, max int64) int64 {
+	if r.Bad || len(r.B) == 0 {
+		r.fail()
+		return 0
+	}
+	var v int64
+	if r.B[0]&0xe0 == cborNeg {
+		a := r.Head(cborNeg)
+		if a > 1<<63-1 {
+			r.fail()
+			return 0
+		}
+		v = -1 - int64(a)
+	} else {
+		a := r.Head(cborUint)
+		if a > 1<<63-1 {
+			r.fail()
+			return 0
+		}
+		v = int64(a)
+	}
+	if v < min || v > max {
+		r.fail()
+		return 0
+	}
+	return v
+}
+
+// take returns the next n bytes.
+func (r *CBORReader) take(n uint64) []byte {
+	if r.Bad || n > uint64(len(r.B)) {
+		r.fail()
+		return nil
+	}
+	b := r.B[:n]
+	r.B = r.B[n:]
+	return b
+}
+
+// Text reads a UTF-8 text string.
+func (r *CBORReader) Text() string {
+	b := r.take(r.Head(cborText))
+	if !utf8.Valid(b) {
+		r.fail()
+		return ""
+	}
+	return string(b)
+}
+
+// Bytes reads a non-empty byte string into a new slice.
+func (r *CBORReader) Bytes() []byte {
+	b := r.take(r.Head(cborBytes))
+	if len(b) == 0 {
+		r.fail()
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// Len reads the head of a non-empty array or map (major) and returns its
+// length, bounded by what the remaining bytes could hold (every element
+// takes a byte at least), so a caller may allocate it.
+func (r *CBORReader) Len(major byte) int {
+	n := r.Head(major)
+	if n == 0 || n > uint64(len(r.B)) {
+		r.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// Map reads a map head and returns its number of pairs (0 allowed).
+func (r *CBORReader) Map() int {
+	n := r.Head(cborMap)
+	if n > uint64(len(r.B)) {
+		r.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// Key reads a map key, which must be greater than prev and at most max.
+func (r *CBORReader) Key(prev, max uint64) uint64 {
+	k := r.Uint(max)
+	if k <= prev {
+		r.fail()
+	}
+	return k
+}
+
+// Fields reads a map whose keys are integers ascending from 1 to at most
+// max, calling field to read the value of each.
+func (r *CBORReader) Fields(max uint64, field func(key uint64)) {
+	n, k := r.Map(), uint64(0)
+	for range n {
+		if k = r.Key(k, max); r.Bad {
+			return
+		}
+		field(k)
+	}
+}
+
+// Bool reads true or false.
+func (r *CBORReader) Bool() bool {
+	if r.Bad || len(r.B) == 0 || (r.B[0] != cborTrue && r.B[0] != cborFalse) {
+		r.fail()
+		return false
+	}
+	v := r.B[0] == cborTrue
+	r.B = r.B[1:]
+	return v
+}
+
+// ID reads an id (a byte string of IDLen bytes).
+func (r *CBORReader) ID() ID {
+	var id ID
+	if r.Head(cborBytes) != IDLen {
+		r.fail()
+		return id
+	}
+	copy(id[:], r.take(IDLen))
+	return id
+}
+
+// IDs reads a non-empty array of ids.
+func (r *CBORReader) IDs() []ID {
+	n := r.Len(cborArray)
+	if r.Bad {
+		return nil
+	}
+	ids := make([]ID, n)
+	for i := range ids {
+		ids[i] = r.ID()
+	}
+	return ids
+}
+
+// Integer bounds of the fields.
+const (
+	maxInt32  = 1<<31 - 1
+	minInt32  = -1 << 31
+	maxUint32 = 1<<32 - 1
+	maxInt64  = 1<<63 - 1
+	minInt64  = -1 << 63
+	maxUint64 = 1<<64 - 1
+)
+
+// DecodeCBOR reads a spec in the form AppendCBOR writes into sp, which
+// must be the zero Spec.
+func (sp *Spec) DecodeCBOR(r *CBORReader) {
+	r.Fields(10, func(k uint64) {
+		switch k {
+		case 1:
+			sp.ID = r.ID()
+		case 2:
+			sp.Queue = r.Text()
+		case 3:
+			sp.Priority = int32(r.Int(minInt32, maxInt32))
+		case 4:
+			sp.Deps = r.IDs()
+		case 5:
+			sp.NotBefore = r.Int(minInt64, maxInt64)
+		case 6:
+			sp.Group = r.Text()
+		case 7:
+			sp.Description = r.Text()
+		case 8:
+			sp.MaxAttempts = uint32(r.Uint(maxUint32))
+		case 9:
+			sp.EnqueuedAt = r.Int(minInt64, maxInt64)
+		case 10:
+			sp.Data = r.Bytes()
+		}
+	})
+}
+
+// DecodeCBOR reads a state in the form AppendCBOR writes into st, which
+// must be the zero State.
+func (st *State) DecodeCBOR(r *CBORReader) {
+	r.Fields(5, func(k uint64) {
+		switch k {
+		case 1:
+			st.Claims = make([]Claim, r.Len(cborArray))
+			for i := range st.Claims {
+				st.Claims[i].decodeCBOR(r)
+			}
+		case 2:
+			st.Releases = make([]Release, r.Len(cborArray))
+			for i := range st.Releases {
+				st.Releases[i].decodeCBOR(r)
+			}
+		case 3:
+			c := new(Completion)
+			c.decodeCBOR(r)
+			st.Completion = c
+		case 4:
+			st.DepsDone = r.IDs()
+		case 5:
+			st.RequeueBase = uint32(r.Uint(maxUint32))
+		}
+	})
+}
+
+func (c *Claim) decodeCBOR(r *CBORReader) {
+	r.Fields(4, func(k uint64) {
+		switch k {
+		case 1:
+			c.Index = uint32(r.Uint(maxUint32))
+		case 2:
+			c.Start = r.Int(minInt64, maxInt64)
+		case 3:
+			c.End = r.Int(minInt64, maxInt64)
+		case 4:
+			c.Epoch = r.Uint(maxUint64)
+		}
+	})
+}
+
+func (rl *Release) decodeCBOR(r *CBORReader) {
+	r.Fields(5, func(k uint64) {
+		switch k {
+		case 1:
+			rl.Claim = uint32(r.Uint(maxUint32))
+		case 2:
+			rl.At = r.Int(minInt64, maxInt64)
+		case 3:
+			rl.Snooze = r.Bool()
+		case 4:
+			rl.Until = r.Int(minInt64, maxInt64)
+		case 5:
+			rl.Reason = r.Text()
+		}
+	})
+}
+
+func (c *Completion) decodeCBOR(r *CBORReader) {
+	r.Fields(3, func(k uint64) {
+		switch k {
+		case 1:
+			c.Claim = uint32(r.Uint(maxUint32))
+		case 2:
+			c.Seq = r.Uint(maxUint64)
+		case 3:
+			c.At = r.Int(minInt64, maxInt64)
+		}
+	})
 }

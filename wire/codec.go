@@ -101,10 +101,24 @@ func Marshal(v any) ([]byte, error) {
 // a handler can pass it to ResponseWriter.Error unchanged. Unmarshal does
 // not retain b.
 func Unmarshal(b []byte, v any) error {
+	if cb, ok := v.(canonicalBody); ok && isZeroBody(cb) && cborDec.Wellformed(b) == nil && cb.decodeCBOR(b) {
+		return nil
+	}
 	if err := cborDec.Unmarshal(b, v); err != nil {
 		return &Error{Code: CodeBadFrame, Msg: fmt.Sprintf("wire: decode %T: %v", v, err)}
 	}
 	return nil
+}
+
+// isZeroBody reports whether v holds nothing yet: the hand-written
+// decoders replace what they decode, where the library would merge into
+// a value that holds something.
+func isZeroBody(v canonicalBody) bool {
+	switch m := v.(type) {
+	case *ReplicateRequest:
+		return m.Items == nil
+	}
+	return false
 }
 
 // Buffer pools. Buffers that grew past poolMaxCap are dropped rather than

@@ -150,8 +150,8 @@ func appendFrame(buf *bytes.Buffer, f *Frame, body any, maxFrame int) error {
 	if hasBody {
 		buf.WriteByte(envKeyBody)
 		if body != nil {
-			if err := cborEnc.MarshalToBuffer(body, buf); err != nil {
-				return fmt.Errorf("wire: encode %T: %w", body, err)
+			if err := appendBody(buf, body); err != nil {
+				return err
 			}
 		} else {
 			if err := cborDec.Wellformed(f.Body); err != nil {
@@ -167,6 +167,21 @@ func appendFrame(buf *bytes.Buffer, f *Frame, body any, maxFrame int) error {
 		return &Error{Code: CodeFrameTooLarge, Msg: fmt.Sprintf("wire: frame of %d bytes exceeds the limit of %d", n, limit)}
 	}
 	binary.BigEndian.PutUint32(buf.Bytes()[start:], uint32(n))
+	return nil
+}
+
+// appendBody appends body's CBOR encoding: hand-written for the types
+// that have one (canonicalBody), the library's for the others.
+func appendBody(buf *bytes.Buffer, body any) error {
+	if cb, ok := body.(canonicalBody); ok {
+		if b, ok := cb.appendCBOR(buf.AvailableBuffer()); ok {
+			buf.Write(b)
+			return nil
+		}
+	}
+	if err := cborEnc.MarshalToBuffer(body, buf); err != nil {
+		return fmt.Errorf("wire: encode %T: %w", body, err)
+	}
 	return nil
 }
 
