@@ -117,6 +117,12 @@ func isZeroBody(v canonicalBody) bool {
 	switch m := v.(type) {
 	case *ReplicateRequest:
 		return m.Items == nil
+	case *ReplicateResponse:
+		return m.Results == nil
+	case *EnqueueRequest:
+		return m.Tasks == nil && m.W == 0
+	case *EnqueueResponse:
+		return m.Results == nil
 	}
 	return false
 }
