@@ -23,6 +23,7 @@ const (
 	cborMap   = 5 << 5
 	cborTrue  = 0xf5
 	cborFalse = 0xf4
+	cborNull  = 0xf6
 )
 
 // AppendCBORHead appends a CBOR head of major type major (in the top three
@@ -350,6 +351,16 @@ func (r *CBORReader) Fields(max uint64, field func(key uint64)) {
 		}
 		field(k)
 	}
+}
+
+// Null reads a null, if one comes next: the library's encoding of a nil
+// slice in a field that is not omitempty.
+func (r *CBORReader) Null() bool {
+	if r.Bad || len(r.B) == 0 || r.B[0] != cborNull {
+		return false
+	}
+	r.B = r.B[1:]
+	return true
 }
 
 // Bool reads true or false.

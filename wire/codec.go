@@ -123,6 +123,14 @@ func isZeroBody(v canonicalBody) bool {
 		return m.Tasks == nil && m.W == 0
 	case *EnqueueResponse:
 		return m.Results == nil
+	case *ClaimRequest:
+		return *m == ClaimRequest{}
+	case *ClaimResponse:
+		return m.Tasks == nil
+	case *CompleteRequest:
+		return *m == CompleteRequest{}
+	case *CompleteResponse:
+		return m.Acks == 0 && m.Next == nil
 	}
 	return false
 }

@@ -413,3 +413,345 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 	})
 	return finish(r, m, out)
 }
+
+// cborNull is the library's encoding of a nil slice that is not omitempty.
+const cborNull = 0xf6
+
+// appendBytes appends a byte string that is not omitempty: null when nil.
+func appendBytes(b, v []byte) []byte {
+	if v == nil {
+		return append(b, cborNull)
+	}
+	return append(task.AppendCBORHead(b, cborMajorBytes, uint64(len(v))), v...)
+}
+
+// readBytes reads what appendBytes writes (an empty string is left to the
+// library, which reads it as an empty, non-nil slice).
+func readBytes(r *task.CBORReader) []byte {
+	if r.Null() {
+		return nil
+	}
+	return r.Bytes()
+}
+
+// readLen reads the head of a list that is not omitempty: -1 for null.
+func readLen(r *task.CBORReader) int {
+	if r.Null() {
+		return -1
+	}
+	return r.Len(cborMajorArray)
+}
+
+// listHead appends the head of a list that is not omitempty of n
+// elements, or null when nil.
+func listHead(b []byte, n int, isNil bool) []byte {
+	if isNil {
+		return append(b, cborNull)
+	}
+	return task.AppendCBORHead(b, cborMajorArray, uint64(n))
+}
+
+// presentCount counts the fields of a map that are written.
+func presentCount(present ...bool) byte {
+	n := byte(0)
+	for _, p := range present {
+		if p {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *ClaimRequest) appendCBOR(b []byte) ([]byte, bool) {
+	b = append(b, cborMajorMap|presentCount(true, m.TTLMs != 0, m.Count != 0, m.WaitMs != 0))
+	b = appendText(append(b, 1), m.Queue)
+	if m.TTLMs != 0 {
+		b = appendInt(append(b, 2), m.TTLMs)
+	}
+	if m.Count != 0 {
+		b = appendInt(append(b, 3), int64(m.Count))
+	}
+	if m.WaitMs != 0 {
+		b = appendInt(append(b, 4), m.WaitMs)
+	}
+	return b, true
+}
+
+func (m *ClaimRequest) read(r *task.CBORReader) {
+	r.Fields(4, func(k uint64) {
+		switch k {
+		case 1:
+			m.Queue = r.Text()
+		case 2:
+			m.TTLMs = r.Int(math.MinInt64, math.MaxInt64)
+		case 3:
+			m.Count = int(r.Int(math.MinInt, math.MaxInt))
+		case 4:
+			m.WaitMs = r.Int(math.MinInt64, math.MaxInt64)
+		}
+	})
+}
+
+func (m *ClaimRequest) decodeCBOR(b []byte) bool {
+	r := &task.CBORReader{B: b}
+	var out ClaimRequest
+	out.read(r)
+	return finish(r, m, out)
+}
+
+func (m *CompleteRequest) appendCBOR(b []byte) ([]byte, bool) {
+	b = append(b, cborMajorMap|presentCount(true, true, m.Seq != nil, m.Next != nil), 1)
+	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
+	b = append(b, m.ID[:]...)
+	b = task.AppendCBORHead(append(b, 2), cborMajorUint, uint64(m.Claim))
+	if m.Seq != nil {
+		b = task.AppendCBORHead(append(b, 3), cborMajorUint, *m.Seq)
+	}
+	if m.Next != nil {
+		b, _ = m.Next.appendCBOR(append(b, 4))
+	}
+	return b, true
+}
+
+func (m *CompleteRequest) decodeCBOR(b []byte) bool {
+	r := &task.CBORReader{B: b}
+	var out CompleteRequest
+	r.Fields(4, func(k uint64) {
+		switch k {
+		case 1:
+			out.ID = r.ID()
+		case 2:
+			out.Claim = uint32(r.Uint(math.MaxUint32))
+		case 3:
+			seq := r.Uint(math.MaxUint64)
+			out.Seq = &seq
+		case 4:
+			out.Next = new(ClaimRequest)
+			out.Next.read(r)
+		}
+	})
+	return finish(r, m, out)
+}
+
+func (m *ClaimResponse) appendCBOR(b []byte) ([]byte, bool) {
+	b = append(b, cborMajorMap|1, 1)
+	return appendViews(b, m.Tasks, m.Tasks == nil), true
+}
+
+func (m *ClaimResponse) decodeCBOR(b []byte) bool {
+	r := &task.CBORReader{B: b}
+	var out ClaimResponse
+	r.Fields(1, func(uint64) { out.Tasks = readViews(r, readLen(r)) })
+	return finish(r, m, out)
+}
+
+func (m *CompleteResponse) appendCBOR(b []byte) ([]byte, bool) {
+	b = append(b, cborMajorMap|presentCount(true, len(m.Next) > 0), 1)
+	b = appendInt(b, int64(m.Acks))
+	if len(m.Next) > 0 {
+		b = appendViews(append(b, 2), m.Next, false)
+	}
+	return b, true
+}
+
+func (m *CompleteResponse) decodeCBOR(b []byte) bool {
+	r := &task.CBORReader{B: b}
+	var out CompleteResponse
+	r.Fields(2, func(k uint64) {
+		if k == 1 {
+			out.Acks = int(r.Int(math.MinInt, math.MaxInt))
+		} else {
+			out.Next = readViews(r, r.Len(cborMajorArray))
+		}
+	})
+	return finish(r, m, out)
+}
+
+func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
+	b = listHead(b, len(vs), isNil)
+	for i := range vs {
+		b = vs[i].appendCBOR(b)
+	}
+	return b
+}
+
+// readViews reads n task views (none, nil, for n = -1).
+func readViews(r *task.CBORReader, n int) []TaskView {
+	if n < 0 {
+		return nil
+	}
+	vs := make([]TaskView, n)
+	for i := range vs {
+		vs[i].read(r)
+	}
+	return vs
+}
+
+func (v *TaskView) appendCBOR(b []byte) []byte {
+	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
+		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0), 1)
+	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
+	b = append(b, v.ID[:]...)
+	b = appendText(append(b, 2), v.Queue)
+	b = appendInt(append(b, 3), int64(v.Priority))
+	b = appendBytes(append(b, 4), v.Data)
+	if v.Deps == nil {
+		b = append(b, 5, cborNull)
+	} else {
+		b = appendIDs(append(b, 5), v.Deps)
+	}
+	b = appendText(append(b, 6), v.State)
+	if v.Claim != nil {
+		b = task.AppendCBORHead(append(b, 7), cborMajorUint, uint64(*v.Claim))
+	}
+	b = listHead(append(b, 8), len(v.Claims), v.Claims == nil)
+	for _, c := range v.Claims {
+		b = append(b, cborMajorMap|presentCount(true, true, true, c.Completed != nil, c.Epoch != 0), 1)
+		b = task.AppendCBORHead(b, cborMajorUint, uint64(c.Claim))
+		b = appendInt(append(b, 2), c.Start)
+		b = appendInt(append(b, 3), c.End)
+		if c.Completed != nil {
+			b = appendInt(append(b, 4), *c.Completed)
+		}
+		if c.Epoch != 0 {
+			b = task.AppendCBORHead(append(b, 5), cborMajorUint, c.Epoch)
+		}
+	}
+	b = listHead(append(b, 9), len(v.Updates), v.Updates == nil)
+	for _, u := range v.Updates {
+		b = append(b, cborMajorMap|3, 1)
+		b = task.AppendCBORHead(b, cborMajorUint, uint64(u.Claim))
+		b = task.AppendCBORHead(append(b, 2), cborMajorUint, u.Seq)
+		b = appendBytes(append(b, 3), u.Data)
+	}
+	if v.Group != "" {
+		b = appendText(append(b, 10), v.Group)
+	}
+	if v.Description != "" {
+		b = appendText(append(b, 11), v.Description)
+	}
+	b = task.AppendCBORHead(append(b, 12), cborMajorUint, uint64(v.MaxAttempts))
+	b = task.AppendCBORHead(append(b, 13), cborMajorUint, uint64(v.Attempts))
+	if v.NotBefore != 0 {
+		b = appendInt(append(b, 14), v.NotBefore)
+	}
+	b = appendInt(append(b, 15), v.EnqueuedAt)
+	if len(v.Failures) > 0 {
+		b = task.AppendCBORHead(append(b, 16), cborMajorArray, uint64(len(v.Failures)))
+		for _, f := range v.Failures {
+			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0), 1)
+			b = task.AppendCBORHead(b, cborMajorUint, uint64(f.Claim))
+			b = appendInt(append(b, 2), f.At)
+			if f.Reason != "" {
+				b = appendText(append(b, 3), f.Reason)
+			}
+			if f.Snooze {
+				b = append(b, 4, cborTrue)
+			}
+			if f.Until != 0 {
+				b = appendInt(append(b, 5), f.Until)
+			}
+		}
+	}
+	return b
+}
+
+func (v *TaskView) read(r *task.CBORReader) {
+	r.Fields(16, func(k uint64) {
+		switch k {
+		case 1:
+			v.ID = r.ID()
+		case 2:
+			v.Queue = r.Text()
+		case 3:
+			v.Priority = int32(r.Int(math.MinInt32, math.MaxInt32))
+		case 4:
+			v.Data = readBytes(r)
+		case 5:
+			if !r.Null() {
+				v.Deps = r.IDs()
+			}
+		case 6:
+			v.State = r.Text()
+		case 7:
+			c := uint32(r.Uint(math.MaxUint32))
+			v.Claim = &c
+		case 8:
+			if n := readLen(r); n >= 0 {
+				v.Claims = make([]ClaimView, n)
+				for i := range v.Claims {
+					v.Claims[i].read(r)
+				}
+			}
+		case 9:
+			if n := readLen(r); n >= 0 {
+				v.Updates = make([]UpdateView, n)
+				for i := range v.Updates {
+					u := &v.Updates[i]
+					r.Fields(3, func(k uint64) {
+						switch k {
+						case 1:
+							u.Claim = uint32(r.Uint(math.MaxUint32))
+						case 2:
+							u.Seq = r.Uint(math.MaxUint64)
+						case 3:
+							u.Data = readBytes(r)
+						}
+					})
+				}
+			}
+		case 10:
+			v.Group = r.Text()
+		case 11:
+			v.Description = r.Text()
+		case 12:
+			v.MaxAttempts = uint32(r.Uint(math.MaxUint32))
+		case 13:
+			v.Attempts = uint32(r.Uint(math.MaxUint32))
+		case 14:
+			v.NotBefore = r.Int(math.MinInt64, math.MaxInt64)
+		case 15:
+			v.EnqueuedAt = r.Int(math.MinInt64, math.MaxInt64)
+		case 16:
+			v.Failures = make([]FailureView, r.Len(cborMajorArray))
+			for i := range v.Failures {
+				v.Failures[i].read(r)
+			}
+		}
+	})
+}
+
+func (c *ClaimView) read(r *task.CBORReader) {
+	r.Fields(5, func(k uint64) {
+		switch k {
+		case 1:
+			c.Claim = uint32(r.Uint(math.MaxUint32))
+		case 2:
+			c.Start = r.Int(math.MinInt64, math.MaxInt64)
+		case 3:
+			c.End = r.Int(math.MinInt64, math.MaxInt64)
+		case 4:
+			t := r.Int(math.MinInt64, math.MaxInt64)
+			c.Completed = &t
+		case 5:
+			c.Epoch = r.Uint(math.MaxUint64)
+		}
+	})
+}
+
+func (f *FailureView) read(r *task.CBORReader) {
+	r.Fields(5, func(k uint64) {
+		switch k {
+		case 1:
+			f.Claim = uint32(r.Uint(math.MaxUint32))
+		case 2:
+			f.At = r.Int(math.MinInt64, math.MaxInt64)
+		case 3:
+			f.Reason = r.Text()
+		case 4:
+			f.Snooze = r.Bool()
+		case 5:
+			f.Until = r.Int(math.MinInt64, math.MaxInt64)
+		}
+	})
+}

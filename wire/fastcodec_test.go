@@ -135,12 +135,55 @@ func (s replSource) enqueueResponse() *EnqueueResponse {
 	return resp
 }
 
+func (s replSource) claimRequest() *ClaimRequest {
+	return &ClaimRequest{Queue: s.str(), TTLMs: s.i64(), Count: int(s.i64()), WaitMs: s.i64()}
+}
+
+// maybe returns a pointer to v half the time.
+func maybe[T any](s replSource, v T) *T {
+	if s.rng.IntN(2) == 0 {
+		return nil
+	}
+	return &v
+}
+
+func (s replSource) view() TaskView {
+	v := TaskView{ID: s.id(), Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), State: s.str(),
+		Claim: maybe(s, uint32(s.i64())), Group: s.str(), Description: s.str(), MaxAttempts: uint32(s.i64()),
+		Attempts: uint32(s.i64()), NotBefore: s.i64(), EnqueuedAt: s.i64()}
+	if s.rng.IntN(2) == 0 {
+		v.Data = bytes.Repeat([]byte{1}, 1+s.rng.IntN(300))
+	}
+	for range s.rng.IntN(3) {
+		v.Claims = append(v.Claims, ClaimView{Claim: uint32(s.i64()), Start: s.i64(), End: s.i64(), Completed: maybe(s, s.i64()), Epoch: uint64(s.i64())})
+	}
+	for range s.rng.IntN(3) {
+		u := UpdateView{Claim: uint32(s.i64()), Seq: uint64(s.i64())}
+		if s.rng.IntN(3) > 0 {
+			u.Data = bytes.Repeat([]byte{2}, 1+s.rng.IntN(30))
+		}
+		v.Updates = append(v.Updates, u)
+	}
+	for range s.rng.IntN(3) {
+		v.Failures = append(v.Failures, FailureView{Claim: uint32(s.i64()), At: s.i64(), Reason: s.str(), Snooze: s.rng.IntN(2) == 0, Until: s.i64()})
+	}
+	return v
+}
+
+func (s replSource) views() []TaskView {
+	var vs []TaskView
+	for range s.rng.IntN(3) {
+		vs = append(vs, s.view())
+	}
+	return vs
+}
+
 // fastBodies are the body types with hand-written codecs, each with a
 // generator of values and the values it must leave to the library.
 var fastBodies = []struct {
 	name    string
 	gen     func(replSource) canonicalBody
-	library []canonicalBody // nil lists (the library writes null)
+	library []canonicalBody // nil lists the library writes as null, empty lists the decoders leave to it
 }{
 	{"ReplicateRequest", func(s replSource) canonicalBody { return s.request() }, []canonicalBody{
 		&ReplicateRequest{},
@@ -150,6 +193,16 @@ var fastBodies = []struct {
 	{"ReplicateResponse", func(s replSource) canonicalBody { return s.replicateResponse() }, []canonicalBody{&ReplicateResponse{}}},
 	{"EnqueueRequest", func(s replSource) canonicalBody { return s.enqueueRequest() }, []canonicalBody{&EnqueueRequest{W: 2}}},
 	{"EnqueueResponse", func(s replSource) canonicalBody { return s.enqueueResponse() }, []canonicalBody{&EnqueueResponse{}}},
+	{"ClaimRequest", func(s replSource) canonicalBody { return s.claimRequest() }, nil},
+	{"ClaimResponse", func(s replSource) canonicalBody { return &ClaimResponse{Tasks: s.views()} }, []canonicalBody{&ClaimResponse{Tasks: []TaskView{}}}},
+	{"CompleteRequest", func(s replSource) canonicalBody {
+		r := &CompleteRequest{ID: s.id(), Claim: uint32(s.i64()), Seq: maybe(s, uint64(s.i64()))}
+		if s.rng.IntN(2) == 0 {
+			r.Next = s.claimRequest()
+		}
+		return r
+	}, nil},
+	{"CompleteResponse", func(s replSource) canonicalBody { return &CompleteResponse{Acks: int(s.i64()), Next: s.views()} }, nil},
 }
 
 func newBody(v canonicalBody) canonicalBody {
@@ -189,9 +242,6 @@ func TestFastCodecsMatchLibrary(t *testing.T) {
 				}
 			}
 			for _, v := range fb.library {
-				if _, ok := v.appendCBOR(nil); ok {
-					t.Fatalf("%+v: hand encoder took a value it must leave to the library", v)
-				}
 				var buf bytes.Buffer
 				if err := appendBody(&buf, v); err != nil {
 					t.Fatal(err)
@@ -228,7 +278,7 @@ func FuzzFastDecode(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		zero := fastBodies[int(data[0])%len(fastBodies)].library[0]
+		zero := fastBodies[int(data[0])%len(fastBodies)].gen(replSource{rand.New(rand.NewPCG(1, 1))})
 		data = data[1:]
 		lib := newBody(zero)
 		libErr := cborDec.Unmarshal(data, lib)
@@ -254,6 +304,8 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &RecordMsg{}: 7, &UpdateMsg{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		&EnqueueRequest{}: 2, &EnqueueTask{}: 10, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
+		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
+		&TaskView{}: 16, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 5,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (fastcodec.go) knows %d", v, n, fields)
