@@ -79,9 +79,10 @@ func uintField(b []byte, key byte, v uint64) []byte {
 
 func stringField(b []byte, key byte, s string) []byte { return appendString(append(b, key), s) }
 
-// count returns how many of present are true: the size of a map whose
-// omitempty fields may be left out.
-func count(present ...bool) uint64 {
+// CountPresent returns how many of present are true: the size of a map
+// whose omitempty fields may be left out. The wire package's encoders
+// use it too.
+func CountPresent(present ...bool) uint64 {
 	n := uint64(0)
 	for _, p := range present {
 		if p {
@@ -93,7 +94,7 @@ func count(present ...bool) uint64 {
 
 // AppendCBOR appends sp's deterministic CBOR encoding to b.
 func (sp *Spec) AppendCBOR(b []byte) []byte {
-	b = AppendCBORHead(b, cborMap, count(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
+	b = AppendCBORHead(b, cborMap, CountPresent(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
 		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0))
 	b = append(b, 1)
 	b = appendID(b, sp.ID)
@@ -130,13 +131,13 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 
 // AppendCBOR appends st's deterministic CBOR encoding to b.
 func (st *State) AppendCBOR(b []byte) []byte {
-	b = AppendCBORHead(b, cborMap, count(len(st.Claims) > 0, len(st.Releases) > 0, st.Completion != nil,
+	b = AppendCBORHead(b, cborMap, CountPresent(len(st.Claims) > 0, len(st.Releases) > 0, st.Completion != nil,
 		len(st.DepsDone) > 0, st.RequeueBase != 0))
 	if len(st.Claims) > 0 {
 		b = append(b, 1)
 		b = AppendCBORHead(b, cborArray, uint64(len(st.Claims)))
 		for _, c := range st.Claims {
-			b = AppendCBORHead(b, cborMap, count(true, true, true, c.Epoch != 0))
+			b = AppendCBORHead(b, cborMap, CountPresent(true, true, true, c.Epoch != 0))
 			b = uintField(b, 1, uint64(c.Index))
 			b = intField(b, 2, c.Start)
 			b = intField(b, 3, c.End)
@@ -149,7 +150,7 @@ func (st *State) AppendCBOR(b []byte) []byte {
 		b = append(b, 2)
 		b = AppendCBORHead(b, cborArray, uint64(len(st.Releases)))
 		for _, r := range st.Releases {
-			b = AppendCBORHead(b, cborMap, count(true, true, r.Snooze, r.Until != 0, r.Reason != ""))
+			b = AppendCBORHead(b, cborMap, CountPresent(true, true, r.Snooze, r.Until != 0, r.Reason != ""))
 			b = uintField(b, 1, uint64(r.Claim))
 			b = intField(b, 2, r.At)
 			if r.Snooze {

@@ -82,12 +82,7 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 }
 
 func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
-	n := byte(1)
-	for _, present := range [...]bool{m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil} {
-		if present {
-			n++
-		}
-	}
+	n := presentCount(true, m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil)
 	b = append(b, cborMajorMap|n, 1)
 	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
 	b = append(b, m.ID[:]...)
@@ -204,25 +199,13 @@ func (m *ReplicateResponse) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|1, 1)
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Results)))
 	for _, res := range m.Results {
-		n := byte(0)
-		for _, present := range [...]bool{res.Code != CodeOK, res.Err != "", len(res.Records) > 0} {
-			if present {
-				n++
-			}
-		}
+		n := presentCount(res.Code != CodeOK, res.Err != "", len(res.Records) > 0)
 		b = appendResult(append(b, cborMajorMap|n), res.Code, res.Err)
 		if len(res.Records) > 0 {
 			b = append(b, 3)
 			b = task.AppendCBORHead(b, cborMajorArray, uint64(len(res.Records)))
 			for _, rr := range res.Records {
-				n := byte(0)
-				if rr.Code != CodeOK {
-					n++
-				}
-				if rr.Err != "" {
-					n++
-				}
-				b = appendResult(append(b, cborMajorMap|n), rr.Code, rr.Err)
+				b = appendResult(append(b, cborMajorMap|presentCount(rr.Code != CodeOK, rr.Err != "")), rr.Code, rr.Err)
 			}
 		}
 	}
@@ -294,13 +277,8 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Tasks)))
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
-		n := byte(1)
-		for _, present := range [...]bool{t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
-			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID} {
-			if present {
-				n++
-			}
-		}
+		n := presentCount(true, t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
+			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID)
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
 			b = task.AppendCBORHead(append(b, 1), cborMajorBytes, task.IDLen)
@@ -452,15 +430,7 @@ func listHead(b []byte, n int, isNil bool) []byte {
 }
 
 // presentCount counts the fields of a map that are written.
-func presentCount(present ...bool) byte {
-	n := byte(0)
-	for _, p := range present {
-		if p {
-			n++
-		}
-	}
-	return n
-}
+func presentCount(present ...bool) byte { return byte(task.CountPresent(present...)) }
 
 func (m *ClaimRequest) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|presentCount(true, m.TTLMs != 0, m.Count != 0, m.WaitMs != 0))
