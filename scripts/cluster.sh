@@ -59,7 +59,10 @@ procs() {
 	fi
 	local p=${SKULD_CLUSTER_PROCS:-}
 	if [ -z "$p" ]; then
-		p=$(($(nproc) / $(size)))
+		local n
+		n=$(size)
+		[ "$n" -ge 1 ] || n=1 # restart in a folder that never saw `up`
+		p=$(($(nproc) / n))
 		[ "$p" -ge 1 ] || p=1
 	fi
 	[ "$p" = 0 ] || echo "$p"
