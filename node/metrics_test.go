@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/skuldd/skuldd/node/nodetest"
 	"github.com/skuldd/skuldd/wire"
@@ -150,17 +151,26 @@ func TestClusterReplicationMetrics(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	var requests, items, records, failed float64
-	for i := range 3 {
-		after := metricValues(t, c, i)
-		d := func(name string) float64 { return after[name] - before[i][name] }
-		requests += d("skuldd_replication_requests_total")
-		items += d("skuldd_replication_items_total")
-		records += d("skuldd_replication_records_total")
-		failed += d("skuldd_replication_failed_total")
-	}
 	// Each enqueue ships its task to the two followers; anti-entropy and
-	// dependency notices may add a few items, never fewer.
+	// dependency notices may add a few items, never fewer. A write is
+	// acknowledged once one follower has it (W=2), so the last items to
+	// the other follower may still be on their way: wait for them.
+	var requests, items, records, failed float64
+	for deadline := time.Now().Add(clusterWait); ; {
+		requests, items, records, failed = 0, 0, 0, 0
+		for i := range 3 {
+			after := metricValues(t, c, i)
+			d := func(name string) float64 { return after[name] - before[i][name] }
+			requests += d("skuldd_replication_requests_total")
+			items += d("skuldd_replication_items_total")
+			records += d("skuldd_replication_records_total")
+			failed += d("skuldd_replication_failed_total")
+		}
+		if items >= 2*writers*each || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if items < 2*writers*each {
 		t.Errorf("replication items %v, want at least %d (two per write)", items, 2*writers*each)
 	}

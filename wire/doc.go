@@ -1,7 +1,9 @@
 // Package wire owns everything that crosses the network: the frame format
 // (a 4-byte big-endian length, then a CBOR envelope with integer keys and a
 // protocol version), the CBOR encoding and decoding modes with their limits,
-// the API messages (api.go), the error-code table (errors.go), and the QUIC
+// hand-written codecs for the bodies sent most under load (fastcodec.go,
+// held to the library's bytes and values by differential tests), the API
+// messages (api.go), the error-code table (errors.go), and the QUIC
 // transport: a server that dispatches tagged requests to a Handler, and a
 // client Conn that multiplexes tagged requests over a few long-lived
 // streams.
