@@ -187,8 +187,11 @@ func (st *State) AppendCBOR(b []byte) []byte {
 // strings (the library decodes those to empty non-nil slices, a
 // distinction not worth mirroring). Any other input sets Bad, and the
 // caller decodes the bytes with the library instead, so a reader that
-// succeeds must give the library's result; TestCBORReaderMatchesLibrary
-// and the wire package's FuzzReplicateDecode hold it to that.
+// succeeds must give the library's result; TestAppendCBORMatchesLibrary,
+// FuzzCBORReader and the wire package's FuzzFastDecode hold it to that.
+//
+// It does not check the library's limits (nesting, array and map sizes):
+// callers run the library's Wellformed over the input first.
 //
 // It never panics and never reads past B, whatever B holds.
 type CBORReader struct {
@@ -196,7 +199,8 @@ type CBORReader struct {
 	Bad bool
 }
 
-// fail marks the input as not in canonical form and returns zero values.
+// fail marks the input as not in canonical form; the reads that follow
+// return zero values.
 func (r *CBORReader) fail() { r.Bad = true; r.B = nil }
 
 // Head reads a head of major type major (top three bits) and returns its
