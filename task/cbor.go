@@ -1,6 +1,9 @@
 package task
 
-import "unicode/utf8"
+import (
+	"math"
+	"unicode/utf8"
+)
 
 // Hand-written CBOR encoders for Spec and State, the two values every
 // write encodes (the store keeps them, and anti-entropy hashes them).
@@ -43,27 +46,31 @@ func AppendCBORHead(b []byte, major byte, v uint64) []byte {
 	return append(b, major|27, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
 
-func appendInt(b []byte, v int64) []byte {
+// AppendCBORInt appends an integer in its shortest form.
+func AppendCBORInt(b []byte, v int64) []byte {
 	if v < 0 {
 		return AppendCBORHead(b, cborNeg, uint64(-(v + 1)))
 	}
 	return AppendCBORHead(b, cborUint, uint64(v))
 }
 
-func appendID(b []byte, id ID) []byte {
+// AppendCBORID appends an id as a byte string (its MarshalBinary form).
+func AppendCBORID(b []byte, id ID) []byte {
 	b = AppendCBORHead(b, cborBytes, IDLen)
 	return append(b, id[:]...)
 }
 
-func appendIDs(b []byte, ids []ID) []byte {
+// AppendCBORIDs appends an array of ids.
+func AppendCBORIDs(b []byte, ids []ID) []byte {
 	b = AppendCBORHead(b, cborArray, uint64(len(ids)))
 	for _, id := range ids {
-		b = appendID(b, id)
+		b = AppendCBORID(b, id)
 	}
 	return b
 }
 
-func appendString(b []byte, s string) []byte {
+// AppendCBORText appends a text string.
+func AppendCBORText(b []byte, s string) []byte {
 	b = AppendCBORHead(b, cborText, uint64(len(s)))
 	return append(b, s...)
 }
@@ -71,13 +78,13 @@ func appendString(b []byte, s string) []byte {
 // The field appenders write a map key (a small integer, one byte) and its
 // value.
 
-func intField(b []byte, key byte, v int64) []byte { return appendInt(append(b, key), v) }
+func intField(b []byte, key byte, v int64) []byte { return AppendCBORInt(append(b, key), v) }
 
 func uintField(b []byte, key byte, v uint64) []byte {
 	return AppendCBORHead(append(b, key), cborUint, v)
 }
 
-func stringField(b []byte, key byte, s string) []byte { return appendString(append(b, key), s) }
+func stringField(b []byte, key byte, s string) []byte { return AppendCBORText(append(b, key), s) }
 
 // CountPresent returns how many of present are true: the size of a map
 // whose omitempty fields may be left out. The wire package's encoders
@@ -97,14 +104,14 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 	b = AppendCBORHead(b, cborMap, CountPresent(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
 		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0))
 	b = append(b, 1)
-	b = appendID(b, sp.ID)
+	b = AppendCBORID(b, sp.ID)
 	b = stringField(b, 2, sp.Queue)
 	if sp.Priority != 0 {
 		b = intField(b, 3, int64(sp.Priority))
 	}
 	if len(sp.Deps) > 0 {
 		b = append(b, 4)
-		b = appendIDs(b, sp.Deps)
+		b = AppendCBORIDs(b, sp.Deps)
 	}
 	if sp.NotBefore != 0 {
 		b = intField(b, 5, sp.NotBefore)
@@ -173,7 +180,7 @@ func (st *State) AppendCBOR(b []byte) []byte {
 	}
 	if len(st.DepsDone) > 0 {
 		b = append(b, 4)
-		b = appendIDs(b, st.DepsDone)
+		b = AppendCBORIDs(b, st.DepsDone)
 	}
 	if st.RequeueBase != 0 {
 		b = uintField(b, 5, uint64(st.RequeueBase))
@@ -392,26 +399,27 @@ func (r *CBORReader) ID() ID {
 
 // IDs reads a non-empty array of ids.
 func (r *CBORReader) IDs() []ID {
+	return ReadList(r, func(id *ID, r *CBORReader) { *id = r.ID() })
+}
+
+// ReadList reads a non-empty array, each element with read.
+func ReadList[T any](r *CBORReader, read func(*T, *CBORReader)) []T {
 	n := r.Len(cborArray)
 	if r.Bad {
 		return nil
 	}
-	ids := make([]ID, n)
-	for i := range ids {
-		ids[i] = r.ID()
+	list := make([]T, n)
+	for i := range list {
+		read(&list[i], r)
 	}
-	return ids
+	return list
 }
 
-// Integer bounds of the fields.
-const (
-	maxInt32  = 1<<31 - 1
-	minInt32  = -1 << 31
-	maxUint32 = 1<<32 - 1
-	maxInt64  = 1<<63 - 1
-	minInt64  = -1 << 63
-	maxUint64 = 1<<64 - 1
-)
+// Int32, Int64, Uint32 and Uint64 read an integer of that Go type.
+func (r *CBORReader) Int32() int32   { return int32(r.Int(math.MinInt32, math.MaxInt32)) }
+func (r *CBORReader) Int64() int64   { return r.Int(math.MinInt64, math.MaxInt64) }
+func (r *CBORReader) Uint32() uint32 { return uint32(r.Uint(math.MaxUint32)) }
+func (r *CBORReader) Uint64() uint64 { return r.Uint(math.MaxUint64) }
 
 // DecodeCBOR reads a spec in the form AppendCBOR writes into sp, which
 // must be the zero Spec.
@@ -423,19 +431,19 @@ func (sp *Spec) DecodeCBOR(r *CBORReader) {
 		case 2:
 			sp.Queue = r.Text()
 		case 3:
-			sp.Priority = int32(r.Int(minInt32, maxInt32))
+			sp.Priority = r.Int32()
 		case 4:
 			sp.Deps = r.IDs()
 		case 5:
-			sp.NotBefore = r.Int(minInt64, maxInt64)
+			sp.NotBefore = r.Int64()
 		case 6:
 			sp.Group = r.Text()
 		case 7:
 			sp.Description = r.Text()
 		case 8:
-			sp.MaxAttempts = uint32(r.Uint(maxUint32))
+			sp.MaxAttempts = r.Uint32()
 		case 9:
-			sp.EnqueuedAt = r.Int(minInt64, maxInt64)
+			sp.EnqueuedAt = r.Int64()
 		case 10:
 			sp.Data = r.Bytes()
 		}
@@ -448,15 +456,9 @@ func (st *State) DecodeCBOR(r *CBORReader) {
 	r.Fields(5, func(k uint64) {
 		switch k {
 		case 1:
-			st.Claims = make([]Claim, r.Len(cborArray))
-			for i := range st.Claims {
-				st.Claims[i].decodeCBOR(r)
-			}
+			st.Claims = ReadList(r, (*Claim).decodeCBOR)
 		case 2:
-			st.Releases = make([]Release, r.Len(cborArray))
-			for i := range st.Releases {
-				st.Releases[i].decodeCBOR(r)
-			}
+			st.Releases = ReadList(r, (*Release).decodeCBOR)
 		case 3:
 			c := new(Completion)
 			c.decodeCBOR(r)
@@ -464,7 +466,7 @@ func (st *State) DecodeCBOR(r *CBORReader) {
 		case 4:
 			st.DepsDone = r.IDs()
 		case 5:
-			st.RequeueBase = uint32(r.Uint(maxUint32))
+			st.RequeueBase = r.Uint32()
 		}
 	})
 }
@@ -473,13 +475,13 @@ func (c *Claim) decodeCBOR(r *CBORReader) {
 	r.Fields(4, func(k uint64) {
 		switch k {
 		case 1:
-			c.Index = uint32(r.Uint(maxUint32))
+			c.Index = r.Uint32()
 		case 2:
-			c.Start = r.Int(minInt64, maxInt64)
+			c.Start = r.Int64()
 		case 3:
-			c.End = r.Int(minInt64, maxInt64)
+			c.End = r.Int64()
 		case 4:
-			c.Epoch = r.Uint(maxUint64)
+			c.Epoch = r.Uint64()
 		}
 	})
 }
@@ -488,13 +490,13 @@ func (rl *Release) decodeCBOR(r *CBORReader) {
 	r.Fields(5, func(k uint64) {
 		switch k {
 		case 1:
-			rl.Claim = uint32(r.Uint(maxUint32))
+			rl.Claim = r.Uint32()
 		case 2:
-			rl.At = r.Int(minInt64, maxInt64)
+			rl.At = r.Int64()
 		case 3:
 			rl.Snooze = r.Bool()
 		case 4:
-			rl.Until = r.Int(minInt64, maxInt64)
+			rl.Until = r.Int64()
 		case 5:
 			rl.Reason = r.Text()
 		}
@@ -505,11 +507,11 @@ func (c *Completion) decodeCBOR(r *CBORReader) {
 	r.Fields(3, func(k uint64) {
 		switch k {
 		case 1:
-			c.Claim = uint32(r.Uint(maxUint32))
+			c.Claim = r.Uint32()
 		case 2:
-			c.Seq = r.Uint(maxUint64)
+			c.Seq = r.Uint64()
 		case 3:
-			c.At = r.Int(minInt64, maxInt64)
+			c.At = r.Int64()
 		}
 	})
 }

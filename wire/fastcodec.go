@@ -32,27 +32,10 @@ type canonicalBody interface {
 
 // More CBOR major types (see cborMajorMap).
 const (
-	cborMajorNeg   = 1 << 5
 	cborMajorBytes = 2 << 5
 	cborMajorArray = 4 << 5
 	cborTrue       = 0xf5
 )
-
-func appendInt(b []byte, v int64) []byte {
-	if v < 0 {
-		return task.AppendCBORHead(b, cborMajorNeg, uint64(-(v + 1)))
-	}
-	return task.AppendCBORHead(b, cborMajorUint, uint64(v))
-}
-
-func appendIDs(b []byte, ids []task.ID) []byte {
-	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(ids)))
-	for _, id := range ids {
-		b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
-		b = append(b, id[:]...)
-	}
-	return b
-}
 
 func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 	if m.Items == nil {
@@ -84,8 +67,7 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
 	n := presentCount(true, m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil)
 	b = append(b, cborMajorMap|n, 1)
-	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
-	b = append(b, m.ID[:]...)
+	b = task.AppendCBORID(b, m.ID)
 	if m.Spec != nil {
 		b = m.Spec.AppendCBOR(append(b, 2))
 	}
@@ -109,10 +91,10 @@ func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
 		}
 	}
 	if len(m.Dependents) > 0 {
-		b = appendIDs(append(b, 5), m.Dependents)
+		b = task.AppendCBORIDs(append(b, 5), m.Dependents)
 	}
 	if m.Tomb != 0 {
-		b = appendInt(append(b, 6), m.Tomb)
+		b = task.AppendCBORInt(append(b, 6), m.Tomb)
 	}
 	if m.Meta != nil {
 		b = m.Meta.AppendCBOR(append(b, 7))
@@ -124,10 +106,7 @@ func (m *ReplicateRequest) decodeCBOR(b []byte) bool {
 	r := &task.CBORReader{B: b}
 	var out ReplicateRequest
 	r.Fields(1, func(uint64) {
-		out.Items = make([]ReplicateItem, r.Len(cborMajorArray))
-		for i := range out.Items {
-			out.Items[i].decodeCBOR(r)
-		}
+		out.Items = task.ReadList(r, (*ReplicateItem).decodeCBOR)
 	})
 	return finish(r, m, out)
 }
@@ -136,14 +115,11 @@ func (it *ReplicateItem) decodeCBOR(r *task.CBORReader) {
 	r.Fields(3, func(k uint64) {
 		switch k {
 		case 1:
-			it.Part = uint16(r.Uint(1<<16 - 1))
+			it.Part = uint16(r.Uint(math.MaxUint16))
 		case 2:
-			it.Epoch = r.Uint(1<<64 - 1)
+			it.Epoch = r.Uint64()
 		case 3:
-			it.Records = make([]RecordMsg, r.Len(cborMajorArray))
-			for i := range it.Records {
-				it.Records[i].decodeCBOR(r)
-			}
+			it.Records = task.ReadList(r, (*RecordMsg).decodeCBOR)
 		}
 	})
 }
@@ -160,14 +136,11 @@ func (m *RecordMsg) decodeCBOR(r *task.CBORReader) {
 			m.State = new(task.State)
 			m.State.DecodeCBOR(r)
 		case 4:
-			m.Updates = make([]UpdateMsg, r.Len(cborMajorArray))
-			for i := range m.Updates {
-				m.Updates[i].decodeCBOR(r)
-			}
+			m.Updates = task.ReadList(r, (*UpdateMsg).decodeCBOR)
 		case 5:
 			m.Dependents = r.IDs()
 		case 6:
-			m.Tomb = r.Int(-1<<63, 1<<63-1)
+			m.Tomb = r.Int64()
 		case 7:
 			m.Meta = new(task.Spec)
 			m.Meta.DecodeCBOR(r)
@@ -179,17 +152,13 @@ func (u *UpdateMsg) decodeCBOR(r *task.CBORReader) {
 	r.Fields(3, func(k uint64) {
 		switch k {
 		case 1:
-			u.Claim = uint32(r.Uint(1<<32 - 1))
+			u.Claim = r.Uint32()
 		case 2:
-			u.Seq = r.Uint(1<<64 - 1)
+			u.Seq = r.Uint64()
 		case 3:
 			u.Data = r.Bytes()
 		}
 	})
-}
-
-func appendText(b []byte, s string) []byte {
-	return append(task.AppendCBORHead(b, cborMajorText, uint64(len(s))), s...)
 }
 
 func (m *ReplicateResponse) appendCBOR(b []byte) ([]byte, bool) {
@@ -219,7 +188,7 @@ func appendResult(b []byte, code Code, msg string) []byte {
 		b = task.AppendCBORHead(append(b, 1), cborMajorUint, uint64(code))
 	}
 	if msg != "" {
-		b = appendText(append(b, 2), msg)
+		b = task.AppendCBORText(append(b, 2), msg)
 	}
 	return b
 }
@@ -228,30 +197,26 @@ func (m *ReplicateResponse) decodeCBOR(b []byte) bool {
 	r := &task.CBORReader{B: b}
 	var out ReplicateResponse
 	r.Fields(1, func(uint64) {
-		out.Results = make([]ReplicateResult, r.Len(cborMajorArray))
-		for i := range out.Results {
-			res := &out.Results[i]
+		out.Results = task.ReadList(r, func(res *ReplicateResult, r *task.CBORReader) {
 			r.Fields(3, func(k uint64) {
 				switch k {
 				case 1:
-					res.Code = Code(r.Uint(1<<16 - 1))
+					res.Code = Code(r.Uint(math.MaxUint16))
 				case 2:
 					res.Err = r.Text()
 				case 3:
-					res.Records = make([]Result, r.Len(cborMajorArray))
-					for j := range res.Records {
-						rr := &res.Records[j]
+					res.Records = task.ReadList(r, func(rr *Result, r *task.CBORReader) {
 						r.Fields(2, func(k uint64) {
 							if k == 1 {
-								rr.Code = Code(r.Uint(1<<16 - 1))
+								rr.Code = Code(r.Uint(math.MaxUint16))
 							} else {
 								rr.Err = r.Text()
 							}
 						})
-					}
+					})
 				}
 			})
-		}
+		})
 	})
 	return finish(r, m, out)
 }
@@ -281,28 +246,27 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID)
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
-			b = task.AppendCBORHead(append(b, 1), cborMajorBytes, task.IDLen)
-			b = append(b, t.ID[:]...)
+			b = task.AppendCBORID(append(b, 1), *t.ID)
 		}
-		b = appendText(append(b, 2), t.Queue)
+		b = task.AppendCBORText(append(b, 2), t.Queue)
 		if t.Priority != 0 {
-			b = appendInt(append(b, 3), int64(t.Priority))
+			b = task.AppendCBORInt(append(b, 3), int64(t.Priority))
 		}
 		if len(t.Data) > 0 {
 			b = task.AppendCBORHead(append(b, 4), cborMajorBytes, uint64(len(t.Data)))
 			b = append(b, t.Data...)
 		}
 		if len(t.Deps) > 0 {
-			b = appendIDs(append(b, 5), t.Deps)
+			b = task.AppendCBORIDs(append(b, 5), t.Deps)
 		}
 		if t.DelayMs != 0 {
-			b = appendInt(append(b, 6), t.DelayMs)
+			b = task.AppendCBORInt(append(b, 6), t.DelayMs)
 		}
 		if t.Group != "" {
-			b = appendText(append(b, 7), t.Group)
+			b = task.AppendCBORText(append(b, 7), t.Group)
 		}
 		if t.Description != "" {
-			b = appendText(append(b, 8), t.Description)
+			b = task.AppendCBORText(append(b, 8), t.Description)
 		}
 		if t.MaxAttempts != 0 {
 			b = task.AppendCBORHead(append(b, 9), cborMajorUint, uint64(t.MaxAttempts))
@@ -312,7 +276,7 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		}
 	}
 	if m.W != 0 {
-		b = appendInt(append(b, 2), int64(m.W))
+		b = task.AppendCBORInt(append(b, 2), int64(m.W))
 	}
 	return b, true
 }
@@ -325,9 +289,7 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 			out.W = int(r.Int(math.MinInt, math.MaxInt))
 			return
 		}
-		out.Tasks = make([]EnqueueTask, r.Len(cborMajorArray))
-		for i := range out.Tasks {
-			t := &out.Tasks[i]
+		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
 			r.Fields(10, func(k uint64) {
 				switch k {
 				case 1:
@@ -336,24 +298,24 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 				case 2:
 					t.Queue = r.Text()
 				case 3:
-					t.Priority = int32(r.Int(math.MinInt32, math.MaxInt32))
+					t.Priority = r.Int32()
 				case 4:
 					t.Data = r.Bytes()
 				case 5:
 					t.Deps = r.IDs()
 				case 6:
-					t.DelayMs = r.Int(math.MinInt64, math.MaxInt64)
+					t.DelayMs = r.Int64()
 				case 7:
 					t.Group = r.Text()
 				case 8:
 					t.Description = r.Text()
 				case 9:
-					t.MaxAttempts = uint32(r.Uint(math.MaxUint32))
+					t.MaxAttempts = r.Uint32()
 				case 10:
 					t.FreshID = r.Bool()
 				}
 			})
-		}
+		})
 	})
 	return finish(r, m, out)
 }
@@ -366,9 +328,8 @@ func (m *EnqueueResponse) appendCBOR(b []byte) ([]byte, bool) {
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Results)))
 	for _, res := range m.Results {
 		b = append(b, cborMajorMap|2, 1)
-		b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
-		b = append(b, res.ID[:]...)
-		b = appendInt(append(b, 2), int64(res.Acks))
+		b = task.AppendCBORID(b, res.ID)
+		b = task.AppendCBORInt(append(b, 2), int64(res.Acks))
 	}
 	return b, true
 }
@@ -377,9 +338,7 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 	r := &task.CBORReader{B: b}
 	var out EnqueueResponse
 	r.Fields(1, func(uint64) {
-		out.Results = make([]EnqueueResult, r.Len(cborMajorArray))
-		for i := range out.Results {
-			res := &out.Results[i]
+		out.Results = task.ReadList(r, func(res *EnqueueResult, r *task.CBORReader) {
 			r.Fields(2, func(k uint64) {
 				if k == 1 {
 					res.ID = r.ID()
@@ -387,7 +346,7 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 					res.Acks = int(r.Int(math.MinInt, math.MaxInt))
 				}
 			})
-		}
+		})
 	})
 	return finish(r, m, out)
 }
@@ -412,14 +371,6 @@ func readBytes(r *task.CBORReader) []byte {
 	return r.Bytes()
 }
 
-// readLen reads the head of a list that is not omitempty: -1 for null.
-func readLen(r *task.CBORReader) int {
-	if r.Null() {
-		return -1
-	}
-	return r.Len(cborMajorArray)
-}
-
 // listHead appends the head of a list that is not omitempty of n
 // elements, or null when nil.
 func listHead(b []byte, n int, isNil bool) []byte {
@@ -434,15 +385,15 @@ func presentCount(present ...bool) byte { return byte(task.CountPresent(present.
 
 func (m *ClaimRequest) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|presentCount(true, m.TTLMs != 0, m.Count != 0, m.WaitMs != 0))
-	b = appendText(append(b, 1), m.Queue)
+	b = task.AppendCBORText(append(b, 1), m.Queue)
 	if m.TTLMs != 0 {
-		b = appendInt(append(b, 2), m.TTLMs)
+		b = task.AppendCBORInt(append(b, 2), m.TTLMs)
 	}
 	if m.Count != 0 {
-		b = appendInt(append(b, 3), int64(m.Count))
+		b = task.AppendCBORInt(append(b, 3), int64(m.Count))
 	}
 	if m.WaitMs != 0 {
-		b = appendInt(append(b, 4), m.WaitMs)
+		b = task.AppendCBORInt(append(b, 4), m.WaitMs)
 	}
 	return b, true
 }
@@ -453,11 +404,11 @@ func (m *ClaimRequest) read(r *task.CBORReader) {
 		case 1:
 			m.Queue = r.Text()
 		case 2:
-			m.TTLMs = r.Int(math.MinInt64, math.MaxInt64)
+			m.TTLMs = r.Int64()
 		case 3:
 			m.Count = int(r.Int(math.MinInt, math.MaxInt))
 		case 4:
-			m.WaitMs = r.Int(math.MinInt64, math.MaxInt64)
+			m.WaitMs = r.Int64()
 		}
 	})
 }
@@ -471,8 +422,7 @@ func (m *ClaimRequest) decodeCBOR(b []byte) bool {
 
 func (m *CompleteRequest) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|presentCount(true, true, m.Seq != nil, m.Next != nil), 1)
-	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
-	b = append(b, m.ID[:]...)
+	b = task.AppendCBORID(b, m.ID)
 	b = task.AppendCBORHead(append(b, 2), cborMajorUint, uint64(m.Claim))
 	if m.Seq != nil {
 		b = task.AppendCBORHead(append(b, 3), cborMajorUint, *m.Seq)
@@ -491,9 +441,9 @@ func (m *CompleteRequest) decodeCBOR(b []byte) bool {
 		case 1:
 			out.ID = r.ID()
 		case 2:
-			out.Claim = uint32(r.Uint(math.MaxUint32))
+			out.Claim = r.Uint32()
 		case 3:
-			seq := r.Uint(math.MaxUint64)
+			seq := r.Uint64()
 			out.Seq = &seq
 		case 4:
 			out.Next = new(ClaimRequest)
@@ -511,13 +461,17 @@ func (m *ClaimResponse) appendCBOR(b []byte) ([]byte, bool) {
 func (m *ClaimResponse) decodeCBOR(b []byte) bool {
 	r := &task.CBORReader{B: b}
 	var out ClaimResponse
-	r.Fields(1, func(uint64) { out.Tasks = readViews(r, readLen(r)) })
+	r.Fields(1, func(uint64) {
+		if !r.Null() {
+			out.Tasks = task.ReadList(r, (*TaskView).read)
+		}
+	})
 	return finish(r, m, out)
 }
 
 func (m *CompleteResponse) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|presentCount(true, len(m.Next) > 0), 1)
-	b = appendInt(b, int64(m.Acks))
+	b = task.AppendCBORInt(b, int64(m.Acks))
 	if len(m.Next) > 0 {
 		b = appendViews(append(b, 2), m.Next, false)
 	}
@@ -531,7 +485,7 @@ func (m *CompleteResponse) decodeCBOR(b []byte) bool {
 		if k == 1 {
 			out.Acks = int(r.Int(math.MinInt, math.MaxInt))
 		} else {
-			out.Next = readViews(r, r.Len(cborMajorArray))
+			out.Next = task.ReadList(r, (*TaskView).read)
 		}
 	})
 	return finish(r, m, out)
@@ -545,32 +499,19 @@ func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
 	return b
 }
 
-// readViews reads n task views (none, nil, for n = -1).
-func readViews(r *task.CBORReader, n int) []TaskView {
-	if n < 0 {
-		return nil
-	}
-	vs := make([]TaskView, n)
-	for i := range vs {
-		vs[i].read(r)
-	}
-	return vs
-}
-
 func (v *TaskView) appendCBOR(b []byte) []byte {
 	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
 		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0), 1)
-	b = task.AppendCBORHead(b, cborMajorBytes, task.IDLen)
-	b = append(b, v.ID[:]...)
-	b = appendText(append(b, 2), v.Queue)
-	b = appendInt(append(b, 3), int64(v.Priority))
+	b = task.AppendCBORID(b, v.ID)
+	b = task.AppendCBORText(append(b, 2), v.Queue)
+	b = task.AppendCBORInt(append(b, 3), int64(v.Priority))
 	b = appendBytes(append(b, 4), v.Data)
 	if v.Deps == nil {
 		b = append(b, 5, cborNull)
 	} else {
-		b = appendIDs(append(b, 5), v.Deps)
+		b = task.AppendCBORIDs(append(b, 5), v.Deps)
 	}
-	b = appendText(append(b, 6), v.State)
+	b = task.AppendCBORText(append(b, 6), v.State)
 	if v.Claim != nil {
 		b = task.AppendCBORHead(append(b, 7), cborMajorUint, uint64(*v.Claim))
 	}
@@ -578,10 +519,10 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 	for _, c := range v.Claims {
 		b = append(b, cborMajorMap|presentCount(true, true, true, c.Completed != nil, c.Epoch != 0), 1)
 		b = task.AppendCBORHead(b, cborMajorUint, uint64(c.Claim))
-		b = appendInt(append(b, 2), c.Start)
-		b = appendInt(append(b, 3), c.End)
+		b = task.AppendCBORInt(append(b, 2), c.Start)
+		b = task.AppendCBORInt(append(b, 3), c.End)
 		if c.Completed != nil {
-			b = appendInt(append(b, 4), *c.Completed)
+			b = task.AppendCBORInt(append(b, 4), *c.Completed)
 		}
 		if c.Epoch != 0 {
 			b = task.AppendCBORHead(append(b, 5), cborMajorUint, c.Epoch)
@@ -595,31 +536,31 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 		b = appendBytes(append(b, 3), u.Data)
 	}
 	if v.Group != "" {
-		b = appendText(append(b, 10), v.Group)
+		b = task.AppendCBORText(append(b, 10), v.Group)
 	}
 	if v.Description != "" {
-		b = appendText(append(b, 11), v.Description)
+		b = task.AppendCBORText(append(b, 11), v.Description)
 	}
 	b = task.AppendCBORHead(append(b, 12), cborMajorUint, uint64(v.MaxAttempts))
 	b = task.AppendCBORHead(append(b, 13), cborMajorUint, uint64(v.Attempts))
 	if v.NotBefore != 0 {
-		b = appendInt(append(b, 14), v.NotBefore)
+		b = task.AppendCBORInt(append(b, 14), v.NotBefore)
 	}
-	b = appendInt(append(b, 15), v.EnqueuedAt)
+	b = task.AppendCBORInt(append(b, 15), v.EnqueuedAt)
 	if len(v.Failures) > 0 {
 		b = task.AppendCBORHead(append(b, 16), cborMajorArray, uint64(len(v.Failures)))
 		for _, f := range v.Failures {
 			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0), 1)
 			b = task.AppendCBORHead(b, cborMajorUint, uint64(f.Claim))
-			b = appendInt(append(b, 2), f.At)
+			b = task.AppendCBORInt(append(b, 2), f.At)
 			if f.Reason != "" {
-				b = appendText(append(b, 3), f.Reason)
+				b = task.AppendCBORText(append(b, 3), f.Reason)
 			}
 			if f.Snooze {
 				b = append(b, 4, cborTrue)
 			}
 			if f.Until != 0 {
-				b = appendInt(append(b, 5), f.Until)
+				b = task.AppendCBORInt(append(b, 5), f.Until)
 			}
 		}
 	}
@@ -634,7 +575,7 @@ func (v *TaskView) read(r *task.CBORReader) {
 		case 2:
 			v.Queue = r.Text()
 		case 3:
-			v.Priority = int32(r.Int(math.MinInt32, math.MaxInt32))
+			v.Priority = r.Int32()
 		case 4:
 			v.Data = readBytes(r)
 		case 5:
@@ -644,49 +585,41 @@ func (v *TaskView) read(r *task.CBORReader) {
 		case 6:
 			v.State = r.Text()
 		case 7:
-			c := uint32(r.Uint(math.MaxUint32))
+			c := r.Uint32()
 			v.Claim = &c
 		case 8:
-			if n := readLen(r); n >= 0 {
-				v.Claims = make([]ClaimView, n)
-				for i := range v.Claims {
-					v.Claims[i].read(r)
-				}
+			if !r.Null() {
+				v.Claims = task.ReadList(r, (*ClaimView).read)
 			}
 		case 9:
-			if n := readLen(r); n >= 0 {
-				v.Updates = make([]UpdateView, n)
-				for i := range v.Updates {
-					u := &v.Updates[i]
+			if !r.Null() {
+				v.Updates = task.ReadList(r, func(u *UpdateView, r *task.CBORReader) {
 					r.Fields(3, func(k uint64) {
 						switch k {
 						case 1:
-							u.Claim = uint32(r.Uint(math.MaxUint32))
+							u.Claim = r.Uint32()
 						case 2:
-							u.Seq = r.Uint(math.MaxUint64)
+							u.Seq = r.Uint64()
 						case 3:
 							u.Data = readBytes(r)
 						}
 					})
-				}
+				})
 			}
 		case 10:
 			v.Group = r.Text()
 		case 11:
 			v.Description = r.Text()
 		case 12:
-			v.MaxAttempts = uint32(r.Uint(math.MaxUint32))
+			v.MaxAttempts = r.Uint32()
 		case 13:
-			v.Attempts = uint32(r.Uint(math.MaxUint32))
+			v.Attempts = r.Uint32()
 		case 14:
-			v.NotBefore = r.Int(math.MinInt64, math.MaxInt64)
+			v.NotBefore = r.Int64()
 		case 15:
-			v.EnqueuedAt = r.Int(math.MinInt64, math.MaxInt64)
+			v.EnqueuedAt = r.Int64()
 		case 16:
-			v.Failures = make([]FailureView, r.Len(cborMajorArray))
-			for i := range v.Failures {
-				v.Failures[i].read(r)
-			}
+			v.Failures = task.ReadList(r, (*FailureView).read)
 		}
 	})
 }
@@ -695,16 +628,16 @@ func (c *ClaimView) read(r *task.CBORReader) {
 	r.Fields(5, func(k uint64) {
 		switch k {
 		case 1:
-			c.Claim = uint32(r.Uint(math.MaxUint32))
+			c.Claim = r.Uint32()
 		case 2:
-			c.Start = r.Int(math.MinInt64, math.MaxInt64)
+			c.Start = r.Int64()
 		case 3:
-			c.End = r.Int(math.MinInt64, math.MaxInt64)
+			c.End = r.Int64()
 		case 4:
-			t := r.Int(math.MinInt64, math.MaxInt64)
+			t := r.Int64()
 			c.Completed = &t
 		case 5:
-			c.Epoch = r.Uint(math.MaxUint64)
+			c.Epoch = r.Uint64()
 		}
 	})
 }
@@ -713,15 +646,15 @@ func (f *FailureView) read(r *task.CBORReader) {
 	r.Fields(5, func(k uint64) {
 		switch k {
 		case 1:
-			f.Claim = uint32(r.Uint(math.MaxUint32))
+			f.Claim = r.Uint32()
 		case 2:
-			f.At = r.Int(math.MinInt64, math.MaxInt64)
+			f.At = r.Int64()
 		case 3:
 			f.Reason = r.Text()
 		case 4:
 			f.Snooze = r.Bool()
 		case 5:
-			f.Until = r.Int(math.MinInt64, math.MaxInt64)
+			f.Until = r.Int64()
 		}
 	})
 }
