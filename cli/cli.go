@@ -100,6 +100,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.BoolFlag{Name: "exit-on-drift", EnvVars: envName("exit-on-drift"), Usage: "exit (status 1) when this node's clock drifts, instead of standing by"},
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
+			&ucli.IntFlag{Name: "claim-cache-mb", Value: int(d.FreshSpecBytes >> 20), EnvVars: envName("claim-cache-mb"), Usage: "memory (MiB) for the payloads of fresh ready tasks, so that claiming them reads nothing from disk (0: none)"},
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
 			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
 			&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "file holding the cluster secret (at least 16 bytes): peers and clients must prove it"},
@@ -167,6 +168,7 @@ func runNode(c *ucli.Context) error {
 	cfg.GCInterval = c.Duration("gc-interval")
 	cfg.TombstoneHorizon = c.Generic("tombstone-horizon").(*days).d
 	cfg.MaxPayload = c.Int("max-payload")
+	cfg.FreshSpecBytes = int64(c.Int("claim-cache-mb")) << 20
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")
 	cfg.Advertise = c.String("advertise")

@@ -69,6 +69,12 @@ type Config struct {
 	ClaimOrderSlack time.Duration
 	// MaxBatch bounds the tasks in one enqueue and the count of one claim.
 	MaxBatch int
+	// FreshSpecBytes is the memory, across this node's partitions, for
+	// the full specs of ready tasks the node enqueued as their leader and
+	// has not granted yet, so a claim of fresh work reads no store
+	// (partition.Config.FreshSpecBytes). Each partition gets an equal
+	// share. 0 keeps none.
+	FreshSpecBytes int64
 	// DefaultMaxAttempts applies to tasks enqueued without max_attempts.
 	DefaultMaxAttempts uint32
 	// RetryBase and RetryMax shape the default backoff after a fail
@@ -172,6 +178,7 @@ func DefaultConfig() Config {
 		MaxDelay:           365 * 24 * time.Hour,
 		ClaimOrderSlack:    time.Second,
 		MaxBatch:           10000,
+		FreshSpecBytes:     64 << 20,
 		DefaultMaxAttempts: 10,
 		RetryBase:          time.Second,
 		RetryMax:           10 * time.Minute,
@@ -226,6 +233,7 @@ func (c *Config) Validate() error {
 	check(c.MaxWait >= 0, "max wait %v is negative", c.MaxWait)
 	check(c.MaxDelay > 0, "max delay %v must be positive", c.MaxDelay)
 	check(c.MaxBatch >= 1, "max batch %d must be positive", c.MaxBatch)
+	check(c.FreshSpecBytes >= 0, "fresh spec cache %d bytes is negative", c.FreshSpecBytes)
 	check(c.ClaimOrderSlack >= 0, "claim order slack %v is negative", c.ClaimOrderSlack)
 	check(c.DefaultMaxAttempts >= 1, "default max attempts must be at least 1")
 	check(c.RetryBase > 0 && c.RetryBase <= c.RetryMax, "retry base %v must be in (0, retry max %v]", c.RetryBase, c.RetryMax)

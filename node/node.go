@@ -453,6 +453,8 @@ func (n *Node) loadPartitions() error {
 			Logger:     n.log,
 			OnHead:     n.heads.set,
 			OnTimer:    n.noteTimer,
+			// Only the partitions this node leads fill their share.
+			FreshSpecBytes: n.cfg.FreshSpecBytes / int64(n.cfg.Partitions),
 		})
 	}
 	now := clock.UnixMilli(n.clock)

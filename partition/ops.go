@@ -97,11 +97,18 @@ func (r *Replica) reserve(queue string, accept func(Head) bool) (id task.ID, ok 
 // stopped being claimable since Reserve, for instance because an expired
 // but not superseded claim completed it.
 func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pending, error) {
-	// The spec is immutable: read it, with its payload, before taking the
-	// lock, so concurrent claims of one partition overlap their lookups.
-	sp, err := r.cfg.Store.FullSpec(r.cfg.Part, id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sp := r.fresh.take(id)
+	var err error
+	if sp == nil {
+		// The spec is immutable: read it, with its payload, without the
+		// lock, so concurrent claims of one partition overlap their
+		// lookups.
+		r.mu.Unlock()
+		sp, err = r.cfg.Store.FullSpec(r.cfg.Part, id)
+		r.mu.Lock()
+	}
 	e := r.tasks[id]
 	if e == nil || !e.reserved {
 		return nil, nil, nil // completed meanwhile; nothing to put back
@@ -527,6 +534,7 @@ func (r *Replica) unpublishLocked() {
 	}
 	r.epoch = 0
 	r.leading.Store(0)
+	r.fresh.reset() // only a leader grants claims
 	for name := range r.queues {
 		r.cfg.OnHead(r.cfg.Part, name, Head{}, false)
 	}

@@ -51,6 +51,11 @@ type Config struct {
 	// a cluster must use the same shape (peers refuse to compare others).
 	// It must be valid (antientropy.Shape.Validate): Load fails otherwise.
 	TreeShape antientropy.Shape
+	// FreshSpecBytes is the room for the full specs of ready tasks this
+	// replica enqueued while leading and has not granted yet (see
+	// freshSpecs); 0 keeps none, and every claim reads its spec from the
+	// store.
+	FreshSpecBytes int64
 }
 
 // Replica is one partition's replica on this node. Safe for concurrent use.
@@ -92,6 +97,10 @@ type Replica struct {
 	// request asking whether this node leads): written only with mu held,
 	// together with epoch, so the two are always equal.
 	leading atomic.Uint64
+
+	// fresh caches the specs of fresh ready tasks for the claims that
+	// grant them; empty whenever epoch is 0.
+	fresh freshSpecs
 }
 
 // New returns an empty replica; call Load before use.
@@ -109,6 +118,7 @@ func New(cfg Config) *Replica {
 		cfg.TreeShape = antientropy.DefaultConfig().Shape
 	}
 	r := &Replica{
+		fresh:  freshSpecs{max: cfg.FreshSpecBytes},
 		cfg:    cfg,
 		skew:   cfg.SkewBound.Milliseconds(),
 		log:    cfg.Logger.With("partition", cfg.Part),
@@ -191,18 +201,19 @@ func (r *Replica) queueLocked(name string) *queueIndex {
 // insertLocked adds a task the indexes do not hold yet. A ready task that
 // was never claimed (the common case: fresh work) gets no entry, only its
 // place in the ready index, so memory per queued task is the index item;
-// entryLocked materialises the entry when the task is first touched.
-func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
+// entryLocked materialises the entry when the task is first touched. It
+// reports whether the task went in that way: untouched and ready.
+func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouched bool) {
 	q := r.queueLocked(sp.Queue)
 	status, due := task.Derive(sp, st, now, r.skew)
 	if status == task.Completed {
 		q.counts[task.Completed]++
-		return
+		return false
 	}
 	if status == task.Ready && isZeroState(st) {
 		q.counts[task.Ready]++
 		r.pushReadyLocked(q, Head{sp.Priority, sp.ID})
-		return
+		return true
 	}
 	e := &entry{
 		q:           q,
@@ -216,6 +227,7 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) {
 	e.status = status
 	q.counts[status]++
 	r.placeLocked(sp.ID, e, due)
+	return false
 }
 
 // entryLocked returns the entry of task sp, materialising one for a ready
@@ -424,7 +436,10 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 	r.applyTreeLocked(delta)
 	for i := range fresh {
 		if _, ok := r.tasks[fresh[i].Spec.ID]; !ok {
-			r.insertLocked(fresh[i].Spec, &fresh[i].State, now)
+			// A leader's fresh ready task is what its next claims take.
+			if r.insertLocked(fresh[i].Spec, &fresh[i].State, now) && r.epoch > 0 {
+				r.fresh.add(fresh[i].Spec)
+			}
 		}
 	}
 	r.mu.Unlock()
