@@ -118,7 +118,6 @@ func New(cfg Config) *Replica {
 		cfg.TreeShape = antientropy.DefaultConfig().Shape
 	}
 	r := &Replica{
-		fresh:  freshSpecs{max: cfg.FreshSpecBytes},
 		cfg:    cfg,
 		skew:   cfg.SkewBound.Milliseconds(),
 		log:    cfg.Logger.With("partition", cfg.Part),
@@ -126,6 +125,7 @@ func New(cfg Config) *Replica {
 		queues: make(map[string]*queueIndex),
 		timers: btree.NewG(btreeDegree, timerLess),
 		ids:    newIDFilter(),
+		fresh:  freshSpecs{max: cfg.FreshSpecBytes},
 	}
 	if r.tree, r.treeErr = antientropy.NewTree(cfg.TreeShape); r.treeErr != nil {
 		r.treeErr = fmt.Errorf("partition %d: tree shape: %w", cfg.Part, r.treeErr)
