@@ -168,7 +168,11 @@ func runNode(c *ucli.Context) error {
 	cfg.GCInterval = c.Duration("gc-interval")
 	cfg.TombstoneHorizon = c.Generic("tombstone-horizon").(*days).d
 	cfg.MaxPayload = c.Int("max-payload")
-	cfg.FreshSpecBytes = int64(c.Int("claim-cache-mb")) << 20
+	cacheMB := c.Int("claim-cache-mb")
+	if cacheMB < 0 {
+		return usagef("--claim-cache-mb %d: want 0 (no cache) or more", cacheMB)
+	}
+	cfg.FreshSpecBytes = int64(cacheMB) << 20
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")
 	cfg.Advertise = c.String("advertise")
