@@ -1239,3 +1239,30 @@ func TestCtlGC(t *testing.T) {
 		t.Errorf("skuldd --retention 7x: %v, %q; want exit 2 naming the flag", err, out)
 	}
 }
+
+// TestBadNodeFlags: a node flag with a value out of range stops the
+// daemon before it opens anything, with an exit status saying whose fault
+// it is (2: the invocation) and a message naming the flag or setting.
+func TestBadNodeFlags(t *testing.T) {
+	bin := skulddBin(t)
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--claim-cache-mb", "-1"}, 2, "--claim-cache-mb"},
+		{[]string{"--wal-min-sync-interval", "-1ms"}, 2, "--wal-min-sync-interval"},
+		{[]string{"--wal-min-sync-interval", "2s"}, 2, "WAL min sync interval"},
+	}
+	for _, tc := range tests {
+		dir := t.TempDir()
+		out, err := exec.Command(bin, append(tc.args, "--data-dir", dir)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("skuldd %s: %v, %q; want exit %d naming %q", strings.Join(tc.args, " "), err, out, tc.code, tc.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("skuldd %s wrote %d entries into its data dir", strings.Join(tc.args, " "), len(entries))
+		}
+	}
+}

@@ -101,6 +101,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
 			&ucli.IntFlag{Name: "claim-cache-mb", Value: int(d.FreshSpecBytes >> 20), EnvVars: envName("claim-cache-mb"), Usage: "memory (MiB) for the payloads of fresh ready tasks, so that claiming them reads nothing from disk (0: none)"},
+			&ucli.DurationFlag{Name: "wal-min-sync-interval", Value: d.WALMinSyncInterval, EnvVars: envName("wal-min-sync-interval"), Usage: "least time between two fsyncs of the write-ahead log: more writes share each fsync, each waits up to this much longer (0: sync at once)"},
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
 			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
 			&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "file holding the cluster secret (at least 16 bytes): peers and clients must prove it"},
@@ -173,6 +174,10 @@ func runNode(c *ucli.Context) error {
 		return usagef("--claim-cache-mb %d: want 0 (no cache) or more", cacheMB)
 	}
 	cfg.FreshSpecBytes = int64(cacheMB) << 20
+	cfg.WALMinSyncInterval = c.Duration("wal-min-sync-interval")
+	if cfg.WALMinSyncInterval < 0 {
+		return usagef("--wal-min-sync-interval %v: want 0 (sync at once) or more", cfg.WALMinSyncInterval)
+	}
 	cfg.Insecure = c.Bool("insecure")
 	cfg.Join = c.StringSlice("join")
 	cfg.Advertise = c.String("advertise")

@@ -75,6 +75,12 @@ type Config struct {
 	// (partition.Config.FreshSpecBytes). Each partition gets an equal
 	// share. 0 keeps none.
 	FreshSpecBytes int64
+	// WALMinSyncInterval is the least time between two fsyncs of the
+	// node's write-ahead log (store.Config.WALMinSyncInterval). 0, the
+	// default, syncs as soon as a write waits. On a disk whose fsyncs cost
+	// much CPU, a millisecond or two lets more writes share each one, for
+	// that much more latency per write.
+	WALMinSyncInterval time.Duration
 	// DefaultMaxAttempts applies to tasks enqueued without max_attempts.
 	DefaultMaxAttempts uint32
 	// RetryBase and RetryMax shape the default backoff after a fail
@@ -213,6 +219,11 @@ func DefaultConfig() Config {
 // lives: enough rounds to reach every replica that is merely slow.
 const minHorizonRounds = 10
 
+// maxWALMinSyncInterval bounds Config.WALMinSyncInterval: every durable
+// write may wait this long for its sync, so more is a typo (2s for 2ms),
+// not a setting.
+const maxWALMinSyncInterval = 100 * time.Millisecond
+
 // maxFramePayload keeps one payload well inside a wire frame.
 const maxFramePayload = 8 << 20
 
@@ -234,6 +245,7 @@ func (c *Config) Validate() error {
 	check(c.MaxDelay > 0, "max delay %v must be positive", c.MaxDelay)
 	check(c.MaxBatch >= 1, "max batch %d must be positive", c.MaxBatch)
 	check(c.FreshSpecBytes >= 0, "fresh spec cache %d bytes is negative", c.FreshSpecBytes)
+	check(c.WALMinSyncInterval >= 0 && c.WALMinSyncInterval <= maxWALMinSyncInterval, "WAL min sync interval %v: want 0..%v", c.WALMinSyncInterval, maxWALMinSyncInterval)
 	check(c.ClaimOrderSlack >= 0, "claim order slack %v is negative", c.ClaimOrderSlack)
 	check(c.DefaultMaxAttempts >= 1, "default max attempts must be at least 1")
 	check(c.RetryBase > 0 && c.RetryBase <= c.RetryMax, "retry base %v must be in (0, retry max %v]", c.RetryBase, c.RetryMax)

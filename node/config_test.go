@@ -55,8 +55,9 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.Partitions = 0
 	c.DefaultTTL = 2 * c.MaxTTL
 	c.TickInterval = 0
+	c.WALMinSyncInterval = -time.Millisecond
 	err := c.Validate()
-	for _, want := range []string{"partitions 0", "default ttl", "tick interval"} {
+	for _, want := range []string{"partitions 0", "default ttl", "tick interval", "WAL min sync interval"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v; want it to mention %q", err, want)
 		}

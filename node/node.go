@@ -262,6 +262,7 @@ func (n *Node) openStore() error {
 	dir := filepath.Join(n.cfg.DataDir, "store")
 	sc := store.DefaultConfig(dir)
 	sc.Logger = n.cfg.Logger
+	sc.WALMinSyncInterval = n.cfg.WALMinSyncInterval
 	s, err := store.Open(sc)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)

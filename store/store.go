@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -55,6 +56,14 @@ type Config struct {
 	// MemTableBytes is the size of one memtable. Larger memtables mean fewer
 	// flushes under enqueue load.
 	MemTableBytes uint64
+	// WALMinSyncInterval is the least time from the end of one sync of the
+	// write-ahead log to the start of the next. 0 (the default) starts a
+	// sync as soon as the previous one ends and a commit waits. A longer
+	// interval lets more commits share each fsync: fewer syncs and less
+	// CPU where syncs are dear (virtual disks), for up to the interval of
+	// latency on every durable write. Commits are never acknowledged
+	// before their sync, whatever the interval.
+	WALMinSyncInterval time.Duration
 	// Logger receives Pebble's log lines.
 	Logger *slog.Logger
 }
@@ -117,6 +126,9 @@ func (s *Store) Lookups() uint64 { return s.lookups.Load() }
 // Open opens (creating if needed) the database in cfg.Dir.
 func Open(cfg Config) (*Store, error) {
 	cfg.fill()
+	if cfg.WALMinSyncInterval < 0 {
+		return nil, fmt.Errorf("store: WAL min sync interval %v is negative", cfg.WALMinSyncInterval)
+	}
 	if cfg.Dir == "" {
 		return nil, errors.New("store: no directory")
 	}
@@ -133,6 +145,9 @@ func Open(cfg Config) (*Store, error) {
 		MemTableStopWritesThreshold: memTableStopWrites,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{cfg.Logger.With("component", "pebble")},
+	}
+	if d := cfg.WALMinSyncInterval; d > 0 {
+		opts.WALMinSyncInterval = func() time.Duration { return d }
 	}
 	// Bloom filters on every level (Pebble's default has none): claims and
 	// gets are point lookups of one task, and without a filter each one

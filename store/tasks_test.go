@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -491,5 +492,30 @@ func TestReopenKeepsData(t *testing.T) {
 	}
 	if m, err := s.NodeMeta(); err != nil || m.NodeID != 7 {
 		t.Errorf("after reopen: NodeMeta = %+v, %v", m, err)
+	}
+}
+
+// TestWALMinSyncInterval: with an interval, a synced commit that follows
+// another waits for it, so n commits in a row take at least n-1
+// intervals (a lower bound: the timer cannot fire early); and a negative
+// interval is refused at Open.
+func TestWALMinSyncInterval(t *testing.T) {
+	const interval, commits = 40 * time.Millisecond, 4
+	s, err := store.Open(store.Config{Dir: "/db", FS: vfs.NewMem(), WALMinSyncInterval: interval, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	// The first sync of the log may come at once; time the ones after it.
+	commit(t, s, func(b *store.Batch) error { return b.PutPromise(0, 1, 1) })
+	began := time.Now()
+	for i := range commits {
+		commit(t, s, func(b *store.Batch) error { return b.PutPromise(0, uint64(i+2), 1) })
+	}
+	if took := time.Since(began); took < (commits-1)*interval {
+		t.Errorf("%d synced commits in a row took %v; want at least %v", commits, took, (commits-1)*interval)
+	}
+	if _, err := store.Open(store.Config{Dir: "/db2", FS: vfs.NewMem(), WALMinSyncInterval: -time.Millisecond}); err == nil {
+		t.Error("a negative WAL min sync interval was accepted")
 	}
 }
