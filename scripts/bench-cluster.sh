@@ -23,8 +23,9 @@
 # nodes get instead. It drives 64 clients on one core without being the
 # bottleneck: one node serves over 30k enqueues/s either way.
 #
-# After each load it prints the CPU the nodes and the load generator
-# used. This machine's speed drifts from run to run (the load generator's
+# Before each load it prints the disk's fsync rate and the CPU an fsync
+# costs (the machine's phase); after it, the CPU the nodes and the load
+# generator used. This machine's speed drifts from run to run (the load generator's
 # own CPU per op varies by up to 1.7x), so compare builds by the ratio of
 # node CPU to load-generator CPU, which stays within a few percent, rather
 # than by ops/s alone; and keep the load generator the same binary across
@@ -65,6 +66,17 @@ load() {
 		printf "cpu: nodes %.1f s, load generator %.1f s, ratio %.2f\n", nodes, gen, nodes / gen }' "$work/time"
 }
 
+# probe: the disk's speed right now, since it sets the phase of this
+# machine (README, Benchmarks): 1,000 appending 4 KiB writes with O_DSYNC
+# (each a write and an fdatasync), timed for the wall and for the CPU
+# they cost, on the filesystem the nodes write to.
+probe() {
+	local TIMEFORMAT="%R %U %S"
+	{ time dd if=/dev/zero of="$work/fsync-probe" bs=4k count=1000 oflag=dsync 2>/dev/null; } 2>"$work/probe"
+	rm -f "$work/fsync-probe"
+	awk '{ printf "disk: %.0f fsyncs/s, %.0f us of CPU each (1000 x 4 KiB, O_DSYNC)\n", 1000 / $1, ($2 + $3) * 1e3 }' "$work/probe"
+}
+
 # placed ADDR: wait until every partition has a cohort of three.
 placed() {
 	for _ in $(seq 1 600); do
@@ -90,6 +102,7 @@ gomaxprocs() {
 echo "== one node, 64 clients"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh up 1 >/dev/null
 echo "GOMAXPROCS per node: $(gomaxprocs "$work/one")"
+probe
 load "$work/one" "127.0.0.1:$((port + 10))"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh down >/dev/null
 
@@ -97,6 +110,7 @@ echo "== three nodes (N=3, W=2), 64 clients over 3 connections, one per node"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
 placed "127.0.0.1:$port"
 echo "GOMAXPROCS per node: $(gomaxprocs "$work/cluster")"
+probe
 addrs="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
 load "$work/cluster" "$addrs"
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
