@@ -114,6 +114,27 @@ func (p *peerPool) dial(addr string, e *peerEntry) {
 	close(e.ready)
 }
 
+// drop closes the connection to addr, if there is one, and forgets it:
+// calls waiting on it fail now instead of at their deadline, and the next
+// get dials again. For a peer gossip declared dead, whose answers will
+// not come (QUIC ignores ICMP, so the connection would otherwise wait out
+// maxIdleTimeout).
+func (p *peerPool) drop(addr string) {
+	p.mu.Lock()
+	e := p.conns[addr]
+	delete(p.conns, addr)
+	p.mu.Unlock()
+	if e == nil {
+		return
+	}
+	go func() {
+		<-e.ready // a dial in progress ends within peerDialTimeout
+		if e.conn != nil {
+			_ = e.conn.Close()
+		}
+	}()
+}
+
 // close closes every connection.
 func (p *peerPool) close() {
 	p.mu.Lock()

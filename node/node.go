@@ -590,11 +590,16 @@ func (n *Node) Close() error {
 	return nil
 }
 
-// Kill stops the node the way a crash looks to its peers: it sends no
-// gossip leave, so they find it dead by probing. (Everything acknowledged
-// is durable either way.) Tests use it for kill -9 in one process.
+// Kill stops the node the way a crash looks to its peers: it goes silent.
+// Its socket closes first, so no gossip leave and no QUIC close reaches
+// them: they find it dead by probing, and requests they sent it wait as
+// they would for a machine that lost power. (Everything acknowledged is
+// durable either way.) Tests use it for kill -9 in one process.
 func (n *Node) Kill() error {
 	n.killed.Store(true)
+	if n.udp != nil {
+		_ = n.udp.Close()
+	}
 	n.shutdown()
 	return nil
 }

@@ -51,12 +51,14 @@ func (n *Node) failoverLoop(ctx context.Context) {
 	var mu sync.Mutex
 	running := map[int]bool{}
 	absentSince := map[uint64]time.Time{}
+	gone := map[uint64]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		n.dropGone(gone)
 		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
 			continue // leaving, or a clock ahead: take nothing over
 		}
@@ -123,6 +125,25 @@ func (n *Node) failoverLoop(ctx context.Context) {
 				}
 			})
 		}
+	}
+}
+
+// dropGone closes the peer connections of the members gossip has newly
+// declared dead or gone (peerPool.drop), so that requests waiting on one
+// (a claim or an enqueue forwarded to a leader that crashed) fail over
+// now rather than at their deadline. gone carries the verdicts from call
+// to call, so each one drops once.
+func (n *Node) dropGone(gone map[uint64]bool) {
+	for _, p := range n.member.Members() {
+		if p.State != member.Dead && p.State != member.Left {
+			delete(gone, p.ID)
+			continue
+		}
+		if !gone[p.ID] && p.Addr != "" {
+			n.log.Info("peer gone: closing its connection", "peer", p.ID, "addr", p.Addr, "state", p.State)
+			n.peers.drop(p.Addr)
+		}
+		gone[p.ID] = true
 	}
 }
 

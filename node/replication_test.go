@@ -847,3 +847,55 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 	finish(idx(b), "deps3", 1) // the coordinator retries while the dep's partition fails over
 	ready(notice, t5)
 }
+
+// TestClusterClaimToCrashedLeaderReturns: a claim that its coordinator
+// forwards to a leader which then crashes returns soon after gossip
+// declares the leader dead, not at the client's deadline: QUIC ignores
+// ICMP, so without dropping the dead peer's connection the forward would
+// wait out the deadline (or the connection's idle timeout).
+func TestClusterClaimToCrashedLeaderReturns(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const victim = 2
+	if !slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == all[victim] }) {
+		t.Skipf("node %d leads no partition: %+v", victim, v.Partitions)
+	}
+	// All the work on the victim's partitions, so node 0 routes claims there.
+	next := idsLedBy(v, all[0])
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	var batch []wire.EnqueueTask
+	for range 20 {
+		id := next(all[victim], time.Now().UnixMilli())
+		batch = append(batch, wire.EnqueueTask{ID: &id, Queue: "crash"})
+	}
+	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	// Wait until node 0 knows (from the leaders' summaries) where the work
+	// is: a claim through it is then forwarded to the victim.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "crash", TTLMs: 60_000})
+		if err != nil || len(r.Tasks) == 0 {
+			return fmt.Errorf("no claim through node 0 yet: %v", err)
+		}
+		return nil
+	})
+
+	c.Kill(victim)
+	const deadline = 30 * time.Second
+	cctx, ccancel := context.WithTimeout(context.Background(), deadline)
+	defer ccancel()
+	began := time.Now()
+	_, err = c.Client(0).Claim(cctx, &wire.ClaimRequest{Queue: "crash", TTLMs: 60_000})
+	took := time.Since(began)
+	if took >= deadline/2 {
+		t.Fatalf("a claim forwarded to the crashed leader returned after %v (%v); want it well before its %v deadline", took, err, deadline)
+	}
+	t.Logf("claim after the crash: %v after %v", err, took.Round(time.Millisecond))
+}
