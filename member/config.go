@@ -95,8 +95,8 @@ type Config struct {
 // crashed node is thus declared dead within about 1.5-2.5 s in a small
 // cluster. Partition-leader failover waits for that verdict, and skuldd
 // promises a successor within 5 s: with memberlist's own LAN timing the
-// first claim a successor served came 3.7-4.7 s after the crash, with this
-// 2.0-2.9 s (BenchmarkFailover). Lifeguard's awareness still stretches the
+// first claim a successor served came 3.9-5.8 s after a silent crash, with
+// this 2.35-3.40 s (BenchmarkFailover). Lifeguard's awareness still stretches the
 // probes and the suspicion on a node that is itself slow, which keeps
 // false verdicts rare. ID, Addr and Net are left for the caller.
 func DefaultConfig() Config {
