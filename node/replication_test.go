@@ -347,6 +347,21 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
 }
 
+// placedThree starts three nodes, waits until every partition has its
+// cohort of three, and returns the cluster, the node ids in index order
+// and node 0's view of the placement.
+func placedThree(t *testing.T) (*nodetest.Cluster, []uint64, *wire.ClusterResponse) {
+	t.Helper()
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, all, v
+}
+
 // partOfForTest mirrors ring.PartitionOf for diagnostics.
 func partOfForTest(id task.ID, p int) uint16 { return ring.PartitionOf(id[:], p) }
 
@@ -622,13 +637,7 @@ func TestClusterReadRepair(t *testing.T) {
 // with the best head in the cluster (leaders' summaries), not to this
 // node's own lower-priority work.
 func TestClusterClaimRouting(t *testing.T) {
-	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	v, err := clusterView(c, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, all, v := placedThree(t)
 	// Low-priority work on node 0's partitions, the high-priority task on
 	// another leader's.
 	var other uint64
@@ -755,13 +764,7 @@ func TestClusterClaimRouting(t *testing.T) {
 // 30s reconcile); the edges reach the dep's cohort, so a leader that takes
 // the dep over after a crash tells the dependents too.
 func TestClusterDepsAcrossLeaders(t *testing.T) {
-	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	v, err := clusterView(c, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, all, v := placedThree(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	next := idsLedBy(v, 99)
@@ -854,13 +857,7 @@ func TestClusterDepsAcrossLeaders(t *testing.T) {
 // ICMP, so without dropping the dead peer's connection the forward would
 // wait out the deadline (or the connection's idle timeout).
 func TestClusterClaimToCrashedLeaderReturns(t *testing.T) {
-	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	v, err := clusterView(c, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, all, v := placedThree(t)
 	const victim = 2
 	if !slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == all[victim] }) {
 		t.Skipf("node %d leads no partition: %+v", victim, v.Partitions)
@@ -892,7 +889,7 @@ func TestClusterClaimToCrashedLeaderReturns(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(context.Background(), deadline)
 	defer ccancel()
 	began := time.Now()
-	_, err = c.Client(0).Claim(cctx, &wire.ClaimRequest{Queue: "crash", TTLMs: 60_000})
+	_, err := c.Client(0).Claim(cctx, &wire.ClaimRequest{Queue: "crash", TTLMs: 60_000})
 	took := time.Since(began)
 	if took >= deadline/2 {
 		t.Fatalf("a claim forwarded to the crashed leader returned after %v (%v); want it well before its %v deadline", took, err, deadline)
