@@ -11,7 +11,9 @@
 # p50/p99/p999, first for one node, then for three nodes with the clients'
 # connections spread over the three. Then the failover figure: the time
 # from a crash of a partition leader to the first claim its successor
-# serves (go test -bench Failover, gossip with production timing).
+# serves (go test -bench Failover, gossip with production timing), and
+# the same through the real binary: kill -9 of a node under 64 clients'
+# enqueue load, until every partition it led has a new leader.
 #
 # Each node runs with the GOMAXPROCS scripts/cluster.sh gives it: the
 # machine's cores shared out among the nodes (one each for three nodes on
@@ -118,3 +120,37 @@ SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
 [ "${SKULD_BENCH_FAILOVER:-1}" = 1 ] || exit 0
 echo "== failover: crash of a partition leader to the first claim its successor serves"
 go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 3x ./node/ | grep -E 'Benchmark|ok'
+
+# The same through the real binary and under load: kill -9 of node 3
+# while 64 clients enqueue through nodes 1 and 2, then the time until
+# node 1's view shows none of node 3's partitions still led by it (each
+# successor has won its handoff and serves).
+echo "== failover under load: kill -9 of a node during 64-client enqueue, until every partition it led has a new leader"
+export SKULD_CLUSTER_DIR=$work/failover # a fresh cluster
+SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
+placed "127.0.0.1:$port"
+victim=$("$SKULD_BIN" ctl --addr "127.0.0.1:$((port + 2))" cluster | grep -o '"self":[0-9]*' | cut -d: -f2)
+GOMAXPROCS=${SKULD_BENCH_CLIENT_PROCS:-1} "${SKULD_BENCH_CLIENT:-$SKULD_BIN}" bench --addr "127.0.0.1:$port,127.0.0.1:$((port + 1))" \
+	-n 10000000 -c 64 --phases enqueue >/dev/null 2>&1 &
+loadpid=$!
+sleep 3
+began=$(date +%s%N)
+SKULD_CLUSTER_PORT=$port scripts/cluster.sh kill 3 >/dev/null
+took=""
+for _ in $(seq 1 600); do
+	out=$("$SKULD_BIN" ctl --addr "127.0.0.1:$port" --timeout 1s cluster 2>/dev/null || true)
+	parts=${out#*\"partitions\":}
+	if [ -n "$out" ] && ! grep -qE "\"leader\":$victim[,}]" <<<"$parts"; then
+		took=$((($(date +%s%N) - began) / 1000000))
+		break
+	fi
+	sleep 0.05
+done
+kill "$loadpid" 2>/dev/null || true
+wait "$loadpid" 2>/dev/null || true
+SKULD_CLUSTER_PORT=$port scripts/cluster.sh down >/dev/null
+if [ -z "$took" ]; then
+	echo "node 3's partitions still had no new leader 30 s after the crash" >&2
+	exit 1
+fi
+echo "every partition node 3 led had a new leader ${took} ms after kill -9"
