@@ -27,12 +27,12 @@
 #
 # Before each load it prints the disk's fsync rate and the CPU an fsync
 # costs (the machine's phase); after it, the CPU the nodes and the load
-# generator used. This machine's speed drifts from run to run (the load generator's
-# own CPU per op varies by up to 1.7x), so compare builds by the ratio of
-# node CPU to load-generator CPU, which stays within a few percent, rather
-# than by ops/s alone; and keep the load generator the same binary across
-# the builds compared (SKULD_BENCH_CLIENT), since a change to the shared
-# wire code makes it cheaper too.
+# generator used. This machine's speed drifts from run to run (the load
+# generator's own CPU per op varies by up to 1.7x), so compare builds by
+# the ratio of node CPU to load-generator CPU, which stays within a few
+# percent, rather than by ops/s alone; and keep the load generator the
+# same binary across the builds compared (SKULD_BENCH_CLIENT), since a
+# change to the shared wire code makes it cheaper too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -137,7 +137,8 @@ sleep 3
 began=$(date +%s%N)
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh kill 3 >/dev/null
 took=""
-for _ in $(seq 1 600); do
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ]; do
 	out=$("$SKULD_BIN" ctl --addr "127.0.0.1:$port" --timeout 1s cluster 2>/dev/null || true)
 	parts=${out#*\"partitions\":}
 	if [ -n "$out" ] && ! grep -qE "\"leader\":$victim[,}]" <<<"$parts"; then
