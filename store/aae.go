@@ -39,8 +39,7 @@ func (v *Snapshot) Close() error {
 
 // TaskIDs calls fn with the id of every task of partition part, in id
 // order, until fn returns false or an error. It walks the keys of the spec
-// range (the specs without payload) and decodes no value: one pass over
-// the partition's smallest per-task range.
+// range, one key per task, and decodes no value.
 func (v *Snapshot) TaskIDs(part uint16, fn func(task.ID) (bool, error)) (err error) {
 	p := partKey(kindSpec, part, 0)
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
@@ -69,9 +68,10 @@ func (v *Snapshot) TaskIDs(part uint16, fn func(task.ID) (bool, error)) (err err
 // it: spec with payload, state, updates, dependents) of each task of ids
 // that partition part holds, in the order of ids, until fn returns false
 // or an error. ids must be strictly increasing; ids the partition does not
-// hold are skipped. It seeks to each id in the payload, state, update and
-// edge ranges (one iterator per range for the whole call): its cost
-// follows len(ids) and their records, not the size of the partition.
+// hold are skipped. It seeks to each id in the spec, state, update and
+// edge ranges, and in the data range for a payload stored apart, with one
+// iterator per range for the whole call: its cost follows len(ids) and
+// their records, not the size of the partition.
 func (v *Snapshot) ExportTasks(part uint16, ids []task.ID, fn func(TaskExport) (bool, error)) (err error) {
 	for i := 1; i < len(ids); i++ {
 		if ids[i-1].Compare(ids[i]) >= 0 {
@@ -86,7 +86,7 @@ func (v *Snapshot) ExportTasks(part uint16, ids []task.ID, fn func(TaskExport) (
 			}
 		}
 	}()
-	for _, kind := range []byte{kindData, kindState, kindUpdate, kindEdge} {
+	for _, kind := range []byte{kindSpec, kindState, kindUpdate, kindEdge, kindData} {
 		p := partKey(kind, part, 0)
 		it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 		if err != nil {
@@ -94,9 +94,9 @@ func (v *Snapshot) ExportTasks(part uint16, ids []task.ID, fn func(TaskExport) (
 		}
 		its = append(its, it)
 	}
-	di, ti, ui, ei := its[0], its[1], its[2], its[3]
+	si, ti, ui, ei, di := its[0], its[1], its[2], its[3], its[4]
 	for _, id := range ids {
-		rec, ok, err := exportTask(part, id, di, ti, ui, ei)
+		rec, ok, err := exportTask(part, id, si, ti, ui, ei, di)
 		if err != nil {
 			return fmt.Errorf("part %d task %s: %w", part, id, err)
 		}
@@ -113,18 +113,13 @@ func (v *Snapshot) ExportTasks(part uint16, ids []task.ID, fn func(TaskExport) (
 
 // exportTask seeks the iterators to task id and reads its whole record;
 // ok is false if the partition does not hold the task.
-func exportTask(part uint16, id task.ID, di, ti, ui, ei *pebble.Iterator) (rec TaskExport, ok bool, err error) {
-	dk := taskKey(kindData, part, id)
-	if !di.SeekGE(dk) || !bytes.Equal(di.Key(), dk) {
-		return TaskExport{}, false, di.Error()
+func exportTask(part uint16, id task.ID, si, ti, ui, ei, di *pebble.Iterator) (rec TaskExport, ok bool, err error) {
+	sk := taskKey(kindSpec, part, id)
+	if !si.SeekGE(sk) || !bytes.Equal(si.Key(), sk) {
+		return TaskExport{}, false, si.Error()
 	}
-	rec.Spec = new(task.Spec)
-	if err := decode(di.Value(), rec.Spec); err != nil {
+	if rec.Spec, err = exportSpec(si.Value(), di, part, id[:]); err != nil {
 		return TaskExport{}, false, err
-	}
-	// Checked after reading, as the spec is checked before writing.
-	if rec.Spec.ID != id {
-		return TaskExport{}, false, fmt.Errorf("%w: data key holds task %s", ErrCorrupt, rec.Spec.ID)
 	}
 	ti.SeekGE(taskKey(kindState, part, id))
 	if err := exportState(ti, id[:], &rec.State); err != nil {

@@ -8,9 +8,9 @@
 // partition as a big-endian uint16, so one partition's data of one kind is a
 // contiguous range (cheap handoff and anti-entropy):
 //
-//	0x01 name                          node meta (identity, format version)
-//	0x10 part id                       task spec, without payload (CBOR)
-//	0x11 part id                       task spec with its payload (CBOR)
+//	0x01 name                          node meta (identity, keyspace layout)
+//	0x10 part id                       task spec, with its payload if small (CBOR; layout.go)
+//	0x11 part id                       task spec with a large payload (CBOR; layout.go)
 //	0x12 part id                       task state, the CRDT (CBOR)
 //	0x13 part id claim(u32) seq(u64)   progress update payload (raw bytes)
 //	0x14 part dep dependent            reverse dependency edge (empty value)
@@ -18,7 +18,8 @@
 //	0x16 part id                       tombstone of a collected task: deletion time (Unix ms, u64)
 //	0x20 ...                           metadata raft log (raftlog.go)
 //
-// Values that are structs are a format-version byte followed by CBOR.
+// Values that are structs are a format-version byte followed by CBOR; a
+// spec stored without its payload starts with its own mark (layout.go).
 //
 // # Durability
 //

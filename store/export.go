@@ -26,8 +26,8 @@ type TaskExport struct {
 // an error. It is the read side of copying a partition to another replica.
 //
 // The records come from one snapshot of the database, read by walking the
-// payload, state and update ranges side by side: one pass over each, no
-// lookup per task. The snapshot pins what it reads until the call returns,
+// spec, state, update and edge ranges side by side: one pass over each, and
+// a seek into the data range only for a payload stored apart. The snapshot pins what it reads until the call returns,
 // so fn must not block for long; a caller streaming to the network reads a
 // bounded chunk, returns false, sends it, and resumes after the last id.
 func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (bool, error)) (err error) {
@@ -44,7 +44,7 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 			err = fmt.Errorf("store: export part %d: %w", part, cerr)
 		}
 	}()
-	for _, kind := range []byte{kindData, kindState, kindUpdate, kindEdge} {
+	for _, kind := range []byte{kindSpec, kindState, kindUpdate, kindEdge, kindData} {
 		it, err := snap.NewIter(&pebble.IterOptions{
 			LowerBound: taskKey(kind, part, from),
 			UpperBound: prefixEnd(partKey(kind, part, 0)),
@@ -55,22 +55,17 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 		it.First()
 		its = append(its, it)
 	}
-	di, ti, ui, ei := its[0], its[1], its[2], its[3]
+	si, ti, ui, ei, di := its[0], its[1], its[2], its[3], its[4]
 
-	for ; di.Valid(); di.Next() {
-		key := di.Key()
+	for ; si.Valid(); si.Next() {
+		key := si.Key()
 		if len(key) != 3+task.IDLen {
-			return fmt.Errorf("%w: data key of %d bytes", ErrCorrupt, len(key))
+			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
 		}
 		id := key[3:]
-		rec := TaskExport{Spec: new(task.Spec)}
-		if err := decode(di.Value(), rec.Spec); err != nil {
+		rec := TaskExport{}
+		if rec.Spec, err = exportSpec(si.Value(), di, part, id); err != nil {
 			return fmt.Errorf("part %d task %x: %w", part, id, err)
-		}
-		// Checked after reading, as the spec is checked before writing:
-		// the record under a key is the task that key names.
-		if !bytes.Equal(rec.Spec.ID[:], id) {
-			return fmt.Errorf("%w: data key %x holds task %s", ErrCorrupt, id, rec.Spec.ID)
 		}
 		if err := exportState(ti, id, &rec.State); err != nil {
 			return fmt.Errorf("part %d task %x: %w", part, id, err)
@@ -87,6 +82,35 @@ func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (
 		}
 	}
 	return nil
+}
+
+// exportSpec decodes a spec key's value v, and reads the payload from
+// di, the data range, if the spec is apart. Checked after reading, as the
+// spec is checked before writing: the record under a key is the task that
+// key names.
+func exportSpec(v []byte, di *pebble.Iterator, part uint16, id []byte) (*task.Spec, error) {
+	sp := new(task.Spec)
+	apart, err := decodeSpec(v, sp)
+	if err != nil {
+		return nil, err
+	}
+	if apart {
+		dk := taskKey(kindData, part, task.ID(id))
+		if !di.SeekGE(dk) || !bytes.Equal(di.Key(), dk) {
+			if err := di.Error(); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: spec marked apart, no payload record", ErrCorrupt)
+		}
+		sp = new(task.Spec)
+		if err := decode(di.Value(), sp); err != nil {
+			return nil, err
+		}
+	}
+	if !bytes.Equal(sp.ID[:], id) {
+		return nil, fmt.Errorf("%w: key %x holds task %s", ErrCorrupt, id, sp.ID)
+	}
+	return sp, nil
 }
 
 // exportState advances ti to task id and decodes its state, if it has one.

@@ -220,7 +220,7 @@ func (s *Store) CompletedBefore(part uint16, from task.ID, cutoff int64, scan in
 			continue // a state without a spec: no write makes one
 		}
 		sp := new(task.Spec)
-		if err := decode(si.Value(), sp); err != nil {
+		if _, err := decodeSpec(si.Value(), sp); err != nil {
 			return from, false, fmt.Errorf("part %d task %s: %w", part, id, err)
 		}
 		c := Completed{ID: id, Queue: sp.Queue, CompletedAt: st.Completion.At, Deps: sp.Deps}

@@ -161,7 +161,12 @@ func Open(cfg Config) (*Store, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
-	return &Store{db: db, cache: cache, logger: cfg.Logger}, nil
+	s := &Store{db: db, cache: cache, logger: cfg.Logger}
+	if err := s.upgradeLayout(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // cacheSize is the size to create Pebble's cache with: the room for blocks

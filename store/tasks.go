@@ -39,25 +39,25 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 // Empty reports whether the batch holds no writes.
 func (b *Batch) Empty() bool { return b.b.Empty() }
 
-// PutSpec writes a task's spec twice: without the payload under the spec
-// key, which index rebuilds and lists scan without reading payloads, and
-// whole under the data key, so a claim or a get reads the task with one
-// lookup. The spec fields are small; the duplication costs tens of bytes.
+// PutSpec writes a task's spec with its payload: one record under the
+// spec key if the payload is at most InlinePayloadMax bytes, else the spec
+// without payload (marked apart) plus the whole spec under the data key
+// (layout.go).
 func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
-	meta := *sp
-	meta.Data = nil
-	v, err := encode(&meta)
+	whole, err := encode(sp)
 	if err != nil {
 		return err
 	}
-	if err := b.b.Set(taskKey(kindSpec, part, sp.ID), v, nil); err != nil {
+	if len(sp.Data) <= InlinePayloadMax {
+		if err := b.b.Set(taskKey(kindSpec, part, sp.ID), whole, nil); err != nil {
+			return fmt.Errorf("store: put spec: %w", err)
+		}
+		return nil
+	}
+	if err := b.b.Set(taskKey(kindSpec, part, sp.ID), encodeSpecApart(sp), nil); err != nil {
 		return fmt.Errorf("store: put spec: %w", err)
 	}
-	full, err := encode(sp)
-	if err != nil {
-		return err
-	}
-	if err := b.b.Set(taskKey(kindData, part, sp.ID), full, nil); err != nil {
+	if err := b.b.Set(taskKey(kindData, part, sp.ID), whole, nil); err != nil {
 		return fmt.Errorf("store: put data: %w", err)
 	}
 	return nil
@@ -151,24 +151,47 @@ func (b *Batch) Close() { _ = b.b.Close() }
 
 // Spec reads a task's spec without its payload.
 func (s *Store) Spec(part uint16, id task.ID) (*task.Spec, error) {
-	return s.readSpec(kindSpec, part, id)
-}
-
-// FullSpec reads a task's spec with its payload, in one lookup.
-func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
-	return s.readSpec(kindData, part, id)
-}
-
-func (s *Store) readSpec(kind byte, part uint16, id task.ID) (*task.Spec, error) {
-	v, err := s.get(taskKey(kind, part, id))
+	sp, _, err := s.readSpec(part, id)
 	if err != nil {
 		return nil, err
 	}
-	sp := new(task.Spec)
-	if err := decode(v, sp); err != nil {
+	sp.Data = nil
+	return sp, nil
+}
+
+// FullSpec reads a task's spec with its payload: one lookup, two for a
+// payload over InlinePayloadMax.
+func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
+	sp, apart, err := s.readSpec(part, id)
+	if err != nil || !apart {
+		return sp, err
+	}
+	v, err := s.get(taskKey(kindData, part, id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: task %s: spec marked apart, no payload record", ErrCorrupt, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	whole := new(task.Spec)
+	if err := decode(v, whole); err != nil {
 		return nil, fmt.Errorf("task %s: %w", id, err)
 	}
-	return sp, nil
+	return whole, nil
+}
+
+// readSpec reads the spec key of task id: the spec, with its payload
+// unless apart.
+func (s *Store) readSpec(part uint16, id task.ID) (sp *task.Spec, apart bool, err error) {
+	v, err := s.get(taskKey(kindSpec, part, id))
+	if err != nil {
+		return nil, false, err
+	}
+	sp = new(task.Spec)
+	if apart, err = decodeSpec(v, sp); err != nil {
+		return nil, false, fmt.Errorf("task %s: %w", id, err)
+	}
+	return sp, apart, nil
 }
 
 // Data reads a task's payload.
@@ -300,8 +323,9 @@ type TaskRecord struct {
 }
 
 // ScanPartition calls fn for every task of partition part with id >= from,
-// in id order, until fn returns false or an error. Payloads are not read.
-// It walks the spec and state ranges side by side, so a scan costs one pass
+// in id order, until fn returns false or an error. The specs come without
+// payloads: a payload over InlinePayloadMax is not read at all, a smaller
+// one is read with its spec and dropped. It walks the spec and state ranges side by side, so a scan costs one pass
 // over each.
 func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
 	specLo := taskKey(kindSpec, part, from)
@@ -328,9 +352,10 @@ func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bo
 			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
 		}
 		rec := TaskRecord{Spec: new(task.Spec)}
-		if err := decode(si.Value(), rec.Spec); err != nil {
+		if _, err := decodeSpec(si.Value(), rec.Spec); err != nil {
 			return fmt.Errorf("part %d: %w", part, err)
 		}
+		rec.Spec.Data = nil
 		id := key[3:]
 		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) < 0 {
 			ti.Next() // a state without a spec: cannot happen, skip it

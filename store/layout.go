@@ -1,0 +1,184 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+// Task specs and their payloads (see the package doc for the keyspace).
+//
+// A spec whose payload is at most InlinePayloadMax bytes is one record,
+// payload included, under the spec key: an enqueue writes one key per task
+// and replica, and a claim or a get reads one. A larger payload would make
+// every index rebuild and list read it, so such a spec is stored twice: the
+// spec without its payload under the spec key, marked apart, and the whole
+// spec under the data key. The mark is the value's first byte, so a reader
+// always knows whether to look under the data key; which layout a spec was
+// written with is the writer's choice alone.
+//
+// Layout 1, written by earlier builds, kept every spec twice (spec key
+// without payload, data key with it) and marked nothing. Open rewrites such
+// a database to layout 2 before anything reads it (upgradeLayout).
+
+// InlinePayloadMax is the largest payload stored with its spec under the
+// spec key. It bounds what an index rebuild reads per task beyond the
+// spec's own fields.
+const InlinePayloadMax = 1024
+
+// Spec value marks: the first byte of a spec key's value.
+const (
+	// specWhole: the spec with its payload (which may be empty); the
+	// same version byte every other value starts with.
+	specWhole = formatVersion
+	// specApart: the spec without its payload; the whole spec is under
+	// the data key. Not a small number, so that it can never be taken
+	// for a later format version.
+	specApart byte = 0x82
+)
+
+// layoutVersion is the keyspace layout this build writes and reads.
+const layoutVersion byte = 2
+
+var layoutKey = []byte{kindMeta, 'l', 'a', 'y', 'o', 'u', 't'}
+
+// upgradeBatchTasks bounds the tasks one batch of the layout upgrade
+// rewrites, so the upgrade of a large database holds bounded memory.
+const upgradeBatchTasks = 1024
+
+// encodeSpecApart returns sp without its payload, marked apart.
+func encodeSpecApart(sp *task.Spec) []byte {
+	meta := *sp
+	meta.Data = nil
+	return meta.AppendCBOR(append(make([]byte, 0, specEncodedSize(&meta)), specApart))
+}
+
+// decodeSpec decodes a spec key's value into sp and reports whether the
+// payload is apart, under the data key (sp.Data is then empty).
+func decodeSpec(v []byte, sp *task.Spec) (apart bool, err error) {
+	if len(v) > 0 && v[0] == specApart {
+		if err := decMode.Unmarshal(v[1:], sp); err != nil {
+			return false, fmt.Errorf("%w: decode spec: %v", ErrCorrupt, err)
+		}
+		if len(sp.Data) > 0 {
+			return false, fmt.Errorf("%w: spec of %s marked apart holds a payload", ErrCorrupt, sp.ID)
+		}
+		return true, nil
+	}
+	return false, decode(v, sp)
+}
+
+// upgradeLayout brings the database to layoutVersion: it marks a new
+// database, rewrites one of layout 1 (see above), and refuses one written
+// by a newer build. It runs in Open, before any other reader or writer.
+// A crash halfway leaves layout 1 records and layout 2 records side by
+// side, with no layout key; the next Open finishes the job, since each
+// step reads only the data key and is idempotent.
+func (s *Store) upgradeLayout() error {
+	v, err := s.get(layoutKey)
+	switch {
+	case err == nil:
+		if len(v) != 1 {
+			return fmt.Errorf("%w: layout record of %d bytes", ErrCorrupt, len(v))
+		}
+		if v[0] > layoutVersion {
+			return fmt.Errorf("store: the data dir has layout %d, written by a newer skuldd; this build reads layout %d", v[0], layoutVersion)
+		}
+		if v[0] == layoutVersion {
+			return nil
+		}
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	n, err := s.rewriteLayout1()
+	if err != nil {
+		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
+	}
+	// Synced: it makes the rewrite's unsynced batches durable first.
+	if err := s.db.Set(layoutKey, []byte{layoutVersion}, pebble.Sync); err != nil {
+		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
+	}
+	if n > 0 {
+		s.logger.Info("store layout upgraded", "layout", layoutVersion, "tasks", n)
+	}
+	return nil
+}
+
+// rewriteLayout1 rewrites every task that still has a data key written by
+// layout 1: a small payload moves into the spec key and the data key goes;
+// a large one stays, and the spec key is marked apart. It returns how many
+// tasks it rewrote.
+func (s *Store) rewriteLayout1() (int, error) {
+	lo, hi := []byte{kindData}, []byte{kindData + 1}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	b := s.db.NewBatch()
+	n, inBatch := 0, 0
+	flush := func() error {
+		if inBatch == 0 {
+			return nil
+		}
+		err := b.Commit(pebble.NoSync)
+		_ = b.Close()
+		b = s.db.NewBatch()
+		if err != nil {
+			return err
+		}
+		inBatch = 0
+		return nil
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 3+task.IDLen {
+			_ = it.Close()
+			_ = b.Close()
+			return n, fmt.Errorf("%w: data key of %d bytes", ErrCorrupt, len(k))
+		}
+		sp := new(task.Spec)
+		if err := decode(it.Value(), sp); err != nil {
+			_ = it.Close()
+			_ = b.Close()
+			return n, fmt.Errorf("task %x: %w", k[3:], err)
+		}
+		specKey := append([]byte{kindSpec}, k[1:]...)
+		if len(sp.Data) <= InlinePayloadMax {
+			v, err := encode(sp)
+			if err == nil {
+				err = b.Set(specKey, v, nil)
+			}
+			if err == nil {
+				err = b.Delete(k, nil)
+			}
+			if err != nil {
+				_ = it.Close()
+				_ = b.Close()
+				return n, err
+			}
+		} else if err := b.Set(specKey, encodeSpecApart(sp), nil); err != nil {
+			_ = it.Close()
+			_ = b.Close()
+			return n, err
+		}
+		n++
+		inBatch++
+		if inBatch == upgradeBatchTasks {
+			if err := flush(); err != nil {
+				_ = it.Close()
+				return n, err
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		_ = b.Close()
+		return n, err
+	}
+	if err := flush(); err != nil {
+		return n, err
+	}
+	return n, b.Close()
+}
