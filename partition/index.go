@@ -89,9 +89,13 @@ func timerLess(a, b timerItem) bool {
 const btreeDegree = 32
 
 // queueIndex is one queue's ready index and counts within a partition.
+// ready changes only through push and pop, which keep best equal to its
+// minimum: every enqueue reads the head, and a cached one saves a walk
+// down the tree's left edge.
 type queueIndex struct {
 	name   string
 	ready  *btree.BTreeG[Head]
+	best   Head
 	counts [task.NumStatus]int64
 }
 
@@ -100,4 +104,23 @@ func newQueueIndex(name string) *queueIndex {
 }
 
 // head returns the queue's best ready task.
-func (q *queueIndex) head() (Head, bool) { return q.ready.Min() }
+func (q *queueIndex) head() (Head, bool) { return q.best, q.ready.Len() > 0 }
+
+// push adds h to the ready index.
+func (q *queueIndex) push(h Head) {
+	q.ready.ReplaceOrInsert(h)
+	if q.ready.Len() == 1 || h.Less(q.best) {
+		q.best = h
+	}
+}
+
+// pop removes h from the ready index and reports whether it was there.
+func (q *queueIndex) pop(h Head) bool {
+	if _, ok := q.ready.Delete(h); !ok {
+		return false
+	}
+	if h == q.best {
+		q.best, _ = q.ready.Min()
+	}
+	return true
+}

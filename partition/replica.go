@@ -291,7 +291,7 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 
 func (r *Replica) pushReadyLocked(q *queueIndex, h Head) {
 	old, had := q.head()
-	q.ready.ReplaceOrInsert(h)
+	q.push(h)
 	if r.epoch > 0 && (!had || h.Less(old)) {
 		r.cfg.OnHead(r.cfg.Part, q.name, h, true)
 	}
@@ -299,7 +299,7 @@ func (r *Replica) pushReadyLocked(q *queueIndex, h Head) {
 
 func (r *Replica) popReadyLocked(q *queueIndex, h Head) {
 	old, had := q.head()
-	if _, ok := q.ready.Delete(h); !ok || !had || old != h || r.epoch == 0 {
+	if !q.pop(h) || !had || old != h || r.epoch == 0 {
 		return
 	}
 	nh, ok := q.head()
