@@ -78,6 +78,10 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("missing sample %q", want)
 		}
 	}
+	// Two of the three tasks are unclaimed, so their specs are cached.
+	if v := metricValues(t, c, 0)["skuldd_claim_cache_bytes"]; v <= 0 {
+		t.Errorf("skuldd_claim_cache_bytes = %v with two fresh tasks; want > 0", v)
+	}
 	for _, family := range []string{"skuldd_aae_rounds_total", "skuldd_aae_tree_bytes", "skuldd_clock_ahead_seconds", "skuldd_partition_leader_epoch"} {
 		if !strings.Contains(string(body), "# TYPE "+family+" ") {
 			t.Errorf("missing family %s", family)

@@ -278,6 +278,13 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 	if status != task.Claimed {
 		e.hot = nil
 	}
+	if e.status == task.Ready && status != task.Ready {
+		// A ready task leaves the fresh cache when it stops being ready.
+		// A claim took its spec already; any other way (a completion or
+		// claim merged in from another replica) would leave the entry
+		// taking room until this replica stops leading.
+		r.fresh.take(id)
+	}
 	r.unplaceLocked(id, e)
 	e.q.counts[e.status]--
 	e.status = status
@@ -287,6 +294,14 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 		return
 	}
 	r.placeLocked(id, e, due)
+}
+
+// FreshBytes returns the memory the fresh spec cache is charged for
+// (Config.FreshSpecBytes bounds it).
+func (r *Replica) FreshBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fresh.bytes
 }
 
 func (r *Replica) pushReadyLocked(q *queueIndex, h Head) {
