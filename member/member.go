@@ -269,6 +269,25 @@ func (m *Member) Members() []Peer {
 	return out
 }
 
+// Lookup returns the address and state of node id as Members would,
+// without copying the member list: it serves the request paths, which
+// ask about one peer at a time.
+func (m *Member) Lookup(id uint64) (addr string, state State, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id == m.id {
+		if m.mu.left {
+			return m.addr, Left, true
+		}
+		return m.addr, Alive, true
+	}
+	p, ok := m.mu.peers[id]
+	if !ok {
+		return "", 0, false
+	}
+	return p.addr, p.state, true
+}
+
 // Alive returns the Alive subset of Members.
 func (m *Member) Alive() []Peer {
 	return slices.DeleteFunc(m.Members(), func(p Peer) bool { return p.State != Alive })

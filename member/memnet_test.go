@@ -159,6 +159,14 @@ func viewIs(m *Member, want map[uint64]State) error {
 		if s, ok := want[p.ID]; !ok || s != p.State {
 			return fmt.Errorf("node %d sees %v; want %v", m.LocalID(), got, want)
 		}
+		// Lookup must agree with Members (the view may move between the
+		// two reads, so a mismatch is reported as not there yet).
+		if addr, st, ok := m.Lookup(p.ID); !ok || addr != p.Addr || st != p.State {
+			return fmt.Errorf("node %d: Lookup(%d) = %q, %v, %v; Members says %q, %v", m.LocalID(), p.ID, addr, st, ok, p.Addr, p.State)
+		}
+	}
+	if _, _, ok := m.Lookup(1 << 62); ok {
+		return fmt.Errorf("node %d: Lookup of an unknown id found it", m.LocalID())
 	}
 	return nil
 }

@@ -164,10 +164,8 @@ func (p *peerPool) call(ctx context.Context, addr string, op wire.Op, req, resp 
 // metadata registry, else "" when unknown.
 func (n *Node) addrOf(id uint64) string {
 	if m := n.member; m != nil {
-		for _, p := range m.Members() {
-			if p.ID == id && p.Addr != "" {
-				return p.Addr
-			}
+		if addr, _, ok := m.Lookup(id); ok && addr != "" {
+			return addr
 		}
 	}
 	if g := n.raftGroup(); g != nil {

@@ -171,6 +171,16 @@ func (n *Node) gossipStates() map[uint64]member.State {
 	return out
 }
 
+// gossipAlive reports whether gossip holds node id alive (this node
+// always is), as gossipStates would, for one node.
+func (n *Node) gossipAlive(id uint64) bool {
+	if id == n.id {
+		return true
+	}
+	_, st, ok := n.member.Lookup(id)
+	return ok && st == member.Alive
+}
+
 // placementLoop runs on every node and acts only on the metadata leader.
 func (n *Node) placementLoop(ctx context.Context) {
 	t := time.NewTicker(placementInterval)

@@ -159,8 +159,7 @@ func (n *Node) claimRouted(ctx context.Context, req *wire.ClaimRequest, count in
 	if isForwarded(ctx) {
 		return nil, false
 	}
-	states := n.gossipStates() // once per claim, not once per summary
-	node, rh, ok := n.sums.best(req.Queue, func(id uint64) bool { return states[id] == member.Alive })
+	node, rh, ok := n.sums.best(req.Queue, n.gossipAlive)
 	if !ok {
 		return nil, false
 	}
