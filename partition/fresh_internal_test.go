@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/skuldd/skuldd/task"
@@ -55,4 +56,32 @@ func TestFreshSpecsRoom(t *testing.T) {
 	if f.len() != 1 {
 		t.Fatal("an empty cache refused a spec that fits")
 	}
+}
+
+// TestFreshSpecsCostIsTheirMemory checks that specCost charges about what
+// the held specs take on the heap, so --claim-cache-mb means what it says
+// (the node's RSS then grows by about twice it, for Go's GC headroom).
+// Specs decoded from a request own their payload and strings, as here.
+func TestFreshSpecsCostIsTheirMemory(t *testing.T) {
+	const room = 8 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f := &freshSpecs{max: room}
+	for i := uint32(0); ; i++ {
+		n := f.len()
+		f.add(&task.Spec{ID: task.MakeID(1, 1, i), Queue: string([]byte("queue")), MaxAttempts: 3, EnqueuedAt: 1, Data: make([]byte, 100)})
+		if f.len() == n {
+			break
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	ratio := heap / float64(f.bytes)
+	t.Logf("%d specs charged %d bytes, hold %.0f on the heap (%.2fx)", f.len(), f.bytes, heap, ratio)
+	if ratio < 0.7 || ratio > 1.3 {
+		t.Errorf("the specs take %.2fx what they are charged; want within 0.7-1.3x", ratio)
+	}
+	runtime.KeepAlive(f)
 }
