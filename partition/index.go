@@ -115,12 +115,13 @@ func (q *queueIndex) push(h Head) {
 }
 
 // pop removes h from the ready index and reports whether it was there.
+// A claim pops the head, which DeleteMin finds without comparing keys.
 func (q *queueIndex) pop(h Head) bool {
-	if _, ok := q.ready.Delete(h); !ok {
-		return false
-	}
-	if h == q.best {
+	if q.ready.Len() > 0 && h == q.best {
+		q.ready.DeleteMin()
 		q.best, _ = q.ready.Min()
+		return true
 	}
-	return true
+	_, ok := q.ready.Delete(h)
+	return ok
 }
