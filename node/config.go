@@ -72,8 +72,8 @@ type Config struct {
 	// FreshSpecBytes is the memory, across this node's partitions, for
 	// the full specs of ready tasks the node enqueued as their leader and
 	// has not granted yet, so a claim of fresh work reads no store
-	// (partition.Config.FreshSpecBytes). Each partition gets an equal
-	// share. 0 keeps none.
+	// (partition.Config.Fresh). The partitions share it: only those the
+	// node leads use it. 0 keeps none.
 	FreshSpecBytes int64
 	// WALMinSyncInterval is the least time between two fsyncs of the
 	// node's write-ahead log (store.Config.WALMinSyncInterval). 0, the

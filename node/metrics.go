@@ -193,7 +193,7 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_replication_items_total", "counter", "Partition items those requests carried (one per write per follower).", replItems},
 		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
 		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
-		{"skuldd_claim_cache_bytes", "gauge", "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).", n.freshBytes()},
+		{"skuldd_claim_cache_bytes", "gauge", "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).", n.fresh.Used()},
 		{"skuldd_store_lookups_total", "counter", "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.", int64(n.store.Lookups())},
 		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
 		{"skuldd_gc_collected_total", "counter", "Tasks this node garbage-collected as a partition leader.", n.gc.collected.Load()},
@@ -302,11 +302,3 @@ func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse,
 
 var _ wire.Service = metered{}
 
-// freshBytes sums the fresh spec caches of the node's partitions.
-func (n *Node) freshBytes() int64 {
-	var sum int64
-	for _, p := range n.parts {
-		sum += p.FreshBytes()
-	}
-	return sum
-}

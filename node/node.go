@@ -41,6 +41,7 @@ type Node struct {
 	store    *store.Store
 	raft     *raftgroup.Group
 	parts    []*partition.Replica
+	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
 	heads    *headIndex
 	deps     *depSet
 	ids      *task.IDGen
@@ -441,6 +442,9 @@ func newClusterID() string {
 func (n *Node) loadPartitions() error {
 	n.parts = make([]*partition.Replica, n.cfg.Partitions)
 	n.leadRuns = make([]atomic.Int32, n.cfg.Partitions)
+	// One claim cache budget for all the replicas: only those this node
+	// leads fill it, and which those are changes with the cluster.
+	n.fresh = partition.NewFreshBudget(n.cfg.FreshSpecBytes)
 	for p := range n.parts {
 		n.parts[p] = partition.New(partition.Config{
 			Part:       uint16(p),
@@ -454,8 +458,7 @@ func (n *Node) loadPartitions() error {
 			Logger:     n.log,
 			OnHead:     n.heads.set,
 			OnTimer:    n.noteTimer,
-			// Only the partitions this node leads fill their share.
-			FreshSpecBytes: n.cfg.FreshSpecBytes / int64(n.cfg.Partitions),
+			Fresh:      n.fresh,
 		})
 	}
 	now := clock.UnixMilli(n.clock)

@@ -20,12 +20,12 @@ func TestFreshSpecsRoom(t *testing.T) {
 		for _, sp := range f.specs {
 			sum += specCost(sp)
 		}
-		if sum != f.bytes || f.bytes > f.max {
-			t.Fatalf("bytes %d, sum of costs %d, max %d", f.bytes, sum, f.max)
+		if sum != f.bytes || f.bytes != f.budget.Used() || f.bytes > f.budget.max {
+			t.Fatalf("bytes %d, sum of costs %d, budget used %d of %d", f.bytes, sum, f.budget.Used(), f.budget.max)
 		}
 	}
 	a, b, c := mk(1, 100), mk(2, 100), mk(3, 1000)
-	f := freshSpecs{max: specCost(a) + specCost(b)}
+	f := freshSpecs{budget: NewFreshBudget(specCost(a) + specCost(b))}
 	f.add(a)
 	f.add(a) // a repeat is held once
 	f.add(b)
@@ -67,7 +67,7 @@ func TestFreshSpecsCostIsTheirMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	f := &freshSpecs{max: room}
+	f := &freshSpecs{budget: NewFreshBudget(room)}
 	for i := uint32(0); ; i++ {
 		n := f.len()
 		f.add(&task.Spec{ID: task.MakeID(1, 1, i), Queue: string([]byte("queue")), MaxAttempts: 3, EnqueuedAt: 1, Data: make([]byte, 100)})
@@ -84,4 +84,35 @@ func TestFreshSpecsCostIsTheirMemory(t *testing.T) {
 		t.Errorf("the specs take %.2fx what they are charged; want within 0.7-1.3x", ratio)
 	}
 	runtime.KeepAlive(f)
+}
+
+// TestFreshBudgetShared checks that caches sharing a budget hold at most
+// the budget between them, and that what one gives back (a take, a reset)
+// the other can use.
+func TestFreshBudgetShared(t *testing.T) {
+	mk := func(i uint32) *task.Spec { return &task.Spec{ID: task.MakeID(1, 1, i), Queue: "q", Data: make([]byte, 100)} }
+	b := NewFreshBudget(3 * specCost(mk(0)))
+	x, y := &freshSpecs{budget: b}, &freshSpecs{budget: b}
+	check := func(wantX, wantY int) {
+		t.Helper()
+		if x.len() != wantX || y.len() != wantY || b.Used() != x.bytes+y.bytes || b.Used() > b.max {
+			t.Fatalf("x holds %d, y %d (want %d, %d); budget used %d, caches %d+%d, max %d",
+				x.len(), y.len(), wantX, wantY, b.Used(), x.bytes, y.bytes, b.max)
+		}
+	}
+	x.add(mk(1))
+	x.add(mk(2))
+	y.add(mk(3))
+	y.add(mk(4)) // the budget is spent
+	check(2, 1)
+	x.take(mk(1).ID)
+	y.add(mk(4))
+	check(1, 2)
+	y.reset()
+	x.add(mk(5))
+	x.add(mk(6))
+	check(3, 0)
+	if NewFreshBudget(0) != nil || (*FreshBudget)(nil).Used() != 0 {
+		t.Error("a budget of 0 bytes is not the nil budget")
+	}
 }

@@ -43,7 +43,7 @@ func TestFreshSpecCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
 			cfg := config(s)
-			cfg.FreshSpecBytes = tc.bytes
+			cfg.Fresh = partition.NewFreshBudget(tc.bytes)
 			r := leaderCfg(t, cfg)
 			want := map[task.ID]*task.Spec{}
 			var specs []*task.Spec
@@ -84,7 +84,7 @@ func TestFreshSpecCache(t *testing.T) {
 func TestFreshSpecCacheReclaim(t *testing.T) {
 	s := newStore(t)
 	cfg := config(s)
-	cfg.FreshSpecBytes = 1 << 20
+	cfg.Fresh = partition.NewFreshBudget(1 << 20)
 	r := leaderCfg(t, cfg)
 	sp := spec(task.MakeID(t0, 1, 0), "q", 0, 3)
 	enqueue(t, r, t0, sp)
@@ -109,7 +109,7 @@ func TestFreshSpecCacheReclaim(t *testing.T) {
 func TestFreshSpecLeavesWhenNotReady(t *testing.T) {
 	s := newStore(t)
 	cfg := config(s)
-	cfg.FreshSpecBytes = 1 << 20
+	cfg.Fresh = partition.NewFreshBudget(1 << 20)
 	r := leaderCfg(t, cfg)
 	done := spec(task.MakeID(t0, 1, 0), "q", 0, 3)
 	kept := spec(task.MakeID(t0, 1, 1), "q", 0, 3)

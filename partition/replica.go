@@ -51,11 +51,11 @@ type Config struct {
 	// a cluster must use the same shape (peers refuse to compare others).
 	// It must be valid (antientropy.Shape.Validate): Load fails otherwise.
 	TreeShape antientropy.Shape
-	// FreshSpecBytes is the room for the full specs of ready tasks this
-	// replica enqueued while leading and has not granted yet (see
-	// freshSpecs); 0 keeps none, and every claim reads its spec from the
-	// store.
-	FreshSpecBytes int64
+	// Fresh is the memory for the full specs of ready tasks this replica
+	// enqueued while leading and has not granted yet (see freshSpecs),
+	// shared with the node's other replicas; nil keeps none, and every
+	// claim reads its spec from the store.
+	Fresh *FreshBudget
 }
 
 // Replica is one partition's replica on this node. Safe for concurrent use.
@@ -125,7 +125,7 @@ func New(cfg Config) *Replica {
 		queues: make(map[string]*queueIndex),
 		timers: btree.NewG(btreeDegree, timerLess),
 		ids:    newIDFilter(),
-		fresh:  freshSpecs{max: cfg.FreshSpecBytes},
+		fresh:  freshSpecs{budget: cfg.Fresh},
 	}
 	if r.tree, r.treeErr = antientropy.NewTree(cfg.TreeShape); r.treeErr != nil {
 		r.treeErr = fmt.Errorf("partition %d: tree shape: %w", cfg.Part, r.treeErr)
@@ -296,8 +296,8 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 	r.placeLocked(id, e, due)
 }
 
-// FreshBytes returns the memory the fresh spec cache is charged for
-// (Config.FreshSpecBytes bounds it).
+// FreshBytes returns the memory this replica's fresh spec cache is charged
+// for, of its share of Config.Fresh.
 func (r *Replica) FreshBytes() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

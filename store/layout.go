@@ -11,7 +11,7 @@ import (
 
 // Task specs and their payloads (see the package doc for the keyspace).
 //
-// A spec whose payload is at most InlinePayloadMax bytes is one record,
+// A spec whose payload is at most inlinePayloadMax bytes is one record,
 // payload included, under the spec key: an enqueue writes one key per task
 // and replica, and a claim or a get reads one. A larger payload would make
 // every index rebuild and list read it, so such a spec is stored twice: the
@@ -24,10 +24,10 @@ import (
 // without payload, data key with it) and marked nothing. Open rewrites such
 // a database to layout 2 before anything reads it (upgradeLayout).
 
-// InlinePayloadMax is the largest payload stored with its spec under the
+// inlinePayloadMax is the largest payload stored with its spec under the
 // spec key. It bounds what an index rebuild reads per task beyond the
 // spec's own fields.
-const InlinePayloadMax = 1024
+const inlinePayloadMax = 1024
 
 // Spec value marks: the first byte of a spec key's value.
 const (
@@ -146,7 +146,7 @@ func (s *Store) rewriteLayout1() (int, error) {
 			return n, fmt.Errorf("task %x: %w", k[3:], err)
 		}
 		specKey := append([]byte{kindSpec}, k[1:]...)
-		if len(sp.Data) <= InlinePayloadMax {
+		if len(sp.Data) <= inlinePayloadMax {
 			v, err := encode(sp)
 			if err == nil {
 				err = b.Set(specKey, v, nil)

@@ -50,7 +50,7 @@ func rawValue(t *testing.T, s *Store, key []byte) []byte {
 // and that its records are those of layout 2.
 func checkTask(t *testing.T, s *Store, part uint16, sp *task.Spec) {
 	t.Helper()
-	apart := len(sp.Data) > InlinePayloadMax
+	apart := len(sp.Data) > inlinePayloadMax
 	sv := rawValue(t, s, taskKey(kindSpec, part, sp.ID))
 	dv := rawValue(t, s, taskKey(kindData, part, sp.ID))
 	switch {
@@ -113,7 +113,7 @@ func checkTask(t *testing.T, s *Store, part uint16, sp *task.Spec) {
 func TestSpecLayout(t *testing.T) {
 	s := openLayoutStore(t, vfs.NewMem())
 	defer s.Close()
-	for i, size := range []int{0, 100, InlinePayloadMax, InlinePayloadMax + 1, 64 << 10} {
+	for i, size := range []int{0, 100, inlinePayloadMax, inlinePayloadMax + 1, 64 << 10} {
 		t.Run(fmt.Sprintf("payload=%d", size), func(t *testing.T) {
 			sp := layoutSpec(task.MakeID(1_700_000_000_000+int64(i), 1, 1), size)
 			b := s.NewBatch()
@@ -165,7 +165,7 @@ func TestLayoutUpgrade(t *testing.T) {
 	for i := range 2*upgradeBatchTasks + 10 {
 		size := 100
 		if i%500 == 0 {
-			size = InlinePayloadMax + 1 + i
+			size = inlinePayloadMax + 1 + i
 		}
 		sp := layoutSpec(task.MakeID(1_700_000_000_000+int64(i), 1, 1), size)
 		part := uint16(i % 3)
@@ -250,7 +250,7 @@ func TestLayoutRefused(t *testing.T) {
 func TestSpecApartWithoutPayload(t *testing.T) {
 	s := openLayoutStore(t, vfs.NewMem())
 	defer s.Close()
-	sp := layoutSpec(task.MakeID(1_700_000_000_000, 1, 1), InlinePayloadMax+1)
+	sp := layoutSpec(task.MakeID(1_700_000_000_000, 1, 1), inlinePayloadMax+1)
 	if err := s.db.Set(taskKey(kindSpec, 2, sp.ID), encodeSpecApart(sp), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}

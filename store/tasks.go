@@ -40,7 +40,7 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 func (b *Batch) Empty() bool { return b.b.Empty() }
 
 // PutSpec writes a task's spec with its payload: one record under the
-// spec key if the payload is at most InlinePayloadMax bytes, else the spec
+// spec key if the payload is at most inlinePayloadMax bytes, else the spec
 // without payload (marked apart) plus the whole spec under the data key
 // (layout.go).
 func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
@@ -48,7 +48,7 @@ func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
 	if err != nil {
 		return err
 	}
-	if len(sp.Data) <= InlinePayloadMax {
+	if len(sp.Data) <= inlinePayloadMax {
 		if err := b.b.Set(taskKey(kindSpec, part, sp.ID), whole, nil); err != nil {
 			return fmt.Errorf("store: put spec: %w", err)
 		}
@@ -160,7 +160,7 @@ func (s *Store) Spec(part uint16, id task.ID) (*task.Spec, error) {
 }
 
 // FullSpec reads a task's spec with its payload: one lookup, two for a
-// payload over InlinePayloadMax.
+// payload over inlinePayloadMax.
 func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
 	sp, apart, err := s.readSpec(part, id)
 	if err != nil || !apart {
@@ -324,7 +324,7 @@ type TaskRecord struct {
 
 // ScanPartition calls fn for every task of partition part with id >= from,
 // in id order, until fn returns false or an error. The specs come without
-// payloads: a payload over InlinePayloadMax is not read at all, a smaller
+// payloads: a payload over inlinePayloadMax is not read at all, a smaller
 // one is read with its spec and dropped. It walks the spec and state ranges side by side, so a scan costs one pass
 // over each.
 func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
