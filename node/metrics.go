@@ -301,4 +301,3 @@ func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse,
 }
 
 var _ wire.Service = metered{}
-

@@ -90,7 +90,9 @@ func TestFreshSpecsCostIsTheirMemory(t *testing.T) {
 // the budget between them, and that what one gives back (a take, a reset)
 // the other can use.
 func TestFreshBudgetShared(t *testing.T) {
-	mk := func(i uint32) *task.Spec { return &task.Spec{ID: task.MakeID(1, 1, i), Queue: "q", Data: make([]byte, 100)} }
+	mk := func(i uint32) *task.Spec {
+		return &task.Spec{ID: task.MakeID(1, 1, i), Queue: "q", Data: make([]byte, 100)}
+	}
 	b := NewFreshBudget(3 * specCost(mk(0)))
 	x, y := &freshSpecs{budget: b}, &freshSpecs{budget: b}
 	check := func(wantX, wantY int) {
