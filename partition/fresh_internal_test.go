@@ -80,8 +80,9 @@ func TestFreshSpecsCostIsTheirMemory(t *testing.T) {
 	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	ratio := heap / float64(f.bytes)
 	t.Logf("%d specs charged %d bytes, hold %.0f on the heap (%.2fx)", f.len(), f.bytes, heap, ratio)
-	if ratio < 0.7 || ratio > 1.3 {
-		t.Errorf("the specs take %.2fx what they are charged; want within 0.7-1.3x", ratio)
+	// Wide enough for the runtime's map and size classes to change.
+	if ratio < 0.7 || ratio > 1.5 {
+		t.Errorf("the specs take %.2fx what they are charged; want within 0.7-1.5x", ratio)
 	}
 	runtime.KeepAlive(f)
 }

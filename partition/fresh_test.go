@@ -103,34 +103,49 @@ func TestFreshSpecCacheReclaim(t *testing.T) {
 }
 
 // TestFreshSpecLeavesWhenNotReady checks that a fresh task leaves the
-// cache when it stops being ready without a claim of this replica: here,
-// a completion (and the claim it ends) merged in from another replica.
-// Otherwise its entry would hold room until the replica stops leading.
+// cache when it stops being ready without a claim of this replica: a
+// completion (and the claim it ends) merged in from another replica, or a
+// tombstone of a collection elsewhere. Otherwise its entry would hold room
+// until the replica stops leading.
 func TestFreshSpecLeavesWhenNotReady(t *testing.T) {
-	s := newStore(t)
-	cfg := config(s)
-	cfg.Fresh = partition.NewFreshBudget(1 << 20)
-	r := leaderCfg(t, cfg)
-	done := spec(task.MakeID(t0, 1, 0), "q", 0, 3)
-	kept := spec(task.MakeID(t0, 1, 1), "q", 0, 3)
-	enqueue(t, r, t0, done, kept)
-	both := r.FreshBytes()
-	if both <= 0 {
-		t.Fatalf("FreshBytes = %d after two enqueues; want them cached", both)
-	}
-	merge(t, r, 1, t0+1, partition.Record{ID: done.ID, State: &task.State{
-		Claims:     []task.Claim{{Index: 0, Start: t0, End: t0 + 60_000, Epoch: 1}},
-		Completion: &task.Completion{Claim: 0, At: t0 + 1},
-	}})
-	one := r.FreshBytes()
-	if one <= 0 || one >= both {
-		t.Fatalf("FreshBytes = %d after the completion; want the completed task's share of %d gone", one, both)
-	}
-	g := claim(t, r, "q", t0+2)
-	if g.Spec.ID != kept.ID || !bytes.Equal(g.Spec.Data, kept.Data) {
-		t.Errorf("claimed %v; want %v with its payload", g.Spec.ID, kept.ID)
-	}
-	if n := r.FreshBytes(); n != 0 {
-		t.Errorf("FreshBytes = %d after claiming the last fresh task; want 0", n)
+	for _, tc := range []struct {
+		name string
+		rec  func(id task.ID) partition.Record
+	}{
+		{"completed elsewhere", func(id task.ID) partition.Record {
+			return partition.Record{ID: id, State: &task.State{
+				Claims:     []task.Claim{{Index: 0, Start: t0, End: t0 + 60_000, Epoch: 1}},
+				Completion: &task.Completion{Claim: 0, At: t0 + 1},
+			}}
+		}},
+		{"collected elsewhere", func(id task.ID) partition.Record {
+			return partition.Record{ID: id, Tomb: t0 + 1}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			cfg := config(s)
+			cfg.Fresh = partition.NewFreshBudget(1 << 20)
+			r := leaderCfg(t, cfg)
+			gone := spec(task.MakeID(t0, 1, 0), "q", 0, 3)
+			kept := spec(task.MakeID(t0, 1, 1), "q", 0, 3)
+			enqueue(t, r, t0, gone, kept)
+			both := r.FreshBytes()
+			if both <= 0 || cfg.Fresh.Used() != both {
+				t.Fatalf("FreshBytes = %d, budget used %d after two enqueues; want them cached", both, cfg.Fresh.Used())
+			}
+			merge(t, r, 1, t0+1, tc.rec(gone.ID))
+			one := r.FreshBytes()
+			if one <= 0 || one >= both || cfg.Fresh.Used() != one {
+				t.Fatalf("FreshBytes = %d, budget used %d; want the other task's share of %d", one, cfg.Fresh.Used(), both)
+			}
+			g := claim(t, r, "q", t0+2)
+			if g.Spec.ID != kept.ID || !bytes.Equal(g.Spec.Data, kept.Data) {
+				t.Errorf("claimed %v; want %v with its payload", g.Spec.ID, kept.ID)
+			}
+			if n := r.FreshBytes(); n != 0 || cfg.Fresh.Used() != 0 {
+				t.Errorf("FreshBytes = %d, budget used %d after claiming the last fresh task; want 0", n, cfg.Fresh.Used())
+			}
+		})
 	}
 }

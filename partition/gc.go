@@ -307,6 +307,7 @@ func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta
 // A task has an entry unless it is completed (only counted) or ready and
 // never touched (only in the ready index). The id filter keeps its bits.
 func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
+	r.fresh.take(sp.ID) // a fresh ready task no claim will take now
 	if e := r.tasks[sp.ID]; e != nil {
 		r.unplaceLocked(sp.ID, e)
 		e.q.counts[e.status]--

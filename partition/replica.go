@@ -140,9 +140,10 @@ func (r *Replica) Part() uint16 { return r.cfg.Part }
 // called once, before any other method.
 //
 // It reads every record of the partition whole (store.ExportPartition: one
-// pass over the payloads, states, updates and edges) and hashes it, so its
-// cost follows the partition's bytes, payloads included: the tree is not
-// persisted, so it can never disagree with the store after a crash.
+// pass over the specs, small payloads inline, states, updates and edges,
+// and a lookup per large payload) and hashes it, so its cost follows the
+// partition's bytes, payloads included: the tree is not persisted, so it
+// can never disagree with the store after a crash.
 func (r *Replica) Load(now int64) error {
 	if r.treeErr != nil {
 		return r.treeErr

@@ -27,9 +27,10 @@ type TaskExport struct {
 //
 // The records come from one snapshot of the database, read by walking the
 // spec, state, update and edge ranges side by side: one pass over each, and
-// a seek into the data range only for a payload stored apart. The snapshot pins what it reads until the call returns,
-// so fn must not block for long; a caller streaming to the network reads a
-// bounded chunk, returns false, sends it, and resumes after the last id.
+// a seek into the data range only for a payload stored apart. The snapshot
+// pins what it reads until the call returns, so fn must not block for
+// long; a caller streaming to the network reads a bounded chunk, returns
+// false, sends it, and resumes after the last id.
 func (s *Store) ExportPartition(part uint16, from task.ID, fn func(TaskExport) (bool, error)) (err error) {
 	snap := s.db.NewSnapshot()
 	var its []*pebble.Iterator

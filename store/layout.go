@@ -93,7 +93,7 @@ func (s *Store) upgradeLayout() error {
 	case !errors.Is(err, ErrNotFound):
 		return err
 	}
-	n, err := s.rewriteLayout1()
+	n, orphans, err := s.rewriteLayout1()
 	if err != nil {
 		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
 	}
@@ -101,51 +101,60 @@ func (s *Store) upgradeLayout() error {
 	if err := s.db.Set(layoutKey, []byte{layoutVersion}, pebble.Sync); err != nil {
 		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
 	}
-	if n > 0 {
-		s.logger.Info("store layout upgraded", "layout", layoutVersion, "tasks", n)
+	if n > 0 || orphans > 0 {
+		s.logger.Info("store layout upgraded", "layout", layoutVersion, "tasks", n, "orphan_payloads_deleted", orphans)
 	}
 	return nil
 }
 
 // rewriteLayout1 rewrites every task that still has a data key written by
 // layout 1: a small payload moves into the spec key and the data key goes;
-// a large one stays, and the spec key is marked apart. It returns how many
-// tasks it rewrote.
-func (s *Store) rewriteLayout1() (int, error) {
+// a large one stays, and the spec key is marked apart. A data key without a
+// spec key (which layout 1 never wrote: it wrote and deleted both
+// together) is deleted rather than brought back as a task. It returns how
+// many tasks it rewrote and how many such orphans it deleted.
+func (s *Store) rewriteLayout1() (tasks, orphans int, err error) {
 	lo, hi := []byte{kindData}, []byte{kindData + 1}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	b := s.db.NewBatch()
-	n, inBatch := 0, 0
-	flush := func() error {
-		if inBatch == 0 {
-			return nil
-		}
-		err := b.Commit(pebble.NoSync)
-		_ = b.Close()
-		b = s.db.NewBatch()
-		if err != nil {
-			return err
-		}
-		inBatch = 0
-		return nil
+	defer func() { _ = b.Close() }()
+	inBatch := 0
+	if it.First() {
+		s.logger.Info("store layout upgrade: rewriting the task records of an earlier build", "layout", layoutVersion)
 	}
-	for it.First(); it.Valid(); it.Next() {
+	for ; it.Valid(); it.Next() {
 		k := it.Key()
 		if len(k) != 3+task.IDLen {
-			_ = it.Close()
-			_ = b.Close()
-			return n, fmt.Errorf("%w: data key of %d bytes", ErrCorrupt, len(k))
+			return tasks, orphans, fmt.Errorf("%w: data key of %d bytes", ErrCorrupt, len(k))
+		}
+		specKey := append([]byte{kindSpec}, k[1:]...)
+		switch _, closer, err := s.db.Get(specKey); {
+		case errors.Is(err, pebble.ErrNotFound):
+			if err := b.Delete(k, nil); err != nil {
+				return tasks, orphans, err
+			}
+			orphans++
+			inBatch++
+			continue
+		case err != nil:
+			return tasks, orphans, err
+		default:
+			if err := closer.Close(); err != nil {
+				return tasks, orphans, err
+			}
 		}
 		sp := new(task.Spec)
 		if err := decode(it.Value(), sp); err != nil {
-			_ = it.Close()
-			_ = b.Close()
-			return n, fmt.Errorf("task %x: %w", k[3:], err)
+			return tasks, orphans, fmt.Errorf("task %x: %w", k[3:], err)
 		}
-		specKey := append([]byte{kindSpec}, k[1:]...)
 		if len(sp.Data) <= inlinePayloadMax {
 			v, err := encode(sp)
 			if err == nil {
@@ -155,30 +164,25 @@ func (s *Store) rewriteLayout1() (int, error) {
 				err = b.Delete(k, nil)
 			}
 			if err != nil {
-				_ = it.Close()
-				_ = b.Close()
-				return n, err
+				return tasks, orphans, err
 			}
 		} else if err := b.Set(specKey, encodeSpecApart(sp), nil); err != nil {
-			_ = it.Close()
-			_ = b.Close()
-			return n, err
+			return tasks, orphans, err
 		}
-		n++
+		tasks++
 		inBatch++
 		if inBatch == upgradeBatchTasks {
-			if err := flush(); err != nil {
-				_ = it.Close()
-				return n, err
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return tasks, orphans, err
 			}
+			_ = b.Close()
+			b, inBatch = s.db.NewBatch(), 0
 		}
 	}
-	if err := it.Close(); err != nil {
-		_ = b.Close()
-		return n, err
+	if inBatch > 0 {
+		if err := b.Commit(pebble.NoSync); err != nil {
+			return tasks, orphans, err
+		}
 	}
-	if err := flush(); err != nil {
-		return n, err
-	}
-	return n, b.Close()
+	return tasks, orphans, nil
 }

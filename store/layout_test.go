@@ -190,6 +190,16 @@ func TestLayoutUpgrade(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// A payload record without a spec record, which layout 1 never left:
+	// the upgrade must not bring it back as a task.
+	orphan := layoutSpec(task.MakeID(1_600_000_000_000, 1, 1), 10)
+	ov, err := encode(orphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Set(taskKey(kindData, 0, orphan.ID), ov, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.db.Delete(layoutKey, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +209,9 @@ func TestLayoutUpgrade(t *testing.T) {
 
 	s = openLayoutStore(t, fs)
 	defer s.Close()
+	if sv, dv := rawValue(t, s, taskKey(kindSpec, 0, orphan.ID)), rawValue(t, s, taskKey(kindData, 0, orphan.ID)); sv != nil || dv != nil {
+		t.Errorf("orphan payload record: spec %v, data %v after the upgrade; want both gone", sv != nil, dv != nil)
+	}
 	if v := rawValue(t, s, layoutKey); !bytes.Equal(v, []byte{layoutVersion}) {
 		t.Fatalf("layout record %v after the upgrade; want [%d]", v, layoutVersion)
 	}

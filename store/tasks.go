@@ -325,8 +325,8 @@ type TaskRecord struct {
 // ScanPartition calls fn for every task of partition part with id >= from,
 // in id order, until fn returns false or an error. The specs come without
 // payloads: a payload over inlinePayloadMax is not read at all, a smaller
-// one is read with its spec and dropped. It walks the spec and state ranges side by side, so a scan costs one pass
-// over each.
+// one is read with its spec and dropped. It walks the spec and state
+// ranges side by side, so a scan costs one pass over each.
 func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
 	specLo := taskKey(kindSpec, part, from)
 	specHi := partKey(kindSpec, part+1, 0)
