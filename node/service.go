@@ -1014,9 +1014,12 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 					return true, nil
 				}
 			}
-			data, err := n.store.Data(uint16(p), sp.ID)
-			if err != nil {
-				return false, err
+			data := sp.Data
+			if rec.PayloadApart {
+				var err error
+				if data, err = n.store.Data(uint16(p), sp.ID); err != nil {
+					return false, err
+				}
 			}
 			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, nil, now))
 			sent++

@@ -315,18 +315,20 @@ func (s *Store) Promise(part uint16) (epoch, candidate uint64, err error) {
 	return binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:]), nil
 }
 
-// TaskRecord is a task's spec (without payload) and state, as a scan
-// returns them.
+// TaskRecord is a task's spec and state, as a scan returns them. The spec
+// carries its payload when the payload is stored with it (up to
+// inlinePayloadMax bytes); otherwise PayloadApart is set and Store.Data
+// reads it.
 type TaskRecord struct {
-	Spec  *task.Spec
-	State task.State
+	Spec         *task.Spec
+	State        task.State
+	PayloadApart bool
 }
 
 // ScanPartition calls fn for every task of partition part with id >= from,
-// in id order, until fn returns false or an error. The specs come without
-// payloads: a payload over inlinePayloadMax is not read at all, a smaller
-// one is read with its spec and dropped. It walks the spec and state
-// ranges side by side, so a scan costs one pass over each.
+// in id order, until fn returns false or an error. A payload over
+// inlinePayloadMax is not read (TaskRecord.PayloadApart). It walks the
+// spec and state ranges side by side, so a scan costs one pass over each.
 func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
 	specLo := taskKey(kindSpec, part, from)
 	specHi := partKey(kindSpec, part+1, 0)
@@ -352,10 +354,9 @@ func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bo
 			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
 		}
 		rec := TaskRecord{Spec: new(task.Spec)}
-		if _, err := decodeSpec(si.Value(), rec.Spec); err != nil {
+		if rec.PayloadApart, err = decodeSpec(si.Value(), rec.Spec); err != nil {
 			return fmt.Errorf("part %d: %w", part, err)
 		}
-		rec.Spec.Data = nil
 		id := key[3:]
 		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) < 0 {
 			ti.Next() // a state without a spec: cannot happen, skip it
