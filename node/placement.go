@@ -58,12 +58,13 @@ func (n *Node) failoverLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n.dropGone(gone)
+		members := n.member.Members() // one view per tick
+		n.dropGone(gone, members)
 		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
 			continue // leaving, or a clock ahead: take nothing over
 		}
 		meta := n.raft.Meta()
-		states := n.gossipStates()
+		states := n.statesOf(members)
 		now := time.Now()
 		for id := range absentSince {
 			if _, ok := states[id]; ok {
@@ -133,8 +134,8 @@ func (n *Node) failoverLoop(ctx context.Context) {
 // (a claim or an enqueue forwarded to a leader that crashed) fail over
 // now rather than at their deadline. gone carries the verdicts from call
 // to call, so each one drops once.
-func (n *Node) dropGone(gone map[uint64]bool) {
-	for _, p := range n.member.Members() {
+func (n *Node) dropGone(gone map[uint64]bool, members []member.Peer) {
+	for _, p := range members {
 		if p.State != member.Dead && p.State != member.Left {
 			delete(gone, p.ID)
 			continue
@@ -163,8 +164,13 @@ func successor(cohort []uint64, old uint64, states map[uint64]member.State, self
 
 // gossipStates maps node ids to their gossip state.
 func (n *Node) gossipStates() map[uint64]member.State {
-	out := map[uint64]member.State{}
-	for _, p := range n.member.Members() {
+	return n.statesOf(n.member.Members())
+}
+
+// statesOf is gossipStates over a member list already read.
+func (n *Node) statesOf(members []member.Peer) map[uint64]member.State {
+	out := make(map[uint64]member.State, len(members))
+	for _, p := range members {
 		out[p.ID] = p.State
 	}
 	out[n.id] = member.Alive
