@@ -312,30 +312,43 @@ func TestClusterGCReadRepair(t *testing.T) {
 	placed(t, c, 0, all, 3)
 	x := gcEnqueue(t, c, 0, "rr")
 	gcRun(t, c, 0, "rr", x)
-	const follower = 2
-	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, follower}, true, x) })
+	// The follower to cut off: any node but x's leader (placement, not
+	// the test, decides which node that is).
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := v.Partitions[partOfForTest(x, len(v.Partitions))].Leader
+	follower := slices.IndexFunc(all, func(id uint64) bool { return id != leader })
+	var others []int
+	for i := range all {
+		if i != follower {
+			others = append(others, i)
+		}
+	}
+	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, true, x) })
 	time.Sleep(gcRetention + 100*time.Millisecond)
-	for _, i := range []int{0, 1} {
+	for _, i := range others {
 		c.Faults(i).DropReplication(c.Addr(follower))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
-	if resp, err := c.Client(0).GC(ctx, &wire.GCRequest{}); err != nil || resp.Collected != 1 {
+	if resp, err := c.Client(others[0]).GC(ctx, &wire.GCRequest{}); err != nil || resp.Collected != 1 {
 		t.Fatalf("gc: %+v, %v; want 1 collected", resp, err)
 	}
-	if err := allReplicas(c, []int{0, 1}, false, x); err != nil {
+	if err := allReplicas(c, others, false, x); err != nil {
 		t.Fatal(err)
 	}
 	if err := allReplicas(c, []int{follower}, true, x); err != nil {
 		t.Fatalf("the follower cut off from replication: %v", err)
 	}
-	for _, i := range []int{0, 1} {
+	for _, i := range others {
 		c.Faults(i).Heal()
 	}
 	if v, err := c.Client(follower).Get(ctx, &wire.GetRequest{ID: x, R: 3}); !errors.Is(err, task.ErrNotFound) {
 		t.Fatalf("read of all replicas: %+v, %v; want not found", v, err)
 	}
-	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, follower}, false, x) })
+	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, false, x) })
 }
 
 // TestAwayLongerThanHorizon: a node of a cluster that was down longer
