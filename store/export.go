@@ -97,14 +97,15 @@ func exportSpec(v []byte, di *pebble.Iterator, part uint16, id []byte) (*task.Sp
 	}
 	if apart {
 		dk := taskKey(kindData, part, task.ID(id))
-		if !di.SeekGE(dk) || !bytes.Equal(di.Key(), dk) {
-			if err := di.Error(); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: spec marked apart, no payload record", ErrCorrupt)
+		found := di.SeekGE(dk) && bytes.Equal(di.Key(), dk)
+		if err := di.Error(); err != nil {
+			return nil, err
 		}
-		sp = new(task.Spec)
-		if err := decode(di.Value(), sp); err != nil {
+		var v []byte
+		if found {
+			v = di.Value()
+		}
+		if sp, err = decodeApart(v, found); err != nil {
 			return nil, err
 		}
 	}

@@ -71,6 +71,19 @@ func decodeSpec(v []byte, sp *task.Spec) (apart bool, err error) {
 	return false, decode(v, sp)
 }
 
+// decodeApart decodes v, the data record of a spec marked apart (found:
+// whether the record exists), into the whole spec.
+func decodeApart(v []byte, found bool) (*task.Spec, error) {
+	if !found {
+		return nil, fmt.Errorf("%w: spec marked apart, no payload record", ErrCorrupt)
+	}
+	sp := new(task.Spec)
+	if err := decode(v, sp); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
 // upgradeLayout brings the database to layoutVersion: it marks a new
 // database, rewrites one of layout 1 (see above), and refuses one written
 // by a newer build. It runs in Open, before any other reader or writer.

@@ -167,14 +167,11 @@ func (s *Store) FullSpec(part uint16, id task.ID) (*task.Spec, error) {
 		return sp, err
 	}
 	v, err := s.get(taskKey(kindData, part, id))
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: task %s: spec marked apart, no payload record", ErrCorrupt, id)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	whole := new(task.Spec)
-	if err := decode(v, whole); err != nil {
+	whole, err := decodeApart(v, err == nil)
+	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", id, err)
 	}
 	return whole, nil
