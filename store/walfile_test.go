@@ -1,0 +1,330 @@
+package store
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+// Reference: walfile.go, "Why the WAL is written ahead with zeros".
+
+// testZeroFS is a zeroAheadFS on the real filesystem with steps small
+// enough for a test to run many.
+func testZeroFS(step, lowWater int64) *zeroAheadFS {
+	fs := newZeroAheadFS(vfs.Default, slog.New(slog.DiscardHandler))
+	fs.step, fs.lowWater = step, lowWater
+	return fs
+}
+
+// writeLog writes n random bytes to f in writes of random sizes, syncing
+// now and then as Pebble does, and returns what it wrote.
+func writeLog(t *testing.T, f vfs.File, rng *rand.Rand, n int) []byte {
+	t.Helper()
+	want := make([]byte, 0, n)
+	for len(want) < n {
+		p := make([]byte, min(1+rng.IntN(9000), n-len(want)))
+		for i := range p {
+			p[i] = byte(1 + rng.IntN(255)) // never zero: a zeroed byte shows
+		}
+		want = append(want, p...)
+		if _, err := f.Write(p); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		if rng.IntN(4) == 0 {
+			if err := f.Sync(); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+		}
+	}
+	return want
+}
+
+// checkLog checks that the file at path holds want, then only zeros.
+func checkLog(t *testing.T, path string, want []byte) int64 {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < len(want) {
+		t.Fatalf("file has %d bytes, the log wrote %d", len(got), len(want))
+	}
+	if i := firstDiff(got[:len(want)], want); i >= 0 {
+		t.Fatalf("log byte %d is %#x, wrote %#x: a zeroing step wrote over the log", i, got[i], want[i])
+	}
+	if i := bytes.IndexFunc(got[len(want):], func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("byte %d past the log's end is not zero", len(want)+i)
+	}
+	return int64(len(got))
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func zf(t *testing.T, f vfs.File) *zeroAheadFile {
+	t.Helper()
+	z, ok := f.(*zeroAheadFile)
+	if !ok {
+		t.Fatalf("a log file on the OS filesystem is a %T, want *zeroAheadFile", f)
+	}
+	return z
+}
+
+// TestZeroAheadKeepsTheLog writes logs through files that zero ahead in
+// small steps, new and reused, and checks that every byte the log wrote is
+// there, that zeros and nothing else follow it, and that steps ran.
+func TestZeroAheadKeepsTheLog(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		step, lowWater int64
+		reuse          bool
+	}{
+		{"new file", 64 << 10, 32 << 10, false},
+		{"steps smaller than writes", 4 << 10, 4 << 10, false},
+		{"reused file", 64 << 10, 32 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := testZeroFS(tc.step, tc.lowWater)
+			dir := t.TempDir()
+			rng := rand.New(rand.NewPCG(uint64(tc.step), 7))
+			path := filepath.Join(dir, "000002.log")
+			f, err := fs.Create(path, walWriteCategory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.reuse {
+				// An old log, longer than the new one will reach at first.
+				writeLog(t, f, rng, 300<<10)
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				old := path
+				path = filepath.Join(dir, "000009.log")
+				if f, err = fs.ReuseForWrite(old, path, walWriteCategory); err != nil {
+					t.Fatal(err)
+				}
+				if st, _ := f.Stat(); zf(t, f).zeroed != st.Size() {
+					t.Fatalf("a reused log starts with %d bytes zeroed, want its size %d", zf(t, f).zeroed, st.Size())
+				}
+			}
+			z := zf(t, f)
+			want := writeLog(t, f, rng, 1<<20)
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if z.stepsRun == 0 {
+				t.Fatal("no zeroing step ran")
+			}
+			if !tc.reuse {
+				// A reused file's old tail is the old log's bytes, not zeros.
+				size := checkLog(t, path, want)
+				if size < int64(len(want))+1 {
+					t.Errorf("file size %d: no zeros ahead of a %d-byte log", size, len(want))
+				}
+			} else {
+				got, _ := os.ReadFile(path)
+				if i := firstDiff(got[:len(want)], want); i >= 0 {
+					t.Fatalf("log byte %d lost", i)
+				}
+			}
+		})
+	}
+}
+
+// TestZeroAheadWriteWaitsForStep holds a step before it writes and checks
+// that a Write reaching the step's range waits until the step is done,
+// while a Write short of it does not.
+func TestZeroAheadWriteWaitsForStep(t *testing.T) {
+	fs := testZeroFS(64<<10, 64<<10)
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	fs.beforeStep = func() {
+		started <- struct{}{}
+		<-release
+	}
+	path := filepath.Join(t.TempDir(), "000002.log")
+	f, err := fs.Create(path, walWriteCategory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zf(t, f)
+	// The first write starts a step just past its own end.
+	want := bytes.Repeat([]byte{0xab}, 1000)
+	if _, err := f.Write(bytes.Clone(want)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	z.mu.Lock()
+	from := z.from
+	z.mu.Unlock()
+	if from != 1000 {
+		t.Fatalf("the step starts at %d, want the log's end 1000", from)
+	}
+	next := bytes.Repeat([]byte{0xcd}, 5000)
+	done := make(chan error)
+	go func() {
+		_, err := f.Write(bytes.Clone(next))
+		done <- err
+	}()
+	select {
+	case <-done:
+		t.Fatal("a write into a step's range did not wait for the step")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, next...)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, path, want)
+}
+
+// TestZeroAheadLeavesOtherFiles checks that only log files on the OS
+// filesystem are wrapped.
+func TestZeroAheadLeavesOtherFiles(t *testing.T) {
+	fs := testZeroFS(walZeroStep, walZeroLowWater)
+	dir := t.TempDir()
+	f, err := fs.Create(filepath.Join(dir, "000005.sst"), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.(*zeroAheadFile); ok {
+		t.Error("a table file zeroes ahead")
+	}
+	_ = f.Close()
+	mem := newZeroAheadFS(vfs.NewMem(), slog.New(slog.DiscardHandler))
+	g, err := mem.Create("000002.log", walWriteCategory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.(*zeroAheadFile); ok {
+		t.Error("a log of an in-memory filesystem zeroes ahead")
+	}
+	_ = g.Close()
+}
+
+// TestStoreLogZeroedAndReplayed runs a store on the real filesystem: its
+// log gets zeros ahead (so Pebble still creates logs with the category
+// zeroAheadFS looks for), and a copy of the data dir taken while the
+// store runs, as a crash would leave it, opens with every synced write.
+func TestStoreLogZeroedAndReplayed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig(dir)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const tasks = 500
+	ids := make([]task.ID, tasks)
+	for i := range ids {
+		ids[i] = task.MakeID(1_700_000_000_000+int64(i), 1, 1)
+		b := s.NewBatch()
+		if err := b.PutSpec(3, &task.Spec{ID: ids[i], Queue: "q", Data: bytes.Repeat([]byte{byte(i)}, 100)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first step starts with the log's first write; wait for it.
+	var logPath string
+	var logSize int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		logPath, logSize = newestLog(t, dir)
+		if logSize >= walZeroStep {
+			break
+		}
+	}
+	if logSize < walZeroStep {
+		t.Fatalf("the newest log %s has %d bytes: no zeros written ahead of it", logPath, logSize)
+	}
+
+	crashed := t.TempDir()
+	copyDir(t, dir, crashed)
+	cfg2 := DefaultConfig(crashed)
+	cfg2.Logger = cfg.Logger
+	s2, err := Open(cfg2)
+	if err != nil {
+		t.Fatalf("open the data dir a crash left: %v", err)
+	}
+	defer s2.Close()
+	for i, id := range ids {
+		sp, err := s2.FullSpec(3, id)
+		if err != nil {
+			t.Fatalf("task %d of %d after the crash: %v", i, tasks, err)
+		}
+		if !bytes.Equal(sp.Data, bytes.Repeat([]byte{byte(i)}, 100)) {
+			t.Fatalf("task %d: payload changed", i)
+		}
+	}
+}
+
+func newestLog(t *testing.T, dir string) (string, int64) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") && e.Name() > name {
+			name = e.Name()
+		}
+	}
+	if name == "" {
+		t.Fatalf("no log in %s", dir)
+	}
+	st, err := os.Stat(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, st.Size()
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		src, err := os.Open(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := os.Create(filepath.Join(to, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			t.Fatal(err)
+		}
+		_ = src.Close()
+		if err := dst.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
