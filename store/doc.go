@@ -32,8 +32,8 @@
 // was waited on; a batch applied after another is never durable before it.
 //
 // A log file on disk is kept written with zeros a little ahead of its end
-// (walfile.go), so a commit's fdatasync flushes data only: it never has to
-// commit a grown file size or newly used blocks as well.
+// (walfile.go), so a commit's fdatasync nearly always flushes data alone,
+// without a grown file size or newly used blocks to commit as well.
 //
 // store is the only importer of cockroachdb/pebble. It imports task and
 // clock; it must not import wire, partition, raftgroup, node or raft.

@@ -139,7 +139,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cache := pebble.NewCache(cacheSize(cfg))
 	opts := &pebble.Options{
-		FS:                          newZeroAheadFS(cfg.FS, cfg.Logger.With("component", "store")),
+		FS:                          wrapWALFS(cfg.FS, cfg.Logger.With("component", "store")),
 		Cache:                       cache,
 		MemTableSize:                cfg.MemTableBytes,
 		MemTableStopWritesThreshold: memTableStopWrites,

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -24,13 +25,19 @@ import (
 // has none to reuse, and neither has a node until its first memtables are
 // flushed (64 MiB each; Pebble's preallocation keeps the file's size and
 // leaves its blocks unwritten, so it does not help). So zeroAheadFS keeps
-// a WAL's written blocks ahead of its end: each log file, new or reused,
+// a log's written blocks ahead of its end: each log file, new or reused,
 // gets zeros written and synced past the log's end, a step at a time,
-// off the commit path, so the log's own syncs only ever flush data.
+// off the commit path. Nearly all of the log's own syncs then flush data
+// alone; the exceptions are the first walZeroGap bytes of a new file and
+// a sync that comes between a step's writes and the step's own sync.
 //
-// A crash leaves zeros after the log's last record. Pebble reads a zeroed
-// chunk as the end of the log (record.ErrZeroedChunk, the same end a
-// preallocated or recycled file has), so recovery is unchanged.
+// Recovery. A crash leaves zeros (and perhaps a hole) after the newest
+// log's last record. Pebble reads the zeroed chunk as invalid, reads ahead
+// for a later valid chunk, finds none, and ends the log there as an
+// unclean end (record.ErrUnexpectedEOF), which it tolerates in the newest
+// log, as it does a torn append. An older log always ends with the EOF
+// trailer Pebble writes when it closes it, before any zeros, so its zeros
+// are never read.
 
 // walWriteCategory is the category Pebble creates and reuses log files
 // with (vfs.DiskWriteCategory); zeroAheadFS leaves every other file alone.
@@ -46,31 +53,47 @@ const walWriteCategory vfs.DiskWriteCategory = "pebble-wal"
 // thousand times a second). The low water gives a step about a tenth of a
 // second to finish before the log reaches its blocks; if the log gets
 // there first, its writer waits for the step (it must not write where
-// zeros are still being written). Pebble preallocates a log's blocks
-// (fallocate, 110% of the memtable size), so a step fills space the file
-// already holds.
+// zeros are still being written). A new file's first step starts
+// walZeroGap past the log's end, so the log's first writes do not wait
+// for it. Zeros take no space a log would not: Pebble reserves 110% of
+// the memtable size for each log (fallocate), and the log writes over the
+// zeros.
 const (
 	walZeroStep     = 512 << 10
 	walZeroLowWater = 512 << 10
+	walZeroGap      = 64 << 10
 	walZeroBuf      = 128 << 10
 )
 
-// zeroAheadFS wraps the FS Pebble writes through; log files it creates or
-// reuses zero ahead of their end. Files without an OS descriptor (an
-// in-memory FS) are left as they are: a step writes and syncs through
-// the file from its own goroutine, alongside Pebble's writes and syncs,
-// which an OS file allows (positioned writes; fdatasync).
+// wrapWALFS returns the FS Pebble is to write through: fs itself, unless
+// it is the OS filesystem, whose log files then zero ahead of their end.
+// Only the OS filesystem: a step writes and syncs the file through a
+// descriptor of its own, from its own goroutine, alongside Pebble's writes
+// and syncs, which plain OS files allow (vfs.File's contract, one Write or
+// Sync at a time, holds for Pebble's own use of the file).
+func wrapWALFS(fs vfs.FS, logger *slog.Logger) vfs.FS {
+	if fs != vfs.Default {
+		return fs
+	}
+	return newZeroAheadFS(fs, logger)
+}
+
+// zeroAheadFS wraps the OS filesystem; log files it creates or reuses zero
+// ahead of their end.
 type zeroAheadFS struct {
 	vfs.FS
-	step, lowWater int64
-	logger         *slog.Logger
+	step, lowWater, gap int64
+	logger              *slog.Logger
 	// beforeStep, when set (tests), runs in a step's goroutine before it
 	// writes.
 	beforeStep func()
+	// failStep, when set (tests), is returned by every step instead of
+	// writing.
+	failStep error
 }
 
 func newZeroAheadFS(fs vfs.FS, logger *slog.Logger) *zeroAheadFS {
-	return &zeroAheadFS{FS: fs, step: walZeroStep, lowWater: walZeroLowWater, logger: logger}
+	return &zeroAheadFS{FS: fs, step: walZeroStep, lowWater: walZeroLowWater, gap: walZeroGap, logger: logger}
 }
 
 func (fs *zeroAheadFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -95,11 +118,26 @@ func (fs *zeroAheadFS) ReuseForWrite(oldname, newname string, category vfs.DiskW
 	return fs.wrap(f, newname, st.Size()), nil
 }
 
+// wrap returns f zeroing ahead, or f itself if the file cannot be opened
+// a second time for the steps.
 func (fs *zeroAheadFS) wrap(f vfs.File, name string, size int64) vfs.File {
-	if f.Fd() == vfs.InvalidFd {
+	// The steps write and sync through their own open file, never through
+	// the log's. A step's fdatasync writes back the log's dirty pages too,
+	// and Linux reports a failed write-back once to each open file: had the
+	// step taken the report on the log's descriptor, Pebble's next sync of
+	// the log would succeed and acknowledge writes that never reached the
+	// disk. With its own descriptor, the log's sync still gets the error.
+	zf, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		fs.logger.Warn("WAL zeroing off for this log; its syncs may cost more", "file", name, "err", err)
 		return f
 	}
-	z := &zeroAheadFile{File: f, name: name, step: fs.step, lowWater: fs.lowWater, logger: fs.logger, beforeStep: fs.beforeStep, zeroed: size}
+	z := &zeroAheadFile{
+		File: f, zf: zf, name: name,
+		step: fs.step, lowWater: fs.lowWater, gap: fs.gap,
+		logger: fs.logger, beforeStep: fs.beforeStep, failStep: fs.failStep,
+		zeroed: size,
+	}
 	z.idle = sync.NewCond(&z.mu)
 	return z
 }
@@ -114,11 +152,12 @@ func (fs *zeroAheadFS) wrap(f vfs.File, name string, size int64) vfs.File {
 // are synced before zeroed moves past them.
 type zeroAheadFile struct {
 	vfs.File
-	name       string
-	step       int64
-	lowWater   int64
-	logger     *slog.Logger
-	beforeStep func()
+	zf                  *os.File // the steps' own descriptor of the file
+	name                string
+	step, lowWater, gap int64
+	logger              *slog.Logger
+	beforeStep          func()
+	failStep            error
 
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when a step ends
@@ -142,7 +181,9 @@ func (f *zeroAheadFile) Write(p []byte) (int, error) {
 		f.idle.Wait()
 	}
 	if !f.busy && !f.stopped && f.zeroed-next < f.lowWater {
-		from := max(f.zeroed, next)
+		// Ahead of what is zeroed, or, where the log has reached that (a
+		// new file), a gap ahead of the log, for it to write in meanwhile.
+		from := max(f.zeroed, next+f.gap)
 		f.busy, f.from = true, from
 		go f.zero(from, from+f.step)
 	}
@@ -160,14 +201,17 @@ func (f *zeroAheadFile) zero(from, to int64) {
 	if f.beforeStep != nil {
 		f.beforeStep()
 	}
-	err := f.writeZeros(from, to)
+	err := f.failStep
+	if err == nil {
+		err = f.writeZeros(from, to)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.busy = false
 	if err != nil {
 		if !f.stopped {
 			// The log still works: its syncs commit the blocks it grows into,
-			// as they would without zeroing.
+			// as they would without zeroing, and report any error of their own.
 			f.logger.Warn("WAL zeroing stopped; log syncs may cost more", "file", f.name, "err", err)
 		}
 		f.stopped = true
@@ -180,20 +224,20 @@ func (f *zeroAheadFile) zero(from, to int64) {
 
 func (f *zeroAheadFile) writeZeros(from, to int64) error {
 	for off := from; off < to; {
-		n, err := f.File.WriteAt(zeroes[:min(int64(len(zeroes)), to-off)], off)
+		n, err := f.zf.WriteAt(zeroes[:min(int64(len(zeroes)), to-off)], off)
 		if err != nil {
 			return fmt.Errorf("zero %s at %d: %w", f.name, off, err)
 		}
 		off += int64(n)
 	}
-	if err := f.File.SyncData(); err != nil {
+	if err := f.zf.Sync(); err != nil {
 		return fmt.Errorf("sync zeros of %s: %w", f.name, err)
 	}
 	return nil
 }
 
-// Close waits for a step in progress (it writes through the descriptor
-// Close releases) and closes the file.
+// Close waits for a step in progress, then closes the steps' descriptor
+// and the file.
 func (f *zeroAheadFile) Close() error {
 	f.mu.Lock()
 	f.stopped = true
@@ -201,5 +245,6 @@ func (f *zeroAheadFile) Close() error {
 		f.idle.Wait()
 	}
 	f.mu.Unlock()
+	_ = f.zf.Close() // only zeros went through it, each step synced
 	return f.File.Close()
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -22,7 +23,7 @@ import (
 // enough for a test to run many.
 func testZeroFS(step, lowWater int64) *zeroAheadFS {
 	fs := newZeroAheadFS(vfs.Default, slog.New(slog.DiscardHandler))
-	fs.step, fs.lowWater = step, lowWater
+	fs.step, fs.lowWater, fs.gap = step, lowWater, 4<<10
 	return fs
 }
 
@@ -148,8 +149,8 @@ func TestZeroAheadKeepsTheLog(t *testing.T) {
 }
 
 // TestZeroAheadWriteWaitsForStep holds a step before it writes and checks
-// that a Write reaching the step's range waits until the step is done,
-// while a Write short of it does not.
+// that a Write short of the step's range goes ahead while one reaching it
+// waits until the step is done.
 func TestZeroAheadWriteWaitsForStep(t *testing.T) {
 	fs := testZeroFS(64<<10, 64<<10)
 	release, started := make(chan struct{}), make(chan struct{}, 1)
@@ -163,7 +164,7 @@ func TestZeroAheadWriteWaitsForStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := zf(t, f)
-	// The first write starts a step just past its own end.
+	// The first write of a new file starts a step a gap past its end.
 	want := bytes.Repeat([]byte{0xab}, 1000)
 	if _, err := f.Write(bytes.Clone(want)); err != nil {
 		t.Fatal(err)
@@ -172,9 +173,16 @@ func TestZeroAheadWriteWaitsForStep(t *testing.T) {
 	z.mu.Lock()
 	from := z.from
 	z.mu.Unlock()
-	if from != 1000 {
-		t.Fatalf("the step starts at %d, want the log's end 1000", from)
+	if from != 1000+fs.gap {
+		t.Fatalf("the step starts at %d, want the log's end 1000 plus the gap %d", from, fs.gap)
 	}
+	// The log writes on in the gap while the step runs...
+	short := bytes.Repeat([]byte{0xbc}, int(fs.gap))
+	if _, err := f.Write(bytes.Clone(short)); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, short...)
+	// ...and a write into the step's range waits for it.
 	next := bytes.Repeat([]byte{0xcd}, 5000)
 	done := make(chan error)
 	go func() {
@@ -197,6 +205,60 @@ func TestZeroAheadWriteWaitsForStep(t *testing.T) {
 	checkLog(t, path, want)
 }
 
+// TestZeroAheadOwnDescriptor checks that steps write and sync through an
+// open file of their own: a failed write-back is reported once per open
+// file, and a step's sync must not take the report the log's sync needs.
+func TestZeroAheadOwnDescriptor(t *testing.T) {
+	fs := testZeroFS(64<<10, 64<<10)
+	path := filepath.Join(t.TempDir(), "000002.log")
+	f, err := fs.Create(path, walWriteCategory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z := zf(t, f)
+	if z.zf.Fd() == f.Fd() {
+		t.Fatal("steps use the log's descriptor")
+	}
+	a, err := z.zf.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(a, b) {
+		t.Fatal("the steps' descriptor is not of the log's file")
+	}
+}
+
+// TestZeroAheadStepFails checks that a failing step stops the zeroing and
+// leaves the log working.
+func TestZeroAheadStepFails(t *testing.T) {
+	fs := testZeroFS(4<<10, 4<<10)
+	fs.failStep = errors.New("injected")
+	path := filepath.Join(t.TempDir(), "000002.log")
+	f, err := fs.Create(path, walWriteCategory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zf(t, f)
+	want := writeLog(t, f, rand.New(rand.NewPCG(3, 4)), 200<<10)
+	if err := f.Sync(); err != nil {
+		t.Fatalf("the log's sync after a failed step: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !z.stopped || z.stepsRun != 0 {
+		t.Fatalf("after failing steps: stopped %v, steps run %d", z.stopped, z.stepsRun)
+	}
+	if size := checkLog(t, path, want); size != int64(len(want)) {
+		t.Fatalf("file size %d, the log wrote %d: something was zeroed", size, len(want))
+	}
+}
+
 // TestZeroAheadLeavesOtherFiles checks that only log files on the OS
 // filesystem are wrapped.
 func TestZeroAheadLeavesOtherFiles(t *testing.T) {
@@ -210,71 +272,83 @@ func TestZeroAheadLeavesOtherFiles(t *testing.T) {
 		t.Error("a table file zeroes ahead")
 	}
 	_ = f.Close()
-	mem := newZeroAheadFS(vfs.NewMem(), slog.New(slog.DiscardHandler))
-	g, err := mem.Create("000002.log", walWriteCategory)
-	if err != nil {
-		t.Fatal(err)
+	mem := vfs.NewMem()
+	if got := wrapWALFS(mem, slog.New(slog.DiscardHandler)); got != mem {
+		t.Errorf("an in-memory filesystem is wrapped: %T", got)
 	}
-	if _, ok := g.(*zeroAheadFile); ok {
-		t.Error("a log of an in-memory filesystem zeroes ahead")
+	if _, ok := wrapWALFS(vfs.Default, slog.New(slog.DiscardHandler)).(*zeroAheadFS); !ok {
+		t.Error("the OS filesystem is not wrapped")
 	}
-	_ = g.Close()
 }
 
-// TestStoreLogZeroedAndReplayed runs a store on the real filesystem: its
-// log gets zeros ahead (so Pebble still creates logs with the category
-// zeroAheadFS looks for), and a copy of the data dir taken while the
-// store runs, as a crash would leave it, opens with every synced write.
+// TestStoreLogZeroedAndReplayed runs a store on the real filesystem with
+// memtables small enough that its logs rotate, and Pebble reuses old log
+// files, many times. Its logs get zeros ahead (so Pebble still creates
+// logs with the category zeroAheadFS looks for); a copy of the data dir
+// taken while the store runs, as a crash would leave it, opens with every
+// synced write; so does the data dir itself after a clean close.
 func TestStoreLogZeroedAndReplayed(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig(dir)
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.MemTableBytes = 256 << 10
 	s, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	const tasks = 500
+	const tasks = 4000
+	payload := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 300) }
 	ids := make([]task.ID, tasks)
 	for i := range ids {
 		ids[i] = task.MakeID(1_700_000_000_000+int64(i), 1, 1)
 		b := s.NewBatch()
-		if err := b.PutSpec(3, &task.Spec{ID: ids[i], Queue: "q", Data: bytes.Repeat([]byte{byte(i)}, 100)}); err != nil {
+		if err := b.PutSpec(3, &task.Spec{ID: ids[i], Queue: "q", Data: payload(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The first step starts with the log's first write; wait for it.
-	var logPath string
+	// A step starts with a new log's first write; wait for one to end.
+	var logName string
 	var logSize int64
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		logPath, logSize = newestLog(t, dir)
+		logName, logSize = newestLog(t, dir)
 		if logSize >= walZeroStep {
 			break
 		}
 	}
 	if logSize < walZeroStep {
-		t.Fatalf("the newest log %s has %d bytes: no zeros written ahead of it", logPath, logSize)
+		t.Fatalf("the newest log %s has %d bytes: no zeros written ahead of it", logName, logSize)
 	}
 
+	check := func(what string, s *Store) {
+		t.Helper()
+		for i, id := range ids {
+			sp, err := s.FullSpec(3, id)
+			if err != nil {
+				t.Fatalf("%s: task %d of %d: %v", what, i, tasks, err)
+			}
+			if !bytes.Equal(sp.Data, payload(i)) {
+				t.Fatalf("%s: task %d: payload changed", what, i)
+			}
+		}
+	}
 	crashed := t.TempDir()
 	copyDir(t, dir, crashed)
-	cfg2 := DefaultConfig(crashed)
-	cfg2.Logger = cfg.Logger
-	s2, err := Open(cfg2)
-	if err != nil {
-		t.Fatalf("open the data dir a crash left: %v", err)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
-	defer s2.Close()
-	for i, id := range ids {
-		sp, err := s2.FullSpec(3, id)
+	for _, d := range []struct{ what, dir string }{{"after a crash", crashed}, {"after a clean close", dir}} {
+		c := DefaultConfig(d.dir)
+		c.Logger, c.MemTableBytes = cfg.Logger, cfg.MemTableBytes
+		s2, err := Open(c)
 		if err != nil {
-			t.Fatalf("task %d of %d after the crash: %v", i, tasks, err)
+			t.Fatalf("open the data dir %s: %v", d.what, err)
 		}
-		if !bytes.Equal(sp.Data, bytes.Repeat([]byte{byte(i)}, 100)) {
-			t.Fatalf("task %d: payload changed", i)
+		check(d.what, s2)
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
