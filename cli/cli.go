@@ -102,6 +102,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
 			&ucli.IntFlag{Name: "claim-cache-mb", Value: int(d.FreshSpecBytes >> 20), EnvVars: envName("claim-cache-mb"), Usage: "memory (MiB) for the payloads of fresh ready tasks, so that claiming them reads nothing from disk (0: none)"},
 			&ucli.DurationFlag{Name: "wal-min-sync-interval", Value: d.WALMinSyncInterval, EnvVars: envName("wal-min-sync-interval"), Usage: "least time between two fsyncs of the write-ahead log: more writes share each fsync, each waits up to this much longer (0: sync at once)"},
+			&ucli.BoolFlag{Name: "wal-zero-ahead", Value: !d.NoWALZeroAhead, EnvVars: envName("wal-zero-ahead"), Usage: "write zeros ahead of the write-ahead log's end, so that its fsyncs flush data alone (ext4, xfs); set to false on copy-on-write filesystems (btrfs, zfs), where it only adds writes"},
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
 			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
 			&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "file holding the cluster secret (at least 16 bytes): peers and clients must prove it"},
@@ -175,6 +176,7 @@ func runNode(c *ucli.Context) error {
 	}
 	cfg.FreshSpecBytes = int64(cacheMB) << 20
 	cfg.WALMinSyncInterval = c.Duration("wal-min-sync-interval")
+	cfg.NoWALZeroAhead = !c.Bool("wal-zero-ahead")
 	if cfg.WALMinSyncInterval < 0 {
 		return usagef("--wal-min-sync-interval %v: want 0 (sync at once) or more", cfg.WALMinSyncInterval)
 	}

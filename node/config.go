@@ -81,6 +81,10 @@ type Config struct {
 	// much CPU, a millisecond or two lets more writes share each one, for
 	// that much more latency per write.
 	WALMinSyncInterval time.Duration
+	// NoWALZeroAhead turns off writing zeros ahead of the write-ahead
+	// log's end (store.Config.NoWALZeroAhead): for copy-on-write
+	// filesystems, where the zeros save no sync any work.
+	NoWALZeroAhead bool
 	// DefaultMaxAttempts applies to tasks enqueued without max_attempts.
 	DefaultMaxAttempts uint32
 	// RetryBase and RetryMax shape the default backoff after a fail

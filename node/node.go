@@ -264,6 +264,7 @@ func (n *Node) openStore() error {
 	sc := store.DefaultConfig(dir)
 	sc.Logger = n.cfg.Logger
 	sc.WALMinSyncInterval = n.cfg.WALMinSyncInterval
+	sc.NoWALZeroAhead = n.cfg.NoWALZeroAhead
 	s, err := store.Open(sc)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)

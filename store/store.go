@@ -64,6 +64,12 @@ type Config struct {
 	// latency on every durable write. Commits are never acknowledged
 	// before their sync, whatever the interval.
 	WALMinSyncInterval time.Duration
+	// NoWALZeroAhead turns off writing zeros ahead of the log's end
+	// (walfile.go). The zeros spare each sync a metadata commit on
+	// filesystems that update blocks in place (ext4, xfs); on
+	// copy-on-write ones (btrfs, zfs) they save nothing and only add
+	// writes.
+	NoWALZeroAhead bool
 	// Logger receives Pebble's log lines.
 	Logger *slog.Logger
 }
@@ -139,12 +145,15 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cache := pebble.NewCache(cacheSize(cfg))
 	opts := &pebble.Options{
-		FS:                          wrapWALFS(cfg.FS, cfg.Logger.With("component", "store")),
+		FS:                          cfg.FS,
 		Cache:                       cache,
 		MemTableSize:                cfg.MemTableBytes,
 		MemTableStopWritesThreshold: memTableStopWrites,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{cfg.Logger.With("component", "pebble")},
+	}
+	if !cfg.NoWALZeroAhead {
+		opts.FS = wrapWALFS(cfg.FS, cfg.Logger.With("component", "store"))
 	}
 	if d := cfg.WALMinSyncInterval; d > 0 {
 		opts.WALMinSyncInterval = func() time.Duration { return d }

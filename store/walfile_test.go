@@ -402,3 +402,30 @@ func copyDir(t *testing.T, from, to string) {
 		}
 	}
 }
+
+// TestStoreNoWALZeroAhead checks that Config.NoWALZeroAhead leaves the
+// log as Pebble writes it.
+func TestStoreNoWALZeroAhead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig(dir)
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.NoWALZeroAhead = true
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 200 {
+		b := s.NewBatch()
+		if err := b.PutSpec(1, &task.Spec{ID: task.MakeID(1_700_000_000_000+int64(i), 1, 1), Queue: "q"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // time for a step, were one started
+	if name, size := newestLog(t, dir); size >= walZeroGap {
+		t.Fatalf("log %s has %d bytes with zeroing off", name, size)
+	}
+}
