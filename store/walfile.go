@@ -122,7 +122,7 @@ func (fs *zeroAheadFS) ReuseForWrite(oldname, newname string, category vfs.DiskW
 // a second time for the steps.
 func (fs *zeroAheadFS) wrap(f vfs.File, name string, size int64) vfs.File {
 	// The steps write and sync through their own open file, never through
-	// the log's. A step's fdatasync writes back the log's dirty pages too,
+	// the log's. A step's fsync writes back the log's dirty pages too,
 	// and Linux reports a failed write-back once to each open file: had the
 	// step taken the report on the log's descriptor, Pebble's next sync of
 	// the log would succeed and acknowledge writes that never reached the
