@@ -50,8 +50,19 @@ func writeLog(t *testing.T, f vfs.File, rng *rand.Rand, n int) []byte {
 	return want
 }
 
-// checkLog checks that the file at path holds want, then only zeros.
+// checkLog checks that the file at path holds want, then only zeros, and
+// returns the file's size.
 func checkLog(t *testing.T, path string, want []byte) int64 {
+	t.Helper()
+	got := readLog(t, path, want)
+	if i := bytes.IndexFunc(got[len(want):], func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("byte %d past the log's end is not zero", len(want)+i)
+	}
+	return int64(len(got))
+}
+
+// readLog checks that the file at path starts with want and returns it.
+func readLog(t *testing.T, path string, want []byte) []byte {
 	t.Helper()
 	got, err := os.ReadFile(path)
 	if err != nil {
@@ -63,10 +74,7 @@ func checkLog(t *testing.T, path string, want []byte) int64 {
 	if i := firstDiff(got[:len(want)], want); i >= 0 {
 		t.Fatalf("log byte %d is %#x, wrote %#x: a zeroing step wrote over the log", i, got[i], want[i])
 	}
-	if i := bytes.IndexFunc(got[len(want):], func(r rune) bool { return r != 0 }); i >= 0 {
-		t.Fatalf("byte %d past the log's end is not zero", len(want)+i)
-	}
-	return int64(len(got))
+	return got
 }
 
 func firstDiff(a, b []byte) int {
@@ -139,10 +147,7 @@ func TestZeroAheadKeepsTheLog(t *testing.T) {
 					t.Errorf("file size %d: no zeros ahead of a %d-byte log", size, len(want))
 				}
 			} else {
-				got, _ := os.ReadFile(path)
-				if i := firstDiff(got[:len(want)], want); i >= 0 {
-					t.Fatalf("log byte %d lost", i)
-				}
+				readLog(t, path, want)
 			}
 		})
 	}
