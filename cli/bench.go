@@ -48,7 +48,7 @@ func benchCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "n", Value: 100000, Usage: "tasks"},
 			&ucli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 64, Usage: "concurrent clients"},
 			&ucli.IntFlag{Name: "conns", Value: 1, Usage: "QUIC connections the clients share"},
-			&ucli.IntFlag{Name: "streams", Value: wire.DefaultStreams, Usage: "QUIC streams per connection"},
+			&ucli.IntFlag{Name: "streams", Value: wire.DefaultStreams, Usage: "QUIC streams per connection that calls spread over (streamed responses get one more)"},
 			&ucli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes"},
 			&ucli.IntFlag{Name: "batch", Value: 1, Usage: "tasks per enqueue request"},
 			&ucli.StringFlag{Name: "queue", Usage: "queue name (default: a fresh one)"},

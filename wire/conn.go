@@ -20,8 +20,15 @@ import (
 
 // Client defaults.
 const (
-	// DefaultStreams is the default ClientConfig.Streams.
-	DefaultStreams = 4
+	// DefaultStreams is the default ClientConfig.Streams. One: requests
+	// that share a stream leave in shared writes (each flush carries
+	// every request queued while the previous one was written) and the
+	// node answers them in kind, so a busy Conn sends and receives far
+	// fewer packets. Measured on three nodes with 64 clients (skuldd
+	// bench, --streams): 4 streams sent 1.18 UDP datagrams per enqueued
+	// task and 1 stream 0.67, for 28% more enqueues per second and 10%
+	// less CPU per task over enqueue and claim+complete.
+	DefaultStreams = 1
 	// DefaultDialTimeout is the default ClientConfig.DialTimeout.
 	DefaultDialTimeout = 5 * time.Second
 	// maxClientStreams bounds ClientConfig.Streams well below the server's
@@ -41,10 +48,12 @@ type ClientConfig struct {
 	// uses a clone; if NextProtos is empty it offers ALPNClient.
 	TLS *tls.Config
 	// Streams is the number of long-lived QUIC streams the Conn multiplexes
-	// requests over; default DefaultStreams, at most 64. Each request goes
-	// to the stream with the fewest requests in flight. Fewer streams batch
-	// better; more streams limit head-of-line blocking behind a lost packet
-	// or a slow Stream callback.
+	// Calls over; default DefaultStreams, at most 64. Each Call goes to
+	// the stream with the fewest requests in flight. Fewer streams batch
+	// better; more streams limit head-of-line blocking behind a lost
+	// packet. Stream calls do not use these: the Conn opens one more
+	// stream for them, so a slow Stream callback, which holds up the other
+	// calls on its stream, never holds up a Call.
 	Streams int
 	// MaxFrame is the largest envelope sent or accepted, in bytes; default
 	// DefaultMaxFrame. A request over it fails locally with
@@ -122,17 +131,23 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 // Goroutines: per stream one writer (the only writer of the stream, fed by
 // its send queue) and one reader (dispatches response frames to callers).
 // All of them end once the connection fails; Close waits for them.
+//
+// Streams: the first calls (ClientConfig.Streams) carry Calls; the last
+// one carries Stream calls only.
 type Conn struct {
 	remote   string
 	maxFrame int
 	// pc and tr are the Conn's own socket and transport, closed by Close;
 	// nil on a Conn from DialPeer, which uses the server's.
-	pc      net.PacketConn
-	tr      *quic.Transport
-	qc      *quic.Conn
-	alpn    string
-	peerID  uint64
+	pc     net.PacketConn
+	tr     *quic.Transport
+	qc     *quic.Conn
+	alpn   string
+	peerID uint64
+	// streams are the request streams: streams[:calls] carry Calls,
+	// streams[calls] (the last) carries Stream calls.
 	streams []*clientStream
+	calls   int
 	// nextID numbers requests; IDs start at 1 (0 is reserved).
 	nextID atomic.Uint64
 
@@ -241,7 +256,7 @@ func dialOn(ctx context.Context, tr *quic.Transport, addr string, cfg ClientConf
 }
 
 // open checks the negotiated protocol, says hello if asked to, opens n
-// streams and starts their goroutines.
+// streams for Calls and one for Stream calls, and starts their goroutines.
 func (c *Conn) open(ctx context.Context, n int, hello *helloConfig) error {
 	state := c.qc.ConnectionState()
 	if p := state.TLS.NegotiatedProtocol; p != c.alpn {
@@ -254,7 +269,8 @@ func (c *Conn) open(ctx context.Context, n int, hello *helloConfig) error {
 		}
 		c.peerID = id
 	}
-	for range n {
+	c.calls = n
+	for range n + 1 {
 		str, err := c.qc.OpenStreamSync(ctx)
 		if err != nil {
 			return fmt.Errorf("open stream: %w", err)
@@ -395,8 +411,9 @@ func (c *Conn) Call(ctx context.Context, op Op, req, resp any) error {
 // response. Errors are as for Call; an error frame may come after some
 // bodies were already passed to each.
 //
-// Up to 64 frames are queued for a slow each; beyond that the other calls
-// on the same stream wait too (see ClientConfig.Streams).
+// Up to 64 frames are queued for a slow each; beyond that the other
+// Stream calls of the Conn wait too (they share a stream), but Calls do
+// not (see ClientConfig.Streams).
 //
 // Stream is safe for concurrent use.
 func (c *Conn) Stream(ctx context.Context, op Op, req any, each func(body cbor.RawMessage) error) error {
@@ -465,7 +482,7 @@ func (c *Conn) start(ctx context.Context, op Op, req any, streaming bool) (*clie
 	} else {
 		p.ch = make(chan *Frame, 1)
 	}
-	s := c.pick()
+	s := c.pick(streaming)
 	s.inflight.Add(1)
 	s.mu.Lock()
 	s.mu.pending[id] = p
@@ -488,11 +505,15 @@ func (c *Conn) start(ctx context.Context, op Op, req any, streaming bool) (*clie
 	return nil, 0, nil, err
 }
 
-// pick returns the stream with the fewest calls in flight.
-func (c *Conn) pick() *clientStream {
+// pick returns the stream of Stream calls for a streaming request, else
+// the stream of Calls with the fewest requests in flight.
+func (c *Conn) pick(streaming bool) *clientStream {
+	if streaming {
+		return c.streams[c.calls]
+	}
 	best := c.streams[0]
 	bn := best.inflight.Load()
-	for _, s := range c.streams[1:] {
+	for _, s := range c.streams[1:c.calls] {
 		if n := s.inflight.Load(); n < bn {
 			best, bn = s, n
 		}

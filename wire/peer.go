@@ -172,7 +172,8 @@ var errNotServing = errors.New("the server is not serving")
 // DialPeer connects to the peer node at addr from the server's own UDP
 // socket (so the peer sees our listen address as the remote address), with
 // ALPNPeer, says hello with the server's NodeID and peer key, and opens
-// cfg.Streams request streams. cfg.TLS defaults to PeerTLS's settings.
+// its request streams (ClientConfig.Streams). cfg.TLS defaults to
+// PeerTLS's settings.
 // Close the Conn when done; it does not close the server's socket.
 func (s *Server) DialPeer(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
 	select {

@@ -292,6 +292,51 @@ func TestStreamedResponse(t *testing.T) {
 	}
 }
 
+// TestSlowStreamDoesNotHoldCalls: a Stream callback that stops reading
+// fills its queue and stalls the stream it shares with other Stream calls;
+// Calls, on streams of their own, still get their answers.
+func TestSlowStreamDoesNotHoldCalls(t *testing.T) {
+	_, addr := startServer(t, newTestHandler(), nil)
+	c := dial(t, addr) // DefaultStreams: one stream for Calls
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	release := make(chan struct{})
+	streamed := make(chan error, 1)
+	go func() {
+		n := 0
+		streamed <- c.Stream(ctx, opStream, nil, func(cbor.RawMessage) error {
+			if n++; n == 1 {
+				<-release
+			}
+			return nil
+		})
+	}()
+	// The callback holds the first frame; the queue behind it fills, and
+	// then the stream's reader waits too.
+	waitFor(t, testTimeout, func() error {
+		s := c.streams[c.calls]
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, p := range s.mu.pending {
+			if len(p.ch) == cap(p.ch) {
+				return nil
+			}
+		}
+		return errors.New("the Stream call's queue is not full yet")
+	})
+	for i := range 10 {
+		var got int
+		if err := within(t, "Call beside a stalled Stream", func() error { return c.Call(ctx, opEcho, i, &got) }); err != nil || got != i {
+			t.Fatalf("Call %d beside a stalled Stream = %d, %v", i, got, err)
+		}
+	}
+	close(release)
+	if err := within(t, "released Stream", func() error { return <-streamed }); err != nil {
+		t.Fatalf("Stream after release: %v", err)
+	}
+}
+
 func TestErrorFrame(t *testing.T) {
 	_, addr := startServer(t, newTestHandler(), nil)
 	c := dial(t, addr)
