@@ -131,9 +131,6 @@ func (cfg ClientConfig) validate() (ClientConfig, error) {
 // Goroutines: per stream one writer (the only writer of the stream, fed by
 // its send queue) and one reader (dispatches response frames to callers).
 // All of them end once the connection fails; Close waits for them.
-//
-// Streams: the first calls (ClientConfig.Streams) carry Calls; the last
-// one carries Stream calls only.
 type Conn struct {
 	remote   string
 	maxFrame int
