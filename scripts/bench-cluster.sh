@@ -101,6 +101,9 @@ gomaxprocs() {
 	{ tr '\0' '\n' <"/proc/$p/environ" | sed -n 's/^GOMAXPROCS=//p' | grep . || echo "default ($(nproc))"; } | head -1
 }
 
+# The machine's CPU, so that figures from sessions that ran on different
+# hosts under this VM can be told apart.
+echo "== machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo "== one node, 64 clients"
 SKULD_CLUSTER_PORT=$((port + 10)) SKULD_CLUSTER_DIR=$work/one scripts/cluster.sh up 1 >/dev/null
 echo "GOMAXPROCS per node: $(gomaxprocs "$work/one")"

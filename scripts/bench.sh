@@ -27,6 +27,9 @@ trap cleanup EXIT
 
 go build -o "$bin" .
 
+# The machine's CPU, so that figures from sessions that ran on different
+# hosts under this VM can be told apart.
+echo "== machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo "== disk: fsync rate (4 KiB writes with O_DSYNC, 2000 of them)"
 dd if=/dev/zero of="$work/fsync-probe" bs=4k count=2000 oflag=dsync 2>&1 | tail -1
 rm -f "$work/fsync-probe"
