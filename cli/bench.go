@@ -36,6 +36,12 @@ const (
 	// emptyClaimLimit ends the claim phase when this many claims in a row
 	// come back empty after every task was seen claimed.
 	emptyClaimLimit = 50
+	// workerErrorLimit stops a client after this many failed requests in
+	// a row: the node keeps refusing, and more tries measure nothing.
+	workerErrorLimit = 100
+	// errorPause is how long a client waits after a failed request before
+	// its next, so a refusing node is not met with a busy loop.
+	errorPause = 10 * time.Millisecond
 )
 
 func benchCommand() *ucli.Command {
@@ -85,6 +91,33 @@ type bench struct {
 	stderr  io.Writer
 	out     *json.Encoder
 	jsonOut bool
+	// progress: draw a progress line on stderr while a phase runs.
+	progress bool
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// permanent reports whether err is the node's answer to the request itself
+// (malformed, too large, refused credentials), so that sending it again
+// cannot succeed: the phase stops at the first one.
+func permanent(err error) bool {
+	if errors.Is(err, wire.ErrAuth) {
+		return true
+	}
+	switch wire.CodeOf(err) {
+	case wire.CodeInvalid, wire.CodeTooLarge, wire.CodeDepNotFound, wire.CodeBadFrame,
+		wire.CodeFrameTooLarge, wire.CodeVersion, wire.CodeUnknownOp:
+		return true
+	}
+	return false
 }
 
 func runBench(c *ucli.Context) error {
@@ -111,6 +144,9 @@ func runBench(c *ucli.Context) error {
 		defer pprof.StopCPUProfile()
 	}
 	b := &bench{c: c, stderr: c.App.ErrWriter, out: json.NewEncoder(c.App.Writer), jsonOut: c.Bool("json")}
+	// The progress line redraws itself with terminal escapes: only for a
+	// person watching, never into a file, a pipe or beside --json.
+	b.progress = !b.jsonOut && isTerminal(b.stderr)
 	ctx := c.Context
 	addrs := strings.Split(c.String("addr"), ",")
 	conns := max(c.Int("conns"), len(addrs))
@@ -187,6 +223,8 @@ type runner struct {
 	mu    sync.Mutex
 	hist  *hdrhistogram.Histogram
 	first error
+	// fatal is the first permanent error: it ended the phase.
+	fatal error
 }
 
 func newRunner(name string, total int64) *runner {
@@ -194,32 +232,54 @@ func newRunner(name string, total int64) *runner {
 }
 
 // run calls op on each of n goroutines (with the goroutine index) until op
-// returns more=false; op returns how many ops it did and its error.
-func (r *runner) run(ctx context.Context, stderr io.Writer, n int, op func(ctx context.Context, worker int) (ops int, more bool, err error)) (phaseResult, error) {
+// returns more=false; op returns how many ops it did and its error. A
+// client stops at ErrUnavailable, or after workerErrorLimit errors in a
+// row; every client stops at the first permanent error, which run returns.
+func (b *bench) run(ctx context.Context, r *runner, n int, op func(ctx context.Context, worker int) (ops int, more bool, err error)) (phaseResult, error) {
 	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stop := make(chan struct{})
 	var pwg sync.WaitGroup
-	pwg.Go(func() { r.progress(stderr, start, stop) })
+	if b.progress {
+		pwg.Go(func() { r.progress(b.stderr, start, stop) })
+	}
 	var wg sync.WaitGroup
 	for w := range n {
 		wg.Go(func() {
 			h := hdrhistogram.New(histMinMicros, histMaxMicros, histSigFigs)
+			failed := 0 // errors in a row
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				ops, more, err := op(ctx, w)
 				if err != nil {
+					if ctx.Err() != nil {
+						break // the phase ended under this request
+					}
 					r.errs.Add(1)
+					failed++
 					r.mu.Lock()
 					if r.first == nil {
 						r.first = err
 					}
+					if permanent(err) && r.fatal == nil {
+						r.fatal = err
+						cancel()
+					}
 					r.mu.Unlock()
-					if errors.Is(err, wire.ErrUnavailable) || errors.Is(err, context.Canceled) {
+					if errors.Is(err, wire.ErrUnavailable) || failed >= workerErrorLimit {
 						break
 					}
-				} else if ops > 0 {
-					_ = h.RecordValue(max(time.Since(t0).Microseconds(), histMinMicros))
-					r.done.Add(int64(ops))
+					select {
+					case <-ctx.Done():
+					case <-time.After(errorPause):
+					}
+				} else {
+					failed = 0
+					if ops > 0 {
+						_ = h.RecordValue(max(time.Since(t0).Microseconds(), histMinMicros))
+						r.done.Add(int64(ops))
+					}
 				}
 				if !more {
 					break
@@ -243,11 +303,14 @@ func (r *runner) run(ctx context.Context, stderr io.Writer, n int, op func(ctx c
 		MaxMs:     float64(r.hist.Max()) / 1000,
 		Clients:   n,
 	}
+	if r.fatal != nil {
+		return res, fmt.Errorf("%s: %w", r.name, r.fatal)
+	}
 	if r.errs.Load() > 0 && r.done.Load() == 0 {
 		return res, fmt.Errorf("%s: every op failed: %w", r.name, r.first)
 	}
 	if r.first != nil {
-		fmt.Fprintf(stderr, "%s: %d errors, first: %v\n", r.name, r.errs.Load(), r.first)
+		fmt.Fprintf(b.stderr, "%s: %d errors, first: %v\n", r.name, r.errs.Load(), r.first)
 	}
 	return res, nil
 }
@@ -278,7 +341,7 @@ func (b *bench) enqueuePhase(ctx context.Context, queue string) (phaseResult, er
 	_, _ = rand.Read(payload)
 	var next atomic.Int64
 	r := newRunner("enqueue", n)
-	res, err := r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+	res, err := b.run(ctx, r, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
 		start := next.Add(int64(batch)) - int64(batch)
 		if start >= n {
 			return 0, false, nil
@@ -307,7 +370,7 @@ func (b *bench) workPhase(ctx context.Context, queue string) (phaseResult, error
 	r := newRunner("work", n)
 	current := make([]*wire.TaskView, b.c.Int("clients"))
 	claimReq := &wire.ClaimRequest{Queue: queue, TTLMs: 60_000}
-	res, err := r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+	res, err := b.run(ctx, r, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
 		if r.done.Load() >= n {
 			return 0, false, nil
 		}
@@ -345,7 +408,7 @@ func (b *bench) pingPhase(ctx context.Context) (phaseResult, error) {
 	n := int64(b.c.Int("n"))
 	var next atomic.Int64
 	r := newRunner("ping", n)
-	return r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+	return b.run(ctx, r, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
 		if next.Add(1) > n {
 			return 0, false, nil
 		}
@@ -362,7 +425,7 @@ func (b *bench) claimPhase(ctx context.Context, queue string) (phaseResult, erro
 	n := int64(b.c.Int("n"))
 	var empties atomic.Int64
 	r := newRunner("claim+complete", n)
-	res, err := r.run(ctx, b.stderr, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
+	res, err := b.run(ctx, r, b.c.Int("clients"), func(ctx context.Context, w int) (int, bool, error) {
 		if r.done.Load() >= n {
 			return 0, false, nil
 		}
@@ -406,7 +469,7 @@ func (b *bench) claimScaling(ctx context.Context) error {
 		}
 		r := newRunner("claim", int64(claims))
 		var taken atomic.Int64
-		res, err := r.run(ctx, b.stderr, 1, func(ctx context.Context, w int) (int, bool, error) {
+		res, err := b.run(ctx, r, 1, func(ctx context.Context, w int) (int, bool, error) {
 			if taken.Add(1) > int64(claims) {
 				return 0, false, nil
 			}
@@ -429,7 +492,7 @@ func (b *bench) claimScaling(ctx context.Context) error {
 func (b *bench) fill(ctx context.Context, queue string, count int, payload []byte) error {
 	var next atomic.Int64
 	r := newRunner("fill "+queue, int64(count))
-	_, err := r.run(ctx, b.stderr, scalingFillClients, func(ctx context.Context, w int) (int, bool, error) {
+	_, err := b.run(ctx, r, scalingFillClients, func(ctx context.Context, w int) (int, bool, error) {
 		start := next.Add(scalingFillBatch) - scalingFillBatch
 		if start >= int64(count) {
 			return 0, false, nil

@@ -1,0 +1,242 @@
+package main_test
+
+// The command line beyond ctl: a node configured wholly from SKULD_
+// variables and logging JSON, and `skuldd bench` with its phases, its
+// --json output and its errors.
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNodeFromEnv runs a node with no flags at all: every setting from the
+// environment, logs as JSON lines, and a clean exit on SIGTERM.
+func TestNodeFromEnv(t *testing.T) {
+	bin := skulddBin(t)
+	dir := t.TempDir()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	n := &node{bin: bin, dir: dir, addr: addr, out: &lockedBuffer{}, done: make(chan struct{})}
+	n.cmd = exec.Command(bin)
+	n.cmd.Env = append(os.Environ(),
+		"SKULD_BIND="+addr,
+		"SKULD_DATA_DIR="+dir,
+		"SKULD_PARTITIONS=8",
+		"SKULD_CLOCK_SKEW_BOUND=1s",
+		"SKULD_LOG_LEVEL=info",
+		"SKULD_LOG_FORMAT=json",
+	)
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		n.waitErr = n.cmd.Wait()
+		close(n.done)
+	}()
+	t.Cleanup(func() {
+		_ = n.cmd.Process.Kill()
+		<-n.done
+		if t.Failed() {
+			t.Logf("skuldd output:\n%s", n.out.String())
+		}
+	})
+	if err := n.waitHealthy(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The setting took: the cluster has the partition count from the
+	// environment, and the node serves.
+	var cluster struct {
+		Partitions []json.RawMessage `json:"partitions"`
+	}
+	lines := n.ok(t, "cluster")
+	if err := json.Unmarshal([]byte(lines[0]), &cluster); err != nil || len(cluster.Partitions) != 8 {
+		t.Fatalf("ctl cluster: %d partitions (%v); want 8 from SKULD_PARTITIONS:\n%s", len(cluster.Partitions), err, lines[0])
+	}
+	n.ok(t, "enqueue", "--queue", "env", "--data", "payload")
+	n.stop(t)
+
+	var serving, stopped bool
+	for _, l := range strings.Split(strings.TrimSpace(n.out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", l, err)
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("log line %q has no %q", l, k)
+			}
+		}
+		switch rec["msg"] {
+		case "serving":
+			serving = rec["addr"] == addr && rec["partitions"] == float64(8)
+		case "stopped":
+			stopped = true
+		}
+	}
+	if !serving || !stopped {
+		t.Errorf("JSON log: serving on %s with 8 partitions %v, stopped %v; want both", addr, serving, stopped)
+	}
+}
+
+// benchLine is the part of a --json phase line the tests read.
+type benchLine struct {
+	Phase   string  `json:"phase"`
+	Ops     int64   `json:"ops"`
+	Errors  int64   `json:"errors"`
+	Rate    float64 `json:"ops_per_sec"`
+	P99     float64 `json:"p99_ms"`
+	Clients int     `json:"clients"`
+	Depth   int     `json:"depth"`
+}
+
+func TestBench(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0, "--partitions", "8")
+	bench := func(args ...string) result {
+		t.Helper()
+		r, err := runBinary(n.bin, nil, append([]string{"bench", "--addr", n.addr}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	phases := func(args ...string) []benchLine {
+		t.Helper()
+		r := bench(append(args, "--json")...)
+		// --json: only the phase lines on stdout, and no progress line
+		// (terminal escapes) on stderr.
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("bench %s: %v; want exit 0 and no stderr", strings.Join(args, " "), r)
+		}
+		var out []benchLine
+		for _, l := range r.lines() {
+			var b benchLine
+			if err := json.Unmarshal([]byte(l), &b); err != nil {
+				t.Fatalf("bench %s: line %q: %v", strings.Join(args, " "), l, err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	check := func(got []benchLine, want ...benchLine) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("bench phases %+v; want %+v", got, want)
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Phase != w.Phase || g.Ops != w.Ops || g.Errors != 0 || g.Depth != w.Depth || g.Clients != w.Clients || g.Rate <= 0 || g.P99 <= 0 {
+				t.Errorf("phase %d: %+v; want %s with %d ops at depth %d from %d clients, no errors, a rate and a p99", i, g, w.Phase, w.Ops, w.Depth, w.Clients)
+			}
+		}
+	}
+
+	t.Run("enqueue then claim", func(t *testing.T) {
+		check(phases("-n", "600", "-c", "4", "--queue", "b1"),
+			benchLine{Phase: "enqueue", Ops: 600, Clients: 4}, benchLine{Phase: "claim+complete", Ops: 600, Clients: 4})
+		// Every task the bench enqueued it also completed.
+		var st struct {
+			Queue                     string
+			Ready, Claimed, Completed int
+		}
+		for _, l := range n.ok(t, "queues") {
+			if err := json.Unmarshal([]byte(l), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Queue == "b1" {
+				break
+			}
+		}
+		if st.Queue != "b1" || st.Ready != 0 || st.Claimed != 0 || st.Completed != 600 {
+			t.Errorf("ctl queues after the bench: %+v; want b1 with 600 completed, none left", st)
+		}
+	})
+	t.Run("batched enqueue then work", func(t *testing.T) {
+		check(phases("-n", "500", "-c", "3", "--batch", "7", "--phases", "enqueue,work"),
+			benchLine{Phase: "enqueue", Ops: 500, Clients: 3}, benchLine{Phase: "work", Ops: 500, Clients: 3})
+	})
+	t.Run("ping", func(t *testing.T) {
+		check(phases("-n", "300", "-c", "2", "--phases", "ping"), benchLine{Phase: "ping", Ops: 300, Clients: 2})
+	})
+	t.Run("claim scaling", func(t *testing.T) {
+		check(phases("--claim-scaling", "--scaling-sizes", "50,200", "--scaling-claims", "20"),
+			benchLine{Phase: "claim", Ops: 20, Depth: 50, Clients: 1}, benchLine{Phase: "claim", Ops: 20, Depth: 200, Clients: 1})
+	})
+	t.Run("text", func(t *testing.T) {
+		// Without --json and with stderr not a terminal: one line a phase,
+		// no progress line.
+		r := bench("-n", "100", "-c", "2")
+		if r.code != 0 || r.stderr != "" || len(r.lines()) != 2 ||
+			!strings.HasPrefix(r.lines()[0], "enqueue") || !strings.Contains(r.lines()[1], "ops=100 errors=0") {
+			t.Errorf("bench: %v; want two phase lines and a quiet stderr", r)
+		}
+	})
+
+	// A request the node refuses as such ends the run at once with the
+	// node's reason, instead of being retried forever.
+	refused := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--phases", "claim", "--queue", "bad queue"}, "claim+complete: invalid"},
+		{[]string{"--phases", "enqueue", "--queue", "bad queue"}, "enqueue: task 1 of 1: invalid"},
+		{[]string{"--phases", "work", "--queue", "bad queue"}, "work: invalid"},
+		{[]string{"--phases", "enqueue", "--size", "2000000"}, "enqueue: "},
+	}
+	for _, tc := range refused {
+		r := bench(append(tc.args, "-n", "50", "-c", "4")...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("bench %s: %v; want exit 1 and one line naming %q", strings.Join(tc.args, " "), r, tc.want)
+		}
+	}
+	usage := [][]string{
+		{"--phases", "enqueue,nope"},
+		{"-n", "0"},
+		{"--size", "-1"},
+		{"--claim-scaling", "--scaling-sizes", "10,x"},
+		{"extra"},
+	}
+	for _, args := range usage {
+		if r := bench(args...); r.code != 2 {
+			t.Errorf("bench %s: %v; want exit 2", strings.Join(args, " "), r)
+		}
+	}
+}
+
+// TestBenchNodeGone: a bench whose node stops under it ends instead of
+// retrying for ever. (After a kill -9 the same holds, once QUIC's idle
+// timeout has found the peer gone.)
+func TestBenchNodeGone(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0, "--partitions", "4")
+	cmd := exec.Command(n.bin, "bench", "--addr", n.addr, "-n", "100000000", "-c", "4", "--phases", "enqueue", "--json")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Let it run, then take the node away.
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	n.stop(t)
+	select {
+	case err := <-done:
+		// The phase reports what it did (exit 0 with errors counted) or
+		// that nothing succeeded (exit 1); either way it ended.
+		if err != nil && !strings.Contains(out.String(), "enqueue") {
+			t.Errorf("bench after the node stopped: %v, output %q", err, out.String())
+		}
+		t.Logf("bench ended %v after its node was told to stop: %v; output %q", time.Since(began).Round(time.Millisecond), err, out.String())
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		t.Fatalf("bench still running a minute after its node died; output %q", out.String())
+	}
+}
