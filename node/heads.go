@@ -18,6 +18,12 @@ import (
 type headIndex struct {
 	mu     sync.Mutex
 	queues map[string]*queueHeads
+	// fenced holds the partitions whose heads are kept but not offered:
+	// their leader cannot reach a majority of the cohort, so a claim
+	// there could not be acknowledged (Node.fenceCutOff). best and heads
+	// skip them; a partition stays led, and its heads come back as soon
+	// as the fence lifts.
+	fenced map[uint16]bool
 }
 
 type queueHeads struct {
@@ -43,7 +49,9 @@ func partHeadLess(a, b partHead) bool {
 	return a.part < b.part
 }
 
-func newHeadIndex() *headIndex { return &headIndex{queues: map[string]*queueHeads{}} }
+func newHeadIndex() *headIndex {
+	return &headIndex{queues: map[string]*queueHeads{}, fenced: map[uint16]bool{}}
+}
 
 func (x *headIndex) queueLocked(q string) *queueHeads {
 	qh := x.queues[q]
@@ -77,7 +85,8 @@ func (x *headIndex) set(part uint16, queue string, h partition.Head, ok bool) {
 	qh.ready = make(chan struct{})
 }
 
-// best returns the partition holding queue's best ready task.
+// best returns the partition holding queue's best ready task, among the
+// partitions not fenced.
 func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -85,22 +94,70 @@ func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
 	if qh == nil {
 		return 0, partition.Head{}, false
 	}
-	ph, ok := qh.tree.Min()
+	ph, ok := x.bestLocked(qh)
 	return ph.part, ph.h, ok
 }
 
+// bestLocked is the least head of qh whose partition is not fenced. With
+// no fence (the rule) that is the tree's minimum, found at once.
+func (x *headIndex) bestLocked(qh *queueHeads) (partHead, bool) {
+	if len(x.fenced) == 0 {
+		return qh.tree.Min()
+	}
+	var best partHead
+	found := false
+	qh.tree.Ascend(func(ph partHead) bool {
+		if x.fenced[ph.part] {
+			return true
+		}
+		best, found = ph, true
+		return false
+	})
+	return best, found
+}
+
 // heads returns every queue's best ready head, for the summary this node
-// gossips to the others.
+// gossips to the others: fenced partitions' heads are not advertised.
 func (x *headIndex) heads() map[string]partition.Head {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make(map[string]partition.Head, len(x.queues))
 	for q, qh := range x.queues {
-		if ph, ok := qh.tree.Min(); ok {
+		if ph, ok := x.bestLocked(qh); ok {
 			out[q] = ph.h
 		}
 	}
 	return out
+}
+
+// fence keeps part's heads out of best and heads (on) or lets them back
+// (off), and reports whether that changed anything. Lifting a fence wakes
+// the long-polling claims of every queue part has a head in.
+func (x *headIndex) fence(part uint16, on bool) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.fenced[part] == on {
+		return false
+	}
+	if on {
+		x.fenced[part] = true
+		return true
+	}
+	delete(x.fenced, part)
+	for _, qh := range x.queues {
+		if _, ok := qh.byPart[part]; ok {
+			close(qh.ready)
+			qh.ready = make(chan struct{})
+		}
+	}
+	return true
+}
+
+// isFenced reports whether part is fenced.
+func (x *headIndex) isFenced(part uint16) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.fenced[part]
 }
 
 // pickLock returns queue's pick lock.

@@ -52,7 +52,7 @@ func (n *Node) electLeaders(ctx context.Context) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[p] = n.lead(ctx, p, cohort)
+			errs[p] = n.lead(ctx, p, cohort, nil)
 		})
 	}
 	wg.Wait()
@@ -72,8 +72,10 @@ func (n *Node) electLeaders(ctx context.Context) error {
 }
 
 // lead runs the handoff for part until it wins or ctx ends, then makes the
-// local replica lead at the won epoch.
-func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
+// local replica lead at the won epoch. still, if not nil, is asked before
+// every attempt after the first: an error from it (the reason for the
+// handoff is gone) ends the handoff with that error.
+func (n *Node) lead(ctx context.Context, part int, cohort []uint64, still func() error) error {
 	n.leadRuns[part].Add(1)
 	defer n.leadRuns[part].Add(-1)
 	rng := rand.New(rand.NewPCG(n.id, uint64(part)))
@@ -84,6 +86,11 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64) error {
 		}
 		if drifting, _ := n.drifting(); drifting {
 			return n.errDrifting()
+		}
+		if still != nil && attempt > 1 {
+			if err := still(); err != nil {
+				return fmt.Errorf("handoff of partition %d abandoned after %d attempts: %w", part, attempt-1, err)
+			}
 		}
 		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
 		if err == nil {

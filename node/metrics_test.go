@@ -71,6 +71,7 @@ func TestMetrics(t *testing.T) {
 		`skuldd_queue_tasks{queue="m",state="ready"} 2`,
 		`skuldd_queue_tasks{queue="m",state="claimed"} 1`,
 		`skuldd_partitions_led 8`,
+		`skuldd_partitions_fenced 0`,
 		`skuldd_raft_leader 1`,
 		`skuldd_clock_drifting 0`,
 	} {

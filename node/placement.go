@@ -60,11 +60,12 @@ func (n *Node) failoverLoop(ctx context.Context) {
 		}
 		members := n.member.Members() // one view per tick
 		n.dropGone(gone, members)
+		states := n.statesOf(members)
+		n.fenceCutOff(states)
 		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
 			continue // leaving, or a clock ahead: take nothing over
 		}
 		meta := n.raft.Meta()
-		states := n.statesOf(members)
 		now := time.Now()
 		for id := range absentSince {
 			if _, ok := states[id]; ok {
@@ -108,6 +109,13 @@ func (n *Node) failoverLoop(ctx context.Context) {
 					continue
 				}
 			}
+			if !liveMajority(pi.Cohort, states) {
+				// This node is the one cut off (it sees most of the cohort
+				// dead): a handoff cannot win, and one still retrying when
+				// the network heals would take the partition from the
+				// leader the others chose meanwhile.
+				continue
+			}
 			mu.Lock()
 			if running[p] {
 				mu.Unlock()
@@ -116,17 +124,81 @@ func (n *Node) failoverLoop(ctx context.Context) {
 			running[p] = true
 			mu.Unlock()
 			cohort := slices.Clone(pi.Cohort)
+			old := pi.Leader
+			// The takeover goes on only while its reasons hold: the
+			// registry still names the leader it replaces, gossip still
+			// holds that one dead, and this node sees a majority.
+			still := func() error {
+				if old == n.id {
+					return nil // the registry's own choice: lead
+				}
+				if ls := n.leaders(); p >= len(ls) || ls[p] != old {
+					return fmt.Errorf("partition %d has another leader now", p)
+				}
+				st := n.gossipStates()
+				if s := st[old]; s == member.Alive || s == member.Suspect {
+					return fmt.Errorf("its leader, node %d, is back", old)
+				}
+				if !liveMajority(cohort, st) {
+					return fmt.Errorf("this node is cut off from most of the cohort %v", cohort)
+				}
+				return nil
+			}
 			n.wg.Go(func() {
 				defer func() { mu.Lock(); delete(running, p); mu.Unlock() }()
 				cctx, cancel := context.WithTimeout(ctx, n.cfg.StartTimeout)
 				defer cancel()
-				n.log.Warn("partition leader gone: taking over", "partition", p, "old_leader", pi.Leader, "cohort", cohort)
-				if err := n.lead(cctx, p, cohort); err != nil {
+				n.log.Warn("partition leader gone: taking over", "partition", p, "old_leader", old, "cohort", cohort)
+				if err := n.lead(cctx, p, cohort, still); err != nil {
 					n.log.Warn("takeover failed", "partition", p, "err", err)
 				}
 			})
 		}
 	}
+}
+
+// fenceCutOff stops this node granting claims in each partition it leads
+// whose cohort it cannot reach a majority of, and lets them resume when it
+// can again. Gossip decides, the same verdict (dead) on which the other
+// side of a network split takes the partition over: then the two sides
+// agree about who may grant. A claim granted while cut off could never be
+// acknowledged (it needs a majority), but its record would stay here and
+// come back with anti-entropy after the split heals, costing its task an
+// attempt nobody made. The fence keeps the partition's leadership and its
+// heads (enqueues with a smaller w still succeed; the handoff of the other
+// side, or the stale-epoch answer of a follower, ends the leadership); it
+// only keeps its heads out of claims and summaries.
+func (n *Node) fenceCutOff(states map[uint64]member.State) {
+	for p := range n.parts {
+		part := uint16(p)
+		var cohort []uint64
+		cut := false
+		if n.leads(part) {
+			cohort = n.partitionCohort(p)
+			cut = !liveMajority(cohort, states)
+		}
+		if !n.heads.fence(part, cut) {
+			continue
+		}
+		if cut {
+			n.log.Warn("partition leader cut off from a majority of its cohort: granting no claims until it is back", "partition", p, "cohort", cohort)
+		} else if n.leads(part) {
+			n.log.Info("partition leader reaches a majority of its cohort again: granting claims", "partition", p)
+		}
+	}
+}
+
+// liveMajority reports whether gossip holds a majority of cohort alive or
+// suspect (not yet dead); states counts this node alive. An empty cohort
+// (no placement yet) has nobody to be cut off from.
+func liveMajority(cohort []uint64, states map[uint64]member.State) bool {
+	live := 0
+	for _, id := range cohort {
+		if st := states[id]; st == member.Alive || st == member.Suspect {
+			live++
+		}
+	}
+	return len(cohort) == 0 || live >= ring.Majority(len(cohort))
 }
 
 // dropGone closes the peer connections of the members gossip has newly
@@ -309,7 +381,7 @@ func (n *Node) move(ctx context.Context, part int, leader uint64, from, to []uin
 // askTakeover makes node lead part with cohort.
 func (n *Node) askTakeover(ctx context.Context, node uint64, part int, cohort []uint64) error {
 	if node == n.id {
-		return n.lead(ctx, part, cohort)
+		return n.lead(ctx, part, cohort, nil)
 	}
 	addr := n.addrOf(node)
 	if addr == "" {
@@ -349,7 +421,7 @@ func (n *Node) serveTakeover(ctx context.Context, req *wire.TakeoverRequest) err
 	// The requester gives up after moveTimeout; so does the takeover.
 	ctx, cancel := context.WithTimeout(ctx, takeoverTimeout)
 	defer cancel()
-	return n.lead(ctx, req.Part, req.Cohort)
+	return n.lead(ctx, req.Part, req.Cohort, nil)
 }
 
 // takeoverTimeout bounds a takeover another node asked for.

@@ -296,7 +296,8 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	for i := range 200 {
 		batch = append(batch, wire.EnqueueTask{Queue: "iso", Data: []byte(fmt.Sprint(i))})
 	}
-	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
+	enq, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The victim leads some partitions; claims through it take from them
@@ -343,12 +344,43 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 			t.Fatalf("task %s after failover: state %s claims %+v; want claim %d live", tv.ID, g.State, g.Claims, *tv.Claim)
 		}
 	}
-	// The old leader grants nothing more.
+	// The old leader sees the others dead as they see it, and fences the
+	// partitions it still believes it leads.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, victim)
+		if err != nil {
+			return err
+		}
+		for _, m := range v.Members {
+			if m.ID != vid && m.State != "dead" {
+				return fmt.Errorf("the isolated node sees node %d %s", m.ID, m.State)
+			}
+		}
+		return nil
+	})
+	// It grants nothing more.
 	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 	r, err = c.Client(victim).Claim(cctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 5})
 	ccancel()
 	if err == nil && len(r.Tasks) > 0 {
 		t.Fatalf("the isolated node granted %d claims", len(r.Tasks))
+	}
+	// Nor did it write one it could not have acknowledged: in its own copy
+	// of its partitions only the claims granted before the split exist
+	// (one written here would come back with anti-entropy after the heal
+	// and cost its task an attempt).
+	nparts := len(v.Partitions)
+	for _, res := range enq.Results {
+		if !slices.Contains(vparts, int(partOfForTest(res.ID, nparts))) || slices.ContainsFunc(granted, func(tv wire.TaskView) bool { return tv.ID == res.ID }) {
+			continue
+		}
+		g, err := c.Client(victim).Get(ctx, &wire.GetRequest{ID: res.ID})
+		if err != nil {
+			t.Fatalf("get %s at the isolated node: %v", res.ID, err)
+		}
+		if len(g.Claims) != 0 {
+			t.Fatalf("task %s: the isolated node wrote claims %+v while cut off", res.ID, g.Claims)
+		}
 	}
 	// The others hand out the rest, never one of the live claims.
 	seen := map[task.ID]bool{}
@@ -927,4 +959,48 @@ func TestClusterClaimToCrashedLeaderReturns(t *testing.T) {
 		t.Fatalf("a claim forwarded to the crashed leader returned after %v (%v); want it well before its %v deadline", took, err, deadline)
 	}
 	t.Logf("claim after the crash: %v after %v", err, took.Round(time.Millisecond))
+}
+
+// TestClusterLongPollFindsRemoteWork: a long-polling claim through a node
+// that leads none of the queue's work gets a task enqueued, while it
+// waits, into a partition another node leads. After its first look the
+// poll asks only leaders whose summaries do not show the queue idle, so
+// the work reaches it through the summaries.
+func TestClusterLongPollFindsRemoteWork(t *testing.T) {
+	c, all, v := placedThree(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	next := idsLedBy(v, 98)
+	for _, via := range []int{0, 1, 2} {
+		// The task goes to a partition led by a node other than via.
+		other := all[(via+1)%3]
+		if !slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == other }) {
+			other = all[(via+2)%3]
+		}
+		queue := fmt.Sprintf("lp-remote-%d", via)
+		got := make(chan *wire.ClaimResponse, 1)
+		errc := make(chan error, 1)
+		go func() {
+			r, err := c.Client(via).Claim(ctx, &wire.ClaimRequest{Queue: queue, TTLMs: 60_000, WaitMs: clusterWait.Milliseconds()})
+			if err != nil {
+				errc <- err
+				return
+			}
+			got <- r
+		}()
+		// Long enough for the poll to be past its first pass.
+		time.Sleep(500 * time.Millisecond) // five of the node's claim poll intervals
+		id := next(other, time.Now().UnixMilli())
+		if _, err := c.Client(via).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: queue}}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("long poll via node %d: %v", via, err)
+		case r := <-got:
+			if len(r.Tasks) != 1 || r.Tasks[0].ID != id {
+				t.Fatalf("long poll via node %d: %+v; want task %s", via, r.Tasks, id)
+			}
+		}
+	}
 }

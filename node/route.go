@@ -181,13 +181,7 @@ func (n *Node) registryParts(ctx context.Context) (map[uint16]bool, error) {
 // otherLeaders returns the addresses of the other nodes that lead
 // partitions, in a stable order.
 func (n *Node) otherLeaders() []string {
-	var ids []uint64
-	for _, l := range n.leaders() {
-		if l != 0 && l != n.id && !slices.Contains(ids, l) {
-			ids = append(ids, l)
-		}
-	}
-	slices.Sort(ids)
+	ids := n.otherLeaderIDs()
 	addrs := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if a := n.addrOf(id); a != "" {
@@ -195,6 +189,18 @@ func (n *Node) otherLeaders() []string {
 		}
 	}
 	return addrs
+}
+
+// otherLeaderIDs returns the other nodes that lead partitions, in order.
+func (n *Node) otherLeaderIDs() []uint64 {
+	var ids []uint64
+	for _, l := range n.leaders() {
+		if l != 0 && l != n.id && !slices.Contains(ids, l) {
+			ids = append(ids, l)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // enqueueRouted splits an enqueue by partition leader: the tasks of
@@ -295,7 +301,11 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 // claimElsewhere asks the other leaders, in turn, for up to count tasks of
 // the queue; it returns what the first one with work granted. This is the
 // bounded fallback of claim routing: one request per other leader at most.
-func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count int) ([]wire.TaskView, error) {
+// With trustIdle it skips the leaders whose fresh summary shows no ready
+// task in the queue: a long poll asks everyone once, and after that
+// relies on the summaries, which bring new work within summaryInterval,
+// instead of asking every leader every claimPollInterval.
+func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count int, trustIdle bool) ([]wire.TaskView, error) {
 	if isForwarded(ctx) {
 		return nil, nil
 	}
@@ -303,7 +313,14 @@ func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count
 	sub.WaitMs = 0
 	sub.Count = count
 	var last error
-	for _, addr := range n.otherLeaders() {
+	for _, id := range n.otherLeaderIDs() {
+		if trustIdle && n.sums.idle(id, req.Queue) {
+			continue
+		}
+		addr := n.addrOf(id)
+		if addr == "" {
+			continue
+		}
 		var r wire.ClaimResponse
 		if err := n.forwardCall(ctx, addr, wire.OpClaim, &sub, &r); err != nil {
 			last = err

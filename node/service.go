@@ -402,7 +402,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 		deadline = t.C
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
-	for {
+	for pass := 0; ; pass++ {
 		wake := n.heads.readyChan(req.Queue)
 		if tasks, ok := n.claimRouted(ctx, req, count); ok {
 			resp.Tasks = append(resp.Tasks, tasks...)
@@ -418,7 +418,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 		}
 		resp.Tasks = append(resp.Tasks, tasks...)
 		if len(resp.Tasks) == 0 {
-			more, err := n.claimElsewhere(ctx, req, count)
+			more, err := n.claimElsewhere(ctx, req, count, pass > 0)
 			if err != nil && deadline == nil {
 				return nil, err
 			}

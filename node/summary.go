@@ -82,6 +82,19 @@ func (s *summaries) best(queue string, alive func(uint64) bool) (uint64, partiti
 	return bestNode, bestHead, found
 }
 
+// idle reports whether node's summary is fresh and shows no ready task in
+// queue.
+func (s *summaries) idle(node uint64, queue string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.nodes[node]
+	if ns == nil || time.Since(ns.at) > summaryStale {
+		return false
+	}
+	_, has := ns.heads[queue]
+	return !has
+}
+
 // serveSummary records a peer's summary.
 func (n *Node) serveSummary(from uint64, m *wire.Summary) {
 	if from == 0 || from == n.id {
