@@ -42,6 +42,11 @@ const (
 	maxMoves = 4
 	// moveTimeout bounds one partition move.
 	moveTimeout = 5 * time.Minute
+	// fenceLiftSettle is how long a fenced leader waits, once gossip shows
+	// a majority of the cohort again, before it grants claims: time for
+	// the metadata group to bring it the registry's news (a newer leader
+	// chosen while it was cut off, on which it steps down) first.
+	fenceLiftSettle = time.Second
 )
 
 // failoverLoop takes over partitions whose leader died.
@@ -52,6 +57,7 @@ func (n *Node) failoverLoop(ctx context.Context) {
 	running := map[int]bool{}
 	absentSince := map[uint64]time.Time{}
 	gone := map[uint64]bool{}
+	backSince := map[uint16]time.Time{} // fenced partitions whose majority is back
 	for {
 		select {
 		case <-ctx.Done():
@@ -61,11 +67,12 @@ func (n *Node) failoverLoop(ctx context.Context) {
 		members := n.member.Members() // one view per tick
 		n.dropGone(gone, members)
 		states := n.statesOf(members)
-		n.fenceCutOff(states)
+		meta := n.raft.Meta()
+		n.stepDownSuperseded(meta)
+		n.fenceCutOff(states, backSince, time.Now())
 		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
 			continue // leaving, or a clock ahead: take nothing over
 		}
-		meta := n.raft.Meta()
 		now := time.Now()
 		for id := range absentSince {
 			if _, ok := states[id]; ok {
@@ -168,22 +175,62 @@ func (n *Node) failoverLoop(ctx context.Context) {
 // heads (enqueues with a smaller w still succeed; the handoff of the other
 // side, or the stale-epoch answer of a follower, ends the leadership); it
 // only keeps its heads out of claims and summaries.
-func (n *Node) fenceCutOff(states map[uint64]member.State) {
+//
+// The fence lifts fenceLiftSettle after the majority is back (backSince
+// holds since when, per partition), so that a leader the other side
+// replaced meanwhile learns so from the registry and steps down
+// (stepDownSuperseded) before it grants a claim.
+func (n *Node) fenceCutOff(states map[uint64]member.State, backSince map[uint16]time.Time, now time.Time) {
 	for p := range n.parts {
 		part := uint16(p)
+		leads := n.leads(part)
 		var cohort []uint64
-		cut := false
-		if n.leads(part) {
+		if leads {
 			cohort = n.partitionCohort(p)
-			cut = !liveMajority(cohort, states)
 		}
-		if !n.heads.fence(part, cut) {
+		switch {
+		case leads && !liveMajority(cohort, states):
+			delete(backSince, part)
+			if n.heads.fence(part, true) {
+				n.log.Warn("partition leader cut off from a majority of its cohort: granting no claims until it is back", "partition", p, "cohort", cohort)
+			}
+		case !n.heads.isFenced(part):
+			delete(backSince, part)
+		case !leads:
+			delete(backSince, part)
+			n.heads.fence(part, false) // nothing to grant from either way
+		default:
+			since, ok := backSince[part]
+			if !ok {
+				backSince[part] = now
+				continue
+			}
+			if now.Sub(since) < fenceLiftSettle {
+				continue
+			}
+			delete(backSince, part)
+			n.heads.fence(part, false)
+			n.log.Info("partition leader reaches a majority of its cohort again: granting claims", "partition", p)
+		}
+	}
+}
+
+// stepDownSuperseded makes this node stop leading each partition the
+// registry says another node leads at a newer epoch: the other side of a
+// split took it over while this node was cut off. (A follower's
+// stale-epoch answer does the same at the next write; this does it
+// without one, before the node grants anything.) The registry's epoch
+// only grows past this node's after a handoff that did not make this
+// node the leader, so a leader never steps down on it by mistake; a
+// stale registry view shows an older epoch, and nothing happens.
+func (n *Node) stepDownSuperseded(meta raftgroup.Meta) {
+	for p, pi := range meta.Partitions {
+		if p >= len(n.parts) || pi.Leader == n.id {
 			continue
 		}
-		if cut {
-			n.log.Warn("partition leader cut off from a majority of its cohort: granting no claims until it is back", "partition", p, "cohort", cohort)
-		} else if n.leads(part) {
-			n.log.Info("partition leader reaches a majority of its cohort again: granting claims", "partition", p)
+		if ep := n.parts[p].Epoch(); ep != 0 && pi.Epoch > ep {
+			n.log.Warn("stepping down: the registry names a newer leader", "partition", p, "epoch", ep, "registry_epoch", pi.Epoch, "leader", pi.Leader)
+			n.parts[p].Resign()
 		}
 	}
 }

@@ -358,6 +358,13 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 		}
 		return nil
 	})
+	// Its metrics say so.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if f := metricValues(t, c, victim)["skuldd_partitions_fenced"]; int(f) != len(vparts) {
+			return fmt.Errorf("the isolated node reports %v partitions fenced; want the %d it led", f, len(vparts))
+		}
+		return nil
+	})
 	// It grants nothing more.
 	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 	r, err = c.Client(victim).Claim(cctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 5})
@@ -409,6 +416,25 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	}
 	c.Heal()
 	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
+	// The old leader learns from the registry that it was replaced and
+	// leads only what the registry says it does, with no fence left.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, victim)
+		if err != nil {
+			return err
+		}
+		named := 0
+		for _, p := range v.Partitions {
+			if p.Leader == vid {
+				named++
+			}
+		}
+		m := metricValues(t, c, victim)
+		if int(m["skuldd_partitions_led"]) != named || m["skuldd_partitions_fenced"] != 0 {
+			return fmt.Errorf("the healed node leads %v partitions, %v fenced; the registry names it for %d", m["skuldd_partitions_led"], m["skuldd_partitions_fenced"], named)
+		}
+		return nil
+	})
 }
 
 // placedThree starts three nodes, waits until every partition has its
