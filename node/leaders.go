@@ -103,7 +103,7 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64, still func()
 			if err := n.syncFromCohort(ctx, uint16(part), res.Old, res.Epoch); err != nil {
 				return err
 			}
-			if err := n.pushToCohort(ctx, uint16(part), cohort); err != nil {
+			if err := n.pushToCohort(ctx, uint16(part), cohort, res.Epoch); err != nil {
 				return err
 			}
 			if err := n.parts[part].Lead(res.Epoch); err != nil {

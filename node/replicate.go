@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/store"
@@ -532,33 +533,53 @@ func (n *Node) replicateQuietly(id task.ID) {
 	}
 }
 
-// syncFromCohort copies part from the other members of cohort into this
-// replica until it has merged the data of a majority of the cohort (this
-// replica included), so a new leader holds every write a majority
-// acknowledged.
+// syncFromCohort brings into this replica what the other members of
+// cohort hold differently, until it has merged the data of a majority of
+// the cohort (this replica included), so a new leader holds every write a
+// majority acknowledged. It compares anti-entropy trees (syncWith), so
+// its cost follows the differences, not the partition's size: a takeover
+// of a partition with a million tasks moves only what its last writes
+// left unequal.
 func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
 	if len(cohort) == 0 {
 		return nil // never led: nothing was written
 	}
 	return n.withMajority(ctx, part, cohort, "sync from", func(ctx context.Context, id uint64) error {
-		addr := n.addrOf(id)
-		if addr == "" {
-			return fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, id)
-		}
-		k, err := n.pullPartition(ctx, addr, part, ep)
-		if err == nil {
-			n.log.Debug("leader sync", "partition", part, "peer", id, "records", k)
-		}
-		return err
+		return n.syncWith(ctx, part, ep, id)
 	})
 }
 
-// pushToCohort makes a majority of cohort (this replica included) merge
-// this replica's copy of part: each other live member pulls it from here.
-func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64) error {
+// pushToCohort makes a majority of cohort (this replica included) hold
+// this replica's versions of everything: the same tree comparison as
+// syncFromCohort, which sends this replica's version of every record
+// that differs.
+func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
 	return n.withMajority(ctx, part, cohort, "push to", func(ctx context.Context, id uint64) error {
-		return n.askPull(ctx, id, int(part), n.id)
+		return n.syncWith(ctx, part, ep, id)
 	})
+}
+
+// syncWith runs anti-entropy rounds of part with peer, at epoch ep (this
+// node's, which the peer promised), until one finds the trees equal or
+// repairs every difference it found (not truncated). Unlike the
+// background rounds, it is not bounded per interval: a handoff needs the
+// whole exchange.
+func (n *Node) syncWith(ctx context.Context, part uint16, ep, peer uint64) error {
+	var cur antientropy.Cursor
+	for round := 1; ; round++ {
+		res, err := n.aaeRound(ctx, part, ep, peer, cur)
+		if err != nil {
+			return err
+		}
+		if res.InSync || !res.Truncated {
+			n.log.Debug("leader sync", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "pull", len(res.Pull), "push", len(res.Push))
+			return nil
+		}
+		cur = res.Next
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }
 
 // withMajority runs fn for the other live members of cohort at once
