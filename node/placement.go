@@ -499,6 +499,9 @@ func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.Pull
 }
 
 // handOffTimeout bounds handing off the partitions at a graceful stop.
+// With ShutdownTimeout and LeaveTimeout it bounds the whole stop (27 s by
+// default): scripts/cluster.sh and the systemd unit wait longer than that
+// before they kill.
 const handOffTimeout = 15 * time.Second
 
 // handOff gives the leadership of every partition this node leads to the

@@ -143,7 +143,9 @@ stop() {
 	pid=$(pidof_node "$i")
 	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid"
-		for _ in $(seq 1 300); do
+		# A graceful stop takes up to 27 s (in-flight requests 10 s, the
+		# hand-off of its partitions 15 s, the gossip leave 2 s): wait 40.
+		for _ in $(seq 1 800); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.05
 		done
