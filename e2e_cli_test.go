@@ -6,6 +6,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -238,5 +239,59 @@ func TestBenchNodeGone(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 		t.Fatalf("bench still running a minute after its node died; output %q", out.String())
+	}
+}
+
+// TestGarbageOnThePort: bytes that are not QUIC on the UDP port and not
+// HTTP on the TCP port neither crash the node nor stop it serving.
+func TestGarbageOnThePort(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0, "--partitions", "4")
+	rng := rand.New(rand.NewPCG(1, 2))
+	junk := func(size int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	// UDP: random datagrams of every size class, and ones shaped like a
+	// QUIC long header (first bit set) with garbage after it.
+	udp, err := net.Dial("udp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	for i := range 2000 {
+		d := junk(1 + rng.IntN(1400))
+		if i%2 == 0 {
+			d[0] |= 0xc0
+		}
+		if _, err := udp.Write(d); err != nil {
+			t.Fatalf("udp write: %v", err)
+		}
+	}
+	// TCP: connections that send garbage, a half request, or nothing.
+	for i := range 50 {
+		c, err := net.DialTimeout("tcp", n.addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("tcp dial: %v", err)
+		}
+		switch i % 3 {
+		case 0:
+			_, _ = c.Write(junk(1 + rng.IntN(8192)))
+		case 1:
+			_, _ = c.Write([]byte("POST /v1/enqueue HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"tasks\":["))
+		}
+		_ = c.Close()
+	}
+	// Still serving, over both transports.
+	n.ok(t, "enqueue", "--queue", "after-junk", "--data", "x")
+	if err := n.waitHealthy(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.done:
+		t.Fatalf("the node exited: %v", n.waitErr)
+	default:
 	}
 }

@@ -245,6 +245,14 @@ func TestSecretCtl(t *testing.T) {
 		t.Fatalf("token %q", tok.Token)
 	}
 	n.ok(t, "--token", tok.Token, "count")
+	// The token from the environment, as a service's env file gives it.
+	t.Setenv("SKULD_TOKEN", tok.Token)
+	n.ok(t, "count")
+	t.Setenv("SKULD_TOKEN", strings.Repeat("0", 64))
+	if r := n.ctl(t, "count"); r.code != 1 || !strings.Contains(r.stderr, "authentication") {
+		t.Fatalf("ctl with a wrong SKULD_TOKEN: %v; want exit 1 saying authentication", r)
+	}
+	os.Unsetenv("SKULD_TOKEN")
 	if r := n.ctl(t, "--token", strings.Repeat("0", 64), "count"); r.code != 1 {
 		t.Fatalf("ctl with a wrong token: %v; want exit 1", r)
 	}

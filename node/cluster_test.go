@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/nodetest"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -157,7 +161,11 @@ func TestClusterDeadVoterReplaced(t *testing.T) {
 
 func TestClusterWrongSecretRefused(t *testing.T) {
 	good := []byte("the-right-cluster-secret")
-	c := nodetest.NewCluster(t, 2, nodetest.Secret(good))
+	// The members' logs, to find the refusal in: the log says why.
+	var logs logBuffer
+	c := nodetest.NewCluster(t, 2, nodetest.Secret(good), func(cfg *node.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, ids(c, 0, 1), 1) })
 	err := c.TryJoin(nodetest.Secret([]byte("a-wrong-cluster-secret!")), nodetest.StartTimeout(2*time.Second))
 	if err == nil {
@@ -177,6 +185,27 @@ func TestClusterWrongSecretRefused(t *testing.T) {
 	if len(v.Members) != 2 {
 		t.Fatalf("members %+v, want the two", v.Members)
 	}
+	if l := logs.String(); !strings.Contains(l, "refusing connection: authentication failed") || !strings.Contains(l, "does not prove the cluster secret") {
+		t.Errorf("the members' log does not say why they refused the strangers:\n%s", l)
+	}
+}
+
+// logBuffer collects log output from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestClusterRouting drives every operation through nodes that lead no
