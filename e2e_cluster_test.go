@@ -220,6 +220,51 @@ func TestClusterScript(t *testing.T) {
 	if cnt.Count != tasks {
 		t.Fatalf("count of sk through the restarted node: %d; want %d", cnt.Count, tasks)
 	}
+
+	// ctl leave: node 3 hands off what it leads and stops; the others see
+	// it left, and serve everything without it.
+	placedAll := func() bool {
+		c, ok := n1.cluster(t)
+		if !ok || c.Raft.Leader == 0 {
+			return false
+		}
+		for _, n := range []*node{n1, n2, n3} {
+			if c.state(n.addr) != "alive" {
+				return false
+			}
+		}
+		return true
+	}
+	poll(t, time.Minute, 50*time.Millisecond, "three alive members before the leave", placedAll)
+	var left struct {
+		HandedOff *int `json:"handed_off"`
+	}
+	decode(t, n3.ok(t, "leave")[0], &left)
+	if left.HandedOff == nil {
+		t.Fatal("ctl leave printed no handed_off")
+	}
+	poll(t, time.Minute, 100*time.Millisecond, "node 3 stopped after ctl leave", func() bool {
+		return strings.HasSuffix(lastLine(cs.must("status")), " stopped") // node 3 is the last line
+	})
+	poll(t, time.Minute, 100*time.Millisecond, "node 3 seen left", func() bool {
+		c, ok := n1.cluster(t)
+		return ok && c.state(n3.addr) == "left"
+	})
+	id := n1.enqueue(t, "--queue", "after-leave", "--data", "x")
+	tk := decodeTask(t, retry(n2, "a claim after the leave", "claim", "--queue", "after-leave", "--ttl", "30s")[0])
+	if tk.ID != id {
+		t.Fatalf("claim after the leave: task %s; want %s", tk.ID, id)
+	}
+	decode(t, n1.ok(t, "count", "--queue", "sq")[0], &cnt)
+	if cnt.Count != tasks {
+		t.Fatalf("count of sq after node 3 left: %d; want %d", cnt.Count, tasks)
+	}
+}
+
+// lastLine returns s's last non-empty line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // TestSecretCtl: with a cluster secret, ctl needs the token (derived from
