@@ -141,6 +141,8 @@ func killOne(t *testing.T, size int) {
 		all = append(all, c.Node(i).ID())
 	}
 	placed(t, c, 0, all, 3)
+	// Every node a voter of the metadata group (up to five).
+	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, min(size, 5)) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const tasks = 1000
@@ -275,6 +277,7 @@ func killOne(t *testing.T, size int) {
 	// The killed node comes back and rejoins; the cluster is whole again.
 	c.Restart(victim)
 	placed(t, c, 0, all, 3)
+	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, min(size, 5)) })
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ccancel()
 	cnt, err := c.Client(victim).Count(cctx, &wire.CountRequest{Queue: "k"})
