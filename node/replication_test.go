@@ -1033,3 +1033,34 @@ func TestClusterLongPollFindsRemoteWork(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSlowFollowers: with every link from a leader to its
+// followers slowed, writes still succeed on a majority, just no sooner
+// than the delay, and a read of every replica finds them.
+func TestClusterSlowFollowers(t *testing.T) {
+	c, all, v := placedThree(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	const delay = 300 * time.Millisecond
+	for j := 1; j < 3; j++ {
+		c.Faults(0).Delay(c.Addr(j), delay)
+	}
+	defer c.Heal()
+	id := idsLedBy(v, 55)(all[0], time.Now().UnixMilli())
+	began := time.Now()
+	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "slow"}}})
+	took := time.Since(began)
+	if err != nil || r.Results[0].Acks < 2 {
+		t.Fatalf("enqueue with slow followers: %+v, %v; want acks from a majority", r, err)
+	}
+	// A lower bound only: the write needed a follower, and every
+	// follower answered no sooner than the delay.
+	if took < delay {
+		t.Fatalf("enqueue acknowledged by a majority after %v, before any follower could answer (%v)", took, delay)
+	}
+	c.Heal()
+	g, err := c.Client(1).Get(ctx, &wire.GetRequest{ID: id, R: 3})
+	if err != nil || g.State != "ready" {
+		t.Fatalf("get of every replica: %+v, %v", g, err)
+	}
+}
