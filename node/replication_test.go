@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/nodetest"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/task"
@@ -1063,4 +1064,66 @@ func TestClusterSlowFollowers(t *testing.T) {
 	if err != nil || g.State != "ready" {
 		t.Fatalf("get of every replica: %+v, %v", g, err)
 	}
+}
+
+// TestClusterReconcileCatchesLostNotice: when the notice that a dep
+// completed cannot reach the dependent's leader (its link to the dep's
+// leader is down at that moment), the periodic reconcile still makes the
+// dependent ready.
+func TestClusterReconcileCatchesLostNotice(t *testing.T) {
+	const reconcile = time.Second
+	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) { cfg.ReconcileInterval = reconcile })
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaders []int // indexes of nodes that lead partitions
+	for i, id := range all {
+		if slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == id }) {
+			leaders = append(leaders, i)
+		}
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("one node leads every partition: %+v", v.Partitions)
+	}
+	a, b := leaders[0], leaders[1]
+	next := idsLedBy(v, 66)
+	dep, dependent := next(all[a], time.Now().UnixMilli()), next(all[b], time.Now().UnixMilli())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	if _, err := c.Client(a).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &dep, Queue: "rc-dep"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client(b).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &dependent, Queue: "rc", Deps: []task.ID{dep}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Client(a).Claim(ctx, &wire.ClaimRequest{Queue: "rc-dep"})
+	if err != nil || len(cl.Tasks) != 1 {
+		t.Fatalf("claim the dep: %+v %v", cl, err)
+	}
+	// The dep's leader cannot reach the dependent's while it completes
+	// the dep (the third node still gives it a majority).
+	c.Faults(a).Block(c.Addr(b))
+	c.Faults(b).Block(c.Addr(a))
+	if _, err := c.Client(a).Complete(ctx, &wire.CompleteRequest{ID: dep, Claim: *cl.Tasks[0].Claim}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the notice is tried, and fails
+	g, err := c.Client(b).Get(ctx, &wire.GetRequest{ID: dependent})
+	if err != nil || g.State != "blocked" {
+		t.Fatalf("dependent while its leader was cut off from the dep's: %+v, %v; want blocked", g, err)
+	}
+	c.Heal()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		g, err := c.Client(b).Get(ctx, &wire.GetRequest{ID: dependent})
+		if err != nil {
+			return err
+		}
+		if g.State != "ready" {
+			return fmt.Errorf("dependent is %s", g.State)
+		}
+		return nil
+	})
 }
