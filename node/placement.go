@@ -19,7 +19,10 @@ import (
 // it is in. When gossip says a leader is dead (or left), the first live
 // member of the cohort, in cohort order, runs the handoff with the same
 // cohort and leads; the dead member stays in the cohort (its writes count
-// as missing acks) until placement replaces it.
+// as missing acks) until placement replaces it. A node that sees most of a
+// cohort dead is the one cut off: it takes nothing over, fences the
+// partitions of that cohort it leads (fenceCutOff: no claims), and steps
+// down when the registry shows it a newer leader (stepDownSuperseded).
 //
 // Placement: the metadata leader compares every partition's cohort with
 // ring's cohort over the live members, once membership has been quiet for

@@ -1003,10 +1003,11 @@ func TestClusterLongPollFindsRemoteWork(t *testing.T) {
 	next := idsLedBy(v, 98)
 	for _, via := range []int{0, 1, 2} {
 		// The task goes to a partition led by a node other than via.
-		other := all[(via+1)%3]
-		if !slices.ContainsFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader == other }) {
-			other = all[(via+2)%3]
+		i := slices.IndexFunc(v.Partitions, func(p wire.PartitionView) bool { return p.Leader != all[via] })
+		if i < 0 {
+			continue // via leads every partition: nothing is remote to it
 		}
+		other := v.Partitions[i].Leader
 		queue := fmt.Sprintf("lp-remote-%d", via)
 		got := make(chan *wire.ClaimResponse, 1)
 		errc := make(chan error, 1)
@@ -1043,13 +1044,16 @@ func TestClusterSlowFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const delay = 300 * time.Millisecond
-	for j := 1; j < 3; j++ {
-		c.Faults(0).Delay(c.Addr(j), delay)
+	l := busiestLeader(t, c, 0, 3)
+	for j := range 3 {
+		if j != l {
+			c.Faults(l).Delay(c.Addr(j), delay)
+		}
 	}
 	defer c.Heal()
-	id := idsLedBy(v, 55)(all[0], time.Now().UnixMilli())
+	id := idsLedBy(v, 55)(all[l], time.Now().UnixMilli())
 	began := time.Now()
-	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "slow"}}})
+	r, err := c.Client(l).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "slow"}}})
 	took := time.Since(began)
 	if err != nil || r.Results[0].Acks < 2 {
 		t.Fatalf("enqueue with slow followers: %+v, %v; want acks from a majority", r, err)
@@ -1060,7 +1064,7 @@ func TestClusterSlowFollowers(t *testing.T) {
 		t.Fatalf("enqueue acknowledged by a majority after %v, before any follower could answer (%v)", took, delay)
 	}
 	c.Heal()
-	g, err := c.Client(1).Get(ctx, &wire.GetRequest{ID: id, R: 3})
+	g, err := c.Client((l+1)%3).Get(ctx, &wire.GetRequest{ID: id, R: 3})
 	if err != nil || g.State != "ready" {
 		t.Fatalf("get of every replica: %+v, %v", g, err)
 	}
