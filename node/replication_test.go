@@ -385,7 +385,8 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 		if !slices.Contains(vparts, int(partOfForTest(res.ID, nparts))) || slices.ContainsFunc(granted, func(tv wire.TaskView) bool { return tv.ID == res.ID }) {
 			continue
 		}
-		g, err := c.Client(victim).Get(ctx, &wire.GetRequest{ID: res.ID})
+		// r=1: the isolated node's own replica, all it can read.
+		g, err := c.Client(victim).Get(ctx, &wire.GetRequest{ID: res.ID, R: 1})
 		if err != nil {
 			t.Fatalf("get %s at the isolated node: %v", res.ID, err)
 		}
