@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
@@ -187,8 +188,10 @@ func (n *Node) serveDependents(ctx context.Context, r *wire.DependentsRequest) (
 
 // notifyDependents tells every task waiting on dep, which just completed
 // here, that it did: the tasks of partitions led here directly, the others
-// through their leaders, in the background. Failures are logged; the
-// reconcile of blocked tasks catches them.
+// through their leaders, in the background. A notice that fails (a link
+// down for a moment, a partition between leaders) is sent again, after
+// depNoticeBackoff and then twice as long each time, depNoticeAttempts
+// times in all; past that the reconcile of blocked tasks catches it.
 func (n *Node) notifyDependents(dep task.ID) {
 	byPart := map[uint16][]task.ID{}
 	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
@@ -199,30 +202,84 @@ func (n *Node) notifyDependents(dep task.ID) {
 	if err != nil {
 		n.log.Warn("reading dependents", "dep", dep, "err", err)
 	}
-	byAddr := map[string][]task.ID{}
+	remote := n.deliverDepDone(dep, byPart, false)
+	if len(remote) == 0 {
+		return
+	}
+	n.wg.Go(func() {
+		pause := depNoticeBackoff
+		for attempt := 1; len(remote) > 0; attempt++ {
+			remote = n.deliverDepDone(dep, remote, true)
+			if len(remote) == 0 {
+				return
+			}
+			if attempt == depNoticeAttempts {
+				n.log.Warn("dependency notice to another leader failed; the reconcile will retry", "dep", dep, "partitions", len(remote), "attempts", attempt)
+				return
+			}
+			select {
+			case <-n.stopc:
+				return
+			case <-time.After(pause):
+			}
+			pause *= 2
+		}
+	})
+}
+
+// Dependency notice retries (notifyDependents).
+const (
+	depNoticeAttempts = 4
+	depNoticeBackoff  = 250 * time.Millisecond
+)
+
+// deliverDepDone marks dep done on the tasks of byPart whose partitions
+// this node leads, and, with send, tells the leaders of the others; it
+// returns the partitions still to tell (without send: all the others).
+func (n *Node) deliverDepDone(dep task.ID, byPart map[uint16][]task.ID, send bool) map[uint16][]task.ID {
+	left := map[uint16][]task.ID{}
+	byAddr := map[string][]uint16{}
 	for p, ids := range byPart {
 		if n.leads(p) {
 			n.markDepDone(dep, ids)
+			continue
+		}
+		if !send {
+			left[p] = ids
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
 		addr, err := n.routeTo(ctx, p)
 		cancel()
 		if err != nil || addr == "" {
-			n.log.Debug("dependency notice: no leader to tell; the reconcile will", "dep", dep, "partition", p, "err", err)
+			n.log.Debug("dependency notice: no leader to tell yet", "dep", dep, "partition", p, "err", err)
+			left[p] = ids
 			continue
 		}
-		byAddr[addr] = append(byAddr[addr], ids...)
+		byAddr[addr] = append(byAddr[addr], p)
 	}
-	for addr, ids := range byAddr {
-		n.wg.Go(func() {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for addr, parts := range byAddr {
+		var ids []task.ID
+		for _, p := range parts {
+			ids = append(ids, byPart[p]...)
+		}
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
 			defer cancel()
 			if err := n.peers.call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
-				n.log.Warn("dependency notice to another leader failed; the reconcile will retry", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
+				n.log.Debug("dependency notice to another leader failed", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
+				mu.Lock()
+				for _, p := range parts {
+					left[p] = byPart[p]
+				}
+				mu.Unlock()
 			}
 		})
 	}
+	wg.Wait()
+	return left
 }
 
 // markDepDone marks dep done on ids, tasks of partitions this node leads,
