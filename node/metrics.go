@@ -179,6 +179,8 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		fmt.Fprintf(b, "skuldd_raft_learners %d\n", len(learners))
 		family("skuldd_raft_applied_index", "gauge", "The last metadata log index this node applied.")
 		fmt.Fprintf(b, "skuldd_raft_applied_index %d\n", g.Meta().Applied)
+		family("skuldd_raft_snapshots_installed_total", "counter", "Metadata snapshots this node received from the leader and installed, having fallen behind its compacted log.")
+		fmt.Fprintf(b, "skuldd_raft_snapshots_installed_total %d\n", g.SnapshotsInstalled())
 	}
 
 	// Anti-entropy, replication and garbage collection.

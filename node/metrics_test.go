@@ -73,6 +73,7 @@ func TestMetrics(t *testing.T) {
 		`skuldd_partitions_led 8`,
 		`skuldd_partitions_fenced 0`,
 		`skuldd_raft_leader 1`,
+		`skuldd_raft_snapshots_installed_total 0`,
 		`skuldd_clock_drifting 0`,
 	} {
 		if !got[want] {

@@ -19,6 +19,10 @@ const (
 	DefaultElectionTicks   = 10
 	DefaultHeartbeatTicks  = 1
 	DefaultSnapshotEntries = 1000
+	// DefaultSnapshotCatchUpEntries is how many applied entries stay in
+	// the log after a snapshot, so a follower a little behind catches up
+	// from the log instead of needing the whole snapshot.
+	DefaultSnapshotCatchUpEntries = 100
 
 	// localTickInterval is the tick of DefaultLocalConfig: elections in
 	// 100-200ms, for tests and single-box clusters.
@@ -47,6 +51,9 @@ type Config struct {
 	// SnapshotEntries is the number of entries applied since the last
 	// snapshot that triggers a new snapshot and log compaction.
 	SnapshotEntries uint64
+	// SnapshotCatchUpEntries is how many applied entries a compaction
+	// keeps (0: DefaultSnapshotCatchUpEntries).
+	SnapshotCatchUpEntries uint64
 	// Store persists the raft log, hard state and snapshots. The caller
 	// owns it: Close the Group before closing the Store.
 	Store *store.Store
@@ -91,6 +98,9 @@ func (c *Config) fill() {
 	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = d.SnapshotEntries
+	}
+	if c.SnapshotCatchUpEntries == 0 {
+		c.SnapshotCatchUpEntries = DefaultSnapshotCatchUpEntries
 	}
 	if c.Logger == nil {
 		c.Logger = d.Logger

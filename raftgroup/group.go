@@ -50,10 +50,6 @@ const (
 	// maxCommandBytes bounds one proposal. Commands are small records; a
 	// CAS with MaxCohort ids is well under a kilobyte.
 	maxCommandBytes = 64 << 10
-	// snapshotCatchUpEntries is how many applied entries stay in memory
-	// after a snapshot, so a follower a little behind catches up from the
-	// log instead of needing the whole snapshot.
-	snapshotCatchUpEntries = 100
 	// dropLogInterval rate-limits the log line about messages that could
 	// not be sent.
 	dropLogInterval = time.Second
@@ -103,7 +99,7 @@ type Group struct {
 	confState *pb.ConfState // the latest from a snapshot or ApplyConfChange
 	snapIndex uint64        // index of the latest snapshot
 	snapConf  *pb.ConfState // the ConfState of the latest snapshot; nil without one
-	catchUp   uint64        // snapshotCatchUpEntries; tests lower it
+	catchUp   uint64        // Config.SnapshotCatchUpEntries; tests lower it
 	dropped   int           // messages dropped for want of a transport, since lastDrop
 	lastDrop  time.Time
 
@@ -136,7 +132,7 @@ func New(cfg Config) (*Group, error) {
 		stopc:    make(chan struct{}),
 		donec:    make(chan struct{}),
 		removedc: make(chan struct{}),
-		catchUp:  snapshotCatchUpEntries,
+		catchUp:  cfg.SnapshotCatchUpEntries,
 		state:    Meta{Members: map[uint64]Member{}},
 	}
 	g.mu.waiters = make(map[uint64]chan result)
@@ -375,3 +371,8 @@ func (g *Group) setLeader(lead uint64) {
 	g.mu.Unlock()
 	g.log.Info("raft leader changed", "leader", lead)
 }
+
+// SnapshotsInstalled returns how many snapshots this member received from
+// a leader and installed (it had fallen behind the leader's compacted
+// log), for metrics.
+func (g *Group) SnapshotsInstalled() uint64 { return g.snapshotsInstalled.Load() }
