@@ -202,14 +202,14 @@ func (n *Node) notifyDependents(dep task.ID) {
 	if err != nil {
 		n.log.Warn("reading dependents", "dep", dep, "err", err)
 	}
-	remote := n.deliverDepDone(dep, byPart, false)
+	remote := n.markLedDepDone(dep, byPart)
 	if len(remote) == 0 {
 		return
 	}
 	n.wg.Go(func() {
 		pause := depNoticeBackoff
 		for attempt := 1; len(remote) > 0; attempt++ {
-			remote = n.deliverDepDone(dep, remote, true)
+			remote = n.sendDepDone(dep, remote)
 			if len(remote) == 0 {
 				return
 			}
@@ -233,21 +233,27 @@ const (
 	depNoticeBackoff  = 250 * time.Millisecond
 )
 
-// deliverDepDone marks dep done on the tasks of byPart whose partitions
-// this node leads, and, with send, tells the leaders of the others; it
-// returns the partitions still to tell (without send: all the others).
-func (n *Node) deliverDepDone(dep task.ID, byPart map[uint16][]task.ID, send bool) map[uint16][]task.ID {
-	left := map[uint16][]task.ID{}
-	byAddr := map[string][]uint16{}
+// markLedDepDone marks dep done on the tasks of byPart whose partitions
+// this node leads, and returns the others.
+func (n *Node) markLedDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
+	rest := map[uint16][]task.ID{}
 	for p, ids := range byPart {
 		if n.leads(p) {
 			n.markDepDone(dep, ids)
-			continue
+		} else {
+			rest[p] = ids
 		}
-		if !send {
-			left[p] = ids
-			continue
-		}
+	}
+	return rest
+}
+
+// sendDepDone tells the leaders of byPart's partitions (this node for
+// those it leads now) that dep completed, and returns the partitions it
+// could not tell.
+func (n *Node) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
+	left := map[uint16][]task.ID{}
+	byAddr := map[string][]uint16{}
+	for p, ids := range n.markLedDepDone(dep, byPart) {
 		ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
 		addr, err := n.routeTo(ctx, p)
 		cancel()

@@ -153,6 +153,13 @@ func (x *headIndex) fence(part uint16, on bool) bool {
 	return true
 }
 
+// fencedCount returns how many partitions are fenced.
+func (x *headIndex) fencedCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.fenced)
+}
+
 // isFenced reports whether part is fenced.
 func (x *headIndex) isFenced(part uint16) bool {
 	x.mu.Lock()

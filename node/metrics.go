@@ -153,14 +153,8 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 	// Partitions and the metadata group.
 	family("skuldd_partitions_led", "gauge", "Partitions this node leads.")
 	fmt.Fprintf(b, "skuldd_partitions_led %d\n", led)
-	fenced := 0
-	for _, r := range n.parts {
-		if n.heads.isFenced(r.Part()) {
-			fenced++
-		}
-	}
 	family("skuldd_partitions_fenced", "gauge", "Partitions this node leads but grants no claims in: it cannot reach a majority of their cohort.")
-	fmt.Fprintf(b, "skuldd_partitions_fenced %d\n", fenced)
+	fmt.Fprintf(b, "skuldd_partitions_fenced %d\n", n.heads.fencedCount())
 	family("skuldd_partition_leader_epoch", "gauge", "The epoch at which this node leads a partition (0: it does not lead it).")
 	for _, r := range n.parts {
 		fmt.Fprintf(b, "skuldd_partition_leader_epoch{partition=\"%d\"} %d\n", r.Part(), r.Epoch())
