@@ -179,9 +179,13 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 
 	// Anti-entropy, replication and garbage collection.
 	a := n.aaeView()
-	var replReqs, replItems, replRecs, replFailed int64
+	var replReqs, replItems, replRecs, replFailed, served int64
+	var inFlight, merging, syncing float64
 	if rp := n.repl; rp != nil {
 		replReqs, replItems, replRecs, replFailed = rp.requests.Load(), rp.items.Load(), rp.records.Load(), rp.failed.Load()
+		inFlight = time.Duration(rp.inFlight.Load()).Seconds()
+		served = rp.served.Load()
+		merging, syncing = time.Duration(rp.mergeNanos.Load()).Seconds(), time.Duration(rp.syncNanos.Load()).Seconds()
 	}
 	for _, m := range []struct {
 		name, typ, help string
@@ -197,6 +201,7 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_replication_items_total", "counter", "Partition items those requests carried (one per write per follower).", replItems},
 		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
 		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
+		{"skuldd_replica_requests_total", "counter", "Replication requests this node served as a follower.", served},
 		{"skuldd_claim_cache_bytes", "gauge", "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).", n.fresh.Used()},
 		{"skuldd_store_lookups_total", "counter", "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.", int64(n.store.Lookups())},
 		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
@@ -206,6 +211,36 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 	} {
 		family(m.name, m.typ, m.help)
 		fmt.Fprintf(b, "%s %d\n", m.name, m.v)
+	}
+	// Write-ahead log syncs and the CPU pressure that holds them.
+	syncs, held := n.store.WALSyncs()
+	holding := 0
+	if n.pressure.on.Load() {
+		holding = 1
+	}
+	family("skuldd_wal_syncs_total", "counter", "Fsyncs of this node's write-ahead log.")
+	fmt.Fprintf(b, "skuldd_wal_syncs_total %d\n", syncs)
+	family("skuldd_wal_syncs_held_total", "counter", "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.")
+	fmt.Fprintf(b, "skuldd_wal_syncs_held_total %d\n", held)
+	family("skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back because its CPU is contended.")
+	fmt.Fprintf(b, "skuldd_wal_sync_hold_active %d\n", holding)
+	family("skuldd_sched_wait_mean_seconds", "gauge", "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).")
+	fmt.Fprintf(b, "skuldd_sched_wait_mean_seconds %s\n", num(time.Duration(n.pressure.meanWait.Load()).Seconds()))
+
+	// Where replication's time goes: over the request counts above, the
+	// mean round trip a leader sees, and a follower's mean merge and sync
+	// wait (a round trip much longer than the two is time in transit and
+	// in run queues).
+	for _, m := range []struct {
+		name, help string
+		v          float64
+	}{
+		{"skuldd_replication_seconds_total", "Time replication requests this node sent spent waiting for the follower's answer.", inFlight},
+		{"skuldd_replica_merge_seconds_total", "Time this node, as a follower, spent merging replication requests' records.", merging},
+		{"skuldd_replica_sync_wait_seconds_total", "Time this node, as a follower, spent waiting for merged records to be durable before answering.", syncing},
+	} {
+		family(m.name, "counter", m.help)
+		fmt.Fprintf(b, "%s %s\n", m.name, num(m.v))
 	}
 
 	// Clock.

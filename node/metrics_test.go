@@ -161,9 +161,9 @@ func TestClusterReplicationMetrics(t *testing.T) {
 	// dependency notices may add a few items, never fewer. A write is
 	// acknowledged once one follower has it (W=2), so the last items to
 	// the other follower may still be on their way: wait for them.
-	var requests, items, records, failed float64
+	var requests, items, records, failed, served, inFlight, merging, syncs float64
 	for deadline := time.Now().Add(clusterWait); ; {
-		requests, items, records, failed = 0, 0, 0, 0
+		requests, items, records, failed, served, inFlight, merging, syncs = 0, 0, 0, 0, 0, 0, 0, 0
 		for i := range 3 {
 			after := metricValues(t, c, i)
 			d := func(name string) float64 { return after[name] - before[i][name] }
@@ -171,6 +171,10 @@ func TestClusterReplicationMetrics(t *testing.T) {
 			items += d("skuldd_replication_items_total")
 			records += d("skuldd_replication_records_total")
 			failed += d("skuldd_replication_failed_total")
+			served += d("skuldd_replica_requests_total")
+			inFlight += d("skuldd_replication_seconds_total")
+			merging += d("skuldd_replica_merge_seconds_total")
+			syncs += d("skuldd_wal_syncs_total")
 		}
 		if items >= 2*writers*each || time.Now().After(deadline) {
 			break
@@ -191,6 +195,16 @@ func TestClusterReplicationMetrics(t *testing.T) {
 	// links send write by write.
 	if 2*requests > items {
 		t.Errorf("%v replication requests carried %v items: under two per request with %d concurrent writers", requests, items, writers)
+	}
+	// Where the time went: the followers served requests (anti-entropy
+	// sends some too, and the last may still be in flight, so the counts
+	// need not match), merging took time, the leaders waited for
+	// answers, and the writes were synced.
+	if served <= 0 {
+		t.Errorf("followers served %v replication requests of %v sent", served, requests)
+	}
+	if inFlight <= 0 || merging <= 0 || syncs <= 0 {
+		t.Errorf("replication waited %vs, followers merged for %vs, %v log syncs: want all above 0", inFlight, merging, syncs)
 	}
 	t.Logf("%v items in %v requests (%.1f per request)", items, requests, items/requests)
 }

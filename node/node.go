@@ -39,6 +39,7 @@ type Node struct {
 	id       uint64
 	resetKey [32]byte // QUIC stateless reset key, kept across restarts
 	store    *store.Store
+	pressure pressureState // whether the store holds busy syncs (pressure.go)
 	raft     *raftgroup.Group
 	parts    []*partition.Replica
 	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
@@ -212,6 +213,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.gcLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
+	n.wg.Go(func() { n.pressureLoop(loopCtx) })
 	if err := n.serveHTTP(); err != nil {
 		return err
 	}
@@ -263,7 +265,8 @@ func (n *Node) openStore() error {
 	dir := filepath.Join(n.cfg.DataDir, "store")
 	sc := store.DefaultConfig(dir)
 	sc.Logger = n.cfg.Logger
-	sc.WALMinSyncInterval = n.cfg.WALMinSyncInterval
+	// No hold until pressureLoop finds the CPU contended.
+	sc.WALMinSyncInterval = 0
 	sc.NoWALZeroAhead = n.cfg.NoWALZeroAhead
 	s, err := store.Open(sc)
 	if err != nil {

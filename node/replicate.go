@@ -82,6 +82,14 @@ type replicator struct {
 
 	// Counters for /metrics: items per request is what batching buys.
 	requests, items, records, failed atomic.Int64
+	// inFlight is the nanoseconds requests spent between being sent and
+	// answered: over requests, a follower's round trip as this leader
+	// sees it.
+	inFlight atomic.Int64
+
+	// The follower side, for /metrics: requests served, and the
+	// nanoseconds spent merging them and then waiting for their sync.
+	served, mergeNanos, syncNanos atomic.Int64
 }
 
 func newReplicator(ctx context.Context, n *Node) *replicator {
@@ -175,7 +183,10 @@ func (rp *replicator) deliver(to uint64, batch []*replItem) {
 	ctx, cancel := context.WithTimeout(rp.ctx, replTimeout)
 	defer cancel()
 	var resp wire.ReplicateResponse
-	if err := rp.n.peers.call(ctx, addr, wire.OpReplicate, req, &resp); err != nil {
+	sent := time.Now()
+	err := rp.n.peers.call(ctx, addr, wire.OpReplicate, req, &resp)
+	rp.inFlight.Add(int64(time.Since(sent)))
+	if err != nil {
 		fail(err)
 		return
 	}
@@ -365,6 +376,7 @@ func recordFromWire(m wire.RecordMsg) partition.Record {
 // wait until all are durable (one fsync for the whole request), answer
 // per item and record.
 func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateResponse, error) {
+	began := time.Now()
 	now := n.now()
 	resp := &wire.ReplicateResponse{Results: make([]wire.ReplicateResult, len(req.Items))}
 	var durables []partition.Durable
@@ -398,10 +410,16 @@ func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateRespon
 			}
 		}
 	}
+	merged := time.Now()
 	for _, d := range durables {
 		if err := d.Wait(); err != nil {
 			return nil, err
 		}
+	}
+	if rp := n.repl; rp != nil {
+		rp.served.Add(1)
+		rp.mergeNanos.Add(int64(merged.Sub(began)))
+		rp.syncNanos.Add(int64(time.Since(merged)))
 	}
 	return resp, nil
 }

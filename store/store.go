@@ -56,13 +56,15 @@ type Config struct {
 	// MemTableBytes is the size of one memtable. Larger memtables mean fewer
 	// flushes under enqueue load.
 	MemTableBytes uint64
-	// WALMinSyncInterval is the least time from the end of one sync of the
-	// write-ahead log to the start of the next. 0 (the default) starts a
-	// sync as soon as the previous one ends and a commit waits. A longer
-	// interval lets more commits share each fsync: fewer syncs and less
-	// CPU where syncs are dear (virtual disks), for up to the interval of
-	// latency on every durable write. Commits are never acknowledged
-	// before their sync, whatever the interval.
+	// WALMinSyncInterval is the hold of the write-ahead log's syncs the
+	// store starts with (SetWALHold changes it later): after a sync cycle
+	// that carried busySyncCommits commits or more, the next sync waits
+	// this long from the end of the previous one, so that more commits
+	// share it (syncpace.go): fewer syncs and less CPU where syncs are
+	// dear (virtual disks), for up to the hold of latency on the writes
+	// held. 0 (the default) starts every sync as soon as the previous one
+	// ends and a commit waits. Commits are never acknowledged before
+	// their sync, whatever the hold.
 	WALMinSyncInterval time.Duration
 	// NoWALZeroAhead turns off writing zeros ahead of the log's end
 	// (walfile.go). The zeros spare each sync a metadata commit on
@@ -124,6 +126,8 @@ type Store struct {
 	// memtable and of the tables whose filters admit the key, the main
 	// cost of a read path, so the node exports it and tests count it.
 	lookups atomic.Uint64
+	// pacer holds syncs back while the log is busy (syncpace.go).
+	pacer *syncPacer
 }
 
 // Lookups returns the number of point reads since Open.
@@ -155,9 +159,10 @@ func Open(cfg Config) (*Store, error) {
 	if !cfg.NoWALZeroAhead {
 		opts.FS = wrapWALFS(cfg.FS, cfg.Logger.With("component", "store"))
 	}
-	if d := cfg.WALMinSyncInterval; d > 0 {
-		opts.WALMinSyncInterval = func() time.Duration { return d }
-	}
+	// Always installed, so that syncs are counted even without a hold.
+	pacer := &syncPacer{}
+	pacer.hold.Store(int64(cfg.WALMinSyncInterval))
+	opts.WALMinSyncInterval = pacer.next
 	// Bloom filters on every level (Pebble's default has none): claims and
 	// gets are point lookups of one task, and without a filter each one
 	// searches the index of every overlapping table. 10 bits per key give
@@ -170,7 +175,7 @@ func Open(cfg Config) (*Store, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, cache: cache, logger: cfg.Logger}
+	s := &Store{db: db, cache: cache, logger: cfg.Logger, pacer: pacer}
 	if err := s.upgradeLayout(); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -109,6 +109,7 @@ type Pending struct{ b *pebble.Batch }
 // the writes; then release the lock and Wait. The batch must not be used
 // after Apply.
 func (b *Batch) Apply() (*Pending, error) {
+	b.s.pacer.committed()
 	if err := b.s.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
 		_ = b.b.Close()
 		return nil, fmt.Errorf("store: apply: %w", err)
@@ -140,6 +141,7 @@ func (b *Batch) Commit() error {
 // already there) calls it before acknowledging: the write it found may have
 // been applied by a concurrent request and not yet be synced.
 func (s *Store) Barrier() error {
+	s.pacer.committed()
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("store: sync barrier: %w", err)
 	}

@@ -495,26 +495,80 @@ func TestReopenKeepsData(t *testing.T) {
 	}
 }
 
-// TestWALMinSyncInterval: with an interval, a synced commit that follows
-// another waits for it, so n commits in a row take at least n-1
-// intervals (a lower bound: the timer cannot fire early); and a negative
-// interval is refused at Open.
-func TestWALMinSyncInterval(t *testing.T) {
-	const interval, commits = 40 * time.Millisecond, 4
-	s, err := store.Open(store.Config{Dir: "/db", FS: vfs.NewMem(), WALMinSyncInterval: interval, Logger: slog.New(slog.DiscardHandler)})
+// TestWALHold: with a hold set, a lone writer's syncs are never held (a
+// sync cycle of one commit gathers nothing to share the next sync with),
+// while writers that commit together are: after a cycle of several
+// commits the next sync waits the hold from the end of the one before.
+// SetWALHold(0) turns holds off, and a negative interval is refused at
+// Open.
+func TestWALHold(t *testing.T) {
+	const hold, writers = 40 * time.Millisecond, 8
+	s, err := store.Open(store.Config{Dir: "/db", FS: vfs.NewMem(), WALMinSyncInterval: hold, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	defer s.Close()
-	// The first sync of the log may come at once; time the ones after it.
-	commit(t, s, func(b *store.Batch) error { return b.PutPromise(0, 1, 1) })
-	began := time.Now()
-	for i := range commits {
-		commit(t, s, func(b *store.Batch) error { return b.PutPromise(0, uint64(i+2), 1) })
+
+	for i := range 5 {
+		commit(t, s, func(b *store.Batch) error { return b.PutPromise(0, uint64(i+1), 1) })
 	}
-	if took := time.Since(began); took < (commits-1)*interval {
-		t.Errorf("%d synced commits in a row took %v; want at least %v", commits, took, (commits-1)*interval)
+	if syncs, held := s.WALSyncs(); syncs < 5 || held != 0 {
+		t.Fatalf("5 commits one after another: %d syncs, %d held; want 5 or more, none held", syncs, held)
 	}
+
+	// together applies writers batches before waiting for any, as
+	// concurrent requests do.
+	together := func(round int) {
+		t.Helper()
+		pending := make([]*store.Pending, writers)
+		for w := range writers {
+			b := s.NewBatch()
+			if err := b.PutPromise(uint16(w), uint64(100*round+w), 1); err != nil {
+				t.Fatalf("put: %v", err)
+			}
+			p, err := b.Apply()
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			pending[w] = p
+		}
+		for _, p := range pending {
+			if err := p.Wait(); err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+		}
+	}
+	// The log's flush goroutine may sync after each apply, so the first
+	// rounds may see cycles of one commit; applies outpace it soon.
+	for round := 1; ; round++ {
+		_, heldBefore := s.WALSyncs()
+		began := time.Now()
+		together(round)
+		if _, held := s.WALSyncs(); held > heldBefore {
+			// A sync of this round was held: the next round's sync comes
+			// the hold after it, so after began (a lower bound: the timer
+			// cannot fire early).
+			together(1000 + round)
+			if took := time.Since(began); took < hold {
+				t.Errorf("two rounds around a held sync took %v; want at least the hold, %v", took, hold)
+			}
+			break
+		}
+		if round == 50 {
+			t.Fatalf("50 rounds of %d batches applied together: no sync held", writers)
+		}
+	}
+
+	s.SetWALHold(0)
+	together(2000) // a held sync may still be pending from the rounds above
+	_, heldBefore := s.WALSyncs()
+	for round := range 10 {
+		together(3000 + round)
+	}
+	if _, held := s.WALSyncs(); held != heldBefore {
+		t.Errorf("with the hold off, %d syncs were held", held-heldBefore)
+	}
+
 	if _, err := store.Open(store.Config{Dir: "/db2", FS: vfs.NewMem(), WALMinSyncInterval: -time.Millisecond}); err == nil {
 		t.Error("a negative WAL min sync interval was accepted")
 	}
