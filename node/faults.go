@@ -21,6 +21,19 @@ type Faults struct {
 	// noRepl drops only replication to an address: the follower misses
 	// writes while gossip, raft and handoffs still reach it.
 	noRepl map[string]bool
+	// cutAfter > 0 breaks each partition transfer this node pulls once,
+	// after it merged that many pages; transfers tracks each transfer
+	// (by source address and partition) since.
+	cutAfter  int
+	transfers map[string]*TransferFault
+}
+
+// TransferFault is what a partition transfer did under CutTransfers.
+type TransferFault struct {
+	// Pages and Records count what the puller merged, over all attempts.
+	Pages, Records int
+	// Cut is whether the fault broke it.
+	Cut bool
 }
 
 // NewFaults returns a Faults that injects nothing yet.
@@ -49,6 +62,54 @@ func (f *Faults) DropReplication(addr string) {
 	f.noRepl[addr] = true
 }
 
+// CutTransfers breaks every partition transfer this node pulls, once,
+// after it has merged pages pages: the transfer must resume where it
+// stopped. Transfers reports what each did.
+func (f *Faults) CutTransfers(pages int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cutAfter = pages
+	f.transfers = make(map[string]*TransferFault)
+}
+
+// Transfers returns what each partition transfer pulled since
+// CutTransfers, by "source address/partition".
+func (f *Faults) Transfers() map[string]TransferFault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]TransferFault, len(f.transfers))
+	for k, t := range f.transfers {
+		out[k] = *t
+	}
+	return out
+}
+
+// transferPage records a page of records that a transfer of part from
+// addr merged, and breaks the transfer if CutTransfers says so.
+func (f *Faults) transferPage(addr string, part uint16, records int) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cutAfter == 0 {
+		return nil
+	}
+	key := fmt.Sprintf("%s/%d", addr, part)
+	t := f.transfers[key]
+	if t == nil {
+		t = &TransferFault{}
+		f.transfers[key] = t
+	}
+	t.Pages++
+	t.Records += records
+	if !t.Cut && t.Pages == f.cutAfter {
+		t.Cut = true
+		return fmt.Errorf("%w: fault injected: transfer of partition %d from %s cut after %d pages", wire.ErrUnavailable, part, addr, t.Pages)
+	}
+	return nil
+}
+
 // Heal removes every fault.
 func (f *Faults) Heal() {
 	f.mu.Lock()
@@ -56,6 +117,7 @@ func (f *Faults) Heal() {
 	clear(f.blocked)
 	clear(f.delay)
 	clear(f.noRepl)
+	f.cutAfter = 0
 }
 
 // checkRepl is check for a replication request.

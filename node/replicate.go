@@ -494,7 +494,7 @@ func (n *Node) pullPartition(ctx context.Context, addr string, part uint16, ep u
 				}
 				total += len(recs)
 				from = nextID(recs[len(recs)-1].ID)
-				return nil
+				return n.cfg.Faults.transferPage(addr, part, len(recs))
 			})
 		}
 		if err == nil {

@@ -480,6 +480,76 @@ func idsLedBy(v *wire.ClusterResponse, node uint64) func(leader uint64, ms int64
 	}
 }
 
+// TestClusterTransferResumes: a partition transfer to a joining node
+// that breaks part way resumes after the last page it merged. Every
+// transfer, cut once after its first page, still brings the whole
+// partition with no record pulled twice, and the joiner's own replicas
+// then hold every task of the partitions it joined.
+func TestClusterTransferResumes(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	// About 700 tasks a partition: three export pages each.
+	const batches, batch = 28, 200
+	perPart := map[int]int{}
+	var acked []task.ID
+	for b := range batches {
+		req := &wire.EnqueueRequest{Tasks: make([]wire.EnqueueTask, batch)}
+		for i := range req.Tasks {
+			req.Tasks[i] = wire.EnqueueTask{Queue: "moved", Data: []byte(fmt.Sprint(b, i))}
+		}
+		r, err := c.Client(b%3).Enqueue(ctx, req)
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		for _, res := range r.Results {
+			acked = append(acked, res.ID)
+			perPart[int(ring.PartitionOf(res.ID[:], nodetest.DefaultPartitions))]++
+		}
+	}
+
+	j := c.Join(func(cfg *node.Config) { cfg.Faults.CutTransfers(1) })
+	jid := c.Node(j).ID()
+	placed(t, c, 0, ids(c, 0, 1, 2, j), 3)
+	transfers := c.Faults(j).Transfers()
+	if len(transfers) == 0 {
+		t.Fatal("no partition was transferred to the joiner")
+	}
+	for key, tr := range transfers {
+		_, ps, _ := strings.Cut(key, "/")
+		var part int
+		if _, err := fmt.Sscan(ps, &part); err != nil {
+			t.Fatalf("transfer %q: %v", key, err)
+		}
+		if !tr.Cut {
+			t.Errorf("transfer %s was never cut", key)
+		}
+		if tr.Records != perPart[part] {
+			t.Errorf("transfer %s merged %d records in %d pages; partition %d holds %d (a restart from the beginning pulls the first page twice)", key, tr.Records, tr.Pages, part, perPart[part])
+		}
+	}
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := 0
+	for _, id := range acked {
+		part := ring.PartitionOf(id[:], nodetest.DefaultPartitions)
+		if !slices.Contains(v.Partitions[part].Cohort, jid) {
+			continue
+		}
+		joined++
+		if _, err := c.Client(j).Get(ctx, &wire.GetRequest{ID: id, R: 1}); err != nil {
+			t.Fatalf("task %s of partition %d, read from the joiner's replica: %v", id, part, err)
+		}
+	}
+	if joined == 0 {
+		t.Fatal("the joiner is in no cohort")
+	}
+	t.Logf("%d transfers, each cut once; the joiner holds %d tasks", len(transfers), joined)
+}
+
 // TestClusterJoinUnderLoad: a node joins a loaded 3-node cluster;
 // partitions move to it, nothing acknowledged is lost, and writes keep
 // succeeding during the moves.
