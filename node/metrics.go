@@ -222,7 +222,7 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 	fmt.Fprintf(b, "skuldd_wal_syncs_total %d\n", syncs)
 	family("skuldd_wal_syncs_held_total", "counter", "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.")
 	fmt.Fprintf(b, "skuldd_wal_syncs_held_total %d\n", held)
-	family("skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back because its CPU is contended.")
+	family("skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back: its CPU is contended and it replicates its writes.")
 	fmt.Fprintf(b, "skuldd_wal_sync_hold_active %d\n", holding)
 	family("skuldd_sched_wait_mean_seconds", "gauge", "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).")
 	fmt.Fprintf(b, "skuldd_sched_wait_mean_seconds %s\n", num(time.Duration(n.pressure.meanWait.Load()).Seconds()))
