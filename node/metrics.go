@@ -187,6 +187,11 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		served = rp.served.Load()
 		merging, syncing = time.Duration(rp.mergeNanos.Load()).Seconds(), time.Duration(rp.syncNanos.Load()).Seconds()
 	}
+	syncs, held := n.store.WALSyncs()
+	holding := int64(0)
+	if n.pressure.on.Load() {
+		holding = 1
+	}
 	for _, m := range []struct {
 		name, typ, help string
 		v               int64
@@ -202,6 +207,9 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
 		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
 		{"skuldd_replica_requests_total", "counter", "Replication requests this node served as a follower.", served},
+		{"skuldd_wal_syncs_total", "counter", "Fsyncs of this node's write-ahead log.", int64(syncs)},
+		{"skuldd_wal_syncs_held_total", "counter", "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.", int64(held)},
+		{"skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back: its CPU is contended and it replicates its writes.", holding},
 		{"skuldd_claim_cache_bytes", "gauge", "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).", n.fresh.Used()},
 		{"skuldd_store_lookups_total", "counter", "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.", int64(n.store.Lookups())},
 		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
@@ -212,34 +220,20 @@ func (n *Node) writeMetrics(b *strings.Builder) {
 		family(m.name, m.typ, m.help)
 		fmt.Fprintf(b, "%s %d\n", m.name, m.v)
 	}
-	// Write-ahead log syncs and the CPU pressure that holds them.
-	syncs, held := n.store.WALSyncs()
-	holding := 0
-	if n.pressure.on.Load() {
-		holding = 1
-	}
-	family("skuldd_wal_syncs_total", "counter", "Fsyncs of this node's write-ahead log.")
-	fmt.Fprintf(b, "skuldd_wal_syncs_total %d\n", syncs)
-	family("skuldd_wal_syncs_held_total", "counter", "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.")
-	fmt.Fprintf(b, "skuldd_wal_syncs_held_total %d\n", held)
-	family("skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back: its CPU is contended and it replicates its writes.")
-	fmt.Fprintf(b, "skuldd_wal_sync_hold_active %d\n", holding)
-	family("skuldd_sched_wait_mean_seconds", "gauge", "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).")
-	fmt.Fprintf(b, "skuldd_sched_wait_mean_seconds %s\n", num(time.Duration(n.pressure.meanWait.Load()).Seconds()))
-
 	// Where replication's time goes: over the request counts above, the
 	// mean round trip a leader sees, and a follower's mean merge and sync
 	// wait (a round trip much longer than the two is time in transit and
-	// in run queues).
+	// in run queues); and the CPU contention that holds syncs.
 	for _, m := range []struct {
-		name, help string
-		v          float64
+		name, typ, help string
+		v               float64
 	}{
-		{"skuldd_replication_seconds_total", "Time replication requests this node sent spent waiting for the follower's answer.", inFlight},
-		{"skuldd_replica_merge_seconds_total", "Time this node, as a follower, spent merging replication requests' records.", merging},
-		{"skuldd_replica_sync_wait_seconds_total", "Time this node, as a follower, spent waiting for merged records to be durable before answering.", syncing},
+		{"skuldd_replication_seconds_total", "counter", "Time replication requests this node sent spent waiting for the follower's answer.", inFlight},
+		{"skuldd_replica_merge_seconds_total", "counter", "Time this node, as a follower, spent merging replication requests' records.", merging},
+		{"skuldd_replica_sync_wait_seconds_total", "counter", "Time this node, as a follower, spent waiting for merged records to be durable before answering.", syncing},
+		{"skuldd_sched_wait_mean_seconds", "gauge", "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).", time.Duration(n.pressure.meanWait.Load()).Seconds()},
 	} {
-		family(m.name, "counter", m.help)
+		family(m.name, m.typ, m.help)
 		fmt.Fprintf(b, "%s %s\n", m.name, num(m.v))
 	}
 

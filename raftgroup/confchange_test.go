@@ -161,7 +161,7 @@ func (c *cluster) waitConfig(voters, learners []uint64) {
 
 // The no-ops and refusals of the membership API, on a one-voter group.
 func TestConfChangeSingleVoter(t *testing.T) {
-	c := newCluster(t, []uint64{1}, nil, nil)
+	c := newCluster(t, []uint64{1}, nil)
 	ctx := testCtx(t)
 	g := c.groups[1]
 	if err := g.WaitLeader(ctx); err != nil {
@@ -218,7 +218,7 @@ func TestConfChangeSingleVoter(t *testing.T) {
 // are refused by every replica (apply) or at the door (Step), and the
 // group keeps working.
 func TestConfChangeRefusesWhatRaftCannotApply(t *testing.T) {
-	c := newCluster(t, []uint64{1}, nil, nil)
+	c := newCluster(t, []uint64{1}, nil)
 	ctx := testCtx(t)
 	g := c.groups[1]
 	if err := g.WaitLeader(ctx); err != nil {
@@ -265,8 +265,7 @@ func TestConfChangeRefusesWhatRaftCannotApply(t *testing.T) {
 func TestConfChangeLifecycle(t *testing.T) {
 	const snapEvery = 10
 	c := newCluster(t, []uint64{1},
-		func(cfg *Config) { cfg.SnapshotEntries = snapEvery },
-		func(g *Group) { g.catchUp = 2 })
+		func(cfg *Config) { cfg.SnapshotEntries, cfg.SnapshotCatchUpEntries = snapEvery, 2 })
 	ctx := testCtx(t)
 	g1 := c.groups[1]
 	if err := g1.WaitLeader(ctx); err != nil {
@@ -361,7 +360,7 @@ func TestConfChangeLifecycle(t *testing.T) {
 // steps down, and no longer proposes; the last two shrink to one, which
 // leads alone.
 func TestConfChangeRemoveSelf(t *testing.T) {
-	c := newCluster(t, []uint64{1, 2, 3}, nil, nil)
+	c := newCluster(t, []uint64{1, 2, 3}, nil)
 	ctx := testCtx(t)
 	lead := c.leader()
 	if _, err := c.groups[lead].Init(ctx, ClusterConfig{ClusterID: "c", Partitions: 2, Replicas: 3}); err != nil {
@@ -426,7 +425,7 @@ func TestConfChangeDroppedIsProposedAgain(t *testing.T) {
 	// A long election timeout, so the leader keeps its term while its
 	// followers are cut off (CheckQuorum would depose it after one to two
 	// timeouts) and the retry below is the timer's, not a leader change's.
-	c := newCluster(t, []uint64{1, 2, 3}, func(cfg *Config) { cfg.ElectionTicks = 50 }, nil)
+	c := newCluster(t, []uint64{1, 2, 3}, func(cfg *Config) { cfg.ElectionTicks = 50 })
 	ctx := testCtx(t)
 	lead := c.leader()
 	g := c.groups[lead]

@@ -99,7 +99,6 @@ type Group struct {
 	confState *pb.ConfState // the latest from a snapshot or ApplyConfChange
 	snapIndex uint64        // index of the latest snapshot
 	snapConf  *pb.ConfState // the ConfState of the latest snapshot; nil without one
-	catchUp   uint64        // Config.SnapshotCatchUpEntries; tests lower it
 	dropped   int           // messages dropped for want of a transport, since lastDrop
 	lastDrop  time.Time
 
@@ -132,7 +131,6 @@ func New(cfg Config) (*Group, error) {
 		stopc:    make(chan struct{}),
 		donec:    make(chan struct{}),
 		removedc: make(chan struct{}),
-		catchUp:  cfg.SnapshotCatchUpEntries,
 		state:    Meta{Members: map[uint64]Member{}},
 	}
 	g.mu.waiters = make(map[uint64]chan result)

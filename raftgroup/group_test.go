@@ -350,7 +350,7 @@ func TestCloseFailsPendingProposals(t *testing.T) {
 // Three voters over the in-memory network (DESIGN.md, Topology: the
 // metadata group survives the loss of its leader).
 func TestThreeVoters(t *testing.T) {
-	c := newCluster(t, []uint64{1, 2, 3}, nil, nil)
+	c := newCluster(t, []uint64{1, 2, 3}, nil)
 	ctx := testCtx(t)
 	lead := c.leader()
 	f := c.groups[c.follower(lead)]
@@ -425,8 +425,7 @@ func TestThreeVoters(t *testing.T) {
 // catches up through a snapshot once the network heals.
 func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	c := newCluster(t, []uint64{1, 2, 3},
-		func(cfg *Config) { cfg.SnapshotEntries = 5 },
-		func(g *Group) { g.catchUp = 2 })
+		func(cfg *Config) { cfg.SnapshotEntries, cfg.SnapshotCatchUpEntries = 5, 2 })
 	ctx := testCtx(t)
 	lead := c.leader()
 	g := c.groups[lead]
@@ -494,7 +493,7 @@ func persistedVoters(t *testing.T, st *store.Store) []uint64 {
 // leader, instead of waiting out its deadline (TESTING.md, scenario 12:
 // metadata raft faults).
 func TestProposalSurvivesLeaderLoss(t *testing.T) {
-	c := newCluster(t, []uint64{1, 2, 3}, nil, nil)
+	c := newCluster(t, []uint64{1, 2, 3}, nil)
 	ctx := testCtx(t)
 	lead := c.leader()
 	if _, err := c.groups[lead].Init(ctx, ClusterConfig{ClusterID: "c", Partitions: 1, Replicas: 3}); err != nil {

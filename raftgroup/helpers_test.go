@@ -227,14 +227,13 @@ type cluster struct {
 	net    *memNet
 	log    *slog.Logger
 	tweak  func(*Config)
-	before func(*Group) // called after New, before Start
 	stores map[uint64]*store.Store
 	groups map[uint64]*Group
 }
 
-func newCluster(t *testing.T, ids []uint64, tweak func(*Config), before func(*Group)) *cluster {
+func newCluster(t *testing.T, ids []uint64, tweak func(*Config)) *cluster {
 	c := &cluster{
-		t: t, ids: slices.Clone(ids), boot: slices.Clone(ids), log: testLogger(t), net: newMemNet(t), tweak: tweak, before: before,
+		t: t, ids: slices.Clone(ids), boot: slices.Clone(ids), log: testLogger(t), net: newMemNet(t), tweak: tweak,
 		stores: map[uint64]*store.Store{}, groups: map[uint64]*Group{},
 	}
 	for _, id := range ids {
@@ -266,9 +265,6 @@ func (c *cluster) start(id uint64) {
 	g, err := New(c.config(id))
 	if err != nil {
 		c.t.Fatalf("new group %d: %v", id, err)
-	}
-	if c.before != nil {
-		c.before(g)
 	}
 	c.net.attach(id, g)
 	if err := g.Start(); err != nil {

@@ -301,8 +301,8 @@ func (g *Group) publish(changed bool, deliveries []delivery) {
 
 // maybeSnapshot takes a snapshot once SnapshotEntries entries were applied
 // since the last one, persists it (the store drops the entries it covers),
-// and compacts the in-memory log, keeping catchUp entries for followers
-// that are a little behind.
+// and compacts the in-memory log, keeping SnapshotCatchUpEntries entries
+// for followers that are a little behind.
 //
 // It also takes one as soon as a member was added that the latest
 // snapshot does not name: raft refuses a snapshot whose ConfState lacks
@@ -338,8 +338,8 @@ func (g *Group) maybeSnapshot() {
 	}
 	g.snapIndex = applied
 	g.snapConf = snap.GetMetadata().GetConfState()
-	if applied > g.catchUp {
-		err := g.storage.Compact(applied - g.catchUp)
+	if keep := g.cfg.SnapshotCatchUpEntries; applied > keep {
+		err := g.storage.Compact(applied - keep)
 		if err != nil && !errors.Is(err, raft.ErrCompacted) {
 			g.fatal("compact memory log", err)
 		}
