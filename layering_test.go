@@ -27,6 +27,11 @@ var allowedInternal = map[string][]string{
 	"task":          {"clock"},
 	"clock":         {},
 	"node/nodetest": nil, // test harness: may import anything
+	// The fault-testing tool drives the real binary from outside (HTTP,
+	// processes, network namespaces); it reads the wire's JSON views and
+	// task ids, nothing of a node's insides.
+	"faults":            {"wire", "task"},
+	"faults/cmd/faults": {"faults"},
 }
 
 // owners names the one package allowed to import each heavyweight

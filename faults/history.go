@@ -1,0 +1,127 @@
+package faults
+
+import "encoding/json"
+
+// The history is the record of a run that the checkers judge (TESTING.md
+// section 5, "History format"): one JSON object per line, in the order the
+// harness recorded them. Every client operation appears twice, as an
+// invoke and then as its outcome (ok, fail or info) with the same Proc and
+// F; the nemesis's actions and the harness's fenced sink appear once.
+//
+// Outcomes (Jepsen's meaning, which the checkers rely on):
+//   - ok: skuldd acknowledged the operation; it took effect.
+//   - fail: skuldd answered a definite refusal (a 4xx code: invalid,
+//     not_found, claim_superseded, claim_expired, completed, conflict,
+//     seq, ...); the operation took effect nowhere, ever.
+//   - info: the outcome is unknown (a timeout, a reset, a 5xx such as
+//     unavailable or timeout): it may or may not have taken effect. After
+//     an info the client process takes a new Proc, as Jepsen does, so one
+//     Proc never has two operations in flight.
+//
+// Times (TNs) are nanoseconds of the harness's monotonic clock since the
+// run began: the one real-time reference, since every node shares the
+// machine's physical clock. Node clocks (Start, End in task views) are
+// Unix milliseconds by the node's own, possibly offset, clock.
+
+// Event types.
+const (
+	Invoke  = "invoke"
+	OK      = "ok"
+	Fail    = "fail"
+	Info    = "info"
+	Nemesis = "nemesis" // a fault starting or healing (F: "start" or "stop")
+	Effect  = "effect"  // a worker's side effect offered to the fenced sink
+	Phase   = "phase"   // the run moving on (F: "faults", "heal", "drain", "final")
+)
+
+// Operation names (Event.F for client operations).
+const (
+	FEnqueue  = "enqueue"
+	FClaim    = "claim"
+	FRenew    = "renew"
+	FUpdate   = "update"
+	FComplete = "complete"
+	FFail     = "fail"
+	FSnooze   = "snooze"
+	FGet      = "get"
+)
+
+// Event is one line of the history.
+type Event struct {
+	// Index is the event's position in the history, from 0.
+	Index int64 `json:"idx"`
+	// Proc is the client process; -1 for the nemesis and the harness.
+	Proc int    `json:"proc"`
+	Type string `json:"type"`
+	// F is the operation (FEnqueue, ...), or for nemesis events "start"
+	// or "stop", for phases the phase's name.
+	F string `json:"f"`
+	// TNs is the harness's monotonic time, ns since the run began.
+	TNs int64 `json:"t_ns"`
+	// Node is the node (1-based) the request was sent to; 0 if none.
+	Node int `json:"node,omitempty"`
+
+	// Task is the task's id: client-chosen on enqueue (40 hex chars), the
+	// claimed task's on a claim's ok.
+	Task string `json:"task,omitempty"`
+	// Value is the unique payload of an enqueue, or an update's data.
+	Value string `json:"value,omitempty"`
+	// Deps are an enqueue's dependencies.
+	Deps []string `json:"deps,omitempty"`
+	// MaxAttempts is an enqueue's max_attempts (0: the node's default).
+	MaxAttempts uint32 `json:"max_attempts,omitempty"`
+	// Queue is the queue of an enqueue or a claim.
+	Queue string `json:"queue,omitempty"`
+	// Claim is the claim id: the one a renew, update, complete, fail or
+	// snooze acts under, or the one a claim's ok was granted.
+	Claim *uint32 `json:"claim,omitempty"`
+	// Epoch is the epoch of the claim granted (a claim's ok), from the
+	// task view's claims.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Seq is an update's sequence number or a complete's seq.
+	Seq *uint64 `json:"seq,omitempty"`
+	// TTLMs is the lease asked for by a claim or renew.
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// DelayMs is a snooze's delay or a fail's retry_after.
+	DelayMs int64 `json:"delay_ms,omitempty"`
+	// End is a claim's or renew's lease end as the node reported it (Unix
+	// ms by the granting leader's clock).
+	End int64 `json:"end,omitempty"`
+	// Attempts is the task's attempt count as a claim's ok reported it.
+	Attempts uint32 `json:"attempts,omitempty"`
+
+	// Code is skuldd's error code (for fail and info), Err its message or
+	// the transport's error.
+	Code string `json:"code,omitempty"`
+	Err  string `json:"err,omitempty"`
+
+	// Nemesis names the fault of a nemesis event ("kill", "pause",
+	// "partition-majority", "clock-skew", ...), Targets the nodes it acts
+	// on, and Detail anything else (the offset, the drop rate, ...).
+	Nemesis string          `json:"nemesis,omitempty"`
+	Targets []int           `json:"targets,omitempty"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+
+	// Accepted is the fenced sink's answer to an Effect: false when the
+	// sink had already taken an effect of the same task under a higher
+	// claim id.
+	Accepted *bool `json:"accepted,omitempty"`
+}
+
+// FinalRead is one task as one node's replica holds it after heal and
+// drain (a GET with r=1 through that node): what the convergence and
+// total-queue checkers read. Written to final.jsonl, one per (task, node).
+type FinalRead struct {
+	Task string `json:"task"`
+	Node int    `json:"node"`
+	// TNs is when the read was answered.
+	TNs int64 `json:"t_ns"`
+	// Found is false for a task the replica does not hold (or that the
+	// node answered not_found for).
+	Found bool `json:"found"`
+	// View is the task view as the node returned it (the JSON of
+	// wire.TaskView: state, claims, updates, attempts, ...).
+	View json.RawMessage `json:"view,omitempty"`
+	// Err is set when the read failed for another reason.
+	Err string `json:"err,omitempty"`
+}
