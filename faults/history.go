@@ -125,3 +125,40 @@ type FinalRead struct {
 	// Err is set when the read failed for another reason.
 	Err string `json:"err,omitempty"`
 }
+
+// RunInfo describes a run: written to run.json before the first event, it
+// carries what the checkers need besides the history (the bounds the
+// guarantees hold within) and what a reader needs to rerun it.
+type RunInfo struct {
+	// Seed draws the nemesis schedule and the workload; the same seed and
+	// options replay the same schedule.
+	Seed     int64  `json:"seed"`
+	Scenario string `json:"scenario"`
+	// Nodes is the cluster's size; Addrs[i] is node i+1's address
+	// (host:port, HTTP on TCP and QUIC on UDP).
+	Nodes int      `json:"nodes"`
+	Addrs []string `json:"addrs"`
+	// Partitions, Replicas and W are the cluster's P, N and the enqueue
+	// acknowledgement count the workload asked for (0: a majority).
+	Partitions int `json:"partitions"`
+	Replicas   int `json:"replicas"`
+	W          int `json:"w"`
+	// SkewBoundMs is --clock-skew-bound, MaxDriftMs --max-clock-drift,
+	// AAEIntervalMs --aae-interval: the bounds the checkers judge with.
+	SkewBoundMs   int64 `json:"skew_bound_ms"`
+	MaxDriftMs    int64 `json:"max_drift_ms"`
+	AAEIntervalMs int64 `json:"aae_interval_ms"`
+	// TTLMs is the claim lease the workload asks for; MaxAttempts the
+	// max_attempts of its tasks.
+	TTLMs       int64  `json:"ttl_ms"`
+	MaxAttempts uint32 `json:"max_attempts"`
+	// BeyondBounds lists the nemeses of this run that take the cluster
+	// outside what the design promises (clock skew over the bound, a
+	// majority lost for good, W=1 with its replica lost): the anomalies
+	// they cause are reported as the guarantee's boundary, not failed.
+	BeyondBounds []string `json:"beyond_bounds,omitempty"`
+	// Started is the wall-clock time the run began (RFC 3339), for people.
+	Started string `json:"started"`
+	// Command is the command line that reproduces the run.
+	Command string `json:"command"`
+}
