@@ -347,3 +347,30 @@ func (n *Node) aaeView() *wire.AAEView {
 	}
 	return v
 }
+
+// ReplicaState is this node's replica of one partition, as the fault
+// suite's convergence check reads it: replicas of a partition that hold
+// the same records have the same Root.
+type ReplicaState struct {
+	Partition int  `json:"partition"`
+	Held      bool `json:"held"`
+	// LeadingEpoch is the epoch this replica leads at (0: a follower).
+	LeadingEpoch uint64 `json:"leading_epoch"`
+	// Promised is the highest epoch it promised.
+	Promised uint64 `json:"promised"`
+	Root     string `json:"root"`
+}
+
+// Replicas reports this node's replica of every partition.
+func (n *Node) Replicas() ([]ReplicaState, error) {
+	out := make([]ReplicaState, len(n.parts))
+	for p, r := range n.parts {
+		held, err := n.Holds(p)
+		if err != nil {
+			return nil, err
+		}
+		prom, _ := r.Promised()
+		out[p] = ReplicaState{Partition: p, Held: held, LeadingEpoch: r.Epoch(), Promised: prom, Root: r.TreeSnapshot().Root().String()}
+	}
+	return out, nil
+}

@@ -268,6 +268,9 @@ func (n *Node) openStore() error {
 	// No hold until pressureLoop finds the CPU contended.
 	sc.WALMinSyncInterval = 0
 	sc.NoWALZeroAhead = n.cfg.NoWALZeroAhead
+	if n.cfg.StoreFS != nil {
+		sc.FS = n.cfg.StoreFS
+	}
 	s, err := store.Open(sc)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -530,6 +533,14 @@ func (n *Node) serveHTTP() error {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
 		mux.HandleFunc("GET /metrics", n.serveMetrics)
+		handler = mux
+	}
+	// The test hooks first: pprof's own /debug/pprof/ then takes
+	// precedence over their /debug/.
+	if n.cfg.Debug != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/debug/", n.cfg.Debug)
 		handler = mux
 	}
 	if n.cfg.Pprof {
