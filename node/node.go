@@ -551,6 +551,15 @@ func (n *Node) serveHTTP() error {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		handler = mux
 	}
+	if f := n.cfg.Faults; f != nil {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := f.gate(r.Context()); err != nil {
+				return // the client went away while the node was frozen
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
 	// With a secret every endpoint but /healthz (pprof included) needs
 	// the client token.
 	if n.cfg.ClusterSecret != nil {
