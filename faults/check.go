@@ -174,8 +174,8 @@ type taskHist struct {
 	grants []*op
 	// renews .. snoozes hold every attempt, in invoke order.
 	renews, updates, completes, fails, snoozes []*op
-	effects                                   []*Event
-	reads                                     []taskRead
+	effects                                    []*Event
+	reads                                      []taskRead
 }
 
 // taskRead is one replica's final read of the task; view is nil unless the
@@ -627,4 +627,3 @@ func (c *Check) OK() bool {
 	}
 	return true
 }
-

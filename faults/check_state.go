@@ -442,8 +442,8 @@ func sameJSON(a, b any) bool {
 
 // Anomaly kinds of the idempotent-enqueue check.
 const (
-	kindIDDisagree  = "replicas disagree on payload or queue"
-	kindIDForeign   = "payload or queue of no enqueue of the id"
+	kindIDDisagree   = "replicas disagree on payload or queue"
+	kindIDForeign    = "payload or queue of no enqueue of the id"
 	kindPayloadTwice = "one payload under several ids"
 )
 
