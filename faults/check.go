@@ -627,3 +627,42 @@ func (c *Check) OK() bool {
 	}
 	return true
 }
+
+// taskFlags gathers one task's per-replica findings, so that an anomaly
+// several replicas show counts once, its example naming every replica
+// that shows it (one lost write on three replicas is one anomaly).
+type taskFlags struct {
+	kinds   []string
+	pending map[string]*pendingFlag
+}
+
+type pendingFlag struct {
+	beyond bool
+	at     int64
+	ex     Example
+}
+
+// add records that replica node shows the anomaly; the first replica's
+// example stands for all.
+func (f *taskFlags) add(kind string, beyond bool, at int64, ex Example, node int) {
+	if f.pending == nil {
+		f.pending = map[string]*pendingFlag{}
+	}
+	p := f.pending[kind]
+	if p == nil {
+		ex.Nodes = nil
+		p = &pendingFlag{beyond: beyond, at: at, ex: ex}
+		f.pending[kind] = p
+		f.kinds = append(f.kinds, kind)
+	}
+	p.ex.Nodes = append(p.ex.Nodes, node)
+}
+
+// flush flags each gathered anomaly once.
+func (f *taskFlags) flush(c *Check) {
+	for _, k := range f.kinds {
+		p := f.pending[k]
+		c.flag(k, p.beyond, p.at, p.ex)
+	}
+	f.kinds, f.pending = nil, nil
+}

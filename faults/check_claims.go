@@ -234,6 +234,8 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 	}
 	slackMs := h.in.Run.SkewBoundMs + clockGrainMs
 	held := map[uint32]bool{}
+	var flags taskFlags
+	defer flags.flush(c)
 	for _, r := range views {
 		cs := r.view.Claims
 		for i, cl := range cs {
@@ -246,11 +248,11 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 			switch {
 			case cl.Claim <= prev.Claim:
 				ex.Detail = "out of order"
-				c.flag(kindNotIncr, false, r.read.TNs, ex)
+				flags.add(kindNotIncr, false, r.read.TNs, ex, r.read.Node)
 			case cl.Start+slackMs < prev.End:
 				from, to := h.grantSpan(t, prev.Claim, cl.Claim)
 				ex.Detail = fmt.Sprintf("start %d, previous end %d (node clock ms): %d ms early beyond the skew bound", cl.Start, prev.End, prev.End-cl.Start-slackMs)
-				c.flag(kindStartBefore, h.beyond(timing, from, to), r.read.TNs, ex)
+				flags.add(kindStartBefore, h.beyond(timing, from, to), r.read.TNs, ex, r.read.Node)
 			}
 		}
 	}
@@ -386,6 +388,8 @@ func checkCompletionThenClaim(h *history) *Check {
 // finalCompletion checks each final view's completion against its claims
 // and against the acknowledged complete (nil if none).
 func (h *history) finalCompletion(c *Check, t *taskHist, done *op) {
+	var flags taskFlags
+	defer flags.flush(c)
 	for _, r := range t.found() {
 		cs := r.view.Claims
 		at := slices.IndexFunc(cs, func(cl wire.ClaimView) bool { return cl.Completed != nil })
@@ -396,13 +400,13 @@ func (h *history) finalCompletion(c *Check, t *taskHist, done *op) {
 		if at != len(cs)-1 {
 			ex.Claims = []uint32{cs[at].Claim, cs[len(cs)-1].Claim}
 			ex.Detail = fmt.Sprintf("completed by claim %d, yet holds claim %d", cs[at].Claim, cs[len(cs)-1].Claim)
-			c.flag(kindFinalAfterComplete, h.beyond(durability, 0, h.tEnd), r.read.TNs, ex)
+			flags.add(kindFinalAfterComplete, h.beyond(durability, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 		}
 		if done != nil && cs[at].Claim != done.claim {
 			ex.Claims = []uint32{done.claim, cs[at].Claim}
 			ex.Events = done.events()
 			ex.Detail = fmt.Sprintf("complete under claim %d acknowledged, view completed by claim %d", done.claim, cs[at].Claim)
-			c.flag(kindCompletedByOther, h.beyond(durability, done.tc, h.tEnd), done.tc, ex)
+			flags.add(kindCompletedByOther, h.beyond(durability, done.tc, h.tEnd), done.tc, ex, r.read.Node)
 		}
 	}
 }

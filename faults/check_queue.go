@@ -142,13 +142,17 @@ type queueCounts struct {
 	attempted, acked, ok, duplicated, recovered, dead, blocked int64
 }
 
-func (q *queueCounts) write(c *Check) {
+// write sets the figures; dead ones only where the dequeue is the
+// complete (a dead task was always claimed).
+func (q *queueCounts) write(c *Check, withDead bool) {
 	c.count("attempted", q.attempted)
 	c.count("acknowledged", q.acked)
 	c.count("ok", q.ok)
 	c.count("duplicated", q.duplicated)
 	c.count("recovered", q.recovered)
-	c.count("dead (max_attempts)", q.dead)
+	if withDead {
+		c.count("dead (max_attempts)", q.dead)
+	}
 	c.count("blocked behind a dead dependency", q.blocked)
 }
 
@@ -158,6 +162,7 @@ func checkQueueByComplete(h *history) *Check {
 		kindLost, kindUnexpected, kindFailedDelivered)
 	var q queueCounts
 	memo := map[string]bool{}
+	c.count("completed without an acknowledged complete", 0)
 	for _, id := range h.ids {
 		t := h.tasks[id]
 		e := t.tally()
@@ -185,7 +190,7 @@ func checkQueueByComplete(h *history) *Check {
 			}
 		}
 	}
-	q.write(c)
+	q.write(c, true)
 	writeRedeliveries(h, c)
 	return c
 }
@@ -266,7 +271,7 @@ func checkQueueByClaim(h *history) *Check {
 			h.lostOrHandled(c, &q, t, e, t.finalState(), memo)
 		}
 	}
-	q.write(c)
+	q.write(c, false)
 	writeRedeliveries(h, c)
 	return c
 }

@@ -178,12 +178,14 @@ func checkAttempts(h *history) *Check {
 	for _, id := range h.ids {
 		t := h.tasks[id]
 		views := t.found()
-		for _, r := range views {
-			if r.view.State == finalDead {
-				dead++
-			}
-			attemptsOfView(c, t, r)
+		if t.finalState() == finalDead {
+			dead++
 		}
+		var flags taskFlags
+		for _, r := range views {
+			attemptsOfView(&flags, t, r)
+		}
+		flags.flush(c)
 		if limit := h.maxAttempts(t); limit > 0 {
 			for _, g := range t.grants {
 				if g.out.Attempts >= limit {
@@ -196,14 +198,14 @@ func checkAttempts(h *history) *Check {
 			h.releases(c, t, views)
 		}
 	}
-	c.count("dead views", dead)
+	c.count("dead tasks", dead)
 	return c
 }
 
 // attemptsOfView checks one view's accounting against its own claims:
 // the claims that ended without completion or snooze are the attempts,
 // less the latest while it is live.
-func attemptsOfView(c *Check, t *taskHist, r taskRead) {
+func attemptsOfView(flags *taskFlags, t *taskHist, r taskRead) {
 	v := r.view
 	snoozed := map[uint32]bool{}
 	for _, f := range v.Failures {
@@ -222,14 +224,14 @@ func attemptsOfView(c *Check, t *taskHist, r taskRead) {
 	switch {
 	case v.State == finalDead && (v.MaxAttempts == 0 || ended < v.MaxAttempts):
 		ex.Detail = fmt.Sprintf("dead with %d ended claims, max_attempts %d", ended, v.MaxAttempts)
-		c.flag(kindDeadEarly, false, r.read.TNs, ex)
+		flags.add(kindDeadEarly, false, r.read.TNs, ex, r.read.Node)
 	case v.MaxAttempts > 0 && v.Attempts >= v.MaxAttempts && !slices.Contains([]string{finalDead, finalCompleted, stateClaimed}, v.State):
 		ex.Detail = fmt.Sprintf("%s with %d attempts of %d", v.State, v.Attempts, v.MaxAttempts)
-		c.flag(kindNotDead, false, r.read.TNs, ex)
+		flags.add(kindNotDead, false, r.read.TNs, ex, r.read.Node)
 	}
 	if v.Attempts > ended {
 		ex.Detail = fmt.Sprintf("attempts %d, ended claims %d", v.Attempts, ended)
-		c.flag(kindOverCounted, false, r.read.TNs, ex)
+		flags.add(kindOverCounted, false, r.read.TNs, ex, r.read.Node)
 	}
 }
 
@@ -255,18 +257,18 @@ func (h *history) releases(c *Check, t *taskHist, views []taskRead) {
 		return slices.ContainsFunc(ops, func(o *op) bool { return o.claim == claim && o.mayHaveApplied() })
 	}
 	check := func(o *op, snooze bool, other []*op) {
+		var flags taskFlags
+		defer flags.flush(c)
 		for _, r := range views {
 			i := slices.IndexFunc(r.view.Failures, func(f wire.FailureView) bool { return f.Claim == o.claim })
 			ex := Example{Task: t.id, Claims: []uint32{o.claim}, Nodes: []int{r.read.Node}, TNs: []int64{o.tc, r.read.TNs}, Events: o.events()}
 			switch {
 			case i < 0:
-				ex.Detail = o.f + " acknowledged, claim not released in this view"
-				c.flag(kindReleaseMissing, h.beyond(durability, o.tc, h.tEnd), o.tc, ex)
-				return
+				ex.Detail = o.f + " acknowledged, claim not released"
+				flags.add(kindReleaseMissing, h.beyond(durability, o.tc, h.tEnd), o.tc, ex, r.read.Node)
 			case r.view.Failures[i].Snooze != snooze && !mayHave(other, o.claim):
 				ex.Detail = fmt.Sprintf("%s acknowledged, view says snooze=%v", o.f, r.view.Failures[i].Snooze)
-				c.flag(kindReleaseKind, false, o.tc, ex)
-				return
+				flags.add(kindReleaseKind, false, o.tc, ex, r.read.Node)
 			}
 		}
 	}
@@ -320,13 +322,14 @@ func checkConvergence(h *history) *Check {
 		if done == nil {
 			continue
 		}
+		var flags taskFlags
 		for _, r := range views {
 			if r.view.State != finalCompleted {
-				c.flag(kindResurrected, h.beyond(durability, done.tc, h.tEnd), done.tc, Example{Task: id, Claims: []uint32{done.claim},
-					Nodes: []int{r.read.Node}, TNs: []int64{done.tc, r.read.TNs}, Events: done.events(),
-					Detail: "final state " + r.view.State})
+				flags.add(kindResurrected, h.beyond(durability, done.tc, h.tEnd), done.tc, Example{Task: id, Claims: []uint32{done.claim},
+					TNs: []int64{done.tc, r.read.TNs}, Events: done.events(), Detail: "final state " + r.view.State}, r.read.Node)
 			}
 		}
+		flags.flush(c)
 	}
 	c.count("tasks held by several replicas", compared)
 	return c
@@ -462,22 +465,23 @@ func checkIdempotentEnqueue(h *history) *Check {
 			inconsistent++
 		}
 		views := t.found()
+		var flags taskFlags
 		for i, r := range views {
 			v := r.view
-			ex := Example{Task: id, Nodes: []int{r.read.Node}, TNs: []int64{r.read.TNs}}
+			ex := Example{Task: id, TNs: []int64{r.read.TNs}}
 			if i > 0 && (v.Queue != views[0].view.Queue || !bytes.Equal(v.Data, views[0].view.Data)) {
-				ex.Nodes = []int{views[0].read.Node, r.read.Node}
-				ex.Detail = "two replicas hold different tasks under one id"
-				c.flag(kindIDDisagree, false, r.read.TNs, ex)
+				ex.Detail = fmt.Sprintf("replicas hold other tasks under this id than node %d", views[0].read.Node)
+				flags.add(kindIDDisagree, false, r.read.TNs, ex, r.read.Node)
 			}
 			if len(t.enqueues) > 0 && !slices.ContainsFunc(t.enqueues, func(o *op) bool {
 				return o.inv.Value == string(v.Data) && (o.inv.Queue == "" || o.inv.Queue == v.Queue)
 			}) {
 				ex.Events = t.enqueues[0].events()
 				ex.Detail = fmt.Sprintf("holds %q in %q", truncate(string(v.Data)), v.Queue)
-				c.flag(kindIDForeign, false, r.read.TNs, ex)
+				flags.add(kindIDForeign, false, r.read.TNs, ex, r.read.Node)
 			}
 		}
+		flags.flush(c)
 		if len(views) > 0 && len(views[0].view.Data) > 0 {
 			p := string(views[0].view.Data)
 			if other, ok := owner[p]; ok {

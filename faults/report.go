@@ -296,21 +296,32 @@ func (r *Report) writeWindows(p *printer) {
 	}
 }
 
+// writeChecks writes a block per check: its verdict and name, the count of
+// each anomaly kind (with those beyond the bounds when there are any),
+// and its figures.
 func (r *Report) writeChecks(p *printer) {
-	p.printf("\nChecks\ncheck\tverdict\tanomalies (within bounds / beyond)\tfigures\t\n")
+	p.printf("\nChecks\n")
 	for _, c := range r.Checks {
 		verdict := "pass"
 		if !c.OK() {
 			verdict = "FAIL"
 		}
+		p.printf("%s\t%s\n", verdict, c.Name)
 		var an, figs []string
 		for _, a := range c.Anomalies {
-			an = append(an, fmt.Sprintf("%s %d/%d", a.Kind, a.Count, a.BeyondBounds))
+			s := fmt.Sprintf("%s %d", a.Kind, a.Count)
+			if a.BeyondBounds > 0 {
+				s += fmt.Sprintf(" (+%d beyond bounds)", a.BeyondBounds)
+			}
+			an = append(an, s)
 		}
 		for _, n := range c.Counts {
 			figs = append(figs, fmt.Sprintf("%s %d", n.Name, n.Value))
 		}
-		p.printf("%s\t%s\t%s\t%s\t\n", c.Name, verdict, strings.Join(an, "; "), strings.Join(figs, "; "))
+		p.printf("\t  anomalies: %s\n", strings.Join(an, ", "))
+		if len(figs) > 0 {
+			p.printf("\t  figures: %s\n", strings.Join(figs, ", "))
+		}
 	}
 }
 
