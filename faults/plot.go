@@ -9,7 +9,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -37,6 +36,19 @@ var (
 	shadeBeyondColor = color.NRGBA{R: 0xe0, G: 0x50, B: 0x40, A: 0x40}
 	phaseColor       = color.NRGBA{R: 0x40, G: 0x40, B: 0x40, A: 0xff}
 	labelPad         = vg.Points(3)
+	// opColors gives each operation one color in every plot, so plots of
+	// different runs compare at a glance; otherColor is for the rest.
+	opColors = map[string]color.Color{
+		FEnqueue:  color.NRGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		FClaim:    color.NRGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+		FRenew:    color.NRGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+		FUpdate:   color.NRGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+		FComplete: color.NRGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+		FFail:     color.NRGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		FSnooze:   color.NRGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+		FGet:      color.NRGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	}
+	otherColor = color.NRGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
 )
 
 // WritePlot writes a PNG of the run's throughput (ok ops/s by operation;
@@ -79,12 +91,15 @@ func throughputPlot(h *history) (*plot.Plot, error) {
 	label.XAlign, label.YAlign = text.XLeft, text.YBottom
 	p.Add(shades{windows: h.windows, phases: h.phases, label: label})
 	series, peak := throughput(h)
-	for i, s := range series {
+	for _, s := range series {
 		line, err := plotter.NewLine(s.xys)
 		if err != nil {
 			return nil, fmt.Errorf("series %s: %w", s.f, err)
 		}
-		line.Color = plotutil.Color(i)
+		line.Color = otherColor
+		if c, ok := opColors[s.f]; ok {
+			line.Color = c
+		}
 		line.Width = vg.Points(1)
 		p.Add(line)
 		p.Legend.Add(s.f, line)
@@ -160,6 +175,9 @@ func (s shades) Plot(c draw.Canvas, plt *plot.Plot) {
 		name := w.nemesis
 		if len(w.targets) > 0 {
 			name += fmt.Sprint(w.targets)
+		}
+		if w.beyond {
+			name += " (beyond bounds)"
 		}
 		y := c.Min.Y + labelPad + vg.Length(i%labelRows)*rowHeight
 		c.FillText(s.label, vg.Point{X: x0 + labelPad, Y: y}, name)
