@@ -174,8 +174,9 @@ type taskHist struct {
 	grants []*op
 	// renews .. snoozes hold every attempt, in invoke order.
 	renews, updates, completes, fails, snoozes []*op
-	effects                                    []*Event
 	reads                                      []taskRead
+	// views are the reads of the replicas that hold the task (decoded).
+	views []taskRead
 }
 
 // taskRead is one replica's final read of the task; view is nil unless the
@@ -186,15 +187,7 @@ type taskRead struct {
 }
 
 // found returns the decoded views of the replicas that hold the task.
-func (t *taskHist) found() []taskRead {
-	var out []taskRead
-	for _, r := range t.reads {
-		if r.view != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (t *taskHist) found() []taskRead { return t.views }
 
 // window is a nemesis fault from its start to its stop.
 type window struct {
@@ -324,8 +317,8 @@ func (h *history) index(o *op) {
 	if !h.wellFormed(o) {
 		return
 	}
-	if o.task == "" {
-		return // an empty claim, a get of nothing: no task to file it under
+	if o.task == "" || !slices.Contains(taskOps, o.f) {
+		return // an empty claim, a get: nothing a checker reads per task
 	}
 	t := h.task(o.task)
 	switch o.f {
@@ -345,6 +338,9 @@ func (h *history) index(o *op) {
 		t.snoozes = append(t.snoozes, o)
 	}
 }
+
+// taskOps are the operations filed under their task.
+var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze}
 
 // wellFormed flags an op missing what its checkers need: a task on an
 // enqueue or a claim-path op, a claim id on an op under a claim or on a
@@ -405,6 +401,9 @@ func (h *history) readFinals() {
 		}
 		t := h.task(fr.Task)
 		t.reads = append(t.reads, tr)
+		if tr.view != nil {
+			t.views = append(t.views, tr)
+		}
 	}
 }
 

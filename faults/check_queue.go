@@ -1,6 +1,9 @@
 package faults
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Total-queue (TESTING.md section 1.5 and 6.1), keyed by task id: ids are
 // client-chosen and an enqueue's retries reuse its id, so sets of ids stand
@@ -227,12 +230,38 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 		q.blocked++
 		return
 	}
-	detail := "final state " + state
-	if state == finalMissing {
-		detail = fmt.Sprintf("missing from all %d final reads", len(t.reads))
-	}
+	detail := t.statesDetail()
 	c.flag(kindLost, h.beyond(durability, e.ackAt, h.tEnd), e.ackAt,
 		Example{Task: t.id, TNs: []int64{e.ackAt}, Events: firstOK(t.enqueues).events(), Detail: detail})
+}
+
+// statesDetail says what each replica's final read found: the states and
+// the nodes that show them, the replicas that lack the task, the reads
+// that failed.
+func (t *taskHist) statesDetail() string {
+	nodes := map[string][]int{}
+	var keys []string
+	for _, r := range t.reads {
+		k := "not found"
+		switch {
+		case r.view != nil:
+			k = r.view.State
+		case r.read.Err != "":
+			k = "read failed (" + truncate(r.read.Err) + ")"
+		}
+		if nodes[k] == nil {
+			keys = append(keys, k)
+		}
+		nodes[k] = append(nodes[k], r.read.Node)
+	}
+	if len(keys) == 0 {
+		return "no final read"
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s on %v", k, nodes[k])
+	}
+	return "final reads: " + strings.Join(parts, ", ")
 }
 
 func firstOK(ops []*op) *op {

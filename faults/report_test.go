@@ -150,9 +150,9 @@ func TestWriteText(t *testing.T) {
 		inject func(b *builder)
 		want   []string
 	}{
-		{"clean", func(*builder) {}, []string{"VERDICT PASS: scenario unit, seed 7", "Nemesis windows", "kill", "810 ms", "pass\ttotal-queue"[5:]}},
+		{"clean", func(*builder) {}, []string{"VERDICT PASS: scenario unit, seed 7", "Nemesis windows", "kill", "810 ms", "pass  total-queue"}},
 		{"lost task", ackedReady, []string{"VERDICT FAIL: total-queue (dequeue = acknowledged complete); total-queue (dequeue = ok claim)",
-			"FAIL  total-queue", "task " + taskG, "final state pending"}},
+			"FAIL  total-queue", "task " + taskG, "final reads: ready on [1 2 3]"}},
 		{"excused overlap", func(b *builder) {
 			twoClaims(b, 10000, 11000)
 			b.beyondFault("clock-skew", 9000, 10500)
