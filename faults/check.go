@@ -26,6 +26,29 @@ import (
 // given the outcomes' meaning (history.go: ok took effect, fail took effect
 // nowhere, info may or may not have). An info never proves an anomaly; it
 // only widens what may have happened.
+//
+// What the checkers need the harness to record (a missing field is
+// flagged as a history defect where the checkers cannot do without it):
+//   - every client op as an invoke and an outcome with the same Proc and F,
+//     a proc never having two in flight; the drain's ops too, and no task
+//     op the history does not show (no requeue: it resets attempts);
+//   - enqueue invoke: Task, Value (the payload, sent as data's bytes),
+//     Queue, Deps, MaxAttempts when set;
+//   - claim invoke: TTLMs (else RunInfo.TTLMs is used), one task per
+//     claim; claim ok: Task, Claim, and Epoch and Attempts from the view;
+//     an ok with no Task is an empty poll;
+//   - renew, update, complete, fail, snooze invokes: Task, Claim; renew
+//     TTLMs; update Seq and Value (its data); fail and info outcomes
+//     Code (claim_superseded is read);
+//   - Effect: Task, Claim, Accepted, at the sink's answer;
+//   - Nemesis start and stop: the same Nemesis name (and Targets) on both;
+//     clock faults named with "clock" or "skew"; RunInfo.BeyondBounds
+//     naming the nemeses beyond the bounds;
+//   - Phase "heal" when faults stop, then "converged" or "not-converged"
+//     (Detail saying what differed) when the digests settle or the wait
+//     ends;
+//   - final.jsonl: one FinalRead per task and node, for every task the
+//     history names, with Found false when the replica lacks it.
 
 // Files of a run directory.
 const (

@@ -187,12 +187,7 @@ func checkAttempts(h *history) *Check {
 		}
 		flags.flush(c)
 		if limit := h.maxAttempts(t); limit > 0 {
-			for _, g := range t.grants {
-				if g.out.Attempts >= limit {
-					c.flag(kindClaimedDead, h.beyond(durability, 0, g.tc), g.tc, Example{Task: id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
-						Detail: fmt.Sprintf("granted with %d attempts used of %d", g.out.Attempts, limit)})
-				}
-			}
+			h.grantsWithinLimit(c, t, limit)
 		}
 		if len(views) > 0 {
 			h.releases(c, t, views)
@@ -200,6 +195,34 @@ func checkAttempts(h *history) *Check {
 	}
 	c.count("dead tasks", dead)
 	return c
+}
+
+// grantsWithinLimit flags a claim granted once max_attempts were used,
+// by the attempts its ok reported or by what the history proves: claim
+// ids are dense, so a grant of claim k shows claims 0..k-1 existed and
+// ended (none completed, or k would not exist), and each is an attempt
+// unless a snooze of it took effect or may have. (The workload never
+// requeues, which would reset the count.)
+func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32) {
+	snoozed := map[uint32]bool{}
+	for _, o := range t.snoozes {
+		if o.mayHaveApplied() {
+			snoozed[o.claim] = true
+		}
+	}
+	for _, g := range t.grants {
+		var ended uint32
+		for k := uint32(0); k < g.claim; k++ {
+			if !snoozed[k] {
+				ended++
+			}
+		}
+		if g.out.Attempts < limit && ended < limit {
+			continue
+		}
+		c.flag(kindClaimedDead, h.beyond(durability, 0, g.tc), g.tc, Example{Task: t.id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
+			Detail: fmt.Sprintf("max_attempts %d; the ok reported %d attempts, the history proves %d", limit, g.out.Attempts, ended)})
+	}
 }
 
 // attemptsOfView checks one view's accounting against its own claims:

@@ -144,6 +144,14 @@ func TestAttempts(t *testing.T) {
 			v.Claims[2].End = nodeEpochMs + 800
 			v.Attempts = 3
 		}},
+		{name: "granted after max_attempts claims ended, though the ok says fewer", check: check, kind: kindClaimedDead, want: 1, inject: func(b *builder) {
+			b.claim(taskC, 2, 700, 710, OK)
+			v := b.views[taskC]
+			v.Claims = append(v.Claims, claimView(2, 705, 800))
+			v.Failures = append(v.Failures, wire.FailureView{Claim: 2, At: nodeEpochMs + 800})
+			v.Attempts = 3
+		}},
+		{name: "granted after a snoozed and a failed claim", check: check, kind: kindClaimedDead, inject: snoozeThenDead},
 		{name: "acknowledged fail on no replica", check: check, kind: kindReleaseMissing, want: 1, inject: func(b *builder) {
 			v := b.views[taskC]
 			v.Failures = v.Failures[:1]
