@@ -456,6 +456,9 @@ func (h *history) buildWindows() {
 			open = append(open, len(h.windows)-1)
 			continue
 		}
+		if e.F != "stop" {
+			continue // a nemesis's own note: no window starts or ends
+		}
 		k := slices.IndexFunc(open, func(w int) bool {
 			return h.windows[w].nemesis == e.Nemesis && slices.Equal(h.windows[w].targets, e.Targets)
 		})

@@ -355,18 +355,45 @@ func TestHistoryDefects(t *testing.T) {
 		{name: "complete without claim id", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
 			b.op(FComplete, 100, 110, Fail, Event{Task: taskA}, Event{})
 		}},
+		{name: "invoke while the proc has an op in flight", check: "history", kind: kindOverlapping, want: 1, inject: func(b *builder) {
+			b.events = append(b.events, Event{Proc: 97, Type: Invoke, F: FClaim, TNs: 100 * nsPerMs},
+				Event{Proc: 97, Type: Invoke, F: FClaim, TNs: 101 * nsPerMs})
+		}},
+		{name: "unknown event type", check: "history", kind: kindUnknownType, want: 1, inject: func(b *builder) {
+			b.events = append(b.events, Event{Proc: 1, Type: "done", TNs: 100 * nsPerMs})
+		}},
+		{name: "nemesis stop without start", check: "history", kind: kindUnpairedStop, want: 1, inject: func(b *builder) {
+			b.events = append(b.events, Event{Proc: -1, Type: Nemesis, F: "stop", Nemesis: "pause", TNs: 100 * nsPerMs})
+		}},
+		{name: "nemesis note is neither start nor stop", check: "history", kind: kindUnpairedStop, inject: func(b *builder) {
+			b.events = append(b.events, Event{Proc: -1, Type: Nemesis, F: "info", Nemesis: "pause", TNs: 100 * nsPerMs})
+		}},
+		{name: "effect without accepted", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.effect(taskA, 0, 100, nil)
+		}},
 		{name: "unanswered op is info, not a defect", check: "history", kind: kindUnmatched, inject: func(b *builder) {
 			b.op(FEnqueue, 100, 0, "", Event{Task: id(0x77), Value: "x"}, Event{})
 		}},
 	})
 }
 
-// TestUndecodableView corrupts a final read's JSON directly.
+// TestUndecodableView corrupts final reads' JSON directly.
 func TestUndecodableView(t *testing.T) {
-	in := base().input()
-	in.Finals[0].View = json.RawMessage(`{"id": 5}`)
-	r := Analyze(in)
-	if a := findAnomaly(t, findCheck(t, r, "history"), kindUnreadable); a.Count != 1 {
-		t.Errorf("undecodable views flagged %d; want 1", a.Count)
+	tests := []struct {
+		name   string
+		break_ func(in *Input)
+	}{
+		{"not a view", func(in *Input) { in.Finals[0].View = json.RawMessage(`{"id": 5}`) }},
+		{"another task's view", func(in *Input) { in.Finals[0].View = in.Finals[len(testNodes)].View }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base().input()
+			tc.break_(in)
+			r := Analyze(in)
+			if a := findAnomaly(t, findCheck(t, r, "history"), kindUnreadable); a.Count != 1 || r.OK() {
+				t.Errorf("undecodable views flagged %d, OK %v; want 1, false", a.Count, r.OK())
+			}
+		})
 	}
 }
