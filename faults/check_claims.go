@@ -194,7 +194,7 @@ const (
 
 func checkClaimIDs(h *history) *Check {
 	c := newCheck("claim ids",
-		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state",
+		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, with epochs that never fall, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state",
 		kindReused, kindDecreasing, kindEpochRegress, kindNotIncr, kindStartBefore, kindGap, kindClaimMissing)
 	for _, id := range h.ids {
 		t := h.tasks[id]
@@ -249,6 +249,11 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 			case cl.Claim <= prev.Claim:
 				ex.Detail = "out of order"
 				flags.add(kindNotIncr, false, r.read.TNs, ex, r.read.Node)
+			case cl.Epoch > 0 && prev.Epoch > 0 && cl.Epoch < prev.Epoch:
+				// A later claim comes from a leader of the same epoch or
+				// a newer one: replicas refuse writes of older epochs.
+				ex.Detail = fmt.Sprintf("epoch %d after %d", cl.Epoch, prev.Epoch)
+				flags.add(kindEpochRegress, h.beyond(durability, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 			case cl.Start+slackMs < prev.End:
 				from, to := h.grantSpan(t, prev.Claim, cl.Claim)
 				ex.Detail = fmt.Sprintf("start %d, previous end %d (node clock ms): %d ms early beyond the skew bound", cl.Start, prev.End, prev.End-cl.Start-slackMs)

@@ -100,6 +100,14 @@ func TestClaimIDs(t *testing.T) {
 			setEpoch(b, taskF, 0, 3)
 			setEpoch(b, taskF, 1, 5)
 		}},
+		{name: "final claim epochs fall", check: check, kind: kindEpochRegress, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0].Epoch, v.Claims[1].Epoch = 4, 2
+		}},
+		{name: "final claim epochs grow", check: check, kind: kindEpochRegress, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0].Epoch, v.Claims[1].Epoch = 2, 4
+		}},
 		{name: "final claims out of order", check: check, kind: kindNotIncr, want: 1, inject: func(b *builder) {
 			v := b.views[taskF]
 			v.Claims[0], v.Claims[1] = v.Claims[1], v.Claims[0]
