@@ -182,6 +182,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.refreshMeta()
+	// Gossip from the registry now, before this node leads anything: it
+	// must see its cluster (and its clock be checked against it) first.
+	n.wg.Go(func() { n.rejoinLoop(loopCtx) })
 	if err := n.checkAway(); err != nil {
 		return err
 	}
