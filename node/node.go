@@ -201,6 +201,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	for _, r := range n.parts {
 		n.ids.After(r.MaxOwnID())
 	}
+	// The clock is judged before this node leads anything.
+	n.wg.Go(func() { n.clockLoop(loopCtx) })
+	n.awaitClock(ctx)
 	if err := n.electLeaders(ctx); err != nil {
 		return err
 	}
@@ -211,7 +214,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
-	n.wg.Go(func() { n.clockLoop(loopCtx) })
 	n.wg.Go(func() { n.aaeLoop(loopCtx) })
 	n.wg.Go(func() { n.gcLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
@@ -600,7 +602,7 @@ func (n *Node) health() error {
 		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
 	}
 	if drifting, reason := n.drifting(); drifting {
-		return fmt.Errorf("%w: this node's clock is ahead of the cluster's: %s", wire.ErrUnavailable, reason)
+		return fmt.Errorf("%w: this node's clock is not trusted: %s", wire.ErrUnavailable, reason)
 	}
 	// Healthy when this node leads every partition the registry says it
 	// leads.
