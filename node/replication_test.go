@@ -798,6 +798,53 @@ func TestClusterReadRepair(t *testing.T) {
 	})
 }
 
+// Issue 20, fourth defect: a majority read left out the leader's own
+// updates (it read the leader's record without its update history and
+// took updates from the first follower to answer). Here the follower that
+// answers first missed the updates; the read must show all three
+// acknowledged ones.
+func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	const leader = 0
+	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "mr"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Results[0].ID
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv := v.Partitions[partOfForTest(id, len(v.Partitions))]; pv.Leader != all[leader] {
+		t.Fatalf("the task's partition is led by %d, not node %d", pv.Leader, all[leader])
+	}
+	const missing, slow = 1, 2
+	cr, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "mr"})
+	if err != nil || len(cr.Tasks) != 1 {
+		t.Fatalf("claim: %+v %v", cr, err)
+	}
+	// Node 1 misses the updates (node 2 acknowledges them with the leader)
+	// and answers the read first (node 2 is slowed).
+	c.Faults(leader).DropReplication(c.Addr(missing))
+	for seq := range uint64(3) {
+		if _, err := c.Client(leader).Update(ctx, &wire.UpdateRequest{ID: id, Claim: 0, Seq: seq, Data: []byte(fmt.Sprint("u", seq))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Faults(leader).Delay(c.Addr(slow), time.Second)
+	got, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Updates) != 3 {
+		t.Fatalf("majority read shows updates %+v; want the three acknowledged", got.Updates)
+	}
+}
+
 // TestClusterClaimRouting: a claim through a node goes to the partition
 // with the best head in the cluster (leaders' summaries), not to this
 // node's own lower-priority work.
