@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/skuldd/skuldd/wire"
@@ -52,12 +53,36 @@ func transient(err error) bool {
 }
 
 func retry[T any](ctx context.Context, n *Node, f func() (T, error)) (T, error) {
+	return retryOp(ctx, n, false, f)
+}
+
+// retryWrite is retry for a write. Once an attempt ended in doubt (a
+// transient error: it may have reached the leader and taken effect, its
+// answer lost), a later attempt's refusal no longer proves that the write
+// took effect nowhere: the first attempt may have applied it, and even be
+// why the later one is refused (an update applied, then the task
+// completed, then the retry refused as completed). Such a refusal is
+// answered as unavailable, an outcome in doubt, with the refusal as its
+// detail: a client that takes a refusal as "it never happened" is then
+// never wrong.
+func retryWrite[T any](ctx context.Context, n *Node, f func() (T, error)) (T, error) {
+	return retryOp(ctx, n, true, f)
+}
+
+func retryOp[T any](ctx context.Context, n *Node, write bool, f func() (T, error)) (T, error) {
 	deadline := time.Now().Add(retryFor)
 	pause := retryPause
+	var doubt error // the first attempt that ended in doubt
 	for {
 		v, err := f()
+		if write && doubt != nil && err != nil && !transient(err) {
+			return v, fmt.Errorf("%w: an earlier attempt of this request may have taken effect (%v); this one was refused: %v", wire.ErrUnavailable, doubt, err)
+		}
 		if !transient(err) || time.Now().After(deadline) || n.stopping.Load() {
 			return v, err
+		}
+		if doubt == nil {
+			doubt = err
 		}
 		select {
 		case <-ctx.Done():
@@ -88,7 +113,7 @@ func (c coordinator) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wi
 			req.Tasks[i].ID, req.Tasks[i].FreshID = &id, true
 		}
 	}
-	return retry(ctx, n, func() (*wire.EnqueueResponse, error) {
+	return retryWrite(ctx, n, func() (*wire.EnqueueResponse, error) {
 		resp, err := n.Enqueue(withFresh(ctx), req)
 		for i := range req.Tasks {
 			// A retry may find the first attempt's write.
@@ -103,15 +128,15 @@ func (c coordinator) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.C
 }
 
 func (c coordinator) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
-	return retry(ctx, c.n, func() (*wire.RenewResponse, error) { return c.n.Renew(ctx, req) })
+	return retryWrite(ctx, c.n, func() (*wire.RenewResponse, error) { return c.n.Renew(ctx, req) })
 }
 
 func (c coordinator) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
-	return retry(ctx, c.n, func() (*wire.Ack, error) { return c.n.Update(ctx, req) })
+	return retryWrite(ctx, c.n, func() (*wire.Ack, error) { return c.n.Update(ctx, req) })
 }
 
 func (c coordinator) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
-	return retry(ctx, c.n, func() (*wire.CompleteResponse, error) { return c.n.Complete(ctx, req) })
+	return retryWrite(ctx, c.n, func() (*wire.CompleteResponse, error) { return c.n.Complete(ctx, req) })
 }
 
 func (c coordinator) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {

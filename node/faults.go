@@ -22,6 +22,9 @@ type Faults struct {
 	// noRepl drops only replication to an address: the follower misses
 	// writes while gossip, raft and handoffs still reach it.
 	noRepl map[string]bool
+	// lostReplies: client requests forwarded to an address arrive and are
+	// served, and their answers are lost (LoseReplies).
+	lostReplies map[string]bool
 	// cutAfter > 0 breaks each partition transfer this node pulls once,
 	// after it merged that many pages; transfers tracks each transfer
 	// (by source address and partition) since.
@@ -43,7 +46,7 @@ type TransferFault struct {
 
 // NewFaults returns a Faults that injects nothing yet.
 func NewFaults() *Faults {
-	return &Faults{blocked: make(map[string]bool), delay: make(map[string]time.Duration), noRepl: make(map[string]bool)}
+	return &Faults{blocked: make(map[string]bool), delay: make(map[string]time.Duration), noRepl: make(map[string]bool), lostReplies: make(map[string]bool)}
 }
 
 // Block drops all traffic to and from the node at addr.
@@ -65,6 +68,30 @@ func (f *Faults) DropReplication(addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.noRepl[addr] = true
+}
+
+// LoseReplies makes the client requests this node forwards to the node at
+// addr arrive and be served there, while their answers are lost: the
+// forwarding node sees them time out, as behind a one-way cut.
+func (f *Faults) LoseReplies(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lostReplies[addr] = true
+}
+
+// replyLost returns an error if the answer of a request forwarded to
+// addr is to be lost.
+func (f *Faults) replyLost(addr string) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	lost := f.lostReplies[addr]
+	f.mu.Unlock()
+	if lost {
+		return fmt.Errorf("%w: fault injected: the answer from %s was lost", wire.ErrUnavailable, addr)
+	}
+	return nil
 }
 
 // CutTransfers breaks every partition transfer this node pulls, once,
@@ -178,6 +205,7 @@ func (f *Faults) Heal() {
 	clear(f.blocked)
 	clear(f.delay)
 	clear(f.noRepl)
+	clear(f.lostReplies)
 	f.cutAfter = 0
 }
 

@@ -294,3 +294,70 @@ func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 		return nil
 	})
 }
+
+// Found by the fault suite: an update forwarded to its leader was applied
+// there, but its answer was lost (the coordinating node was cut one way);
+// the coordinator retried, and by then the task was completed, so the
+// retry was refused as completed, and the client took the refusal as
+// "never happened" for an update that is in the task's history. A
+// refusal after an attempt that ended in doubt must itself be in doubt.
+func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	const leader, coord = 0, 1
+	enq, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "doubt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := enq.Results[0].ID
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := v.Partitions[partOfForTest(x, nodetest.DefaultPartitions)].Leader; l != all[leader] {
+		t.Fatalf("task led by %d, not node %d", l, all[leader])
+	}
+	if cl, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "doubt", TTLMs: 60_000}); err != nil || len(cl.Tasks) != 1 {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+
+	c.Faults(coord).LoseReplies(c.Addr(leader))
+	type result struct {
+		ack *wire.Ack
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := c.Client(coord).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 0, Seq: 0, Data: []byte("applied")})
+		done <- result{a, err}
+	}()
+	// The update is applied at the leader while its answers are lost.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		g, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: x, R: 1})
+		if err != nil {
+			return err
+		}
+		if len(g.Updates) != 1 {
+			return fmt.Errorf("%d updates at the leader", len(g.Updates))
+		}
+		return nil
+	})
+	if _, err := c.Client(leader).Complete(ctx, &wire.CompleteRequest{ID: x, Claim: 0}); err != nil {
+		t.Fatal(err)
+	}
+	c.Heal()
+	r := <-done
+	if r.err == nil {
+		t.Fatalf("the update's retry succeeded on a completed task: %+v", r.ack)
+	}
+	if code := wire.CodeOf(r.err); code != wire.CodeUnavailable {
+		t.Fatalf("the update, applied by its first attempt, answered %v (%v); want unavailable (in doubt)", code, r.err)
+	}
+	g, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: x})
+	if err != nil || g.State != "completed" || len(g.Updates) != 1 {
+		t.Fatalf("task: %+v, %v; want completed with the update", g, err)
+	}
+}

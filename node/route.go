@@ -132,7 +132,10 @@ func (n *Node) forwardCall(ctx context.Context, addr string, op wire.Op, req, re
 	if err != nil {
 		return fmt.Errorf("%w: forward %s to %s: %v", wire.ErrUnavailable, op, addr, err)
 	}
-	return c.Call(ctx, op, req, resp)
+	if err := c.Call(ctx, op, req, resp); err != nil {
+		return err
+	}
+	return n.cfg.Faults.replyLost(addr)
 }
 
 // forward runs op at part's leader when that is another node. handled is

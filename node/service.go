@@ -482,6 +482,7 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 	}
 	for len(c.views) < count {
 		g, p, err := n.claimOneApply(queue, ttl)
+		err = leaderErr(err)
 		if err != nil {
 			if len(c.views) == 0 {
 				return nil, err
@@ -631,6 +632,16 @@ func (n *Node) grantedView(g *partition.Granted) wire.TaskView {
 	return v
 }
 
+// leaderErr turns a replica's refusal as not the leader (it stepped down
+// between routing the request and writing) into unavailable, which
+// coordinators retry at the new leader, rather than an internal error.
+func leaderErr(err error) error {
+	if errors.Is(err, partition.ErrNotLeader) {
+		return fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
+	}
+	return err
+}
+
 // Renew extends a claim.
 func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
 	if err := n.checkServing(); err != nil {
@@ -654,7 +665,7 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	}
 	c, err := n.replicaOf(req.ID).Renew(req.ID, req.Claim, n.now(), ttl)
 	if err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -678,7 +689,7 @@ func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, 
 		return nil, err
 	}
 	if err := n.replicaOf(req.ID).Update(req.ID, req.Claim, req.Seq, req.Data, n.now()); err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0, partition.Update{Claim: req.Claim, Seq: req.Seq, Data: req.Data})
 	if err != nil {
@@ -714,7 +725,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	part := n.partOf(req.ID)
 	_, st, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	var ship *shipper
 	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
@@ -793,7 +804,7 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 		}
 	}
 	if err := n.replicaOf(req.ID).Fail(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now()); err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -817,7 +828,7 @@ func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, 
 		return nil, err
 	}
 	if err := n.replicaOf(req.ID).Snooze(req.ID, req.Claim, req.DelayMs, n.now()); err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -838,7 +849,7 @@ func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack
 		return resp, err
 	}
 	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
-		return nil, err
+		return nil, leaderErr(err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
