@@ -154,7 +154,33 @@ func (f *fakeService) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskVi
 	}
 	v := fakeView(req.ID, "q")
 	v.Claim = nil
+	// The replica count asked for comes back as the view's priority, for
+	// TestGetReplicaCount.
+	v.Priority = int32(req.R)
 	return &v, nil
+}
+
+// TestGetReplicaCount: GET /v1/tasks/{id} passes r (how many replicas to
+// read; r=1 is the answering node's own) to the service, and refuses an
+// r that is not a count.
+func TestGetReplicaCount(t *testing.T) {
+	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	id := task.ID{1}.String()
+	for q, want := range map[string]int{"": 0, "?r=1": 1, "?r=3&min_seq=0": 3} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/tasks/"+id+q, nil))
+		var v wire.TaskView
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); rec.Code != http.StatusOK || err != nil || int(v.Priority) != want {
+			t.Errorf("%s: %d %s; want r=%d passed on", q, rec.Code, rec.Body, want)
+		}
+	}
+	for _, q := range []string{"?r=x", "?r=-1"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/tasks/"+id+q, nil))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d; want 400", q, rec.Code)
+		}
+	}
 }
 
 func (f *fakeService) List(_ context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {

@@ -171,6 +171,14 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		}
 		req.MinSeq = &v
 	}
+	if s := r.URL.Query().Get("r"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			a.fail(w, fmt.Errorf("%w: r %q is not a replica count", task.ErrInvalid, s))
+			return
+		}
+		req.R = v
+	}
 	v, err := a.svc.Get(r.Context(), req)
 	if err != nil {
 		a.fail(w, err)
