@@ -1,0 +1,252 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Convergence (TESTING.md section 6.5): from the heal, with writes
+// stopped, every node's replicas are polled every convergePoll; the
+// cluster has converged once, for every partition, every cohort member
+// holds it with the same anti-entropy root for convergeStreak polls in a
+// row.
+const (
+	convergePoll   = 100 * time.Millisecond
+	convergeStreak = 3
+	// drainWait is a drain claim's long-poll: an empty answer then
+	// means nothing turned ready for that long.
+	drainWait = 300 * time.Millisecond
+	// drainEmpties: each node must answer empty this many times in a
+	// row.
+	drainEmpties = 3
+)
+
+// ConvergeReport is the convergence phase's outcome.
+type ConvergeReport struct {
+	Converged bool `json:"converged"`
+	// AfterHealMs is the time from the heal to the first of the
+	// convergeStreak polls that agreed.
+	AfterHealMs int64 `json:"after_heal_ms"`
+	Polls       int   `json:"polls"`
+	// Partitions lists those that had not converged at the last poll,
+	// with the reason.
+	Partitions map[int]string `json:"partitions,omitempty"`
+	Skipped    string         `json:"skipped,omitempty"`
+}
+
+// convergence polls until the replicas agree or ConvergeTimeout passes,
+// and records the converged or not-converged phase.
+func (r *Run) convergence(ctx context.Context, heal int64) {
+	rep := r.pollConvergence(ctx, heal)
+	r.sum.Converge = rep
+	detail := map[string]any{"after_heal_ms": rep.AfterHealMs, "polls": rep.Polls}
+	name := PhaseConverged
+	if !rep.Converged {
+		name = PhaseNotConverged
+		detail["partitions"] = rep.Partitions
+		if rep.Skipped != "" {
+			detail["reason"] = rep.Skipped
+		}
+	}
+	r.phase(name, detail)
+}
+
+func (r *Run) pollConvergence(ctx context.Context, heal int64) ConvergeReport {
+	var rep ConvergeReport
+	if !r.hooks {
+		rep.Skipped = "no /debug/replicas: " + r.hooksWhy
+		return rep
+	}
+	deadline := time.Now().Add(r.cfg.ConvergeTimeout)
+	streak := 0
+	var first int64
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		at := r.tl.Now()
+		rep.Polls++
+		diff := r.pollOnce(ctx)
+		if len(diff) == 0 {
+			if streak == 0 {
+				first = at
+			}
+			streak++
+			if streak >= convergeStreak {
+				rep.Converged, rep.AfterHealMs, rep.Partitions = true, (first-heal)/1e6, nil
+				return rep
+			}
+		} else {
+			streak, rep.Partitions = 0, diff
+		}
+		_ = sleepCtx(ctx, convergePoll-time.Duration(r.tl.Now()-at))
+	}
+	rep.AfterHealMs = (r.tl.Now() - heal) / 1e6
+	return rep
+}
+
+// pollOnce reads every node's replicas and returns the partitions whose
+// cohort members disagree (or cannot be read), with why.
+func (r *Run) pollOnce(ctx context.Context) map[int]string {
+	n := r.cfg.Topology.Nodes
+	reps := make([]*Replicas, n+1)
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := 1; i <= n; i++ {
+		wg.Go(func() { reps[i], errs[i] = FetchReplicas(ctx, r.api, i) })
+	}
+	view, verr := AnyView(ctx, r.api, r.cfg.Topology, allNodes(n))
+	wg.Wait()
+	diff := map[int]string{}
+	if verr != nil {
+		for p := range r.cfg.Partitions {
+			diff[p] = "no cluster view"
+		}
+		return diff
+	}
+	for p := range r.cfg.Partitions {
+		cohort := view.CohortOf(p)
+		if len(cohort) == 0 {
+			diff[p] = "no cohort"
+			continue
+		}
+		var root string
+		for _, i := range cohort {
+			if errs[i] != nil {
+				diff[p] = errs[i].Error()
+				break
+			}
+			st, ok := replicaOf(reps[i], p)
+			if !ok || !st.Held {
+				diff[p] = fmt.Sprintf("node %d does not hold it", i)
+				break
+			}
+			if root == "" {
+				root = st.Root
+			} else if st.Root != root {
+				diff[p] = fmt.Sprintf("roots differ across cohort %v", cohort)
+				break
+			}
+		}
+	}
+	return diff
+}
+
+func replicaOf(rs *Replicas, p int) (ReplicaState, bool) {
+	if rs == nil {
+		return ReplicaState{}, false
+	}
+	for _, st := range rs.Partitions {
+		if st.Partition == p {
+			return st, true
+		}
+	}
+	return ReplicaState{}, false
+}
+
+// drain claims and completes what is left, through every node, as one
+// more client loop inside the harness.
+func (r *Run) drain(ctx context.Context) {
+	r.phase(PhaseDrain, nil)
+	l := NewLoop(r.loopConfig(r.cfg.Workers), &RecEmitter{Rec: r.rec, Sink: r.sink, TL: r.tl})
+	defer l.Close()
+	rep := l.Drain(ctx, r.cfg.DrainTimeout, drainWait, drainEmpties)
+	r.sum.Drain = rep
+	r.log.Info("drain", "claimed", rep.Claimed, "completed", rep.Completed, "done", rep.Done, "seconds", rep.Seconds)
+	if !rep.Done {
+		r.sum.Notes = append(r.sum.Notes, fmt.Sprintf("drain did not finish within %v", r.cfg.DrainTimeout))
+	}
+}
+
+// FinalReport counts the final reads.
+type FinalReport struct {
+	Tasks    int     `json:"tasks"`
+	Reads    int     `json:"reads"`
+	Found    int     `json:"found"`
+	NotFound int     `json:"not_found"`
+	Errors   int     `json:"errors"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// finalReads reads every task ever attempted through every node, its own
+// replica (r=1), into final.jsonl.
+func (r *Run) finalReads(ctx context.Context) error {
+	r.phase(PhaseFinal, nil)
+	start := time.Now()
+	r.mu.Lock()
+	tasks := slices.Clone(r.mu.tasks)
+	r.mu.Unlock()
+	w, err := CreateJSONL(filepath.Join(r.cfg.Out, FinalFile))
+	if err != nil {
+		return err
+	}
+	type job struct {
+		task string
+		node int
+	}
+	jobs := make(chan job)
+	var mu sync.Mutex
+	rep := FinalReport{Tasks: len(tasks)}
+	var wg sync.WaitGroup
+	for range r.cfg.FinalReaders {
+		wg.Go(func() {
+			for j := range jobs {
+				fr := r.readFinal(ctx, j.task, j.node)
+				w.Write(&fr)
+				mu.Lock()
+				rep.Reads++
+				switch {
+				case fr.Err != "":
+					rep.Errors++
+				case fr.Found:
+					rep.Found++
+				default:
+					rep.NotFound++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, t := range tasks {
+		for i := 1; i <= r.cfg.Topology.Nodes; i++ {
+			select {
+			case jobs <- job{t, i}:
+			case <-ctx.Done():
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	rep.Seconds = time.Since(start).Seconds()
+	r.sum.Final = rep
+	r.log.Info("final reads", "tasks", rep.Tasks, "reads", rep.Reads, "found", rep.Found, "not_found", rep.NotFound, "errors", rep.Errors, "seconds", rep.Seconds)
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// readFinal reads task through node's own replica.
+func (r *Run) readFinal(ctx context.Context, task string, node int) FinalRead {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReqTimeout)
+	defer cancel()
+	res := r.api.Do(ctx, node, http.MethodGet, "/v1/tasks/"+task+"?r=1", nil, nil)
+	fr := FinalRead{Task: task, Node: node, TNs: r.tl.Now()}
+	switch {
+	case res.Type == OK:
+		fr.Found, fr.View = true, append([]byte(nil), bytesTrimNL(res.Body)...)
+	case res.Code == "not_found":
+	default:
+		fr.Err = fmt.Sprintf("%s %s", res.Code, res.Err)
+	}
+	return fr
+}
+
+func bytesTrimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
