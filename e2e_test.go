@@ -54,6 +54,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// The test build (tag skuldtest: the fault suite's hooks), built once when
+// a test asks for it, next to the production binary.
+var (
+	testBuildOnce sync.Once
+	testBinPath   string
+	testBuildErr  error
+)
+
+// skulddTestBin returns the path of a binary built with -tags skuldtest.
+func skulddTestBin(t *testing.T) string {
+	t.Helper()
+	prod := skulddBin(t) // makes buildDir
+	testBuildOnce.Do(func() {
+		testBinPath = filepath.Join(filepath.Dir(prod), "skuldd-test")
+		out, err := exec.Command("go", "build", "-tags", "skuldtest", "-o", testBinPath, ".").CombinedOutput()
+		if err != nil {
+			testBuildErr = fmt.Errorf("go build -tags skuldtest: %v\n%s", err, out)
+		}
+	})
+	if testBuildErr != nil {
+		t.Fatal(testBuildErr)
+	}
+	return testBinPath
+}
+
 // skulddBin returns the path of the freshly built binary; it skips the test
 // if there is no go command to build it with.
 func skulddBin(t *testing.T) string {

@@ -196,6 +196,10 @@ func runNode(c *ucli.Context) error {
 		cfg.Clock = clock.Offset{Base: clock.Real{}, By: off}
 		logger.Warn("clock offset in effect (a test flag)", "offset", off)
 	}
+	var bindHooks func(*node.Node)
+	if testHooks != nil {
+		bindHooks = testHooks(&cfg, logger)
+	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -204,6 +208,9 @@ func runNode(c *ucli.Context) error {
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
+	}
+	if bindHooks != nil {
+		bindHooks(n)
 	}
 	if err := n.Start(ctx); err != nil {
 		return err

@@ -15,6 +15,7 @@ package clock
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,3 +77,27 @@ func (m *Manual) Set(t time.Time) {
 // UnixMilli returns c's reading in Unix milliseconds, the unit of every
 // persisted timestamp in skuldd.
 func UnixMilli(c Clock) int64 { return c.Now().UnixMilli() }
+
+// Shift is a clock shifted from a base clock by an offset that may change
+// while it runs: the fault suite's test build moves a running node's
+// clock with it (the /debug/clock hook). Safe for concurrent use.
+type Shift struct {
+	base Clock
+	by   atomic.Int64 // nanoseconds
+}
+
+// NewShift returns base shifted by by.
+func NewShift(base Clock, by time.Duration) *Shift {
+	s := &Shift{base: base}
+	s.by.Store(int64(by))
+	return s
+}
+
+// Now returns the base clock's reading shifted by the current offset.
+func (s *Shift) Now() time.Time { return s.base.Now().Add(time.Duration(s.by.Load())) }
+
+// Set changes the offset.
+func (s *Shift) Set(by time.Duration) { s.by.Store(int64(by)) }
+
+// By returns the current offset.
+func (s *Shift) By() time.Duration { return time.Duration(s.by.Load()) }

@@ -1,31 +1,45 @@
 // Package epoch owns partition leadership: the cohort-vote handoff that
 // makes a node the leader of a partition for a new epoch (DESIGN.md,
-// "Partition leaders"), and the claim-set values it moves.
+// "Partition leaders").
 //
 // The handoff, run by the candidate:
 //
-//  1. read the partition's (epoch, cohort) from the metadata group;
-//  2. pick epoch' = epoch + 1;
+//  1. read the partition's (epoch, cohort, sealed) from the metadata
+//     group: sealed is the set of members the handoff to that epoch left
+//     holding exactly what it carried (step 6);
+//  2. pick epoch' above that epoch and above every epoch a voter refused
+//     an earlier attempt with;
 //  3. ask old ∪ new cohort to promise epoch' (a node promises once per
-//     epoch, persists it, and then refuses claim writes of lower epochs);
+//     epoch, persists it, and then refuses writes of lower epochs);
 //  4. need promises from a majority of the old cohort, and
 //  5. from a majority of the new cohort;
-//  6. union the claim sets those promises returned (a majority of the old
-//     cohort is among them);
-//  7. install that union on a majority of the new cohort;
-//  8. compare-and-set (epoch', cohort', leader) in the metadata group.
+//  6. carry: bring into the candidate's replica what the old cohort's
+//     promisers hold (writes of the sealed epoch from any of them, older
+//     ones only from sealed members), then make a majority of the new
+//     cohort hold exactly that (Carrier); those members are the new
+//     sealed set;
+//  7. compare-and-set (epoch', cohort', leader, sealed') in the metadata
+//     group.
 //
-// Steps 3-5 freeze the claims of every lower epoch; 6-7 carry them into the
-// new cohort, so by induction each leader's claim set is a superset of the
-// previous one's. A candidate that loses (a refusal, no majority, a CAS
-// conflict) backs off for a random time and retries from step 1.
+// Steps 3-5 freeze the writes of every lower epoch: a majority of the
+// old cohort refuses them from then on, so a write of a lower epoch
+// acknowledged before is on one of the promisers, and one made after
+// (by a leader that was paused or cut off) is acknowledged nowhere. Step
+// 6 carries the first kind into a majority of the new cohort before the
+// CAS makes the new epoch current, so that the next handoff, whichever
+// majority it asks, finds them; and it leaves the second kind out: those
+// are the orphans of package partition, which no replica may take as
+// truth. A candidate that loses (a refusal, no majority, a CAS conflict)
+// backs off for a random time and retries from step 1, above the epochs
+// it was refused with: a handoff always makes progress once majorities
+// of the old and new cohorts can talk, and an abandoned attempt (a
+// promise given, no CAS) never blocks a later one.
 //
 // The package reaches other nodes and the metadata group only through the
-// Voter and Registry interfaces; it imports nothing internal.
+// Voter, Carrier and Registry interfaces; it imports nothing internal.
 package epoch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -35,67 +49,90 @@ import (
 	"time"
 )
 
-// Claim is one claim as the handoff moves it: task id, claim index, lease
-// window and the epoch that granted it.
-type Claim struct {
-	Task  [20]byte `cbor:"1,keyasint"`
-	Index uint32   `cbor:"2,keyasint"`
-	Start int64    `cbor:"3,keyasint"`
-	End   int64    `cbor:"4,keyasint"`
-	Epoch uint64   `cbor:"5,keyasint,omitempty"`
-}
-
-// Union merges claim sets: one entry per (task, index), with the latest
-// end, sorted by task then index.
-func Union(sets ...[]Claim) []Claim {
-	var all []Claim
-	for _, s := range sets {
-		all = append(all, s...)
-	}
-	slices.SortFunc(all, func(a, b Claim) int {
-		return cmp.Or(bytes.Compare(a.Task[:], b.Task[:]), cmp.Compare(a.Index, b.Index))
-	})
-	out := all[:0]
-	for _, c := range all {
-		if n := len(out); n > 0 && out[n-1].Task == c.Task && out[n-1].Index == c.Index {
-			out[n-1].End = max(out[n-1].End, c.End)
-			out[n-1].Start = min(out[n-1].Start, c.Start)
-			out[n-1].Epoch = max(out[n-1].Epoch, c.Epoch)
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
 // Errors of the handoff.
 var (
 	// ErrRefused: a voter promised the epoch (or a higher one) to another
-	// candidate.
+	// candidate. Refusals are *RefusedError.
 	ErrRefused = errors.New("epoch: promise refused")
 	// ErrNoQuorum: not enough of the old or new cohort answered.
 	ErrNoQuorum = errors.New("epoch: no quorum")
 )
 
+// RefusedError is a voter's refusal to promise: it promised Promised to
+// candidate To (0: not known), and a candidate must ask above it.
+type RefusedError struct {
+	Part     int
+	Promised uint64
+	To       uint64
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%v: partition %d promised epoch %d to node %d", ErrRefused, e.Part, e.Promised, e.To)
+}
+
+// Is makes errors.Is(err, ErrRefused) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
 // Voter reaches one cohort member's replica of a partition. Implementations
 // must be safe for concurrent calls.
 type Voter interface {
-	// Promise asks node to promise epoch for part to candidate: it persists
-	// the promise, refuses claim writes from lower epochs from then on, and
-	// returns its claim set for part. A node that promised this epoch to
-	// another candidate, or a higher epoch, returns an error wrapping
-	// ErrRefused. Promising the same (epoch, candidate) twice is a no-op.
-	Promise(ctx context.Context, node uint64, part int, epoch, candidate uint64) ([]Claim, error)
-	// Install merges cs into node's replica of part (step 7).
-	Install(ctx context.Context, node uint64, part int, epoch uint64, cs []Claim) error
+	// Promise asks node to promise epoch for part to candidate: it
+	// persists the promise and refuses writes of lower epochs from then
+	// on. A node that promised this epoch to another candidate, or a
+	// higher epoch, returns a *RefusedError. Promising the same (epoch,
+	// candidate) twice is a no-op.
+	Promise(ctx context.Context, node uint64, part int, epoch, candidate uint64) error
+}
+
+// Carry is step 6 of a handoff, as the Carrier gets it.
+type Carry struct {
+	Part int
+	// Epoch is the epoch being won; Prev the registry's current one,
+	// whose writes the carry seals.
+	Epoch, Prev uint64
+	// Old is the cohort of Prev; Promised its members that promised
+	// Epoch (a majority of it): the carry reads from them, and only
+	// them, since they refuse Prev's leader from now on.
+	Old, Promised []uint64
+	// Sealed is the registry's sealed set of Prev: the members of Old
+	// that hold exactly what the handoff to Prev carried, besides Prev's
+	// own writes. Empty for a partition never led, or led before sealed
+	// sets were kept (then every promiser is trusted).
+	Sealed []uint64
+	// Cohort is the new cohort; Self the candidate.
+	Cohort []uint64
+	Self   uint64
+}
+
+// Carrier moves a partition's data for a handoff.
+type Carrier interface {
+	// Carry brings into the candidate's replica what c.Promised hold of
+	// the partition (writes stamped c.Prev from any of them, older ones
+	// from the members of c.Sealed among them; all of it when c.Sealed
+	// is empty), then makes members of c.Cohort hold exactly the
+	// candidate's replica, and returns those members, the candidate
+	// included if it is one: at least a majority of c.Cohort, or an
+	// error.
+	Carry(ctx context.Context, c Carry) (sealed []uint64, err error)
+}
+
+// Current is a partition as the registry has it.
+type Current struct {
+	Epoch  uint64
+	Cohort []uint64
+	Leader uint64
+	// Sealed are the members the handoff to Epoch left holding exactly
+	// what it carried (see Carry.Sealed).
+	Sealed []uint64
 }
 
 // Registry is the metadata group's view of partitions.
 type Registry interface {
-	// Current returns part's epoch, cohort and leader as last applied.
-	Current(part int) (epoch uint64, cohort []uint64, leader uint64, err error)
-	// CAS sets part to (next, cohort, leader) iff its epoch is still prev.
-	CAS(ctx context.Context, part int, prev, next uint64, cohort []uint64, leader uint64) error
+	// Current returns part as last applied.
+	Current(part int) (Current, error)
+	// CAS sets part to (next, cohort, leader, sealed) iff its epoch is
+	// still prev.
+	CAS(ctx context.Context, part int, prev, next uint64, cohort []uint64, leader uint64, sealed []uint64) error
 }
 
 // Handoff describes one attempt by Self to lead Part with cohort Cohort.
@@ -103,34 +140,69 @@ type Handoff struct {
 	Part   int
 	Self   uint64
 	Cohort []uint64
+	// Above is the highest epoch voters refused earlier attempts with
+	// (RefusedError.Promised): this attempt asks for an epoch above it.
+	Above uint64
 }
 
 // Result is a won handoff.
 type Result struct {
-	Epoch  uint64
-	Claims []Claim // the claim set installed on the new cohort
-	// Old is the cohort of the epoch this one replaced, as read in step 1:
-	// a majority of it acknowledged every earlier write.
+	Epoch uint64
+	// Old is the cohort of the epoch this one replaced, as read in step 1.
 	Old []uint64
+	// Sealed are the members of the new cohort that hold what the handoff
+	// carried.
+	Sealed []uint64
 }
 
 // Run makes one attempt at the handoff. It returns the new epoch, or an
-// error after which the caller backs off (Backoff) and calls Run again.
-func Run(ctx context.Context, h Handoff, v Voter, r Registry) (Result, error) {
+// error after which the caller backs off (Backoff) and calls Run again;
+// after a refusal, with h.Above raised to the refusal's epoch (Next does
+// both).
+func Run(ctx context.Context, h Handoff, v Voter, c Carrier, r Registry) (Result, error) {
 	if !slices.Contains(h.Cohort, h.Self) {
 		return Result{}, fmt.Errorf("epoch: part %d: candidate %d not in cohort %v", h.Part, h.Self, h.Cohort)
 	}
-	prev, oldCohort, _, err := r.Current(h.Part)
+	cur, err := r.Current(h.Part)
 	if err != nil {
 		return Result{}, fmt.Errorf("epoch: part %d: read current: %w", h.Part, err)
 	}
-	next := prev + 1
+	next := max(cur.Epoch, h.Above) + 1
+	promised, err := promise(ctx, h, v, cur.Cohort, next)
+	if err != nil {
+		return Result{}, err
+	}
+	var oldPromised []uint64
+	for _, n := range cur.Cohort {
+		if promised[n] {
+			oldPromised = append(oldPromised, n)
+		}
+	}
+	sealed, err := c.Carry(ctx, Carry{
+		Part: h.Part, Epoch: next, Prev: cur.Epoch,
+		Old: slices.Clone(cur.Cohort), Promised: oldPromised, Sealed: slices.Clone(cur.Sealed),
+		Cohort: slices.Clone(h.Cohort), Self: h.Self,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("epoch: part %d epoch %d: carry: %w", h.Part, next, err)
+	}
+	if !hasMajority(h.Cohort, setOf(sealed)) {
+		return Result{}, fmt.Errorf("%w: part %d epoch %d: carried to %v of %v", ErrNoQuorum, h.Part, next, sealed, h.Cohort)
+	}
+	if err := r.CAS(ctx, h.Part, cur.Epoch, next, h.Cohort, h.Self, sealed); err != nil {
+		return Result{}, fmt.Errorf("epoch: part %d: cas %d->%d: %w", h.Part, cur.Epoch, next, err)
+	}
+	return Result{Epoch: next, Old: slices.Clone(cur.Cohort), Sealed: sealed}, nil
+}
 
-	voters := unionNodes(oldCohort, h.Cohort)
+// promise runs steps 3-5: it asks old ∪ new to promise next and returns
+// who did, once majorities of both have; else an error, a *RefusedError
+// (the highest refusal) when a voter refused.
+func promise(ctx context.Context, h Handoff, v Voter, old []uint64, next uint64) (map[uint64]bool, error) {
+	voters := unionNodes(old, h.Cohort)
 	type answer struct {
-		node   uint64
-		claims []Claim
-		err    error
+		node uint64
+		err  error
 	}
 	// Voters answer on a buffered channel, so stragglers (a dead node
 	// whose call waits out its timeout) never block the handoff: it goes
@@ -140,84 +212,66 @@ func Run(ctx context.Context, h Handoff, v Voter, r Registry) (Result, error) {
 	defer cancel()
 	answers := make(chan answer, len(voters))
 	for _, n := range voters {
-		go func() {
-			cs, err := v.Promise(vctx, n, h.Part, next, h.Self)
-			answers <- answer{n, cs, err}
-		}()
+		go func() { answers <- answer{n, v.Promise(vctx, n, h.Part, next, h.Self)} }()
 	}
-	var sets [][]Claim
 	promised := map[uint64]bool{}
 	var firstErr error
+	var refused *RefusedError
 	for range voters {
 		a := <-answers
-		if a.err != nil {
-			firstErr = cmp.Or(firstErr, a.err)
-		} else {
+		if a.err == nil {
 			promised[a.node] = true
-			sets = append(sets, a.claims)
-		}
-		if hasMajority(oldCohort, promised) && hasMajority(h.Cohort, promised) {
-			break
-		}
-	}
-	if !hasMajority(oldCohort, promised) || !hasMajority(h.Cohort, promised) {
-		return Result{}, fmt.Errorf("%w: part %d epoch %d: promises from %d of old %v and new %v: %v",
-			ErrNoQuorum, h.Part, next, len(promised), oldCohort, h.Cohort, firstErr)
-	}
-	claims := Union(sets...)
-
-	// Installs run on ctx, not vctx: a member still installing when the
-	// majority is reached finishes on its own.
-	installed := make(chan error, len(h.Cohort))
-	for _, n := range h.Cohort {
-		go func() { installed <- v.Install(ctx, n, h.Part, next, claims) }()
-	}
-	acks := 0
-	firstErr = nil
-	var grace <-chan time.Time
-wait:
-	for answered := 0; answered < len(h.Cohort); answered++ {
-		select {
-		case err := <-installed:
-			if err == nil {
-				acks++
-			} else {
-				firstErr = cmp.Or(firstErr, err)
+		} else {
+			firstErr = cmp.Or(firstErr, a.err)
+			var re *RefusedError
+			if errors.As(a.err, &re) && (refused == nil || re.Promised > refused.Promised) {
+				refused = re
 			}
-		case <-grace:
-			break wait
 		}
-		if acks >= len(h.Cohort)/2+1 && grace == nil {
-			t := time.NewTimer(installGrace)
-			defer t.Stop()
-			grace = t.C
+		if hasMajority(old, promised) && hasMajority(h.Cohort, promised) {
+			return promised, nil
 		}
 	}
-	if acks < len(h.Cohort)/2+1 {
-		return Result{}, fmt.Errorf("%w: part %d epoch %d: claim set installed on %d of %v: %v",
-			ErrNoQuorum, h.Part, next, acks, h.Cohort, firstErr)
+	if refused != nil {
+		return nil, fmt.Errorf("epoch: part %d epoch %d: promises from %d of old %v and new %v: %w",
+			h.Part, next, len(promised), old, h.Cohort, refused)
 	}
-	if err := r.CAS(ctx, h.Part, prev, next, h.Cohort, h.Self); err != nil {
-		return Result{}, fmt.Errorf("epoch: part %d: cas %d->%d: %w", h.Part, prev, next, err)
-	}
-	return Result{Epoch: next, Claims: claims, Old: slices.Clone(oldCohort)}, nil
+	return nil, fmt.Errorf("%w: part %d epoch %d: promises from %d of old %v and new %v: %v",
+		ErrNoQuorum, h.Part, next, len(promised), old, h.Cohort, firstErr)
 }
 
-// installGrace is how long the handoff waits, once a majority installed
-// the claim set, for the other members: healthy ones then all hold it,
-// while a dead member's call cannot hold up the handoff.
-const installGrace = 200 * time.Millisecond
+// Next returns the handoff to attempt after one that failed with err:
+// above the epoch a voter refused it with, if one did.
+func Next(h Handoff, err error) Handoff {
+	var re *RefusedError
+	if errors.As(err, &re) {
+		h.Above = max(h.Above, re.Promised)
+	}
+	return h
+}
 
-// hasMajority reports whether more than half of cohort promised. An empty
-// cohort (a partition never led) needs nobody.
-func hasMajority(cohort []uint64, promised map[uint64]bool) bool {
+// hasMajority reports whether more than half of cohort is in set. An
+// empty cohort (a partition never led) needs nobody.
+func hasMajority(cohort []uint64, set map[uint64]bool) bool {
 	n := 0
 	for _, c := range cohort {
-		if promised[c] {
+		if set[c] {
 			n++
 		}
 	}
 	return n >= len(cohort)/2+1 || len(cohort) == 0
+}
+
+// HasMajority reports whether members holds a majority of cohort (any
+// number of an empty cohort).
+func HasMajority(cohort, members []uint64) bool { return hasMajority(cohort, setOf(members)) }
+
+func setOf(ids []uint64) map[uint64]bool {
+	s := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		s[id] = true
+	}
+	return s
 }
 
 func unionNodes(a, b []uint64) []uint64 {

@@ -11,118 +11,118 @@ import (
 	"time"
 )
 
-// fakeVoter is an in-memory cohort: per node, per part, the promised epoch
-// and candidate and the claim set. down nodes answer with an error.
+// fakeVoter is an in-memory cohort: per node the promised epoch and
+// candidate. down nodes answer with an error.
 type fakeVoter struct {
 	mu       sync.Mutex
 	promised map[uint64]uint64
 	to       map[uint64]uint64
-	claims   map[uint64][]Claim
 	down     map[uint64]bool
 }
 
 func newFakeVoter() *fakeVoter {
-	return &fakeVoter{promised: map[uint64]uint64{}, to: map[uint64]uint64{}, claims: map[uint64][]Claim{}, down: map[uint64]bool{}}
+	return &fakeVoter{promised: map[uint64]uint64{}, to: map[uint64]uint64{}, down: map[uint64]bool{}}
 }
 
-func (f *fakeVoter) Promise(_ context.Context, node uint64, _ int, epoch, cand uint64) ([]Claim, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down[node] {
-		return nil, fmt.Errorf("node %d down", node)
-	}
-	p := f.promised[node]
-	if epoch < p || epoch == p && f.to[node] != cand {
-		return nil, fmt.Errorf("%w: node %d promised %d to %d", ErrRefused, node, p, f.to[node])
-	}
-	f.promised[node], f.to[node] = epoch, cand
-	return slices.Clone(f.claims[node]), nil
-}
-
-func (f *fakeVoter) Install(_ context.Context, node uint64, _ int, epoch uint64, cs []Claim) error {
+func (f *fakeVoter) Promise(_ context.Context, node uint64, part int, epoch, cand uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[node] {
 		return fmt.Errorf("node %d down", node)
 	}
-	if epoch < f.promised[node] {
-		return fmt.Errorf("%w: stale install", ErrRefused)
+	p := f.promised[node]
+	if epoch < p || epoch == p && f.to[node] != cand {
+		return &RefusedError{Part: part, Promised: p, To: f.to[node]}
 	}
-	f.claims[node] = Union(f.claims[node], cs)
+	f.promised[node], f.to[node] = epoch, cand
 	return nil
+}
+
+// fakeCarrier records each carry and seals the new cohort's members that
+// are not down (all of them unless told otherwise).
+type fakeCarrier struct {
+	mu      sync.Mutex
+	v       *fakeVoter
+	carries []Carry
+}
+
+func (c *fakeCarrier) Carry(_ context.Context, cr Carry) ([]uint64, error) {
+	c.mu.Lock()
+	c.carries = append(c.carries, cr)
+	c.mu.Unlock()
+	c.v.mu.Lock()
+	defer c.v.mu.Unlock()
+	var sealed []uint64
+	for _, n := range cr.Cohort {
+		if !c.v.down[n] {
+			sealed = append(sealed, n)
+		}
+	}
+	return sealed, nil
 }
 
 type fakeRegistry struct {
-	mu     sync.Mutex
-	epoch  uint64
-	cohort []uint64
-	leader uint64
+	mu  sync.Mutex
+	cur Current
 }
 
-func (r *fakeRegistry) Current(int) (uint64, []uint64, uint64, error) {
+func (r *fakeRegistry) Current(int) (Current, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.epoch, slices.Clone(r.cohort), r.leader, nil
+	c := r.cur
+	c.Cohort, c.Sealed = slices.Clone(c.Cohort), slices.Clone(c.Sealed)
+	return c, nil
 }
 
-func (r *fakeRegistry) CAS(_ context.Context, _ int, prev, next uint64, cohort []uint64, leader uint64) error {
+func (r *fakeRegistry) CAS(_ context.Context, _ int, prev, next uint64, cohort []uint64, leader uint64, sealed []uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.epoch != prev {
-		return fmt.Errorf("cas conflict: epoch is %d, not %d", r.epoch, prev)
+	if r.cur.Epoch != prev {
+		return fmt.Errorf("cas conflict: epoch is %d, not %d", r.cur.Epoch, prev)
 	}
-	r.epoch, r.cohort, r.leader = next, slices.Clone(cohort), leader
+	r.cur = Current{Epoch: next, Cohort: slices.Clone(cohort), Leader: leader, Sealed: slices.Clone(sealed)}
 	return nil
-}
-
-func claim(task byte, idx uint32, end int64) Claim {
-	var id [20]byte
-	id[0] = task
-	return Claim{Task: id, Index: idx, Start: 1, End: end}
 }
 
 // Reference: DESIGN.md "Partition leaders", steps 1-8 with a one-node
 // cohort (the single-node cluster): a majority of one.
 func TestRunSingleNode(t *testing.T) {
 	v, r := newFakeVoter(), &fakeRegistry{}
-	res, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: []uint64{1}}, v, r)
+	c := &fakeCarrier{v: v}
+	res, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: []uint64{1}}, v, c, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Epoch != 1 || r.leader != 1 || r.epoch != 1 {
-		t.Fatalf("got epoch %d leader %d; want 1, 1", r.epoch, r.leader)
+	if res.Epoch != 1 || r.cur.Leader != 1 || r.cur.Epoch != 1 || !slices.Equal(r.cur.Sealed, []uint64{1}) {
+		t.Fatalf("got %+v; want epoch 1, leader 1, sealed [1]", r.cur)
 	}
-	res, err = Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: []uint64{1}}, v, r)
+	res, err = Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: []uint64{1}}, v, c, r)
 	if err != nil || res.Epoch != 2 {
 		t.Fatalf("second handoff: epoch %d err %v; want 2", res.Epoch, err)
 	}
 }
 
-// Steps 6-7: the new leader's claim set is a superset of every claim a
-// majority of the old cohort held.
-func TestRunCarriesClaims(t *testing.T) {
+// Step 6 gets what it needs: the old cohort's promisers (only them) and
+// the registry's sealed set; step 7 records the members the carry sealed.
+func TestRunCarriesFromPromisersAndSeals(t *testing.T) {
 	v := newFakeVoter()
-	r := &fakeRegistry{epoch: 4, cohort: []uint64{1, 2, 3}, leader: 1}
-	v.claims[1] = []Claim{claim(1, 0, 100), claim(2, 3, 50)}
-	v.claims[2] = []Claim{claim(1, 0, 120)}
+	r := &fakeRegistry{cur: Current{Epoch: 4, Cohort: []uint64{1, 2, 3}, Leader: 1, Sealed: []uint64{1, 3}}}
+	c := &fakeCarrier{v: v}
 	v.down[1] = true // the old leader is gone
-	res, err := Run(context.Background(), Handoff{Part: 0, Self: 2, Cohort: []uint64{2, 3, 4}}, v, r)
+	res, err := Run(context.Background(), Handoff{Part: 7, Self: 2, Cohort: []uint64{2, 3, 4}}, v, c, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Epoch != 5 || r.leader != 2 {
-		t.Fatalf("epoch %d leader %d; want 5, 2", res.Epoch, r.leader)
+	if len(c.carries) != 1 {
+		t.Fatalf("%d carries; want 1", len(c.carries))
 	}
-	// Node 1 is down, so only claims 2 and 3 held reach the new cohort;
-	// node 2 had claim (1,0) renewed to 120.
-	want := []Claim{claim(1, 0, 120)}
-	if !slices.Equal(res.Claims, want) {
-		t.Fatalf("claims %v; want %v", res.Claims, want)
+	got := c.carries[0]
+	want := Carry{Part: 7, Epoch: 5, Prev: 4, Old: []uint64{1, 2, 3}, Promised: []uint64{2, 3}, Sealed: []uint64{1, 3}, Cohort: []uint64{2, 3, 4}, Self: 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("carry %+v; want %+v", got, want)
 	}
-	for _, n := range []uint64{3, 4} {
-		if !slices.Equal(v.claims[n], want) {
-			t.Fatalf("node %d holds %v; want %v", n, v.claims[n], want)
-		}
+	if res.Epoch != 5 || r.cur.Leader != 2 || !slices.Equal(r.cur.Sealed, []uint64{2, 3, 4}) {
+		t.Fatalf("registry %+v; want epoch 5, leader 2, sealed [2 3 4]", r.cur)
 	}
 }
 
@@ -141,14 +141,14 @@ func TestRunNeedsBothMajorities(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v, r := newFakeVoter(), &fakeRegistry{cohort: tc.old}
+			v, r := newFakeVoter(), &fakeRegistry{cur: Current{Cohort: tc.old}}
 			if len(tc.old) > 0 {
-				r.epoch = 1
+				r.cur.Epoch = 1
 			}
 			for _, n := range tc.down {
 				v.down[n] = true
 			}
-			_, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: tc.new}, v, r)
+			_, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: tc.new}, v, &fakeCarrier{v: v}, r)
 			if tc.ok != (err == nil) {
 				t.Fatalf("err = %v; want ok=%v", err, tc.ok)
 			}
@@ -159,17 +159,63 @@ func TestRunNeedsBothMajorities(t *testing.T) {
 	}
 }
 
-// Two candidates racing for the same epoch: at most one wins it.
+// A carry that cannot seal a majority of the new cohort must not become
+// the registry's epoch: the next handoff could miss what it carried.
+func TestRunCarryMustSealMajority(t *testing.T) {
+	v := newFakeVoter()
+	r := &fakeRegistry{cur: Current{Epoch: 2, Cohort: []uint64{1, 2, 3}, Leader: 1, Sealed: []uint64{1, 2, 3}}}
+	c := carrierFunc(func(Carry) ([]uint64, error) { return []uint64{1}, nil })
+	_, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: []uint64{1, 2, 3}}, v, c, r)
+	if !errors.Is(err, ErrNoQuorum) || r.cur.Epoch != 2 {
+		t.Fatalf("err %v, registry epoch %d; want ErrNoQuorum and epoch 2", err, r.cur.Epoch)
+	}
+}
+
+type carrierFunc func(Carry) ([]uint64, error)
+
+func (f carrierFunc) Carry(_ context.Context, c Carry) ([]uint64, error) { return f(c) }
+
+// Issue 20, third defect: a takeover abandoned after its promises (node 9
+// won promises for epoch 8 from a majority and never completed its CAS)
+// must not block the partition for good. A candidate refused at epoch 8
+// asks above it and wins; a refusal always names the epoch to pass.
+func TestRunAboveAbandonedPromise(t *testing.T) {
+	v := newFakeVoter()
+	r := &fakeRegistry{cur: Current{Epoch: 7, Cohort: []uint64{1, 2, 3}, Leader: 1, Sealed: []uint64{1, 2, 3}}}
+	for _, n := range []uint64{1, 2} {
+		v.promised[n], v.to[n] = 8, 9
+	}
+	h := Handoff{Part: 7, Self: 3, Cohort: []uint64{1, 2, 3}}
+	_, err := Run(context.Background(), h, v, &fakeCarrier{v: v}, r)
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Promised != 8 || !errors.Is(err, ErrRefused) {
+		t.Fatalf("first attempt: %v; want a refusal naming epoch 8", err)
+	}
+	if r.cur.Epoch != 7 {
+		t.Fatalf("registry at %d after a refused attempt", r.cur.Epoch)
+	}
+	h = Next(h, err)
+	res, err := Run(context.Background(), h, v, &fakeCarrier{v: v}, r)
+	if err != nil {
+		t.Fatalf("second attempt above the refusal: %v", err)
+	}
+	if res.Epoch != 9 || r.cur.Leader != 3 {
+		t.Fatalf("won epoch %d, leader %d; want 9, 3", res.Epoch, r.cur.Leader)
+	}
+}
+
+// Two candidates racing for the same epoch: at most one wins it, and with
+// Next between attempts every candidate eventually stops being refused.
 func TestRunContendedOneWinnerPerEpoch(t *testing.T) {
 	for seed := range 50 {
 		v := newFakeVoter()
-		r := &fakeRegistry{epoch: 1, cohort: []uint64{1, 2, 3}, leader: 1}
+		r := &fakeRegistry{cur: Current{Epoch: 1, Cohort: []uint64{1, 2, 3}, Leader: 1}}
 		var wg sync.WaitGroup
 		results := make([]Result, 3)
 		errs := make([]error, 3)
 		for i := range 3 {
 			wg.Go(func() {
-				results[i], errs[i] = Run(context.Background(), Handoff{Part: seed, Self: uint64(i + 1), Cohort: []uint64{1, 2, 3}}, v, r)
+				results[i], errs[i] = Run(context.Background(), Handoff{Part: seed, Self: uint64(i + 1), Cohort: []uint64{1, 2, 3}}, v, &fakeCarrier{v: v}, r)
 			})
 		}
 		wg.Wait()
@@ -194,13 +240,5 @@ func TestBackoffBounded(t *testing.T) {
 		if d < 0 || d >= time.Second {
 			t.Fatalf("attempt %d: backoff %v out of [0, 1s)", attempt, d)
 		}
-	}
-}
-
-func TestUnionKeepsLatestEnd(t *testing.T) {
-	got := Union([]Claim{claim(1, 0, 10), claim(1, 1, 5)}, []Claim{claim(1, 0, 20)}, nil)
-	want := []Claim{claim(1, 0, 20), claim(1, 1, 5)}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v; want %v", got, want)
 	}
 }

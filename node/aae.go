@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -64,8 +65,14 @@ func (n *Node) aaeLoop(ctx context.Context) {
 			for _, f := range to {
 				l := link{part, f}
 				for range aaeMaxRounds {
-					res, err := n.aaeRound(ctx, part, ep, f, cursors[l])
+					res, err := n.aaeRound(ctx, part, f, cursors[l], leaderMode(ep, f))
 					if err != nil {
+						if errors.Is(err, task.ErrEpoch) && n.parts[part].Epoch() == ep {
+							// The follower holds a newer leader's writes
+							// or promised a newer epoch: this one is done.
+							n.log.Warn("stepping down: anti-entropy met a newer epoch", "partition", part, "epoch", ep, "peer", f, "err", err)
+							n.parts[part].Resign()
+						}
 						if ctx.Err() == nil {
 							n.log.Debug("anti-entropy round failed", "partition", part, "peer", f, "err", err)
 						}
@@ -81,9 +88,33 @@ func (n *Node) aaeLoop(ctx context.Context) {
 	}
 }
 
-// aaeRound compares part's replica here (leading at ep) with peer's and
-// repairs both sides.
-func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from antientropy.Cursor) (antientropy.Result, error) {
+// aaeMode is what a round does with the differences it finds
+// (partition's "Epochs and orphans").
+type aaeMode struct {
+	// ep is the epoch the round runs at: pushed records carry it, and the
+	// peer takes them as the word of that epoch's leader.
+	ep uint64
+	// pull is how the peer's records of the differences merge here.
+	pull partition.Source
+	// push sends this replica's records of the differences to the peer.
+	push bool
+	// reset drops from this replica, with pull.Authority, the states of
+	// the tasks the peer lacks that are stamped below it: the peer holds
+	// every such state that counts (a carry from a sealed member).
+	reset bool
+}
+
+// leaderMode is a leader's round at ep with a follower: the leader takes
+// of the follower's records only what is stamped at its own epoch or
+// grows without a line of writes (specs, edges, tombstones), and its own
+// records replace the follower's.
+func leaderMode(ep, peer uint64) aaeMode {
+	return aaeMode{ep: ep, pull: partition.Source{Epoch: ep, Floor: ep, From: peer}, push: true}
+}
+
+// aaeRound compares part's replica here with peer's and repairs what
+// differs, as mode says.
+func (n *Node) aaeRound(ctx context.Context, part uint16, peer uint64, from antientropy.Cursor, mode aaeMode) (antientropy.Result, error) {
 	addr := n.addrOf(peer)
 	if addr == "" {
 		return antientropy.Result{}, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, peer)
@@ -107,10 +138,19 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from 
 	}
 	// Pull what the peer holds differently and merge it here, then push
 	// this replica's versions of everything that differed.
-	if len(res.Pull) > 0 {
-		if err := n.aaePull(ctx, addr, part, ep, taskIDs(res.Pull)); err != nil {
+	pulled := taskIDs(res.Pull)
+	if len(pulled) > 0 {
+		if err := n.aaePull(ctx, addr, part, mode.pull, pulled); err != nil {
 			return res, err
 		}
+	}
+	if mode.reset {
+		if err := n.aaeReset(part, mode.pull, taskIDs(res.Push), pulled); err != nil {
+			return res, err
+		}
+	}
+	if !mode.push {
+		return res, nil
 	}
 	ids := make([]task.ID, 0, len(res.Pull)+len(res.Push))
 	seen := make(map[task.ID]bool, cap(ids))
@@ -120,17 +160,43 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, ep, peer uint64, from 
 			ids = append(ids, id)
 		}
 	}
-	if err := n.aaePush(ctx, addr, part, ep, ids); err != nil {
+	if err := n.aaePush(ctx, addr, part, mode.ep, ids); err != nil {
 		return res, err
 	}
 	n.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(ids))
 	return res, nil
 }
 
+// aaeReset drops the states stamped below src.Authority of the tasks of
+// push (this replica holds them, the peer differs or lacks them) that
+// the peer lacks (not in pulled): src's word is that no such state
+// counts. Each becomes the zero state without updates; its spec stays.
+func (n *Node) aaeReset(part uint16, src partition.Source, push, pulled []task.ID) error {
+	had := make(map[task.ID]bool, len(pulled))
+	for _, id := range pulled {
+		had[id] = true
+	}
+	var recs []partition.Record
+	for _, id := range push {
+		if !had[id] {
+			recs = append(recs, partition.Record{ID: id, State: &task.State{}, Full: true})
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	d, _, err := n.parts[part].Merge(src, recs, n.now())
+	if err != nil {
+		return err
+	}
+	return d.Wait()
+}
+
 // aaePull fetches ids' records of part from the node at addr and merges
-// each response here as it comes: memory is bounded by a response (an
-// export page), not by the round.
-func (n *Node) aaePull(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
+// each response here as it comes, as src: memory is bounded by a response
+// (an export page), not by the round. A record stamped above src.Epoch
+// fails the pull with task.ErrEpoch: a newer leader wrote it.
+func (n *Node) aaePull(ctx context.Context, addr string, part uint16, src partition.Source, ids []task.ID) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), aaeFetchIDs)]
 		var resp wire.AAEFetchResponse
@@ -149,7 +215,7 @@ func (n *Node) aaePull(ctx context.Context, addr string, part uint16, ep uint64,
 			recs[i] = recordFromWire(m)
 		}
 		n.noteDependents(resp.Records) // before the edges are written: see depSet
-		d, _, err := n.parts[part].Merge(ep, recs, n.now())
+		d, errs, err := n.parts[part].Merge(src, recs, n.now())
 		if err != nil {
 			return err
 		}
@@ -157,6 +223,11 @@ func (n *Node) aaePull(ctx context.Context, addr string, part uint16, ep uint64,
 			return err
 		}
 		n.aae.pulled.Add(int64(len(recs)))
+		for _, e := range errs {
+			if errors.Is(e, task.ErrEpoch) {
+				return fmt.Errorf("partition %d: pull: %w", part, e)
+			}
+		}
 	}
 	return nil
 }
@@ -346,4 +417,31 @@ func (n *Node) aaeView() *wire.AAEView {
 		v.TreeBytes += int64(r.TreeBytes())
 	}
 	return v
+}
+
+// ReplicaState is this node's replica of one partition, as the fault
+// suite's convergence check reads it: replicas of a partition that hold
+// the same records have the same Root.
+type ReplicaState struct {
+	Partition int  `json:"partition"`
+	Held      bool `json:"held"`
+	// LeadingEpoch is the epoch this replica leads at (0: a follower).
+	LeadingEpoch uint64 `json:"leading_epoch"`
+	// Promised is the highest epoch it promised.
+	Promised uint64 `json:"promised"`
+	Root     string `json:"root"`
+}
+
+// Replicas reports this node's replica of every partition.
+func (n *Node) Replicas() ([]ReplicaState, error) {
+	out := make([]ReplicaState, len(n.parts))
+	for p, r := range n.parts {
+		held, err := n.Holds(p)
+		if err != nil {
+			return nil, err
+		}
+		prom, _ := r.Promised()
+		out[p] = ReplicaState{Partition: p, Held: held, LeadingEpoch: r.Epoch(), Promised: prom, Root: r.TreeSnapshot().Root().String()}
+	}
+	return out, nil
 }

@@ -215,7 +215,7 @@ func (n *Node) peerHandler() wire.Handler {
 		}
 		n.learn(req.PeerID, req.Remote)
 		switch req.Op {
-		case wire.OpPromise, wire.OpInstall, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
+		case wire.OpPromise, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
 			wire.OpDependents, wire.OpDepDone, wire.OpRelease, wire.OpAAENodes, wire.OpAAEBuckets, wire.OpAAEFetch,
 			wire.OpGCInfo:
 			select {
@@ -268,10 +268,8 @@ func (n *Node) peerHandler() wire.Handler {
 			_ = w.Reply(resp)
 		case wire.OpPromise:
 			peerCall(w, req, func(r *wire.PromiseRequest) (any, error) { return n.servePromise(r) })
-		case wire.OpInstall:
-			peerCall(w, req, func(r *wire.InstallRequest) (any, error) { return nil, n.serveInstall(r) })
 		case wire.OpReplicate:
-			peerCall(w, req, func(r *wire.ReplicateRequest) (any, error) { return n.serveReplicate(r) })
+			peerCall(w, req, func(r *wire.ReplicateRequest) (any, error) { return n.serveReplicate(req.PeerID, r) })
 		case wire.OpTakeover:
 			peerCall(w, req, func(r *wire.TakeoverRequest) (any, error) { return nil, n.serveTakeover(ctx, r) })
 		case wire.OpSummary:

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -165,6 +167,15 @@ type Config struct {
 
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
 	Pprof bool
+	// Debug, when set, serves the paths under /debug/ it handles on the
+	// HTTP port, behind the client token like the API: the fault suite's
+	// hooks, which only the test build (build tag skuldtest) sets. nil in
+	// production builds.
+	Debug http.Handler
+	// StoreFS is the filesystem the store writes through; nil is the
+	// disk's. The test build passes a store.CrashFS, so that the fault
+	// suite can crash a node losing what it had not synced.
+	StoreFS store.FS
 
 	// Clock reads wall time; tests skew it (the hidden --clock-offset).
 	Clock clock.Clock

@@ -159,16 +159,8 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 	if len(to) == 0 {
 		return done, d.Wait()
 	}
-	withSpec := func() ([]wire.RecordMsg, error) {
-		r, err := n.parts[part].Record(dep, true)
-		if err != nil {
-			return nil, err
-		}
-		r.Dependents = dependents
-		return []wire.RecordMsg{recordToWire(r)}, nil
-	}
 	rec := wire.RecordMsg{ID: dep, Dependents: dependents}
-	if _, err := n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{rec}, withSpec).finish(ctx, d); err != nil {
+	if _, err := n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{rec}, n.wholeRecord(part, dep)).finish(ctx, d); err != nil {
 		return false, err
 	}
 	return done, nil

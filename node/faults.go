@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type Faults struct {
 	// (by source address and partition) since.
 	cutAfter  int
 	transfers map[string]*TransferFault
+	// frozen, while not nil, holds client requests (Freeze); Thaw closes
+	// it. held counts the requests waiting on it.
+	frozen chan struct{}
+	held   int
 }
 
 // TransferFault is what a partition transfer did under CutTransfers.
@@ -108,6 +113,62 @@ func (f *Faults) transferPage(addr string, part uint16, records int) error {
 		return fmt.Errorf("%w: fault injected: transfer of partition %d from %s cut after %d pages", wire.ErrUnavailable, part, addr, t.Pages)
 	}
 	return nil
+}
+
+// Freeze holds every HTTP client request that reaches this node until
+// Thaw, as a process stopped with SIGSTOP holds the requests queued in its
+// sockets: on Thaw they are served with whatever the node believes then.
+// With Isolate it freezes a node whole, as far as the others can tell.
+// Heal does not thaw.
+func (f *Faults) Freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen == nil {
+		f.frozen = make(chan struct{})
+	}
+}
+
+// Thaw serves the requests Freeze held, all at once.
+func (f *Faults) Thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen != nil {
+		close(f.frozen)
+		f.frozen = nil
+	}
+}
+
+// Held returns how many client requests Freeze holds now.
+func (f *Faults) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+
+// gate waits while the node is frozen (or until ctx ends).
+func (f *Faults) gate(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	c := f.frozen
+	if c == nil {
+		f.mu.Unlock()
+		return nil
+	}
+	f.held++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.held--
+		f.mu.Unlock()
+	}()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Heal removes every fault.

@@ -9,12 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/epoch"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/ring"
-	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -74,7 +72,9 @@ func (n *Node) electLeaders(ctx context.Context) error {
 // lead runs the handoff for part until it wins or ctx ends, then makes the
 // local replica lead at the won epoch. still, if not nil, is asked before
 // every attempt after the first: an error from it (the reason for the
-// handoff is gone) ends the handoff with that error.
+// handoff is gone) ends the handoff with that error. An attempt refused
+// by a voter's promise to a higher epoch asks above it next time (an
+// abandoned takeover never blocks the partition).
 func (n *Node) lead(ctx context.Context, part int, cohort []uint64, still func() error) error {
 	n.leadRuns[part].Add(1)
 	defer n.leadRuns[part].Add(-1)
@@ -92,27 +92,18 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64, still func()
 				return fmt.Errorf("handoff of partition %d abandoned after %d attempts: %w", part, attempt-1, err)
 			}
 		}
-		res, err := epoch.Run(ctx, h, voters{n}, registry{n.raft})
+		res, err := epoch.Run(ctx, h, voters{n}, carrier{n}, registry{n.raft})
 		if err == nil {
-			// Before serving, the data follows the claims (steps 6-7 of
-			// the handoff, for records): this replica merges what a
-			// majority of the old cohort holds, so it has every write
-			// acknowledged before, and then a majority of the new cohort
-			// merges this replica, so the next leader finds them there
-			// too, whichever majority it asks.
-			if err := n.syncFromCohort(ctx, uint16(part), res.Old, res.Epoch); err != nil {
-				return err
-			}
-			if err := n.pushToCohort(ctx, uint16(part), cohort, res.Epoch); err != nil {
-				return err
-			}
+			// The carry left this replica holding exactly what the
+			// handoff carried, before the CAS made the epoch current.
 			if err := n.parts[part].Lead(res.Epoch); err != nil {
 				return err
 			}
-			n.log.Debug("leading", "partition", part, "epoch", res.Epoch, "claims", len(res.Claims))
+			n.log.Debug("leading", "partition", part, "epoch", res.Epoch, "sealed", res.Sealed)
 			return nil
 		}
-		n.log.Warn("partition handoff failed; retrying", "partition", part, "attempt", attempt, "err", err)
+		h = epoch.Next(h, err)
+		n.log.Warn("partition handoff failed; retrying", "partition", part, "attempt", attempt, "above", h.Above, "err", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("handoff: %w (last: %v)", ctx.Err(), err)
@@ -140,90 +131,59 @@ func (v voters) addr(node uint64) (string, error) {
 	return a, nil
 }
 
-func (v voters) Promise(ctx context.Context, node uint64, part int, ep, candidate uint64) ([]epoch.Claim, error) {
-	if node == v.n.id {
-		r, err := v.local(part)
-		if err != nil {
-			return nil, err
-		}
-		return r.Promise(ep, candidate)
-	}
-	addr, err := v.addr(node)
-	if err != nil {
-		return nil, err
-	}
-	var resp wire.PromiseResponse
-	if err := v.n.peers.call(ctx, addr, wire.OpPromise, &wire.PromiseRequest{Part: part, Epoch: ep, Candidate: candidate}, &resp); err != nil {
-		return nil, err
-	}
-	return claimsFromWire(resp.Claims), nil
-}
-
-func (v voters) Install(ctx context.Context, node uint64, part int, ep uint64, cs []epoch.Claim) error {
+func (v voters) Promise(ctx context.Context, node uint64, part int, ep, candidate uint64) error {
 	if node == v.n.id {
 		r, err := v.local(part)
 		if err != nil {
 			return err
 		}
-		return r.Install(ep, cs, clock.UnixMilli(v.n.clock))
+		return r.Promise(ep, candidate)
 	}
 	addr, err := v.addr(node)
 	if err != nil {
 		return err
 	}
-	return v.n.peers.call(ctx, addr, wire.OpInstall, &wire.InstallRequest{Part: part, Epoch: ep, Claims: claimsToWire(cs)}, nil)
-}
-
-func claimsToWire(cs []epoch.Claim) []wire.ClaimEntry {
-	out := make([]wire.ClaimEntry, len(cs))
-	for i, c := range cs {
-		out[i] = wire.ClaimEntry{Task: task.ID(c.Task), Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+	var resp wire.PromiseResponse
+	if err := v.n.peers.call(ctx, addr, wire.OpPromise, &wire.PromiseRequest{Part: part, Epoch: ep, Candidate: candidate}, &resp); err != nil {
+		return err
 	}
-	return out
-}
-
-func claimsFromWire(cs []wire.ClaimEntry) []epoch.Claim {
-	out := make([]epoch.Claim, len(cs))
-	for i, c := range cs {
-		out[i] = epoch.Claim{Task: c.Task, Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+	if resp.Refused {
+		return &epoch.RefusedError{Part: part, Promised: resp.Promised, To: resp.To}
 	}
-	return out
+	return nil
 }
 
-// servePromise and serveInstall are the voter side of a handoff another
-// node runs.
+// servePromise is the voter side of a handoff another node runs. A
+// refusal is an answer naming the epoch promised (the candidate asks
+// above it next), not an error.
 func (n *Node) servePromise(req *wire.PromiseRequest) (*wire.PromiseResponse, error) {
 	r, err := voters{n}.local(req.Part)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "%v", err)
 	}
-	cs, err := r.Promise(req.Epoch, req.Candidate)
+	err = r.Promise(req.Epoch, req.Candidate)
+	var re *epoch.RefusedError
+	if errors.As(err, &re) {
+		return &wire.PromiseResponse{Refused: true, Promised: re.Promised, To: re.To}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &wire.PromiseResponse{Claims: claimsToWire(cs)}, nil
-}
-
-func (n *Node) serveInstall(req *wire.InstallRequest) error {
-	r, err := voters{n}.local(req.Part)
-	if err != nil {
-		return wire.Errorf(wire.CodeInvalid, "%v", err)
-	}
-	return r.Install(req.Epoch, claimsFromWire(req.Claims), n.now())
+	return &wire.PromiseResponse{}, nil
 }
 
 // registry is the metadata group as the handoff sees it.
 type registry struct{ g *raftgroup.Group }
 
-func (r registry) Current(part int) (uint64, []uint64, uint64, error) {
+func (r registry) Current(part int) (epoch.Current, error) {
 	m := r.g.Meta()
 	if part < 0 || part >= len(m.Partitions) {
-		return 0, nil, 0, fmt.Errorf("%w: %d", raftgroup.ErrBadPartition, part)
+		return epoch.Current{}, fmt.Errorf("%w: %d", raftgroup.ErrBadPartition, part)
 	}
 	pi := m.Partitions[part]
-	return pi.Epoch, slices.Clone(pi.Cohort), pi.Leader, nil
+	return epoch.Current{Epoch: pi.Epoch, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Sealed: slices.Clone(pi.Sealed)}, nil
 }
 
-func (r registry) CAS(ctx context.Context, part int, prev, next uint64, cohort []uint64, leader uint64) error {
-	return r.g.CAS(ctx, raftgroup.CAS{Partition: part, PrevEpoch: prev, Epoch: next, Cohort: cohort, Leader: leader})
+func (r registry) CAS(ctx context.Context, part int, prev, next uint64, cohort []uint64, leader uint64, sealed []uint64) error {
+	return r.g.CAS(ctx, raftgroup.CAS{Partition: part, PrevEpoch: prev, Epoch: next, Cohort: cohort, Leader: leader, Sealed: sealed})
 }

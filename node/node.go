@@ -268,6 +268,9 @@ func (n *Node) openStore() error {
 	// No hold until pressureLoop finds the CPU contended.
 	sc.WALMinSyncInterval = 0
 	sc.NoWALZeroAhead = n.cfg.NoWALZeroAhead
+	if n.cfg.StoreFS != nil {
+		sc.FS = n.cfg.StoreFS
+	}
 	s, err := store.Open(sc)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -532,6 +535,14 @@ func (n *Node) serveHTTP() error {
 		mux.HandleFunc("GET /metrics", n.serveMetrics)
 		handler = mux
 	}
+	// The test hooks first: pprof's own /debug/pprof/ then takes
+	// precedence over their /debug/.
+	if n.cfg.Debug != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/debug/", n.cfg.Debug)
+		handler = mux
+	}
 	if n.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
@@ -539,6 +550,15 @@ func (n *Node) serveHTTP() error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		handler = mux
+	}
+	if f := n.cfg.Faults; f != nil {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := f.gate(r.Context()); err != nil {
+				return // the client went away while the node was frozen
+			}
+			inner.ServeHTTP(w, r)
+		})
 	}
 	// With a secret every endpoint but /healthz (pprof included) needs
 	// the client token.

@@ -477,8 +477,7 @@ func (n *Node) serveTakeover(ctx context.Context, req *wire.TakeoverRequest) err
 // takeoverTimeout bounds a takeover another node asked for.
 const takeoverTimeout = time.Minute
 
-// servePull copies a partition from another node into this replica, at
-// the partition's current epoch.
+// servePull copies a partition from its leader into this replica.
 func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.PullResponse, error) {
 	if req.Part < 0 || req.Part >= len(n.parts) {
 		return nil, wire.Errorf(wire.CodeInvalid, "partition %d out of range", req.Part)
@@ -487,13 +486,8 @@ func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.Pull
 	if addr == "" {
 		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, req.From)
 	}
-	meta := n.raft.Meta()
-	if req.Part >= len(meta.Partitions) {
-		return nil, fmt.Errorf("%w: partition %d not in this node's registry yet", wire.ErrUnavailable, req.Part)
-	}
-	ep := meta.Partitions[req.Part].Epoch
 	began := time.Now()
-	k, err := n.pullPartition(ctx, addr, uint16(req.Part), ep)
+	k, err := n.pullPartition(ctx, addr, req.From, uint16(req.Part))
 	if err != nil {
 		return nil, err
 	}

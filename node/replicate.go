@@ -1,16 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/skuldd/skuldd/antientropy"
-	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -242,8 +240,8 @@ type shipper struct {
 	w    int
 	// acks receives one answer per follower, in any order.
 	acks chan replAck
-	// retry rebuilds a follower's records with specs, for a follower that
-	// answered not-found (it missed the enqueue).
+	// retry rebuilds a follower's records whole, for a follower that
+	// answered not-found (see ship).
 	retry func() ([]wire.RecordMsg, error)
 	to    []uint64
 	ep    uint64
@@ -252,11 +250,13 @@ type shipper struct {
 	notLeading bool
 }
 
-// ship starts replicating recs of part; withSpec rebuilds them with specs
-// for a follower that lacks the task. A partition without followers costs
-// nothing.
-func (n *Node) ship(part uint16, w int, recs []wire.RecordMsg, withSpec func() ([]wire.RecordMsg, error)) *shipper {
-	s := &shipper{n: n, part: part, w: w, retry: withSpec}
+// ship starts replicating recs of part; whole rebuilds them whole (spec,
+// every update) for a follower that answers not-found: it lacks the
+// task, or holds an older line of writes than this leader's and takes
+// this one in place of it only with every update (partition.Merge). A
+// partition without followers costs nothing.
+func (n *Node) ship(part uint16, w int, recs []wire.RecordMsg, whole func() ([]wire.RecordMsg, error)) *shipper {
+	s := &shipper{n: n, part: part, w: w, retry: whole}
 	s.to, s.ep = n.followers(part)
 	if s.ep == 0 {
 		// Stepped down between the local write and now (a promise to
@@ -346,18 +346,26 @@ func (n *Node) replicateTask(ctx context.Context, id task.ID, w int, ups ...part
 	if err != nil {
 		return 0, err
 	}
-	withSpec := func() ([]wire.RecordMsg, error) {
-		r, err := n.parts[part].Record(id, true, ups...)
+	return n.ship(part, w, []wire.RecordMsg{recordToWire(rec)}, n.wholeRecord(part, id)).finish(ctx, nil)
+}
+
+// wholeRecord returns what rebuilds task id's record whole, for a
+// shipper's retry.
+func (n *Node) wholeRecord(part uint16, id task.ID) func() ([]wire.RecordMsg, error) {
+	return func() ([]wire.RecordMsg, error) {
+		recs, err := n.parts[part].Records([]task.ID{id})
 		if err != nil {
 			return nil, err
 		}
-		return []wire.RecordMsg{recordToWire(r)}, nil
+		if len(recs) == 0 {
+			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+		}
+		return []wire.RecordMsg{recordToWire(recs[0])}, nil
 	}
-	return n.ship(part, w, []wire.RecordMsg{recordToWire(rec)}, withSpec).finish(ctx, nil)
 }
 
 func recordToWire(r partition.Record) wire.RecordMsg {
-	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents, Tomb: r.Tomb, Meta: r.Meta}
+	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents, Tomb: r.Tomb, Meta: r.Meta, Full: r.Full}
 	for _, u := range r.Updates {
 		m.Updates = append(m.Updates, wire.UpdateMsg{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}
@@ -365,7 +373,7 @@ func recordToWire(r partition.Record) wire.RecordMsg {
 }
 
 func recordFromWire(m wire.RecordMsg) partition.Record {
-	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents, Tomb: m.Tomb, Meta: m.Meta}
+	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents, Tomb: m.Tomb, Meta: m.Meta, Full: m.Full}
 	for _, u := range m.Updates {
 		r.Updates = append(r.Updates, partition.Update{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
 	}
@@ -374,8 +382,10 @@ func recordFromWire(m wire.RecordMsg) partition.Record {
 
 // serveReplicate is the follower side: merge each item into its replica,
 // wait until all are durable (one fsync for the whole request), answer
-// per item and record.
-func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateResponse, error) {
+// per item and record. Items come from peer as the leader of their epoch
+// (shipped writes, anti-entropy pushes, repairs, a carry): its word
+// replaces this replica's older lines of writes (partition.Source).
+func (n *Node) serveReplicate(peer uint64, req *wire.ReplicateRequest) (*wire.ReplicateResponse, error) {
 	began := time.Now()
 	now := n.now()
 	resp := &wire.ReplicateResponse{Results: make([]wire.ReplicateResult, len(req.Items))}
@@ -391,7 +401,7 @@ func (n *Node) serveReplicate(req *wire.ReplicateRequest) (*wire.ReplicateRespon
 			recs[j] = recordFromWire(m)
 		}
 		n.noteDependents(it.Records) // before the edges are written: see depSet
-		d, recErrs, err := n.parts[it.Part].Merge(it.Epoch, recs, now)
+		d, recErrs, err := n.parts[it.Part].Merge(partition.Source{Epoch: it.Epoch, Authority: it.Epoch, From: peer}, recs, now)
 		if err != nil {
 			we := wire.ToError(err)
 			res.Code, res.Err = we.Code, we.Msg
@@ -434,17 +444,26 @@ func (n *Node) serveExport(ctx context.Context, req *wire.ExportRequest, send fu
 	if limit <= 0 || limit > exportPage {
 		limit = exportPage
 	}
+	r := n.parts[req.Part]
 	page := &wire.ExportPage{}
 	pageBytes := 0
-	err := n.parts[req.Part].Export(req.From, func(r partition.Record) (bool, error) {
+	// Each page says the epoch this replica leads at once it is read: a
+	// receiver takes the page as that leader's word, and only a leader's.
+	flush := func() error {
+		if page.Epoch = r.Epoch(); page.Epoch == 0 {
+			return fmt.Errorf("%w: partition %d: this node does not lead it; copy it from its leader", wire.ErrUnavailable, req.Part)
+		}
+		return send(page)
+	}
+	err := r.Export(req.From, func(rec partition.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		page.Records = append(page.Records, recordToWire(r))
+		page.Records = append(page.Records, recordToWire(rec))
 		pageBytes += recordBytes(page.Records[len(page.Records)-1])
 		if len(page.Records) == limit || pageBytes >= exportPageBytes {
 			pageBytes = 0
-			if err := send(page); err != nil {
+			if err := flush(); err != nil {
 				return false, err
 			}
 			page.Records = page.Records[:0]
@@ -455,20 +474,19 @@ func (n *Node) serveExport(ctx context.Context, req *wire.ExportRequest, send fu
 		return err
 	}
 	if len(page.Records) > 0 {
-		return send(page)
+		return flush()
 	}
 	return nil
 }
 
-// pullPartition copies partition part from the node at addr into this
-// node's replica (the transfer to a new cohort member), merging pages at
-// epoch ep; it resumes after the last merged id when a page fails.
-func (n *Node) pullPartition(ctx context.Context, addr string, part uint16, ep uint64) (int, error) {
-	// A transfer brings history, not a stale leader's claims: merge at the
-	// newest epoch this replica knows, which the fencing accepts.
-	if prom, _ := n.parts[part].Promised(); prom > ep {
-		ep = prom
-	}
+// pullPartition copies partition part from its leader, node src at addr,
+// into this node's replica (the transfer to a new cohort member); it
+// resumes after the last merged id when a page fails. Each page merges
+// as the word of the leader at the epoch the page names (its records
+// replace this replica's older lines of writes); a page of a node that
+// does not lead, or of an epoch below the one this replica promised, is
+// refused.
+func (n *Node) pullPartition(ctx context.Context, addr string, src uint64, part uint16) (int, error) {
 	var from task.ID
 	total := 0
 	for attempt := 0; ; attempt++ {
@@ -483,7 +501,10 @@ func (n *Node) pullPartition(ctx context.Context, addr string, part uint16, ep u
 					recs[i] = recordFromWire(m)
 				}
 				n.noteDependents(pg.Records)
-				d, _, err := n.parts[part].Merge(ep, recs, n.now())
+				if pg.Epoch == 0 {
+					return fmt.Errorf("%w: partition %d: node %d sent a page without its epoch", wire.ErrUnavailable, part, src)
+				}
+				d, _, err := n.parts[part].Merge(partition.Source{Epoch: pg.Epoch, Authority: pg.Epoch, From: src}, recs, n.now())
 				if err != nil {
 					return err
 				}
@@ -551,114 +572,6 @@ func (n *Node) replicateQuietly(id task.ID) {
 	}
 }
 
-// syncFromCohort brings into this replica what the other members of
-// cohort hold differently, until it has merged the data of a majority of
-// the cohort (this replica included), so a new leader holds every write a
-// majority acknowledged. It compares anti-entropy trees (syncWith), so
-// its cost follows the differences, not the partition's size: a takeover
-// of a partition with a million tasks moves only what its last writes
-// left unequal.
-func (n *Node) syncFromCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
-	if len(cohort) == 0 {
-		return nil // never led: nothing was written
-	}
-	return n.withMajority(ctx, part, cohort, "sync from", func(ctx context.Context, id uint64) error {
-		return n.syncWith(ctx, part, ep, id)
-	})
-}
-
-// pushToCohort makes a majority of cohort (this replica included) hold
-// this replica's versions of everything: the same tree comparison as
-// syncFromCohort, which sends this replica's version of every record
-// that differs.
-func (n *Node) pushToCohort(ctx context.Context, part uint16, cohort []uint64, ep uint64) error {
-	return n.withMajority(ctx, part, cohort, "push to", func(ctx context.Context, id uint64) error {
-		return n.syncWith(ctx, part, ep, id)
-	})
-}
-
-// syncWith runs anti-entropy rounds of part with peer, at epoch ep (this
-// node's, which the peer promised), until one finds the trees equal or
-// repairs every difference it found (not truncated). Unlike the
-// background rounds, it is not bounded per interval: a handoff needs the
-// whole exchange.
-func (n *Node) syncWith(ctx context.Context, part uint16, ep, peer uint64) error {
-	var cur antientropy.Cursor
-	for round := 1; ; round++ {
-		res, err := n.aaeRound(ctx, part, ep, peer, cur)
-		if err != nil {
-			return err
-		}
-		if res.InSync || !res.Truncated {
-			n.log.Debug("leader sync", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "pull", len(res.Pull), "push", len(res.Push))
-			return nil
-		}
-		cur = res.Next
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-}
-
-// withMajority runs fn for the other live members of cohort at once
-// (members gossip reports dead or left are not asked) and returns once it
-// succeeded for enough of them that, with this node if it is a member,
-// they make a majority of cohort. Stragglers are cancelled; what they did
-// stays done. Rounds repeat until ctx ends.
-func (n *Node) withMajority(ctx context.Context, part uint16, cohort []uint64, what string, fn func(context.Context, uint64) error) error {
-	need := len(cohort)/2 + 1
-	if slices.Contains(cohort, n.id) {
-		need--
-	}
-	if need <= 0 {
-		return nil
-	}
-	for {
-		states := n.gossipStates()
-		type result struct {
-			id  uint64
-			err error
-		}
-		results := make(chan result, len(cohort))
-		rctx, cancel := context.WithTimeout(ctx, syncMemberTimeout)
-		asked := 0
-		for _, id := range cohort {
-			if id == n.id {
-				continue
-			}
-			if st := states[id]; st == member.Dead || st == member.Left {
-				continue
-			}
-			asked++
-			go func() { results <- result{id, fn(rctx, id)} }()
-		}
-		got := 0
-		for range asked {
-			r := <-results
-			if r.err != nil {
-				n.log.Warn("leader "+what+" cohort: member failed", "partition", part, "peer", r.id, "err", r.err)
-				continue
-			}
-			if got++; got >= need {
-				break
-			}
-		}
-		cancel()
-		if got >= need {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("partition %d: %s cohort %v: %w", part, what, cohort, ctx.Err())
-		case <-time.After(transferRetryPause):
-		}
-	}
-}
-
-// syncMemberTimeout bounds one round of a new leader's sync; a member
-// that does not finish in it is treated as unreachable for the round.
-const syncMemberTimeout = 30 * time.Second
-
 // itemBytes estimates an item's encoded size: its payloads and updates
 // dominate.
 func itemBytes(it *replItem) int {
@@ -684,30 +597,29 @@ func recordBytes(r wire.RecordMsg) int {
 }
 
 // readReplicas reads task id from r replicas of part (0: a majority of
-// the cohort; this one, the leader, is always among them), merges their
-// records as CRDTs, repairs the replicas that were behind, and returns the
-// merged view.
+// the cohort; this one, the leader, is always among them) and returns
+// the leader's view of it, whole (every update).
+//
+// The leader's replica is the partition's word: it holds every write
+// that counts and no orphan (partition's "Epochs and orphans"), so the
+// view is its own, not a merge that could take a superseded leader's
+// writes from a follower. The followers are read to learn that none
+// holds a newer leader's writes (then this node leads no more: the read
+// fails, and the coordinator asks the new leader) and which are behind:
+// the leader repairs those with its record. A task only a follower holds
+// (an enqueue acknowledged with a small w) is taken from it without its
+// state, which no line of writes of this leader vouches for.
 func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, followers []uint64, r int) (wire.TaskView, error) {
+	ep := n.parts[part].Epoch()
+	if ep == 0 {
+		return wire.TaskView{}, errNotLeading(part)
+	}
 	size := len(followers) + 1
 	if r == 0 {
 		r = size/2 + 1
 	}
 	if r > size {
 		return wire.TaskView{}, fmt.Errorf("%w: r=%d exceeds the partition's cohort of %d", task.ErrInvalid, r, size)
-	}
-	local, lerr := n.parts[part].Record(id, true)
-	if lerr != nil && !errors.Is(lerr, task.ErrNotFound) {
-		return wire.TaskView{}, lerr
-	}
-	if lerr != nil {
-		// Not held: maybe collected, and the tombstone is the record.
-		at, tomb, err := n.store.Tomb(part, id)
-		if err != nil {
-			return wire.TaskView{}, err
-		}
-		if tomb {
-			local, lerr = partition.Record{ID: id, Tomb: at}, nil
-		}
 	}
 	type answer struct {
 		node uint64
@@ -721,12 +633,11 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 			answers <- answer{f, rec, err}
 		}()
 	}
-	recs := map[uint64]*partition.Record{}
-	if lerr == nil {
-		recs[n.id] = &local
-	} else {
-		recs[n.id] = nil
+	local, err := n.localRecord(part, id)
+	if err != nil {
+		return wire.TaskView{}, err
 	}
+	recs := map[uint64]*partition.Record{n.id: local}
 	read := 1
 	for range followers {
 		if read >= r {
@@ -735,6 +646,11 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 		a := <-answers
 		if a.err != nil {
 			continue
+		}
+		if a.rec != nil && a.rec.State != nil && a.rec.State.Stamp > ep {
+			n.log.Warn("stepping down: a follower holds a newer leader's writes", "partition", part, "epoch", ep, "task", id, "stamp", a.rec.State.Stamp, "follower", a.node)
+			n.parts[part].Resign()
+			return wire.TaskView{}, fmt.Errorf("%w: partition %d: node %d holds writes of epoch %d, above this leader's %d", task.ErrEpoch, part, a.node, a.rec.State.Stamp, ep)
 		}
 		recs[a.node] = a.rec
 		read++
@@ -745,85 +661,86 @@ func (n *Node) readReplicas(ctx context.Context, part uint16, id task.ID, follow
 	// A tombstone is authoritative (partition/gc.go): the task was
 	// collected, and the replicas still holding it missed that.
 	if tomb := tombOf(recs); tomb != 0 {
-		ep := n.parts[part].Epoch()
 		rec := partition.Record{ID: id, Tomb: tomb}
 		for node, r := range recs {
-			if r != nil && r.Tomb == 0 {
+			if r == nil || r.Tomb == 0 {
 				n.repairReplica(node, part, ep, rec)
 			}
 		}
 		return wire.TaskView{}, fmt.Errorf("%w: %s (completed and garbage-collected)", task.ErrNotFound, id)
 	}
-	// Merge: the spec from whoever has it, states as CRDTs, updates as a
-	// set.
-	var merged partition.Record
-	merged.ID = id
-	seen := map[[2]uint64]bool{}
-	for _, rec := range recs {
-		if rec == nil {
-			continue
-		}
-		if merged.Spec == nil {
-			merged.Spec = rec.Spec
-		}
-		if rec.State != nil {
-			if merged.State == nil {
-				st := rec.State.Clone()
-				merged.State = &st
-			} else {
-				merged.State.Merge(rec.State)
-			}
-		}
-		for _, u := range rec.Updates {
-			k := [2]uint64{uint64(u.Claim), u.Seq}
-			if !seen[k] {
-				seen[k] = true
-				merged.Updates = append(merged.Updates, u)
-			}
+	if local == nil {
+		if local, err = n.adoptSpec(part, ep, id, recs); err != nil || local == nil {
+			return wire.TaskView{}, cmp.Or(err, fmt.Errorf("%w: %s", task.ErrNotFound, id))
 		}
 	}
-	if merged.Spec == nil {
-		return wire.TaskView{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
-	}
-	if merged.State == nil {
-		merged.State = &task.State{}
-	}
-	// Repair whoever was behind: missing the task, an older state or
-	// fewer updates. Best effort: a failed repair is retried by the next
-	// read or write of the task.
-	ep := n.parts[part].Epoch()
+	// Repair whoever is behind (a missing task, another state or other
+	// updates). Best effort: a failed repair is retried by the next read
+	// or write of the task, or by anti-entropy.
 	for node, rec := range recs {
-		if rec != nil && rec.State != nil && rec.State.Equal(merged.State) && len(rec.Updates) == len(merged.Updates) {
-			continue
+		if node != n.id && !sameRecord(rec, local) {
+			n.repairReplica(node, part, ep, *local)
 		}
-		n.repairReplica(node, part, ep, merged)
 	}
-	slices.SortFunc(merged.Updates, func(a, b partition.Update) int {
-		if a.Claim != b.Claim {
-			return int(a.Claim) - int(b.Claim)
-		}
-		switch {
-		case a.Seq < b.Seq:
-			return -1
-		case a.Seq > b.Seq:
-			return 1
-		}
-		return 0
-	})
-	ups := make([]store.Update, len(merged.Updates))
-	for i, u := range merged.Updates {
+	ups := make([]store.Update, len(local.Updates))
+	for i, u := range local.Updates {
 		ups[i] = store.Update(u)
 	}
-	return n.view(merged.Spec, merged.Spec.Data, merged.State, ups, n.now()), nil
+	return n.view(local.Spec, local.Spec.Data, local.State, ups, n.now()), nil
 }
 
-// repairReplica merges rec into node's replica of part (this node's
-// directly, another's through replication at epoch ep). Best effort: a
-// failed repair is retried by the next read or write of the task, or by
-// anti-entropy.
+// localRecord reads task id's whole record from this replica (nil: it
+// does not hold it; a Record with Tomb set: it holds its tombstone).
+func (n *Node) localRecord(part uint16, id task.ID) (*partition.Record, error) {
+	recs, err := n.parts[part].Records([]task.ID{id})
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	return &recs[0], nil
+}
+
+// adoptSpec takes task id, which this leader's replica lacks, from a
+// follower's record among recs: its spec (a write without a line of
+// writes), not its state. It returns the task as this replica then holds
+// it, or nil if no follower held it either.
+func (n *Node) adoptSpec(part uint16, ep uint64, id task.ID, recs map[uint64]*partition.Record) (*partition.Record, error) {
+	for node, rec := range recs {
+		if rec == nil || rec.Spec == nil {
+			continue
+		}
+		d, _, err := n.parts[part].Merge(partition.Source{Epoch: ep, Floor: ep, From: node}, []partition.Record{*rec}, n.now())
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Wait(); err != nil {
+			return nil, err
+		}
+		return n.localRecord(part, id)
+	}
+	return nil, nil
+}
+
+// sameRecord reports whether a follower's record holds what the leader's
+// does: the same state and updates (nil: the follower lacks the task).
+func sameRecord(rec, leader *partition.Record) bool {
+	if rec == nil || rec.State == nil || leader.State == nil || !rec.State.Equal(leader.State) || len(rec.Updates) != len(leader.Updates) {
+		return false
+	}
+	for i, u := range rec.Updates {
+		if l := leader.Updates[i]; u.Claim != l.Claim || u.Seq != l.Seq || string(u.Data) != string(l.Data) {
+			return false
+		}
+	}
+	return true
+}
+
+// repairReplica sends rec, this leader's record at epoch ep, to node's
+// replica of part, which takes it in place of its own (the leader's
+// word). Best effort: a failed repair is retried by the next read or
+// write of the task, or by anti-entropy.
 func (n *Node) repairReplica(node uint64, part uint16, ep uint64, rec partition.Record) {
-	if node == n.id {
-		if d, _, err := n.parts[part].Merge(ep, []partition.Record{rec}, n.now()); err == nil {
+	if node == n.id { // a tombstone this replica lacks: grow-only
+		if d, _, err := n.parts[part].Merge(partition.Source{Epoch: ep, Floor: ep, From: n.id}, []partition.Record{rec}, n.now()); err == nil {
 			_ = d.Wait()
 		}
 		return

@@ -249,11 +249,9 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 		return true, nil
 	}
 	if !n.leads(part) {
-		// A completion is forever, so a local copy saying completed is
-		// the truth; anything else is asked of the dep's leader.
-		if st, _, err := n.store.State(part, dep); err == nil && st.Completion != nil {
-			return true, nil
-		}
+		// Asked of the dep's leader: a follower's copy may hold a
+		// completion no majority acknowledged (partition's "Epochs and
+		// orphans"), which must not make a dependent ready.
 		ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
 		defer cancel()
 		v, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, part, wire.OpGet, &wire.GetRequest{ID: dep})
@@ -307,6 +305,9 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		recs := make([]wire.RecordMsg, len(ts))
 		checked := false
 		for i := range ts {
+			if !ts[i].State.IsZero() {
+				ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
+			}
 			recs[i] = wire.RecordMsg{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
 			checked = checked || ts[i].CheckExisting
 		}
@@ -498,18 +499,11 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 		if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
 			st := g.State
 			id := g.Spec.ID
-			withSpec := func() ([]wire.RecordMsg, error) {
-				r, err := n.parts[part].Record(id, true)
-				if err != nil {
-					return nil, err
-				}
-				return []wire.RecordMsg{recordToWire(r)}, nil
-			}
 			// The spec without payload lets a follower index the claim
 			// without reading the spec back (partition.Record.Meta).
 			meta := *g.Spec
 			meta.Data = nil
-			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, withSpec)
+			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, n.wholeRecord(part, id))
 		}
 		c.ships = append(c.ships, s)
 	}
@@ -704,14 +698,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	var ship *shipper
 	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
 		rec := partition.Record{ID: req.ID, State: &st}
-		withSpec := func() ([]wire.RecordMsg, error) {
-			r, err := n.parts[part].Record(req.ID, true)
-			if err != nil {
-				return nil, err
-			}
-			return []wire.RecordMsg{recordToWire(r)}, nil
-		}
-		ship = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{recordToWire(rec)}, withSpec)
+		ship = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{recordToWire(rec)}, n.wholeRecord(part, req.ID))
 	}
 	resp := &wire.CompleteResponse{Acks: 1}
 	var next *claimed

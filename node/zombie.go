@@ -13,8 +13,8 @@ import (
 // Zombies (DESIGN.md, Topology): a node that a move took out of a
 // partition's cohort keeps its copy until the partition's leader, serving
 // with the new cohort, releases it. The leader serves only after a
-// majority of the new cohort merged the data (lead: syncFromCohort, then
-// pushToCohort), so by then the zombie's copy adds nothing. Each node asks
+// majority of the new cohort holds the data (the handoff's carry: see
+// carry.go), so by then the zombie's copy adds nothing. Each node asks
 // for its own zombies on an interval, so a lost answer or a restart only
 // delays a release.
 

@@ -192,7 +192,7 @@ func closeSnapshot(snap *store.Snapshot, err *error) {
 
 // exportRecord turns a stored task into a whole Record.
 func exportRecord(t store.TaskExport) Record {
-	rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents}
+	rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents, Full: true}
 	if len(t.Updates) > 0 {
 		rec.Updates = make([]Update, len(t.Updates))
 		for i, u := range t.Updates {

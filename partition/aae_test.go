@@ -12,7 +12,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/skuldd/skuldd/antientropy"
-	"github.com/skuldd/skuldd/epoch"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -226,15 +225,22 @@ func aaeRound(t *testing.T, local, remote *partition.Replica, lim antientropy.Li
 	if err != nil {
 		t.Fatalf("diff: %v", err)
 	}
-	fence := func(r *partition.Replica) uint64 {
-		ep, _ := r.Promised()
-		return max(ep, r.Epoch())
+	// Whichever side leads is the authority (node's anti-entropy): its
+	// records replace the follower's; the follower's reach it above its
+	// floor only.
+	ep := max(local.Epoch(), remote.Epoch())
+	mergeFrom := func(to, from *partition.Replica, ids []task.ID) {
+		src := partition.Source{Epoch: ep, Floor: ep}
+		if from.Epoch() == ep {
+			src = partition.Source{Epoch: ep, Authority: ep}
+		}
+		mergeSrc(t, to, src, now, wholeRecords(t, from, ids...)...)
 	}
 	if len(res.Pull) > 0 {
-		merge(t, local, fence(local), now, wholeRecords(t, remote, taskIDs(res.Pull)...)...)
+		mergeFrom(local, remote, taskIDs(res.Pull))
 	}
 	if len(res.Push) > 0 {
-		merge(t, remote, fence(remote), now, wholeRecords(t, local, taskIDs(res.Push)...)...)
+		mergeFrom(remote, local, taskIDs(res.Push))
 	}
 	return res
 }
@@ -613,9 +619,10 @@ func TestTreeUnchangedByRefusals(t *testing.T) {
 	other.Data = []byte("other payload")
 	completedClaim := wholeRecords(t, l, a)[0]
 	completedClaim.Spec, completedClaim.Updates, completedClaim.Dependents = nil, nil, nil
-	completedClaim.State = &task.State{Claims: append(slices.Clone(completedClaim.State.Claims), task.Claim{Index: 9, Start: now, End: now + ttl})}
+	completedClaim.State = &task.State{Claims: append(slices.Clone(completedClaim.State.Claims), task.Claim{Index: 9, Start: now, End: now + ttl}), Stamp: completedClaim.State.Stamp}
+	eState := wholeRecords(t, l, e)[0].State // an update comes with its task's state
 	refused := func(r *partition.Replica, recs ...partition.Record) error {
-		d, errs, err := r.Merge(1, recs, now)
+		d, errs, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, recs, now)
 		if err != nil {
 			return err
 		}
@@ -637,7 +644,7 @@ func TestTreeUnchangedByRefusals(t *testing.T) {
 			return refused(r, partition.Record{ID: fresh, State: &task.State{}})
 		}, task.ErrNotFound},
 		{"merge: other data under a held update key", f, func(r *partition.Replica) error {
-			return refused(r, partition.Record{ID: e, Updates: []partition.Update{{Claim: ge.Claim.Index, Seq: 0, Data: []byte("y")}}})
+			return refused(r, partition.Record{ID: e, State: eState, Updates: []partition.Update{{Claim: ge.Claim.Index, Seq: 0, Data: []byte("y")}}})
 		}, task.ErrConflict},
 		{"merge: a new claim on a completed task", f, func(r *partition.Replica) error {
 			return refused(r, completedClaim)
@@ -646,7 +653,7 @@ func TestTreeUnchangedByRefusals(t *testing.T) {
 			return refused(r, partition.Record{ID: e, State: &task.State{DepsDone: []task.ID{fresh, a}}})
 		}, task.ErrInvalid},
 		{"merge below the fence", l, func(r *partition.Replica) error {
-			_, _, err := r.Merge(0, wholeRecords(t, l, allIDs(t, l)...), now)
+			_, _, err := r.Merge(partition.Source{}, wholeRecords(t, l, allIDs(t, l)...), now)
 			return err
 		}, task.ErrEpoch},
 		{"merge of whole records held", f, func(r *partition.Replica) error {
@@ -729,7 +736,7 @@ func TestUpdateAfterGap(t *testing.T) {
 	if err := l.Update(id, idx, 0, []byte("zero"), t0); err != nil {
 		t.Fatal(err)
 	}
-	merge(t, l, 1, t0, partition.Record{ID: id, Updates: []partition.Update{{Claim: idx, Seq: 2, Data: []byte("two")}}})
+	merge(t, l, 1, t0, partition.Record{ID: id, State: record(t, l, id, false).State, Updates: []partition.Update{{Claim: idx, Seq: 2, Data: []byte("two")}}})
 	checkTree(t, "merged past a gap", l, s)
 	steps := []struct {
 		seq  uint64
@@ -751,27 +758,6 @@ func TestUpdateAfterGap(t *testing.T) {
 	if v, err := s.Update(0, id, idx, 2); err != nil || string(v) != "two" {
 		t.Errorf("update seq 2 holds %q, %v; want the merged value", v, err)
 	}
-}
-
-// TestInstallTwoClaimsOfOneTask: an installed claim set naming one task
-// twice grows its state by both claims in one write, and the tree by one
-// replacement of its state item.
-func TestInstallTwoClaimsOfOneTask(t *testing.T) {
-	s := newStore(t)
-	r := leader(t, s)
-	id := task.MakeID(t0, 1, 0)
-	enqueue(t, r, t0, spec(id, "q", 0, 3))
-	cs := []epoch.Claim{
-		{Task: id, Index: 0, Start: t0, End: t0 + ttl, Epoch: 1},
-		{Task: id, Index: 1, Start: t0 + 1, End: t0 + ttl, Epoch: 1},
-	}
-	if err := r.Install(1, cs, t0); err != nil {
-		t.Fatal(err)
-	}
-	if st := storedState(t, s, id); len(st.Claims) != len(cs) {
-		t.Errorf("installed claims %+v; want both of %+v", st.Claims, cs)
-	}
-	checkTree(t, "installed", r, s)
 }
 
 // BenchmarkReplicaEnqueue measures one enqueue of a task with a 1 KiB
@@ -814,7 +800,7 @@ func benchPartition(b *testing.B, n int) *store.Store {
 	if err := r.Load(t0); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := r.Promise(1, 1); err != nil {
+	if err := r.Promise(1, 1); err != nil {
 		b.Fatal(err)
 	}
 	if err := r.Lead(1); err != nil {

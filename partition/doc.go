@@ -34,9 +34,11 @@
 // repetition or source of the records (live replication, Export, later
 // anti-entropy):
 //
-//   - merging is commutative, associative and idempotent: a record merged
-//     twice writes nothing, and replicas that merged the same records hold
-//     the same specs, states and updates, hence the same indexes;
+//   - merging records of one line of writes (equal stamps; see "Epochs
+//     and orphans") is commutative, associative and idempotent: a record
+//     merged twice writes nothing, and replicas that merged the same
+//     records hold the same specs, states and updates, hence the same
+//     indexes;
 //   - a spec is written once and never replaced; another spec under a
 //     known id is refused (task.ErrConflict), and a record of an unknown
 //     task must carry its spec (else task.ErrNotFound);
@@ -44,7 +46,8 @@
 //     is refused;
 //   - fencing: Merge at an epoch below the one the replica promised (or
 //     leads at) writes nothing (task.ErrEpoch), so a leader cut off from a
-//     majority of its cohort cannot get a claim acknowledged;
+//     majority of its cohort cannot get a claim acknowledged; a Merge
+//     above it raises the promise;
 //   - a replica refuses a record that brings a new claim index to a task
 //     it knows to be completed (CompletedError), unless the record carries
 //     a completion itself: with completions and claims both needing a
@@ -53,6 +56,51 @@
 //   - a merge goes through the same index path as a local write (under
 //     mu, batch applied before the indexes move, hot cache refreshed), so
 //     a leader that merges stays correct and republishes its heads.
+//
+// # Epochs and orphans
+//
+// A leader writes its own replica before it knows whether a majority
+// accepts the write (package node ships in parallel with the local
+// sync). A leader paused, or cut off, while the others promised a newer
+// epoch to another node can so write after its epoch ended: a claim, a
+// completion, an update that no majority accepted and whose client got
+// a refusal or no answer. Such a write is an orphan. It may sit in the
+// old leader's store, or in a replica that accepted it before it heard
+// of the newer epoch, and it must never become any replica's truth: it
+// could reuse a claim id the new leader granted, stretch a claim past
+// the next one's start, or complete a task for a claim that was
+// superseded. A refused operation changes nothing, anywhere.
+//
+// So every state a leader writes carries its epoch (task.State.Stamp),
+// and the updates held with a state belong to its line of writes. The
+// handoff to a new epoch (package epoch) carries into a majority of the
+// new cohort exactly the writes no orphan is among, and records that
+// majority in the registry as the epoch's sealed set. From then on:
+//
+//   - the leader holds every write that counts: the carried ones and
+//     its own, which it makes before shipping them. A follower's state
+//     stamped below the leader's epoch is replaced by the leader's when
+//     the leader sends it (Source.Authority: shipped writes, anti-entropy
+//     pushes, repairs, transfers), updates included (a whole record: the
+//     follower refuses a partial one with task.ErrNotFound, and the
+//     leader resends the whole record). A follower's state stamped with
+//     the leader's epoch is joined with it: it is the same line of
+//     writes;
+//   - the leader takes from a follower's records specs, reverse edges and
+//     tombstones (grow-only, harmless), never a state stamped below its
+//     own epoch (Source.Floor: the follower may hold orphans there);
+//   - a replica that merges records of an epoch above the one it
+//     promised raises its promise (Merge), so it refuses the superseded
+//     leader from then on, and a superseded leader that receives them
+//     steps down;
+//   - the next handoff takes states stamped with the epoch it seals from
+//     any promiser (that leader's line: every write of it acknowledged is
+//     on a majority, so on a promiser) and older states only from sealed
+//     members (they hold the carried ones and no orphan).
+//
+// An orphan is thus never joined with anything, never carried, and
+// replaced wherever a leader's records reach it; anti-entropy makes
+// them reach it.
 //
 // Records come from peers: Merge validates what it relies on (partition,
 // ids, ordering of the state's sets, the spec's queue and deps) and

@@ -31,7 +31,7 @@ func TestFreshSpecCache(t *testing.T) {
 			name: "led again after resigning", bytes: 1 << 20, wantLookups: tasks,
 			between: func(t *testing.T, r *partition.Replica) {
 				r.Resign()
-				if _, err := r.Promise(2, 1); err != nil {
+				if err := r.Promise(2, 1); err != nil {
 					t.Fatal(err)
 				}
 				if err := r.Lead(2); err != nil {

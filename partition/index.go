@@ -66,10 +66,7 @@ type hotTask struct {
 
 // isZeroState reports whether st is the state of a task with no state
 // record.
-func isZeroState(st *task.State) bool {
-	return st.Completion == nil && len(st.Claims) == 0 && len(st.Releases) == 0 &&
-		len(st.DepsDone) == 0 && st.RequeueBase == 0
-}
+func isZeroState(st *task.State) bool { return st.IsZero() }
 
 // timerItem orders timers by due time, then id.
 type timerItem struct {

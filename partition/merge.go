@@ -42,6 +42,12 @@ type Record struct {
 	// without reading its own spec back. A replica that holds the task
 	// otherwise ignores it and reads its own.
 	Meta *task.Spec `cbor:"7,keyasint,omitempty" json:"meta,omitempty"`
+	// Full says Updates is every update the sender holds for the task
+	// (Records and Export read whole records): a receiver that takes the
+	// sender's state in place of its own (see Merge) takes this set in
+	// place of its updates too. A record shipped after one write carries
+	// only that write's updates and is not Full.
+	Full bool `cbor:"8,keyasint,omitempty" json:"full,omitempty"`
 }
 
 // Update is one progress entry, keyed (Claim, Seq). A key has one value:
@@ -116,13 +122,44 @@ func (r *Replica) Record(id task.ID, withSpec bool, updates ...Update) (Record, 
 	return rec, nil
 }
 
-// Merge is the follower side of replication: it merges records shipped by
-// the leader of epoch ep (or by anti-entropy) into this replica, in one
-// store batch, and indexes the result as a local write would. A record of
-// a task this replica lacks must carry the spec. It returns the Durable to
-// wait on (after Merge returns, outside the lock) before acknowledging,
-// and one error per record (nil if all were merged): a record refused is
-// not written at all, and does not stop the others.
+// Source says whom the records of a Merge come from, which decides what of
+// them this replica takes: see "Epochs and orphans" in the package doc.
+type Source struct {
+	// Epoch is the epoch the records are merged at. A call below the
+	// epoch this replica promised (or leads at) is refused whole
+	// (task.ErrEpoch); one above it raises this replica's promise to it,
+	// so that from then on it refuses the older epochs too. A record
+	// stamped above Epoch is refused (task.ErrEpoch): its sender is
+	// behind a newer leader.
+	Epoch uint64
+	// Authority, when not 0, says that the sender holds, of the writes
+	// stamped below Authority, exactly those the handoffs carried: it is
+	// the leader at Authority, or a replica the handoff to Authority
+	// sealed. A state here stamped below Authority is then replaced by
+	// the sender's, whatever the sender's own stamp.
+	Authority uint64
+	// Floor: a state stamped below it is not taken (nor its updates),
+	// for the sender may hold writes of superseded leaders below it.
+	Floor uint64
+	// From is the sending node's id (0: not known), kept with a promise
+	// the merge raises.
+	From uint64
+}
+
+// Merge merges records into this replica, in one store batch, and
+// indexes the result as a local write would. A record of a task this
+// replica lacks must carry the spec. It returns the Durable to wait on
+// (after Merge returns, outside the lock) before acknowledging, and one
+// error per record (nil if all were merged): a record refused is not
+// written at all, and does not stop the others.
+//
+// What a record's state and updates do here follows src and the stamps
+// (task.State.Stamp; see "Epochs and orphans"): a state stamped below
+// src.Floor is left out; with src.Authority above this replica's stamp,
+// or a stamp above this replica's, the record's state and updates
+// replace this replica's; with equal stamps they are joined (the CRDT
+// merge); a record stamped below this replica's is left out. Specs,
+// reverse edges and tombstones are grow-only and always merged.
 //
 // A call at an epoch below the one this replica promised (or leads at)
 // fails with task.ErrEpoch and writes nothing: a leader of an older epoch
@@ -130,25 +167,39 @@ func (r *Replica) Record(id task.ID, withSpec bool, updates ...Update) (Record, 
 // get a claim acknowledged.
 //
 // Per-record refusals: task.ErrInvalid (malformed, or not of this
-// partition), task.ErrNotFound (unknown task and no spec: resend with
-// it), task.ErrConflict (another spec under the id, or other data under
-// an update key), and a *CompletedError for a new claim on a task this
-// replica knows to be completed.
-func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, error) {
+// partition), task.ErrNotFound (unknown task and no spec, or a state to
+// take in place of a non-zero one here without the whole update set:
+// resend the whole record), task.ErrConflict (another spec under the id,
+// or other data under an update key of a joined record), task.ErrEpoch
+// (a record stamped above src.Epoch), and a *CompletedError for a new
+// claim on a task this replica knows to be completed.
+func (r *Replica) Merge(src Source, recs []Record, now int64) (Durable, []error, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// A replica that leads at an epoch it never promised (see Promise)
 	// fences by that epoch too.
-	if fence := max(r.promised, r.epoch); ep < fence {
-		return nil, nil, fmt.Errorf("%w: partition %d: merge at epoch %d, promised %d, leading at %d", task.ErrEpoch, r.cfg.Part, ep, r.promised, r.epoch)
+	if fence := max(r.promised, r.epoch); src.Epoch < fence {
+		return nil, nil, fmt.Errorf("%w: partition %d: merge at epoch %d, promised %d, leading at %d", task.ErrEpoch, r.cfg.Part, src.Epoch, r.promised, r.epoch)
 	}
 	m := &merger{
 		r:     r,
+		src:   src,
 		b:     r.cfg.Store.NewBatch(),
 		tasks: make(map[task.ID]*merging),
 		ups:   make(map[updateKey][]byte),
 		edges: make(map[edgeKey]bool),
 		tombs: make(map[task.ID]int64),
+	}
+	// Records at an epoch above the promise are as good as a promise to
+	// their sender: the replica keeps refusing older epochs from now on,
+	// so a superseded leader cannot slip a write in after a newer one's
+	// (Promise's rule, made durable with the records).
+	raise := src.Epoch > r.promised
+	if raise {
+		if err := m.b.PutPromise(r.cfg.Part, src.Epoch, src.From); err != nil {
+			m.b.Close()
+			return nil, nil, err
+		}
 	}
 	var errs []error
 	merged := 0
@@ -178,6 +229,13 @@ func (r *Replica) Merge(ep uint64, recs []Record, now int64) (Durable, []error, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if raise {
+		r.promised, r.promTo = src.Epoch, src.From
+		if r.epoch > 0 && r.epoch < src.Epoch && src.From != r.cfg.Self {
+			r.log.Info("stepping down: records of a newer epoch arrived", "epoch", r.epoch, "newer", src.Epoch, "from", src.From)
+			r.unpublishLocked()
+		}
+	}
 	return d, errs, nil
 }
 
@@ -203,6 +261,7 @@ func (m *merger) merge(rec *Record) (refused, err error) {
 // the batch applied.
 type merger struct {
 	r     *Replica
+	src   Source
 	b     *store.Batch
 	tasks map[task.ID]*merging
 	order []task.ID            // tasks in the order first touched
@@ -294,14 +353,26 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			return refused, err
 		}
 	}
-	if rec.State != nil {
+	take, refused := m.decide(cur, rec)
+	if refused != nil {
+		return refused, nil
+	}
+	if take == takeJoin && rec.State != nil {
 		if c, ok := claimOnCompleted(&cur.st, rec.State); ok {
 			return &CompletedError{ID: rec.ID, Claim: c, Completion: *cur.st.Completion}, nil
 		}
 	}
-	adds, refused, err := m.newUpdates(rec, cur.isNew)
-	if refused != nil || err != nil {
-		return refused, err
+	var adds []Update
+	var drops []updateKey
+	switch take {
+	case takeJoin:
+		if adds, refused, err = m.newUpdates(rec, cur.isNew); refused != nil || err != nil {
+			return refused, err
+		}
+	case takeReplace:
+		if adds, drops, err = m.replaceUpdates(rec, cur); err != nil {
+			return nil, err
+		}
 	}
 	edges, err := m.newEdges(rec, cur.isNew)
 	if err != nil {
@@ -318,14 +389,126 @@ func (m *merger) record(rec *Record) (refused, err error) {
 		m.tasks[rec.ID] = cur
 		m.order = append(m.order, rec.ID)
 	}
-	if rec.State != nil {
+	switch take {
+	case takeJoin:
 		st := cur.st.Clone()
 		st.Merge(rec.State)
 		if !sameState(&st, &cur.st) {
 			cur.st, cur.dirty = st, true
 		}
+	case takeReplace:
+		if st := rec.State.Clone(); !sameState(&st, &cur.st) {
+			cur.st, cur.dirty = st, true
+		}
+	}
+	if err := m.dropUpdates(rec.ID, cur, drops); err != nil {
+		return nil, err
 	}
 	return nil, m.putNew(rec.ID, cur, adds, edges)
+}
+
+// What a record's state and updates do to the replica's (see Merge).
+type taking uint8
+
+const (
+	takeNone    taking = iota // leave this replica's state and updates as they are
+	takeJoin                  // join the record's into this replica's (the CRDT merge)
+	takeReplace               // take the record's in place of this replica's
+)
+
+// decide says what rec's state and updates do to cur's: the rules of
+// "Epochs and orphans" (package doc). refused is the record's refusal.
+func (m *merger) decide(cur *merging, rec *Record) (take taking, refused error) {
+	if rec.State == nil {
+		return takeNone, nil // spec, edges or meta only
+	}
+	in, here := rec.State.Stamp, cur.st.Stamp
+	src := m.src
+	switch {
+	case in > src.Epoch:
+		return takeNone, fmt.Errorf("%w: %s: state stamped by epoch %d, above the sender's %d", task.ErrEpoch, rec.ID, in, src.Epoch)
+	case in < src.Floor:
+		return takeNone, nil
+	case src.Authority > 0 && here < src.Authority, in > here:
+		// The record's line of writes supersedes this replica's: its
+		// updates replace this replica's, so they must all be here,
+		// unless this replica holds none (a zero state has no updates:
+		// every update comes with its claim's state).
+		if !rec.Full && !cur.st.IsZero() {
+			return takeNone, fmt.Errorf("%w: %s: the state stamped %d replaces one stamped %d: send the whole record", task.ErrNotFound, rec.ID, in, here)
+		}
+		return takeReplace, nil
+	case in == here:
+		return takeJoin, nil
+	}
+	return takeNone, nil // an older line of writes than this replica's
+}
+
+// replaceUpdates returns the updates of rec (a whole record, or one for a
+// task holding none here) this replica lacks or holds with other data
+// (adds), and the update keys it holds that rec lacks or holds with other
+// data (drops): taking the record in place of this replica's task makes
+// its update set rec's.
+func (m *merger) replaceUpdates(rec *Record, cur *merging) (adds []Update, drops []updateKey, err error) {
+	want := make(map[updateKey][]byte, len(rec.Updates))
+	for _, u := range rec.Updates {
+		want[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
+	}
+	held := make(map[updateKey][]byte)
+	if !cur.isNew {
+		err = m.r.cfg.Store.Updates(m.r.cfg.Part, rec.ID, func(u store.Update) bool {
+			held[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
+			return true
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	for k, v := range m.ups { // staged by this call, not in the store yet
+		if k.id == rec.ID {
+			held[k] = v
+		}
+	}
+	for k, v := range held {
+		if w, ok := want[k]; !ok || string(w) != string(v) {
+			drops = append(drops, k)
+		}
+	}
+	for _, u := range rec.Updates {
+		k := updateKey{rec.ID, u.Claim, u.Seq}
+		if v, ok := held[k]; ok && string(v) == string(u.Data) {
+			continue
+		}
+		if _, dup := want[k]; !dup {
+			continue // a key repeated within rec: taken once
+		}
+		delete(want, k)
+		adds = append(adds, u)
+	}
+	return adds, drops, nil
+}
+
+// dropUpdates stages the removal of update keys this replica holds for
+// task id, with their tree items.
+func (m *merger) dropUpdates(id task.ID, cur *merging, drops []updateKey) error {
+	part := m.r.cfg.Part
+	for _, k := range drops {
+		old, staged := m.ups[k]
+		if !staged {
+			v, err := m.r.cfg.Store.Update(part, id, k.claim, k.seq)
+			if err != nil {
+				return err
+			}
+			old = v
+		}
+		if err := m.b.DeleteUpdate(part, id, k.claim, k.seq); err != nil {
+			return err
+		}
+		delete(m.ups, k)
+		m.delta.add(id, antientropy.UpdateItem(id, k.claim, k.seq, old)) // XOR: the item goes
+		cur.ups = true
+	}
+	return nil
 }
 
 // putNew stages the update keys and the edges of task id that this
@@ -471,6 +654,11 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 		switch {
 		case t.isNew:
 			r.insertLocked(t.sp, &t.st, now)
+		case t.dirty && t.stored.Completion != nil && t.st.Completion == nil:
+			// An orphan completion, replaced by the line of writes that
+			// counts (see "Epochs and orphans"): the only way a task
+			// stops being completed.
+			r.reopenLocked(t.sp, &t.st, now)
 		case t.dirty:
 			r.reindexLocked(t.sp, &t.st, digests[id], now)
 		}
@@ -500,6 +688,11 @@ func (r *Replica) checkRecord(rec *Record) error {
 	}
 	if rec.Spec != nil && rec.Spec.ID != rec.ID {
 		return fmt.Errorf("%w: record of %s carries the spec of %s", task.ErrInvalid, rec.ID, rec.Spec.ID)
+	}
+	if rec.State == nil && (len(rec.Updates) > 0 || rec.Full) {
+		// Updates belong to the line of writes of a state: what they do
+		// here depends on its stamp (see Merge).
+		return fmt.Errorf("%w: record of %s carries updates without its state", task.ErrInvalid, rec.ID)
 	}
 	if m := rec.Meta; m != nil && (m.ID != rec.ID || m.Data != nil || rec.Spec != nil || rec.Tomb != 0) {
 		return fmt.Errorf("%w: record of %s: meta must be the task's own spec without payload, on a record without spec", task.ErrInvalid, rec.ID)
@@ -594,13 +787,7 @@ func claimOnCompleted(local, in *task.State) (uint32, bool) {
 }
 
 // sameState reports whether two states are equal.
-func sameState(a, b *task.State) bool {
-	if (a.Completion == nil) != (b.Completion == nil) || a.Completion != nil && *a.Completion != *b.Completion {
-		return false
-	}
-	return a.RequeueBase == b.RequeueBase && slices.Equal(a.Claims, b.Claims) &&
-		slices.Equal(a.Releases, b.Releases) && slices.Equal(a.DepsDone, b.DepsDone)
-}
+func sameState(a, b *task.State) bool { return a.Equal(b) }
 
 // withoutData returns a copy of sp without its payload.
 func withoutData(sp *task.Spec) *task.Spec {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/skuldd/skuldd/epoch"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
@@ -53,12 +52,31 @@ func merge(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...par
 	}
 }
 
-// mergeErrs merges recs, waits, and returns the per-record errors.
+// mergeErrs merges recs shipped by the leader of epoch ep, waits, and
+// returns the per-record errors.
 func mergeErrs(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...partition.Record) []error {
 	t.Helper()
-	d, errs, err := r.Merge(ep, recs, now)
+	return mergeSrcErrs(t, r, partition.Source{Epoch: ep, Authority: ep}, now, recs...)
+}
+
+// mergeSrc merges recs from src and waits; it fails the test on any
+// error, per record or not.
+func mergeSrc(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...partition.Record) {
+	t.Helper()
+	for i, err := range mergeSrcErrs(t, r, src, now, recs...) {
+		if err != nil {
+			t.Fatalf("merge of record %d (%v): %v", i, recs[i].ID, err)
+		}
+	}
+}
+
+// mergeSrcErrs merges recs from src, waits, and returns the per-record
+// errors.
+func mergeSrcErrs(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...partition.Record) []error {
+	t.Helper()
+	d, errs, err := r.Merge(src, recs, now)
 	if err != nil {
-		t.Fatalf("merge at epoch %d: %v", ep, err)
+		t.Fatalf("merge from %+v: %v", src, err)
 	}
 	if err := d.Wait(); err != nil {
 		t.Fatalf("merge: wait: %v", err)
@@ -299,13 +317,13 @@ func TestMergeFencing(t *testing.T) {
 	id := task.MakeID(t0, 1, 0)
 	enqueue(t, l, t0, spec(id, "q", 0, 3))
 	rec := record(t, l, id, true)
-	if _, err := f.Promise(5, 3); err != nil {
+	if err := f.Promise(5, 3); err != nil {
 		t.Fatal(err)
 	}
 	if ep, cand := f.Promised(); ep != 5 || cand != 3 {
 		t.Errorf("Promised = %d, %d; want 5, 3", ep, cand)
 	}
-	d, errs, err := f.Merge(4, []partition.Record{rec}, t0)
+	d, errs, err := f.Merge(partition.Source{Epoch: 4, Authority: 4}, []partition.Record{rec}, t0)
 	if !errors.Is(err, task.ErrEpoch) || d != nil || errs != nil {
 		t.Fatalf("merge at epoch 4 after promising 5 = %v, %v, %v; want ErrEpoch", d, errs, err)
 	}
@@ -321,7 +339,7 @@ func TestMergeFencing(t *testing.T) {
 	if err := f.Lead(7); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Merge(6, []partition.Record{rec}, t0); !errors.Is(err, task.ErrEpoch) {
+	if _, _, err := f.Merge(partition.Source{Epoch: 6, Authority: 6}, []partition.Record{rec}, t0); !errors.Is(err, task.ErrEpoch) {
 		t.Errorf("merge at epoch 6 on a leader of epoch 7 = %v; want ErrEpoch", err)
 	}
 }
@@ -342,7 +360,8 @@ func TestMergeRefusesClaimOnCompleted(t *testing.T) {
 	completion := *done.State.Completion
 
 	// A stale leader, which missed the completion, claims the task again.
-	staleClaim := task.State{Claims: []task.Claim{g.Claim, {Index: 1, Start: t0 + 2, End: t0 + 2 + ttl, Epoch: 1}}}
+	// (Its records carry its epoch's stamp: the same line of writes.)
+	staleClaim := task.State{Claims: []task.Claim{g.Claim, {Index: 1, Start: t0 + 2, End: t0 + 2 + ttl, Epoch: 1}}, Stamp: 1}
 	renewed := g.Claim
 	renewed.End += ttl
 	cases := []struct {
@@ -351,10 +370,10 @@ func TestMergeRefusesClaimOnCompleted(t *testing.T) {
 		refused bool
 	}{
 		{"new claim", staleClaim, true},
-		{"new claim only", task.State{Claims: staleClaim.Claims[1:]}, true},
+		{"new claim only", task.State{Claims: staleClaim.Claims[1:], Stamp: 1}, true},
 		// Known claims, a release: not a claim, nothing to refuse.
-		{"known claim renewed", task.State{Claims: []task.Claim{renewed}}, false},
-		{"release", task.State{Releases: []task.Release{{Claim: 0, At: t0 + 5}}}, false},
+		{"known claim renewed", task.State{Claims: []task.Claim{renewed}, Stamp: 1}, false},
+		{"release", task.State{Releases: []task.Release{{Claim: 0, At: t0 + 5}}, Stamp: 1}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -416,7 +435,9 @@ func TestMergeRefusals(t *testing.T) {
 	f := loaded(t, cfg, t0)
 	id := func(n int) task.ID { return idIn(0, 4, n) }
 	known := id(0)
-	knownState := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}}
+	// As the leader of epoch 1 ships it: stamped 1; an update comes with
+	// its task's state.
+	knownState := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}, Stamp: 1}
 	merge(t, f, 1, t0, partition.Record{ID: known, Spec: spec(known, "q", 0, 3), State: &knownState,
 		Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("x")}}})
 
@@ -473,13 +494,13 @@ func TestMergeRefusals(t *testing.T) {
 		}()}, task.ErrConflict},
 		{"new task's spec again", withSpec(1, nil), nil},
 		{"new task's spec again, other payload", withSpec(1, func(sp *task.Spec) { sp.Data = []byte("other") }), task.ErrConflict},
-		{"update with other data", partition.Record{ID: known, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
-		{"one key twice in a record", partition.Record{ID: known, Updates: []partition.Update{{Claim: 0, Seq: 2, Data: []byte("a")}, {Claim: 0, Seq: 2, Data: []byte("b")}}}, task.ErrConflict},
-		{"conflict refuses the whole record", partition.Record{ID: known, State: &task.State{Claims: claims(0, 1)},
+		{"update with other data", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
+		{"one key twice in a record", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 2, Data: []byte("a")}, {Claim: 0, Seq: 2, Data: []byte("b")}}}, task.ErrConflict},
+		{"conflict refuses the whole record", partition.Record{ID: known, State: &task.State{Claims: claims(0, 1), Stamp: 1},
 			Updates: []partition.Update{{Claim: 1, Seq: 0, Data: []byte("new")}, {Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
-		{"new update", partition.Record{ID: known, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
-		{"same update again", partition.Record{ID: known, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
-		{"update merged earlier in the call", partition.Record{ID: known, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("Z")}}}, task.ErrConflict},
+		{"new update", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
+		{"same update again", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
+		{"update merged earlier in the call", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("Z")}}}, task.ErrConflict},
 	}
 	recs := make([]partition.Record, len(cases))
 	for i, tc := range cases {
@@ -659,7 +680,7 @@ func replicate(l, f *partition.Replica, id task.ID, now int64, ups ...partition.
 		return err
 	}
 	for range 2 {
-		d, errs, err := f.Merge(1, []partition.Record{rec}, now)
+		d, errs, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{rec}, now)
 		if err != nil {
 			return err
 		}
@@ -755,7 +776,7 @@ func TestFollowerBecomesLeader(t *testing.T) {
 		}
 	}
 	f := loaded(t, cfgF, t0)
-	if _, err := f.Promise(1, 1); err != nil {
+	if err := f.Promise(1, 1); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -780,23 +801,17 @@ func TestFollowerBecomesLeader(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// Handoff to node 2 at epoch 2.
-	csL, err := l.Promise(2, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csF, err := f.Promise(2, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Install(2, epoch.Union(csL, csF), t0+1); err != nil {
-		t.Fatal(err)
+	// Handoff to node 2 at epoch 2: f holds all the leader wrote.
+	for _, r := range []*partition.Replica{l, f} {
+		if err := r.Promise(2, 2); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := f.Lead(2); err != nil {
 		t.Fatal(err)
 	}
 	// The old leader is cut off.
-	if _, _, err := f.Merge(1, []partition.Record{record(t, l, live.Spec.ID, false)}, t0+1); !errors.Is(err, task.ErrEpoch) {
+	if _, _, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{record(t, l, live.Spec.ID, false)}, t0+1); !errors.Is(err, task.ErrEpoch) {
 		t.Errorf("merge from the old leader = %v; want ErrEpoch", err)
 	}
 
@@ -881,7 +896,7 @@ func TestMergeOnLeader(t *testing.T) {
 	if err := l.Update(low, 0, 0, []byte("a"), t0+1); err != nil {
 		t.Fatal(err)
 	}
-	merge(t, l, 1, t0+1, partition.Record{ID: low, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("b")}}})
+	merge(t, l, 1, t0+1, partition.Record{ID: low, State: record(t, l, low, false).State, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("b")}}})
 	if err := l.Update(low, 0, 2, []byte("c"), t0+1); err != nil {
 		t.Errorf("update after a merged one = %v; want the history to be 2 long", err)
 	}

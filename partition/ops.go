@@ -127,6 +127,10 @@ func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pe
 		r.unreserveLocked(id, e)
 		return nil, nil, err
 	}
+	if err := r.checkStampLocked(id, &st); err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, err
+	}
 	if status, _ := task.Derive(sp, &st, now, r.skew); status != task.Ready {
 		r.log.Warn("reserved task no longer ready", "task", id, "state", status)
 		r.unreserveLocked(id, e)
@@ -136,6 +140,7 @@ func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pe
 	old := r.stateDigestLocked(id, &st)
 	c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
 	st.AddClaim(c)
+	st.Stamp = r.epoch
 	p, err := r.writeStateLocked(sp, old, &st, now)
 	if err != nil {
 		r.unreserveLocked(id, e)
@@ -167,6 +172,18 @@ func (r *Replica) checkLeaderLocked() error {
 	return nil
 }
 
+// checkStampLocked refuses a leader's write to a task whose state a
+// newer leader wrote: this replica merged that leader's records, so it
+// promised its epoch, and leads no more (it steps down here).
+func (r *Replica) checkStampLocked(id task.ID, st *task.State) error {
+	if st.Stamp <= r.epoch {
+		return nil
+	}
+	r.log.Warn("stepping down: a task holds the writes of a newer leader", "task", id, "epoch", r.epoch, "stamp", st.Stamp)
+	r.unpublishLocked()
+	return fmt.Errorf("%w: partition %d: %s was written at epoch %d", ErrNotLeader, r.cfg.Part, id, st.Stamp)
+}
+
 // Renew extends claim idx of task id to now+ttl.
 func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
 	var out task.Claim
@@ -182,8 +199,16 @@ func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, err
 // an entry with the same data succeeds without a write.
 func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now int64) error {
 	r.mu.Lock()
+	if err := r.checkLeaderLocked(); err != nil {
+		r.mu.Unlock()
+		return err
+	}
 	sp, st, err := r.loadLocked(id)
 	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	if err := r.checkStampLocked(id, &st); err != nil {
 		r.mu.Unlock()
 		return err
 	}
@@ -217,12 +242,25 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		r.mu.Unlock()
 		return err
 	}
-	// The key is not stored: its item is new to the tree.
+	// The key is not stored: its item is new to the tree. The first
+	// write of an epoch to the task stamps its state too: the update
+	// joins this leader's line of writes.
 	b := r.cfg.Store.NewBatch()
 	if err := b.PutUpdate(r.cfg.Part, sp.ID, idx, seq, data); err != nil {
 		r.mu.Unlock()
 		b.Close()
 		return err
+	}
+	restamp := st.Stamp != r.epoch
+	var oldState antientropy.Digest
+	if restamp {
+		oldState = r.stateDigestLocked(id, &st)
+		st.Stamp = r.epoch
+		if err := b.PutState(r.cfg.Part, sp.ID, &st); err != nil {
+			r.mu.Unlock()
+			b.Close()
+			return err
+		}
 	}
 	p, err := b.Apply()
 	if err != nil {
@@ -230,6 +268,11 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		return err
 	}
 	r.tree.Add(sp.ID, antientropy.UpdateItem(sp.ID, idx, seq, data))
+	if restamp {
+		d := stateDigest(sp.ID, &st)
+		r.tree.Replace(sp.ID, oldState, d)
+		r.reindexLocked(sp, &st, d, now)
+	}
 	if e := r.tasks[id]; e != nil && e.hot != nil && e.hot.seqKnown {
 		if c, _ := e.hot.st.Latest(); c.Index == idx {
 			e.hot.nextSeq = next + 1 // seq == next: the history grew by one
@@ -361,24 +404,27 @@ func (r *Replica) Stats(fn func(queue string, counts [task.NumStatus]int64)) {
 	}
 }
 
-// Promise is the voter side of the handoff (package epoch, step 3): promise
-// epoch to candidate, persist it, and return this replica's claim set.
-func (r *Replica) Promise(ep, candidate uint64) ([]epoch.Claim, error) {
+// Promise is the voter side of the handoff (package epoch, step 3):
+// promise epoch to candidate and persist it. From then on the replica
+// refuses writes of lower epochs (Merge), and a leader here steps down.
+// A replica that promised this epoch to another candidate, or a higher
+// epoch, refuses with an *epoch.RefusedError naming it.
+func (r *Replica) Promise(ep, candidate uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ep < r.promised || ep == r.promised && r.promTo != candidate {
-		return nil, fmt.Errorf("%w: partition %d promised epoch %d to node %d", epoch.ErrRefused, r.cfg.Part, r.promised, r.promTo)
+		return &epoch.RefusedError{Part: int(r.cfg.Part), Promised: r.promised, To: r.promTo}
 	}
 	if ep > r.promised {
 		b := r.cfg.Store.NewBatch()
 		if err := b.PutPromise(r.cfg.Part, ep, candidate); err != nil {
 			b.Close()
-			return nil, err
+			return err
 		}
 		// Waited under the lock: no claim may be written after the promise
 		// is given and before it is durable.
 		if err := b.Commit(); err != nil {
-			return nil, fmt.Errorf("partition %d: persist promise: %w", r.cfg.Part, err)
+			return fmt.Errorf("partition %d: persist promise: %w", r.cfg.Part, err)
 		}
 		r.promised, r.promTo = ep, candidate
 	}
@@ -387,107 +433,7 @@ func (r *Replica) Promise(ep, candidate uint64) ([]epoch.Claim, error) {
 	if r.epoch > 0 && r.epoch <= ep && candidate != r.cfg.Self {
 		r.resignLocked()
 	}
-	var cs []epoch.Claim
-	for id, e := range r.tasks {
-		if e.status != task.Claimed {
-			continue
-		}
-		st, _, err := r.cfg.Store.State(r.cfg.Part, id)
-		if err != nil {
-			return nil, err
-		}
-		if c, ok := st.Latest(); ok {
-			cs = append(cs, epoch.Claim{Task: id, Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch})
-		}
-	}
-	return epoch.Union(cs), nil
-}
-
-// Install merges a claim set into this replica (handoff step 7).
-func (r *Replica) Install(ep uint64, cs []epoch.Claim, now int64) error {
-	r.mu.Lock()
-	if ep < r.promised {
-		r.mu.Unlock()
-		return fmt.Errorf("%w: install at epoch %d, promised %d", task.ErrEpoch, ep, r.promised)
-	}
-	ch, order, err := r.installChangesLocked(cs)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	if len(order) == 0 {
-		r.mu.Unlock()
-		return nil
-	}
-	b := r.cfg.Store.NewBatch()
-	var delta treeDelta
-	digests := make([]antientropy.Digest, len(order))
-	for i, id := range order {
-		c := ch[id]
-		if err := b.PutState(r.cfg.Part, id, &c.st); err != nil {
-			r.mu.Unlock()
-			b.Close()
-			return err
-		}
-		digests[i] = stateDigest(id, &c.st)
-		delta.replace(id, c.stored, digests[i])
-	}
-	p, err := b.Apply()
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	r.applyTreeLocked(delta)
-	for i, id := range order {
-		c := ch[id]
-		r.rederiveLocked(c.sp, &c.st, now)
-		r.refreshHotLocked(c.sp, &c.st, digests[i])
-	}
-	r.mu.Unlock()
-	return p.Wait()
-}
-
-// installed is a task whose state an Install grows.
-type installed struct {
-	sp     *task.Spec
-	st     task.State
-	stored antientropy.Digest // the stored state's tree item
-}
-
-// installChangesLocked merges each claim of cs into its task's state and
-// returns the tasks whose state grew, by id, in the order first changed. A
-// task with two claims in cs merges both into one staged state (the store
-// does not see the batch), whose tree item replaces the stored state's
-// once. Claims of unknown tasks are skipped: anti-entropy brings the task,
-// and its claim comes with it.
-func (r *Replica) installChangesLocked(cs []epoch.Claim) (map[task.ID]*installed, []task.ID, error) {
-	ch := make(map[task.ID]*installed)
-	var order []task.ID
-	for _, c := range cs {
-		id := task.ID(c.Task)
-		cur := ch[id]
-		if cur == nil {
-			sp, st, err := r.loadLocked(id)
-			if errors.Is(err, task.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			cur = &installed{sp: sp, st: st, stored: r.stateDigestLocked(id, &st)}
-		}
-		merged := cur.st.Clone()
-		merged.Merge(&task.State{Claims: []task.Claim{{Index: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}}})
-		if slices.Equal(merged.Claims, cur.st.Claims) {
-			continue
-		}
-		cur.st = merged
-		if ch[id] == nil {
-			ch[id] = cur
-			order = append(order, id)
-		}
-	}
-	return ch, order, nil
+	return nil
 }
 
 // Lead makes the replica grant claims at ep, which the caller won through

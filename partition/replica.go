@@ -231,6 +231,16 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouc
 	return false
 }
 
+// reopenLocked indexes task sp, counted completed, under st, a state
+// that is not: a completion that no handoff carried (an orphan) was
+// replaced. A completed task holds no entry, so it is inserted afresh.
+func (r *Replica) reopenLocked(sp *task.Spec, st *task.State, now int64) {
+	q := r.queueLocked(sp.Queue)
+	q.counts[task.Completed]--
+	r.log.Warn("a completion no majority acknowledged was replaced: the task is open again", "task", sp.ID)
+	r.insertLocked(sp, st, now)
+}
+
 // entryLocked returns the entry of task sp, materialising one for a ready
 // task indexed without an entry; nil for a completed or unknown task.
 func (r *Replica) entryLocked(sp *task.Spec) *entry {
@@ -426,6 +436,9 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		}
 		if dup {
 			continue
+		}
+		if !nt.State.IsZero() {
+			nt.State.Stamp = r.epoch // a leader's write (see mutateApply)
 		}
 		if err := r.putNewLocked(b, nt, &delta); err != nil {
 			r.mu.Unlock()
@@ -804,11 +817,20 @@ func (b barrier) Wait() error { return b.s.Barrier() }
 
 // mutateApply is mutate without the wait: the write is applied, and the
 // caller waits on the result before acknowledging it.
+//
+// Only the leader writes a task's state: the write is stamped with its
+// epoch (see "Epochs and orphans" in the package doc).
 func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) (Durable, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.checkLeaderLocked(); err != nil {
+		return nil, err
+	}
 	sp, st, err := r.loadLocked(id)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.checkStampLocked(id, &st); err != nil {
 		return nil, err
 	}
 	old := r.stateDigestLocked(id, &st) // before fn changes st
@@ -821,6 +843,7 @@ func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *
 		// write is durable.
 		return barrier{r.cfg.Store}, nil
 	}
+	st.Stamp = r.epoch
 	p, err := r.writeStateLocked(sp, old, &st, now)
 	if err != nil {
 		return nil, err

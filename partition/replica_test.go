@@ -76,7 +76,7 @@ func leader(t *testing.T, s *store.Store) *partition.Replica {
 func leaderCfg(t *testing.T, cfg partition.Config) *partition.Replica {
 	t.Helper()
 	r := loaded(t, cfg, t0)
-	if _, err := r.Promise(1, cfg.Self); err != nil {
+	if err := r.Promise(1, cfg.Self); err != nil {
 		t.Fatalf("promise: %v", err)
 	}
 	if err := r.Lead(1); err != nil {
@@ -287,7 +287,7 @@ func TestClaimNotLeader(t *testing.T) {
 	if _, err := r.ClaimBest("q", t0, ttl, nil); !errors.Is(err, partition.ErrNotLeader) {
 		t.Fatalf("claim without Lead = %v; want ErrNotLeader", err)
 	}
-	if _, err := r.Promise(1, 1); err != nil {
+	if err := r.Promise(1, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Lead(1); err != nil {
@@ -710,7 +710,7 @@ func TestHeldIDsSurviveReload(t *testing.T) {
 		if err := r.Enqueue([]partition.NewTask{{Spec: other, CheckExisting: true}}, t0+10); !errors.Is(err, task.ErrConflict) {
 			t.Errorf("another task under held id %v after reload = %v; want ErrConflict", id, err)
 		}
-		d, errs, err := r.Merge(1, []partition.Record{{ID: id, Spec: other}}, t0+10)
+		d, errs, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{{ID: id, Spec: other}}, t0+10)
 		if err != nil {
 			t.Fatalf("merge: %v", err)
 		}
@@ -938,13 +938,13 @@ func TestDeps(t *testing.T) {
 func TestPromise(t *testing.T) {
 	s := newStore(t)
 	r := leader(t, s) // promised epoch 1 to itself (node 1)
-	if _, err := r.Promise(0, 1); !errors.Is(err, epoch.ErrRefused) {
+	if err := r.Promise(0, 1); !errors.Is(err, epoch.ErrRefused) {
 		t.Errorf("promise of a lower epoch = %v; want ErrRefused", err)
 	}
-	if _, err := r.Promise(1, 2); !errors.Is(err, epoch.ErrRefused) {
+	if err := r.Promise(1, 2); !errors.Is(err, epoch.ErrRefused) {
 		t.Errorf("promise of the same epoch to another node = %v; want ErrRefused", err)
 	}
-	if _, err := r.Promise(1, 1); err != nil {
+	if err := r.Promise(1, 1); err != nil {
 		t.Errorf("repeat promise = %v", err)
 	}
 	if r.Epoch() != 1 {
@@ -959,13 +959,13 @@ func TestPromise(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cs, err := r.Promise(2, 2)
-	if err != nil {
+	_ = gl
+	if err := r.Promise(2, 2); err != nil {
 		t.Fatalf("promise of epoch 2 to node 2: %v", err)
 	}
-	want := []epoch.Claim{{Task: live, Index: 0, Start: gl.Claim.Start, End: gl.Claim.End, Epoch: 1}}
-	if !slices.Equal(cs, want) {
-		t.Errorf("claim set = %+v; want %+v", cs, want)
+	var re *epoch.RefusedError
+	if err := r.Promise(1, 1); !errors.As(err, &re) || re.Promised != 2 || re.To != 2 {
+		t.Errorf("promise below the promised epoch = %v; want a refusal naming epoch 2 and node 2", err)
 	}
 	if ep, cand, err := s.Promise(0); err != nil || ep != 2 || cand != 2 {
 		t.Errorf("persisted promise = %d, %d, %v; want 2, 2", ep, cand, err)
@@ -982,11 +982,11 @@ func TestPromise(t *testing.T) {
 			t.Errorf("Lead(%d) after promising 2 to node 2 = %v; want ErrNotLeader", ep, err)
 		}
 	}
-	if err := r.Install(1, want, t0+3); !errors.Is(err, task.ErrEpoch) {
-		t.Errorf("install at a lower epoch = %v; want ErrEpoch", err)
+	if _, _, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, nil, t0+3); !errors.Is(err, task.ErrEpoch) {
+		t.Errorf("merge at a lower epoch = %v; want ErrEpoch", err)
 	}
 	// This node wins a later epoch and leads again.
-	if _, err := r.Promise(3, 1); err != nil {
+	if err := r.Promise(3, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Lead(3); err != nil {
@@ -996,7 +996,7 @@ func TestPromise(t *testing.T) {
 		t.Errorf("claim at epoch 3 = %v %+v; want %v at epoch 3", g.Spec.ID, g.Claim, ready)
 	}
 	// A higher promise to itself does not make it step down.
-	if _, err := r.Promise(4, 1); err != nil {
+	if err := r.Promise(4, 1); err != nil {
 		t.Fatal(err)
 	}
 	if r.Epoch() != 3 {
@@ -1015,7 +1015,7 @@ func TestPromiseSameEpochStepsDown(t *testing.T) {
 	if err := r.Lead(2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Promise(2, 2); err != nil {
+	if err := r.Promise(2, 2); err != nil {
 		t.Fatalf("promise: %v", err)
 	}
 	if _, err := r.ClaimBest("q", t0, ttl, nil); !errors.Is(err, partition.ErrNotLeader) {
@@ -1027,8 +1027,10 @@ func TestPromiseSameEpochStepsDown(t *testing.T) {
 }
 
 // Reference: DESIGN.md, "Partition leaders", steps 6-7, and "Guarantees":
-// claim ids per task only grow, even across leader changes.
-func TestInstall(t *testing.T) {
+// claim ids per task only grow, even across leader changes. The handoff
+// carries the old leader's line of writes (its stamp is the epoch being
+// sealed) from a promiser into the candidate.
+func TestHandoffCarriesClaims(t *testing.T) {
 	sa, sb := newStore(t), newStore(t)
 	a := leader(t, sa)
 	cfgB := config(sb)
@@ -1037,35 +1039,28 @@ func TestInstall(t *testing.T) {
 	id := task.MakeID(t0, 1, 0)
 	enqueue(t, a, t0, spec(id, "q", 0, 3))
 	enqueue(t, b, t0, spec(id, "q", 0, 3))
-	if _, err := b.Promise(1, 1); err != nil {
+	if err := b.Promise(1, 1); err != nil {
 		t.Fatal(err)
 	}
 	g := mustClaim(t, a, "q", t0)
 
-	// Handoff to node 2 at epoch 2: both promise, the union goes to b.
-	csA, err := a.Promise(2, 2)
-	if err != nil {
+	// Handoff to node 2 at epoch 2: both promise; b takes what a holds
+	// stamped with epoch 1, the epoch it seals.
+	for _, r := range []*partition.Replica{a, b} {
+		if err := r.Promise(2, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, errs, err := b.Merge(partition.Source{Epoch: 2, Floor: 1, From: 1}, wholeRecords(t, a, id), t0+1)
+	if err != nil || errs != nil {
+		t.Fatalf("carry: %v %v", err, errs)
+	}
+	if err := d.Wait(); err != nil {
 		t.Fatal(err)
-	}
-	csB, err := b.Promise(2, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	union := epoch.Union(csA, csB)
-	if len(union) != 1 || union[0].Task != id || union[0].Index != 0 {
-		t.Fatalf("union = %+v", union)
-	}
-	if err := b.Install(2, union, t0+1); err != nil {
-		t.Fatalf("install: %v", err)
 	}
 	wantCounts(t, b, "q", map[task.Status]int64{task.Claimed: 1})
-	if st := storedState(t, sb, id); !slices.Equal(st.Claims, []task.Claim{g.Claim}) {
-		t.Errorf("installed claims = %+v; want [%+v]", st.Claims, g.Claim)
-	}
-	// Installing again (or an unknown task's claim) changes nothing.
-	unknown := epoch.Claim{Task: task.MakeID(7, 7, 7), Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}
-	if err := b.Install(2, append(union, unknown), t0+1); err != nil {
-		t.Errorf("second install = %v", err)
+	if st := storedState(t, sb, id); !slices.Equal(st.Claims, []task.Claim{g.Claim}) || st.Stamp != 1 {
+		t.Errorf("carried state = %+v; want claims [%+v] stamped 1", st, g.Claim)
 	}
 	if err := b.Lead(2); err != nil {
 		t.Fatal(err)
@@ -1077,14 +1072,14 @@ func TestInstall(t *testing.T) {
 	noClaim(t, b, "q", g.Claim.End+skew-1)
 	b.Tick(g.Claim.End + skew)
 	g2 := mustClaim(t, b, "q", g.Claim.End+skew)
-	if g2.Claim.Index != 1 || g2.Claim.Epoch != 2 {
-		t.Errorf("claim on the new leader = %+v; want index 1 at epoch 2", g2.Claim)
+	if g2.Claim.Index != 1 || g2.Claim.Epoch != 2 || g2.State.Stamp != 2 {
+		t.Errorf("claim on the new leader = %+v (stamp %d); want index 1 at epoch 2, stamped 2", g2.Claim, g2.State.Stamp)
 	}
 	// The old claim is fenced on the new leader.
 	if err := b.Update(id, 0, 0, nil, g.Claim.End+skew); !errors.Is(err, task.ErrClaimSuperseded) {
 		t.Errorf("update by the old claim = %v; want ErrClaimSuperseded", err)
 	}
-	checkTree(t, "installed", b, sb)
+	checkTree(t, "carried", b, sb)
 }
 
 // TestLoadRestart: a fresh Replica over a crash image of the store (only
@@ -1265,7 +1260,7 @@ func TestOnHead(t *testing.T) {
 		t.Errorf("events while not leading: %v", ev)
 	}
 	// Lead publishes the current heads.
-	if _, err := r.Promise(1, 1); err != nil {
+	if err := r.Promise(1, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Lead(1); err != nil {

@@ -94,6 +94,6 @@ func applyCAS(m *Meta, c CAS) (result, bool) {
 	if cur.Epoch != c.PrevEpoch {
 		return result{err: &ConflictError{Partition: c.Partition, PrevEpoch: c.PrevEpoch, Current: cur.clone()}}, false
 	}
-	*cur = PartitionInfo{Epoch: c.Epoch, Cohort: slices.Clone(c.Cohort), Leader: c.Leader}
+	*cur = PartitionInfo{Epoch: c.Epoch, Cohort: slices.Clone(c.Cohort), Leader: c.Leader, Sealed: slices.Clone(c.Sealed)}
 	return result{}, true
 }

@@ -120,6 +120,19 @@ func TestApply(t *testing.T) {
 		{name: "cas duplicate in cohort", start: led, cmd: casCmd(0, 0, 1, []uint64{1, 1}, 1), want: led, wantErr: ErrInvalid},
 		{name: "cas node 0 in cohort", start: led, cmd: casCmd(0, 0, 1, []uint64{0, 1}, 1), want: led, wantErr: ErrInvalid},
 		{name: "cas without arguments", start: led, cmd: &command{Op: opCAS}, want: led, wantErr: ErrInvalid},
+		{
+			name: "cas records the sealed set", start: led,
+			cmd: &command{Op: opCAS, CAS: toCASRecord(CAS{Partition: 2, PrevEpoch: 3, Epoch: 9, Cohort: []uint64{1, 2, 3}, Leader: 1, Sealed: []uint64{1, 3}})},
+			want: with(led, func(m *Meta) {
+				m.Partitions[2] = PartitionInfo{Epoch: 9, Cohort: []uint64{1, 2, 3}, Leader: 1, Sealed: []uint64{1, 3}}
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "cas sealed outside the cohort", start: led,
+			cmd:  &command{Op: opCAS, CAS: toCASRecord(CAS{Partition: 2, PrevEpoch: 3, Epoch: 9, Cohort: []uint64{1, 2}, Leader: 1, Sealed: []uint64{1, 4}})},
+			want: led, wantErr: ErrInvalid,
+		},
 		{name: "unknown op", start: led, cmd: &command{Op: 99}, want: led, wantErr: ErrInvalid},
 	}
 	for _, tc := range tests {
@@ -243,7 +256,7 @@ func TestCommandCodec(t *testing.T) {
 
 func TestSnapshotCodec(t *testing.T) {
 	m := with(initialised(3), func(m *Meta) {
-		m.Partitions[1] = PartitionInfo{Epoch: 4, Cohort: []uint64{3, 1}, Leader: 3}
+		m.Partitions[1] = PartitionInfo{Epoch: 4, Cohort: []uint64{3, 1}, Leader: 3, Sealed: []uint64{1}}
 		m.Members[3] = Member{ID: 3, Addr: "c:1", Since: 30}
 		m.Members[1] = Member{ID: 1, Addr: "a:1", Since: 10}
 		m.Applied = 42

@@ -70,6 +70,7 @@ type partitionRecord struct {
 	Epoch  uint64   `cbor:"1,keyasint"`
 	Cohort []uint64 `cbor:"2,keyasint,omitempty"`
 	Leader uint64   `cbor:"3,keyasint"`
+	Sealed []uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 type casRecord struct {
@@ -78,6 +79,7 @@ type casRecord struct {
 	Epoch     uint64   `cbor:"3,keyasint"`
 	Cohort    []uint64 `cbor:"4,keyasint"`
 	Leader    uint64   `cbor:"5,keyasint"`
+	Sealed    []uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // snapshotRecord is Meta as stored in a raft snapshot. Members are a
@@ -168,7 +170,7 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 	}
 	slices.SortFunc(rec.Members, func(a, b memberRecord) int { return cmp.Compare(a.ID, b.ID) })
 	for _, p := range m.Partitions {
-		rec.Partitions = append(rec.Partitions, partitionRecord{Epoch: p.Epoch, Cohort: p.Cohort, Leader: p.Leader})
+		rec.Partitions = append(rec.Partitions, partitionRecord{Epoch: p.Epoch, Cohort: p.Cohort, Leader: p.Leader, Sealed: p.Sealed})
 	}
 	b, err := marshalVersioned(snapshotVersion, &rec)
 	if err != nil {
@@ -196,7 +198,7 @@ func decodeSnapshot(b []byte) (Meta, error) {
 		m.Members[mr.ID] = Member(mr)
 	}
 	for _, pr := range rec.Partitions {
-		m.Partitions = append(m.Partitions, PartitionInfo{Epoch: pr.Epoch, Cohort: pr.Cohort, Leader: pr.Leader})
+		m.Partitions = append(m.Partitions, PartitionInfo{Epoch: pr.Epoch, Cohort: pr.Cohort, Leader: pr.Leader, Sealed: pr.Sealed})
 	}
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)
@@ -213,9 +215,9 @@ func toConfigRecord(c *ClusterConfig) *configRecord {
 }
 
 func toCASRecord(c CAS) *casRecord {
-	return &casRecord{Partition: c.Partition, PrevEpoch: c.PrevEpoch, Epoch: c.Epoch, Cohort: c.Cohort, Leader: c.Leader}
+	return &casRecord{Partition: c.Partition, PrevEpoch: c.PrevEpoch, Epoch: c.Epoch, Cohort: c.Cohort, Leader: c.Leader, Sealed: c.Sealed}
 }
 
 func (r *casRecord) toCAS() CAS {
-	return CAS{Partition: r.Partition, PrevEpoch: r.PrevEpoch, Epoch: r.Epoch, Cohort: r.Cohort, Leader: r.Leader}
+	return CAS{Partition: r.Partition, PrevEpoch: r.PrevEpoch, Epoch: r.Epoch, Cohort: r.Cohort, Leader: r.Leader, Sealed: r.Sealed}
 }

@@ -62,6 +62,12 @@ type PartitionInfo struct {
 	// Leader is the cohort member that grants claims in this epoch; 0 only
 	// while Epoch is 0.
 	Leader uint64
+	// Sealed are the cohort members the handoff to this epoch left
+	// holding exactly what it carried of the epochs before (package
+	// epoch, step 6): the next handoff takes older writes from them
+	// only. Empty for an epoch won before sealed sets were kept.
+	// INVARIANT: a subset of Cohort.
+	Sealed []uint64
 }
 
 // Meta is the replicated state of the metadata group.
@@ -105,6 +111,7 @@ func (m Meta) Clone() Meta {
 
 func (p PartitionInfo) clone() PartitionInfo {
 	p.Cohort = slices.Clone(p.Cohort)
+	p.Sealed = slices.Clone(p.Sealed)
 	return p
 }
 
@@ -149,7 +156,10 @@ func (p PartitionInfo) check() error {
 		}
 		return nil
 	}
-	return checkCohort(p.Cohort, p.Leader)
+	if err := checkCohort(p.Cohort, p.Leader); err != nil {
+		return err
+	}
+	return checkSealed(p.Sealed, p.Cohort)
 }
 
 // validate checks a config's fields on their own (ErrInvalid otherwise).
@@ -193,6 +203,9 @@ type CAS struct {
 	Cohort []uint64
 	// Leader is the new leader; it must be in Cohort.
 	Leader uint64
+	// Sealed is the new epoch's sealed set (PartitionInfo.Sealed); it
+	// must be a subset of Cohort.
+	Sealed []uint64
 }
 
 // validate checks what can be checked without the state (ErrInvalid).
@@ -205,6 +218,19 @@ func (c *CAS) validate() error {
 	}
 	if err := checkCohort(c.Cohort, c.Leader); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := checkSealed(c.Sealed, c.Cohort); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+// checkSealed: distinct members of cohort.
+func checkSealed(sealed, cohort []uint64) error {
+	for i, id := range sealed {
+		if !slices.Contains(cohort, id) || slices.Contains(sealed[:i], id) {
+			return fmt.Errorf("sealed set %v is not a set of members of cohort %v", sealed, cohort)
+		}
 	}
 	return nil
 }

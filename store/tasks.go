@@ -83,6 +83,15 @@ func (b *Batch) PutUpdate(part uint16, id task.ID, claim uint32, seq uint64, dat
 	return nil
 }
 
+// DeleteUpdate removes one progress update: a replica taking another's
+// whole record in place of its own drops the updates that record lacks.
+func (b *Batch) DeleteUpdate(part uint16, id task.ID, claim uint32, seq uint64) error {
+	if err := b.b.Delete(updateKey(part, id, claim, seq), nil); err != nil {
+		return fmt.Errorf("store: delete update: %w", err)
+	}
+	return nil
+}
+
 // PutEdge records that dependent waits on dep; part is dep's partition.
 func (b *Batch) PutEdge(part uint16, dep, dependent task.ID) error {
 	if err := b.b.Set(edgeKey(part, dep, dependent), nil, nil); err != nil {

@@ -139,7 +139,7 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 // AppendCBOR appends st's deterministic CBOR encoding to b.
 func (st *State) AppendCBOR(b []byte) []byte {
 	b = AppendCBORHead(b, cborMap, CountPresent(len(st.Claims) > 0, len(st.Releases) > 0, st.Completion != nil,
-		len(st.DepsDone) > 0, st.RequeueBase != 0))
+		len(st.DepsDone) > 0, st.RequeueBase != 0, st.Stamp != 0))
 	if len(st.Claims) > 0 {
 		b = append(b, 1)
 		b = AppendCBORHead(b, cborArray, uint64(len(st.Claims)))
@@ -184,6 +184,9 @@ func (st *State) AppendCBOR(b []byte) []byte {
 	}
 	if st.RequeueBase != 0 {
 		b = uintField(b, 5, uint64(st.RequeueBase))
+	}
+	if st.Stamp != 0 {
+		b = uintField(b, 6, st.Stamp)
 	}
 	return b
 }
@@ -453,7 +456,7 @@ func (sp *Spec) DecodeCBOR(r *CBORReader) {
 // DecodeCBOR reads a state in the form AppendCBOR writes into st, which
 // must be the zero State.
 func (st *State) DecodeCBOR(r *CBORReader) {
-	r.Fields(5, func(k uint64) {
+	r.Fields(6, func(k uint64) {
 		switch k {
 		case 1:
 			st.Claims = ReadList(r, (*Claim).decodeCBOR)
@@ -467,6 +470,8 @@ func (st *State) DecodeCBOR(r *CBORReader) {
 			st.DepsDone = r.IDs()
 		case 5:
 			st.RequeueBase = r.Uint32()
+		case 6:
+			st.Stamp = r.Uint64()
 		}
 	})
 }

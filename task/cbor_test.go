@@ -126,7 +126,7 @@ func (s *valueSource) spec() *task.Spec {
 }
 
 func (s *valueSource) state() *task.State {
-	st := &task.State{DepsDone: s.ids(), RequeueBase: uint32(s.u64v())}
+	st := &task.State{DepsDone: s.ids(), RequeueBase: uint32(s.u64v()), Stamp: s.u64v()}
 	for range s.small(4) {
 		st.Claims = append(st.Claims, task.Claim{Index: uint32(s.u64v()), Start: s.i64(), End: s.i64(), Epoch: s.u64v()})
 	}
@@ -229,7 +229,7 @@ func FuzzCBORReader(f *testing.F) {
 // TestFastCodecFieldsKnown for why a count).
 func TestCBORFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&task.Spec{}: 10, &task.State{}: 5, &task.Claim{}: 4, &task.Release{}: 5, &task.Completion{}: 3,
+		&task.Spec{}: 10, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 5, &task.Completion{}: 3,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (cbor.go) knows %d", v, n, fields)

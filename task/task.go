@@ -72,6 +72,15 @@ type State struct {
 	// RequeueBase: claims with a lower index do not count as attempts. A
 	// requeue of a dead task sets it to the number of claims; merge by max.
 	RequeueBase uint32 `cbor:"5,keyasint,omitempty"`
+	// Stamp is the epoch of the partition leader that last wrote this
+	// state (0: no leader wrote it, an enqueue's): every write a leader
+	// makes to a task's claims, releases, completion, deps done, requeue
+	// base or updates stamps the state with the leader's epoch. A state
+	// and the updates held with it belong to one leader's line of
+	// writes; partition.Merge uses the stamp to tell a write that the
+	// handoffs carried from one a superseded leader made after it lost
+	// its epoch (package partition, "Epochs and orphans").
+	Stamp uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // Status is a task's derived state.
@@ -117,8 +126,14 @@ func (s *State) Equal(o *State) bool {
 	if (s.Completion == nil) != (o.Completion == nil) || s.Completion != nil && *s.Completion != *o.Completion {
 		return false
 	}
-	return s.RequeueBase == o.RequeueBase && slices.Equal(s.Claims, o.Claims) &&
+	return s.RequeueBase == o.RequeueBase && s.Stamp == o.Stamp && slices.Equal(s.Claims, o.Claims) &&
 		slices.Equal(s.Releases, o.Releases) && slices.Equal(s.DepsDone, o.DepsDone)
+}
+
+// IsZero reports whether s is the zero state: a task no leader touched.
+func (s *State) IsZero() bool {
+	return len(s.Claims) == 0 && len(s.Releases) == 0 && s.Completion == nil && len(s.DepsDone) == 0 &&
+		s.RequeueBase == 0 && s.Stamp == 0
 }
 
 // Clone returns a deep copy of s.
@@ -128,6 +143,7 @@ func (s *State) Clone() State {
 		Releases:    slices.Clone(s.Releases),
 		DepsDone:    slices.Clone(s.DepsDone),
 		RequeueBase: s.RequeueBase,
+		Stamp:       s.Stamp,
 	}
 	if s.Completion != nil {
 		cp := *s.Completion
@@ -237,6 +253,8 @@ func NotBefore(spec *Spec, s *State) int64 {
 }
 
 // Merge folds o into s. It is commutative, associative and idempotent.
+// It is the join of two states of one leader's line of writes (equal
+// stamps); partition.Merge decides which states may be joined at all.
 func (s *State) Merge(o *State) {
 	s.Claims = mergeSorted(s.Claims, o.Claims,
 		func(a, b Claim) int { return cmp.Compare(a.Index, b.Index) },
@@ -257,6 +275,7 @@ func (s *State) Merge(o *State) {
 	}
 	s.DepsDone = mergeSorted(s.DepsDone, o.DepsDone, ID.Compare, func(a, _ ID) ID { return a })
 	s.RequeueBase = max(s.RequeueBase, o.RequeueBase)
+	s.Stamp = max(s.Stamp, o.Stamp)
 }
 
 // releaseLess orders two releases of one claim so that merge keeps the

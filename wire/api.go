@@ -400,7 +400,8 @@ type JoinResponse struct {
 const (
 	// OpPromise asks a replica to promise an epoch (handoff step 3).
 	OpPromise Op = 103
-	// OpInstall writes a claim set into a replica (handoff step 7).
+	// OpInstall wrote a claim set into a replica, a handoff step that
+	// whole-record carries replaced; retired, its number never reused.
 	OpInstall Op = 104
 	// OpReplicate carries task records from a partition leader to its
 	// cohort; one request carries many writes of many partitions.
@@ -542,15 +543,17 @@ type PromiseRequest struct {
 }
 
 // PromiseResponse is the promising replica's claim set.
+//
+// A refusal is an answer, not an error, so that it can name the epoch the
+// candidate must pass: Refused, with the epoch the replica promised and
+// the candidate it promised it to.
 type PromiseResponse struct {
-	Claims []ClaimEntry `cbor:"1,keyasint"`
-}
-
-// InstallRequest writes Claims into Part's replica at Epoch.
-type InstallRequest struct {
-	Part   int          `cbor:"1,keyasint"`
-	Epoch  uint64       `cbor:"2,keyasint"`
-	Claims []ClaimEntry `cbor:"3,keyasint"`
+	// Claims is no longer sent (the handoff carries whole records since
+	// the epoch stamps); the key is kept so that it is never reused.
+	Claims   []ClaimEntry `cbor:"1,keyasint,omitempty"`
+	Refused  bool         `cbor:"2,keyasint,omitempty"`
+	Promised uint64       `cbor:"3,keyasint,omitempty"`
+	To       uint64       `cbor:"4,keyasint,omitempty"`
 }
 
 // RecordMsg is a task's replicated content (see partition.Record).
@@ -567,6 +570,10 @@ type RecordMsg struct {
 	// Meta is the task's spec without payload, sent with a claim (see
 	// partition.Record).
 	Meta *task.Spec `cbor:"7,keyasint,omitempty"`
+	// Full says Updates is every update the sender holds for the task (a
+	// whole record), so a receiver may take the sender's set in place of
+	// its own (see partition.Record).
+	Full bool `cbor:"8,keyasint,omitempty"`
 }
 
 // UpdateMsg is one progress entry.
@@ -623,6 +630,10 @@ type ExportRequest struct {
 type ExportPage struct {
 	Records []RecordMsg `cbor:"1,keyasint"`
 	Done    bool        `cbor:"2,keyasint,omitempty"`
+	// Epoch is the epoch the exporting replica led its partition at when
+	// it read the page (0: it did not lead): the receiver takes a page
+	// only from a leader, as that leader's word (partition.Source).
+	Epoch uint64 `cbor:"3,keyasint,omitempty"`
 }
 
 // TakeoverRequest asks a node to lead Part with Cohort.

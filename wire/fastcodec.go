@@ -65,7 +65,7 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 }
 
 func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
-	n := presentCount(true, m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil)
+	n := presentCount(true, m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil, m.Full)
 	b = append(b, cborMajorMap|n, 1)
 	b = task.AppendCBORID(b, m.ID)
 	if m.Spec != nil {
@@ -99,6 +99,9 @@ func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
 	if m.Meta != nil {
 		b = m.Meta.AppendCBOR(append(b, 7))
 	}
+	if m.Full {
+		b = append(b, 8, cborTrue)
+	}
 	return b, true
 }
 
@@ -125,7 +128,7 @@ func (it *ReplicateItem) decodeCBOR(r *task.CBORReader) {
 }
 
 func (m *RecordMsg) decodeCBOR(r *task.CBORReader) {
-	r.Fields(7, func(k uint64) {
+	r.Fields(8, func(k uint64) {
 		switch k {
 		case 1:
 			m.ID = r.ID()
@@ -144,6 +147,8 @@ func (m *RecordMsg) decodeCBOR(r *task.CBORReader) {
 		case 7:
 			m.Meta = new(task.Spec)
 			m.Meta.DecodeCBOR(r)
+		case 8:
+			m.Full = r.Bool()
 		}
 	})
 }

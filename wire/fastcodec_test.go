@@ -51,7 +51,7 @@ func (s replSource) spec(data bool) *task.Spec {
 }
 
 func (s replSource) state() *task.State {
-	st := &task.State{DepsDone: s.ids(), RequeueBase: uint32(s.i64())}
+	st := &task.State{DepsDone: s.ids(), RequeueBase: uint32(s.i64()), Stamp: uint64(s.i64())}
 	for range s.rng.IntN(3) {
 		st.Claims = append(st.Claims, task.Claim{Index: uint32(s.i64()), Start: s.i64(), End: s.i64(), Epoch: uint64(s.i64())})
 	}
@@ -81,6 +81,7 @@ func (s replSource) record() RecordMsg {
 	for range s.rng.IntN(3) {
 		m.Updates = append(m.Updates, UpdateMsg{Claim: uint32(s.i64()), Seq: uint64(s.i64()), Data: bytes.Repeat([]byte{3}, 1+s.rng.IntN(30))})
 	}
+	m.Full = s.rng.IntN(2) == 0
 	return m
 }
 
@@ -301,7 +302,7 @@ func FuzzFastDecode(f *testing.F) {
 // zero would otherwise pass TestFastCodecsMatchLibrary and be dropped).
 func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &RecordMsg{}: 7, &UpdateMsg{}: 3,
+		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &RecordMsg{}: 8, &UpdateMsg{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		&EnqueueRequest{}: 2, &EnqueueTask{}: 10, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,

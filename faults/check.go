@@ -1,0 +1,693 @@
+package faults
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// The checkers judge a finished run from its record alone: run.json (the
+// bounds), history.jsonl (every operation, nemesis action and fenced-sink
+// answer) and final.jsonl (every replica's view of every task after heal and
+// drain). They are pure functions of that record, so a saved run can be
+// judged again, by a newer checker, without the cluster.
+//
+// Every checker follows the same rule: flag only what is certainly wrong
+// given the outcomes' meaning (history.go: ok took effect, fail took effect
+// nowhere, info may or may not have). An info never proves an anomaly; it
+// only widens what may have happened.
+//
+// What the checkers need the harness to record (a missing field is
+// flagged as a history defect where the checkers cannot do without it):
+//   - every client op as an invoke and an outcome with the same Proc and F,
+//     a proc never having two in flight; the drain's ops too, and no task
+//     op the history does not show (no requeue: it resets attempts);
+//   - enqueue invoke: Task, Value (the payload, sent as data's bytes),
+//     Queue, Deps, MaxAttempts when set;
+//   - claim invoke: TTLMs (else RunInfo.TTLMs is used), one task per
+//     claim; claim ok: Task, Claim, and Epoch and Attempts from the view;
+//     an ok with no Task is an empty poll;
+//   - renew, update, complete, fail, snooze invokes: Task, Claim; renew
+//     TTLMs; update Seq and Value (its data); fail and info outcomes
+//     Code (claim_superseded is read);
+//   - Effect: Task, Claim, Accepted, at the sink's answer;
+//   - Nemesis start and stop: the same Nemesis name (and Targets) on both;
+//     clock faults named with "clock" or "skew"; RunInfo.BeyondBounds
+//     naming the nemeses beyond the bounds;
+//   - Phase "heal" when faults stop, then "converged" or "not-converged"
+//     (Detail saying what differed) when the digests settle or the wait
+//     ends;
+//   - final.jsonl: one FinalRead per task and node, for every task the
+//     history names, with Found false when the replica lacks it.
+
+// Files of a run directory.
+const (
+	runFile     = "run.json"
+	historyFile = "history.jsonl"
+	finalFile   = "final.jsonl"
+)
+
+// Phase names the checkers read besides those history.go lists: the
+// harness records phaseConverged when every replica's digests agreed after
+// heal, or phaseNotConverged (with Detail) when its bounded wait ran out.
+const (
+	phaseHeal         = "heal"
+	phaseConverged    = "converged"
+	phaseNotConverged = "not-converged"
+)
+
+// Error codes (Event.Code) some checkers read.
+const codeClaimSuperseded = "claim_superseded"
+
+// Time units. Event times are ns; node clocks and TTLs are ms.
+const (
+	nsPerUs = int64(1e3)
+	nsPerMs = int64(1e6)
+	nsPerS  = int64(1e9)
+)
+
+// tNever stands for "no outcome": an operation the history ended before
+// answering may take effect at any later time.
+const tNever = int64(math.MaxInt64)
+
+// maxExamples bounds the examples kept per anomaly kind and bound class:
+// enough to debug from, short enough to read.
+const maxExamples = 10
+
+// Input is a finished run.
+type Input struct {
+	Run    RunInfo
+	Events []Event     // history.jsonl, in order
+	Finals []FinalRead // final.jsonl
+}
+
+// ReadRun reads a run directory written by the harness: run.json,
+// history.jsonl and final.jsonl. Every file must exist and parse whole: a
+// truncated history would make every checker's verdict meaningless.
+func ReadRun(dir string) (*Input, error) {
+	in := &Input{}
+	b, err := os.ReadFile(filepath.Join(dir, runFile))
+	if err != nil {
+		return nil, fmt.Errorf("read run: %w", err)
+	}
+	if err := json.Unmarshal(b, &in.Run); err != nil {
+		return nil, fmt.Errorf("read run: %s: %w", runFile, err)
+	}
+	if in.Events, err = readJSONL[Event](filepath.Join(dir, historyFile)); err != nil {
+		return nil, fmt.Errorf("read run: %w", err)
+	}
+	if in.Finals, err = readJSONL[FinalRead](filepath.Join(dir, finalFile)); err != nil {
+		return nil, fmt.Errorf("read run: %w", err)
+	}
+	return in, nil
+}
+
+// readJSONL decodes a file of JSON objects, one a line. A json.Decoder
+// rather than a line scanner, so no line is too long.
+func readJSONL[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(bufio.NewReader(f))
+	var out []T
+	for {
+		var v T
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: record %d: %w", filepath.Base(path), len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+}
+
+// Analyze runs every checker over a run and gathers the report.
+func Analyze(in *Input) *Report {
+	h := digest(in)
+	r := &Report{Run: in.Run, Summary: h.summary()}
+	r.Checks = []*Check{
+		h.check,
+		checkQueueByComplete(h),
+		checkQueueByClaim(h),
+		checkOverlap(h),
+		checkClaimIDs(h),
+		checkFencing(h),
+		checkCompletionThenClaim(h),
+		checkUpdates(h),
+		checkDeps(h),
+		checkAttempts(h),
+		checkConvergence(h),
+		checkIdempotentEnqueue(h),
+	}
+	r.Ops = opStats(h.ops)
+	r.Windows = windowStats(h, r.Checks)
+	return r
+}
+
+// op is one client operation: its invoke paired with its outcome.
+type op struct {
+	f    string
+	proc int
+	inv  *Event
+	// out is the outcome; nil when the history ended first, which counts
+	// as info (it may take effect at any later time).
+	out *Event
+	typ string // OK, Fail or Info
+	// ti is the invoke's time; tc the outcome's, or tNever.
+	ti, tc int64
+	task   string
+	claim  uint32
+	// hasClaim is whether the operation names a claim id (the one it acts
+	// under, or for a claim the one granted).
+	hasClaim bool
+}
+
+func (o *op) ok() bool { return o.typ == OK }
+
+// mayHaveApplied is whether the operation took effect or may have.
+func (o *op) mayHaveApplied() bool { return o.typ != Fail }
+
+// events lists the idx of the op's invoke and outcome, for examples.
+func (o *op) events() []int64 {
+	if o.out == nil {
+		return []int64{o.inv.Index}
+	}
+	return []int64{o.inv.Index, o.out.Index}
+}
+
+// taskHist is everything the run recorded about one task.
+type taskHist struct {
+	id       string
+	enqueues []*op // every attempt, in invoke order
+	// grants are the ok claims, in the order of their outcomes.
+	grants []*op
+	// renews .. snoozes hold every attempt, in invoke order.
+	renews, updates, completes, fails, snoozes []*op
+	reads                                      []taskRead
+	// views are the reads of the replicas that hold the task (decoded).
+	views []taskRead
+}
+
+// taskRead is one replica's final read of the task; view is nil unless the
+// replica found it and its view decoded.
+type taskRead struct {
+	read *FinalRead
+	view *wire.TaskView
+}
+
+// found returns the decoded views of the replicas that hold the task.
+func (t *taskHist) found() []taskRead { return t.views }
+
+// window is a nemesis fault from its start to its stop.
+type window struct {
+	nemesis string
+	targets []int
+	detail  json.RawMessage
+	start   int64
+	stop    int64
+	// open: no stop was recorded; the window ends at the heal phase or at
+	// the history's end.
+	open bool
+	// beyond: RunInfo.BeyondBounds names this nemesis; clock: it is a
+	// clock fault (its name says "clock" or "skew"), which can break only
+	// the time-based promises, not durability or fencing.
+	beyond bool
+	clock  bool
+}
+
+// history is a run digested for the checkers.
+type history struct {
+	in      *Input
+	ops     []*op
+	tasks   map[string]*taskHist
+	ids     []string // task ids, sorted, so reports are deterministic
+	windows []window
+	phases  []*Event
+	effects []*Event
+	tEnd    int64
+	// check collects the history's own defects: a record the checkers
+	// cannot interpret makes their verdicts untrustworthy, so it fails.
+	check *Check
+}
+
+// Kinds of history defects.
+const (
+	kindUnmatched    = "outcome without invoke"
+	kindOverlapping  = "invoke while another op of the proc is in flight"
+	kindMalformed    = "malformed event"
+	kindUnknownType  = "unknown event type"
+	kindUnreadable   = "final read undecodable"
+	kindUnpairedStop = "nemesis stop without start"
+)
+
+func digest(in *Input) *history {
+	h := &history{in: in, tasks: map[string]*taskHist{}}
+	h.check = newCheck("history", "every outcome follows its proc's invoke; events carry the fields their checkers need",
+		kindUnmatched, kindOverlapping, kindMalformed, kindUnknownType, kindUnreadable, kindUnpairedStop)
+	h.pair()
+	for _, o := range h.ops {
+		h.index(o)
+	}
+	h.readFinals()
+	for _, t := range h.tasks {
+		slices.SortStableFunc(t.grants, func(a, b *op) int { return cmp.Compare(a.tc, b.tc) })
+		h.ids = append(h.ids, t.id)
+	}
+	slices.Sort(h.ids)
+	h.buildWindows()
+	unfinished := int64(0)
+	for _, o := range h.ops {
+		if o.out == nil {
+			unfinished++
+		}
+	}
+	h.check.count("events", int64(len(in.Events)))
+	h.check.count("operations", int64(len(h.ops)))
+	h.check.count("unfinished operations (counted as info)", unfinished)
+	return h
+}
+
+// pair matches each outcome with the invoke of its proc, as Jepsen does: a
+// proc has at most one operation in flight.
+func (h *history) pair() {
+	pending := map[int]*op{}
+	for i := range h.in.Events {
+		e := &h.in.Events[i]
+		h.tEnd = max(h.tEnd, e.TNs)
+		switch e.Type {
+		case Invoke:
+			if prev := pending[e.Proc]; prev != nil {
+				h.defect(kindOverlapping, e, fmt.Sprintf("proc %d invoked %s while %s (event %d) had no outcome", e.Proc, e.F, prev.f, prev.inv.Index))
+			}
+			o := &op{f: e.F, proc: e.Proc, inv: e, typ: Info, ti: e.TNs, tc: tNever}
+			pending[e.Proc] = o
+			h.ops = append(h.ops, o)
+		case OK, Fail, Info:
+			o := pending[e.Proc]
+			if o == nil || o.f != e.F {
+				h.defect(kindUnmatched, e, fmt.Sprintf("%s %s of proc %d matches no invoke in flight", e.Type, e.F, e.Proc))
+				continue
+			}
+			delete(pending, e.Proc)
+			o.out, o.typ, o.tc = e, e.Type, e.TNs
+		case Nemesis:
+			// Paired into windows by buildWindows.
+		case Effect:
+			h.effects = append(h.effects, e)
+		case Phase:
+			h.phases = append(h.phases, e)
+		default:
+			h.defect(kindUnknownType, e, fmt.Sprintf("type %q", e.Type))
+		}
+	}
+}
+
+func (h *history) defect(kind string, e *Event, detail string) {
+	h.check.flag(kind, false, e.TNs, Example{Events: []int64{e.Index}, TNs: []int64{e.TNs}, Detail: detail})
+}
+
+// index resolves an op's task and claim id and files it under its task.
+func (h *history) index(o *op) {
+	switch {
+	case o.f == FClaim:
+		// A claim names its task and claim id only in its ok.
+		if o.out != nil {
+			o.task = o.out.Task
+			if c := o.out.Claim; c != nil {
+				o.claim, o.hasClaim = *c, true
+			}
+		}
+	default:
+		o.task = o.inv.Task
+		if c := o.inv.Claim; c != nil {
+			o.claim, o.hasClaim = *c, true
+		}
+	}
+	if !h.wellFormed(o) {
+		return
+	}
+	if o.task == "" || !slices.Contains(taskOps, o.f) {
+		return // an empty claim, a get: nothing a checker reads per task
+	}
+	t := h.task(o.task)
+	switch o.f {
+	case FEnqueue:
+		t.enqueues = append(t.enqueues, o)
+	case FClaim:
+		t.grants = append(t.grants, o)
+	case FRenew:
+		t.renews = append(t.renews, o)
+	case FUpdate:
+		t.updates = append(t.updates, o)
+	case FComplete:
+		t.completes = append(t.completes, o)
+	case FFail:
+		t.fails = append(t.fails, o)
+	case FSnooze:
+		t.snoozes = append(t.snoozes, o)
+	}
+}
+
+// taskOps are the operations filed under their task.
+var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze}
+
+// wellFormed flags an op missing what its checkers need: a task on an
+// enqueue or a claim-path op, a claim id on an op under a claim or on a
+// claim's ok that names a task.
+func (h *history) wellFormed(o *op) bool {
+	var missing string
+	switch o.f {
+	case FEnqueue:
+		if o.task == "" {
+			missing = "task"
+		}
+	case FClaim:
+		if o.ok() && o.task != "" && !o.hasClaim {
+			missing = "claim"
+		}
+	case FRenew, FUpdate, FComplete, FFail, FSnooze:
+		switch {
+		case o.task == "":
+			missing = "task"
+		case !o.hasClaim:
+			missing = "claim"
+		case o.f == FUpdate && o.inv.Seq == nil:
+			missing = "seq"
+		}
+	}
+	if missing == "" {
+		return true
+	}
+	h.defect(kindMalformed, o.inv, fmt.Sprintf("%s (proc %d) without %s", o.f, o.proc, missing))
+	return false
+}
+
+func (h *history) task(id string) *taskHist {
+	t := h.tasks[id]
+	if t == nil {
+		t = &taskHist{id: id}
+		h.tasks[id] = t
+	}
+	return t
+}
+
+// readFinals files the final reads under their tasks and decodes the views.
+func (h *history) readFinals() {
+	for i := range h.in.Finals {
+		fr := &h.in.Finals[i]
+		tr := taskRead{read: fr}
+		if fr.Found {
+			var v wire.TaskView
+			err := json.Unmarshal(fr.View, &v)
+			switch {
+			case err != nil:
+				h.finalDefect(fr, fmt.Sprintf("view: %v", err))
+			case v.ID.String() != fr.Task:
+				h.finalDefect(fr, fmt.Sprintf("view of task %s", v.ID))
+			default:
+				tr.view = &v
+			}
+		}
+		t := h.task(fr.Task)
+		t.reads = append(t.reads, tr)
+		if tr.view != nil {
+			t.views = append(t.views, tr)
+		}
+	}
+}
+
+func (h *history) finalDefect(fr *FinalRead, detail string) {
+	h.check.flag(kindUnreadable, false, fr.TNs, Example{Task: fr.Task, Nodes: []int{fr.Node}, TNs: []int64{fr.TNs}, Detail: detail})
+}
+
+// buildWindows pairs each nemesis stop with the earliest open start of the
+// same fault (same name and targets, else the same name). A start never
+// stopped lasts until the heal phase after it, or the history's end.
+func (h *history) buildWindows() {
+	beyond := map[string]bool{}
+	for _, n := range h.in.Run.BeyondBounds {
+		beyond[n] = true
+	}
+	var open []int // indices into h.windows, oldest first
+	for i := range h.in.Events {
+		e := &h.in.Events[i]
+		if e.Type != Nemesis {
+			continue
+		}
+		if e.F == "start" {
+			h.windows = append(h.windows, window{
+				nemesis: e.Nemesis, targets: e.Targets, detail: e.Detail, start: e.TNs, stop: h.tEnd, open: true,
+				beyond: beyond[e.Nemesis], clock: isClockFault(e.Nemesis),
+			})
+			open = append(open, len(h.windows)-1)
+			continue
+		}
+		if e.F != "stop" {
+			continue // a nemesis's own note: no window starts or ends
+		}
+		k := slices.IndexFunc(open, func(w int) bool {
+			return h.windows[w].nemesis == e.Nemesis && slices.Equal(h.windows[w].targets, e.Targets)
+		})
+		if k < 0 {
+			k = slices.IndexFunc(open, func(w int) bool { return h.windows[w].nemesis == e.Nemesis })
+		}
+		if k < 0 {
+			h.defect(kindUnpairedStop, e, fmt.Sprintf("stop of %s %v", e.Nemesis, e.Targets))
+			continue
+		}
+		w := &h.windows[open[k]]
+		w.stop, w.open = e.TNs, false
+		open = slices.Delete(open, k, k+1)
+	}
+	for _, i := range open {
+		w := &h.windows[i]
+		for _, p := range h.phases {
+			if p.F == phaseHeal && p.TNs >= w.start {
+				w.stop = p.TNs
+				break
+			}
+		}
+	}
+}
+
+// isClockFault tells a clock fault by its name. Such a fault beyond the
+// bound may break the time-based promises (leases not overlapping) but not
+// durability or fencing, which do not depend on clocks.
+func isClockFault(nemesis string) bool {
+	n := strings.ToLower(nemesis)
+	return strings.Contains(n, "clock") || strings.Contains(n, "skew")
+}
+
+// Bound classes: which beyond-bounds faults may excuse an anomaly.
+type boundClass int
+
+const (
+	// timing anomalies (overlapping leases) are excused by any fault
+	// beyond the bounds: a clock beyond the skew bound, or claims lost
+	// with a majority.
+	timing boundClass = iota
+	// durability anomalies (a lost write, a reused claim id, a stale op
+	// accepted) are excused only by faults that lose data beyond the
+	// bounds; a clock fault, whatever its size, must not cause them.
+	durability
+)
+
+// beyond reports whether a beyond-bounds fault of the class overlaps
+// [from, to]: the span from the earliest event of an anomaly (often the
+// acknowledgement a fault could have undone) to its latest.
+func (h *history) beyond(class boundClass, from, to int64) bool {
+	for _, w := range h.windows {
+		if !w.beyond || class == durability && w.clock {
+			continue
+		}
+		if w.start <= to && from <= w.stop {
+			return true
+		}
+	}
+	return false
+}
+
+// summary counts what the run recorded.
+func (h *history) summary() Summary {
+	s := Summary{Events: len(h.in.Events), Ops: len(h.ops), DurationNs: h.tEnd, FinalReads: len(h.in.Finals)}
+	for _, t := range h.tasks {
+		if len(t.enqueues) > 0 {
+			s.Tasks++
+		}
+		if len(t.reads) > 0 {
+			s.TasksRead++
+		}
+	}
+	return s
+}
+
+// Check is one checker's result.
+type Check struct {
+	Name string `json:"name"`
+	// Rule states what the checker verifies, in one line.
+	Rule string `json:"rule"`
+	// Counts are the checker's figures, in a fixed order; they never fail
+	// the run by themselves.
+	Counts []Count `json:"counts,omitempty"`
+	// Anomalies are the kinds of violation the checker looks for, each
+	// listed even when none was found.
+	Anomalies []*Anomaly `json:"anomalies"`
+	Notes     []string   `json:"notes,omitempty"`
+}
+
+// Count is a named figure.
+type Count struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// Anomaly is one kind of violation and its instances.
+type Anomaly struct {
+	Kind string `json:"kind"`
+	// Count is the instances within the design's bounds: any fails the run.
+	Count int `json:"count"`
+	// BeyondBounds is the instances a fault beyond the bounds excuses
+	// (RunInfo.BeyondBounds): reported as the guarantee's boundary.
+	BeyondBounds int       `json:"beyond_bounds"`
+	Examples     []Example `json:"examples,omitempty"`
+	// at holds every instance's time, for the per-window tables.
+	at []int64
+}
+
+// Example is one instance of an anomaly, with what it takes to find it in
+// the history.
+type Example struct {
+	Task   string   `json:"task,omitempty"`
+	Claims []uint32 `json:"claims,omitempty"`
+	// TNs are the times of the events involved (ns since the run began).
+	TNs []int64 `json:"t_ns,omitempty"`
+	// Events are the idx of the events involved.
+	Events []int64 `json:"events,omitempty"`
+	Nodes  []int   `json:"nodes,omitempty"`
+	Beyond bool    `json:"beyond_bounds,omitempty"`
+	Detail string  `json:"detail"`
+}
+
+func newCheck(name, rule string, kinds ...string) *Check {
+	c := &Check{Name: name, Rule: rule}
+	for _, k := range kinds {
+		c.Anomalies = append(c.Anomalies, &Anomaly{Kind: k})
+	}
+	return c
+}
+
+// count sets a figure, adding it at the end the first time.
+func (c *Check) count(name string, v int64) {
+	for i := range c.Counts {
+		if c.Counts[i].Name == name {
+			c.Counts[i].Value = v
+			return
+		}
+	}
+	c.Counts = append(c.Counts, Count{Name: name, Value: v})
+}
+
+// add adds to a figure.
+func (c *Check) add(name string, d int64) {
+	for i := range c.Counts {
+		if c.Counts[i].Name == name {
+			c.Counts[i].Value += d
+			return
+		}
+	}
+	c.Counts = append(c.Counts, Count{Name: name, Value: d})
+}
+
+// flag records an instance of an anomaly kind at time at; beyond says a
+// fault beyond the bounds excuses it.
+func (c *Check) flag(kind string, beyond bool, at int64, ex Example) {
+	a := c.anomaly(kind)
+	a.at = append(a.at, at)
+	ex.Beyond = beyond
+	kept := a.Count
+	if beyond {
+		a.BeyondBounds++
+		kept = a.BeyondBounds
+	} else {
+		a.Count++
+	}
+	// Up to maxExamples of each class, so excused instances never crowd
+	// out the ones that fail the run.
+	if kept <= maxExamples {
+		a.Examples = append(a.Examples, ex)
+	}
+}
+
+func (c *Check) anomaly(kind string) *Anomaly {
+	for _, a := range c.Anomalies {
+		if a.Kind == kind {
+			return a
+		}
+	}
+	a := &Anomaly{Kind: kind}
+	c.Anomalies = append(c.Anomalies, a)
+	return a
+}
+
+// OK reports whether the check found no anomaly within the bounds.
+func (c *Check) OK() bool {
+	for _, a := range c.Anomalies {
+		if a.Count > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// taskFlags gathers one task's per-replica findings, so that an anomaly
+// several replicas show counts once, its example naming every replica
+// that shows it (one lost write on three replicas is one anomaly).
+type taskFlags struct {
+	kinds   []string
+	pending map[string]*pendingFlag
+}
+
+type pendingFlag struct {
+	beyond bool
+	at     int64
+	ex     Example
+}
+
+// add records that replica node shows the anomaly; the first replica's
+// example stands for all.
+func (f *taskFlags) add(kind string, beyond bool, at int64, ex Example, node int) {
+	if f.pending == nil {
+		f.pending = map[string]*pendingFlag{}
+	}
+	p := f.pending[kind]
+	if p == nil {
+		ex.Nodes = nil
+		p = &pendingFlag{beyond: beyond, at: at, ex: ex}
+		f.pending[kind] = p
+		f.kinds = append(f.kinds, kind)
+	}
+	p.ex.Nodes = append(p.ex.Nodes, node)
+}
+
+// flush flags each gathered anomaly once.
+func (f *taskFlags) flush(c *Check) {
+	for _, k := range f.kinds {
+		p := f.pending[k]
+		c.flag(k, p.beyond, p.at, p.ex)
+	}
+	f.kinds, f.pending = nil, nil
+}

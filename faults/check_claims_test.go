@@ -1,0 +1,179 @@
+package faults
+
+import (
+	"testing"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// twoClaims adds task H: claim 0 invoked at t0Ms, claim 1 at t1Ms (each
+// answered ok 10 ms later), claim 1 completing it 100 ms after; every
+// replica holds both claims as the leaders stamped them.
+func twoClaims(b *builder, t0Ms, t1Ms int64) {
+	b.enqueue(taskH, 9000, 9010, OK)
+	b.claim(taskH, 0, t0Ms, t0Ms+10, OK)
+	b.claim(taskH, 1, t1Ms, t1Ms+10, OK)
+	b.under(FComplete, taskH, 1, t1Ms+100, t1Ms+110, OK)
+	v := b.view(taskH, finalCompleted)
+	v.Claims = []wire.ClaimView{claimView(0, t0Ms+5, t0Ms+2005), completed(claimView(1, t1Ms+5, t1Ms+2005), t1Ms+105)}
+	v.Attempts = 1
+}
+
+// setEpoch sets the epoch a claim's ok reported.
+func setEpoch(b *builder, taskID string, claim uint32, epoch uint64) {
+	for i := range b.events {
+		e := &b.events[i]
+		if e.Type == OK && e.F == FClaim && e.Task == taskID && *e.Claim == claim {
+			e.Epoch = epoch
+		}
+	}
+}
+
+func TestClaimOverlap(t *testing.T) {
+	const check = "claim overlap"
+	runFlagCases(t, []flagCase{
+		{name: "granted inside another claim's lease", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+		}},
+		{name: "granted after the lease and the skew bound", check: check, kind: kindOverlap, inject: func(b *builder) {
+			twoClaims(b, 10000, 12300)
+		}},
+		// The margin is a few ms, not the skew bound: a grant answered 6 ms
+		// before ti + L overlaps, one answered 3 ms before does not.
+		{name: "answered 6 ms before ti+L: overlap", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11984)
+		}},
+		{name: "answered 3 ms before ti+L: inside the margin", check: check, kind: kindOverlap, inject: func(b *builder) {
+			twoClaims(b, 10000, 11987)
+		}},
+		{name: "an ok renew extends the window", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 13000)
+			b.under(FRenew, taskH, 0, 11500, 11510, OK)
+		}},
+		{name: "a refused renew does not", check: check, kind: kindOverlap, inject: func(b *builder) {
+			twoClaims(b, 10000, 13000)
+			b.under(FRenew, taskH, 0, 11500, 11510, Fail)
+		}},
+		{name: "an ok fail ends the window", check: check, kind: kindOverlap, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.under(FFail, taskH, 0, 10500, 10510, OK)
+			v := b.views[taskH]
+			v.Claims[0].End = nodeEpochMs + 10505
+			v.Failures = []wire.FailureView{{Claim: 0, At: nodeEpochMs + 10505}}
+		}},
+		{name: "a refused fail does not", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.under(FFail, taskH, 0, 10500, 10510, Fail)
+		}},
+		{name: "overlap during a clock fault beyond the bounds: excused", check: check, kind: kindOverlap, beyond: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.beyondFault("clock-skew", 9000, 10500)
+		}},
+		{name: "overlap away from the fault beyond the bounds: not excused", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.beyondFault("clock-skew", 20000, 21000)
+		}},
+		{name: "refused as superseded while surely held", check: check, kind: kindSupersededWhenHeld, want: 1, inject: func(b *builder) {
+			b.op(FRenew, 2500, 2510, Fail, Event{Task: taskF, Claim: u32(0), TTLMs: 2000}, Event{Code: codeClaimSuperseded})
+		}},
+		{name: "refused as superseded after the window", check: check, kind: kindSupersededWhenHeld, inject: func(b *builder) {
+			b.op(FRenew, 4100, 4110, Fail, Event{Task: taskF, Claim: u32(0), TTLMs: 2000}, Event{Code: codeClaimSuperseded})
+		}},
+	})
+}
+
+func TestClaimIDs(t *testing.T) {
+	const check = "claim ids"
+	runFlagCases(t, []flagCase{
+		{name: "one id granted twice", check: check, kind: kindReused, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 12300)
+			b.claim(taskH, 0, 12300, 12310, OK)
+		}},
+		{name: "a lower id after a higher one's ok", check: check, kind: kindDecreasing, want: 1, inject: func(b *builder) {
+			b.claim(taskF, 0, 6600, 6610, OK)
+		}},
+		{name: "the epoch falls", check: check, kind: kindEpochRegress, want: 1, inject: func(b *builder) {
+			setEpoch(b, taskF, 0, 5)
+			setEpoch(b, taskF, 1, 3)
+		}},
+		{name: "the epoch grows", check: check, kind: kindEpochRegress, inject: func(b *builder) {
+			setEpoch(b, taskF, 0, 3)
+			setEpoch(b, taskF, 1, 5)
+		}},
+		{name: "final claim epochs fall", check: check, kind: kindEpochRegress, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0].Epoch, v.Claims[1].Epoch = 4, 2
+		}},
+		{name: "final claim epochs grow", check: check, kind: kindEpochRegress, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0].Epoch, v.Claims[1].Epoch = 2, 4
+		}},
+		{name: "final claims out of order", check: check, kind: kindNotIncr, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0], v.Claims[1] = v.Claims[1], v.Claims[0]
+		}},
+		{name: "final claim starts 300 ms before the previous end", check: check, kind: kindStartBefore, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[1].Start = v.Claims[0].End - 300
+		}},
+		{name: "final claim starts within the skew bound of the previous end", check: check, kind: kindStartBefore, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[1].Start = v.Claims[0].End - 200
+		}},
+		{name: "no replica holds claim 0", check: check, kind: kindGap, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims = v.Claims[1:]
+		}},
+		{name: "acknowledged claim on no replica", check: check, kind: kindClaimMissing, want: 1, inject: func(b *builder) {
+			v := b.views[taskC]
+			v.Claims, v.Failures, v.Attempts = v.Claims[:1], v.Failures[:1], 1
+		}},
+	})
+}
+
+func TestFencing(t *testing.T) {
+	const check = "fencing"
+	runFlagCases(t, []flagCase{
+		{name: "complete under a superseded claim accepted", check: check, kind: kindStale, want: 1, inject: func(b *builder) {
+			b.under(FComplete, taskF, 0, 4500, 4510, OK)
+		}},
+		{name: "renew under a superseded claim accepted", check: check, kind: kindStale, want: 1, inject: func(b *builder) {
+			b.under(FRenew, taskF, 0, 4500, 4510, OK)
+		}},
+		{name: "complete under a superseded claim refused", check: check, kind: kindStale, inject: func(b *builder) {
+			b.op(FComplete, 4500, 4510, Fail, Event{Task: taskF, Claim: u32(0)}, Event{Code: codeClaimSuperseded})
+		}},
+		{name: "complete after the sink fenced the claim", check: check, kind: kindSinkFenced, want: 1, inject: func(b *builder) {
+			b.effect(taskF, 1, 4340, yes())
+			b.effect(taskF, 0, 4350, no())
+			b.under(FComplete, taskF, 0, 4360, 4370, OK)
+		}},
+		{name: "refused after the sink fenced the claim", check: check, kind: kindSinkFenced, inject: func(b *builder) {
+			b.effect(taskF, 1, 4340, yes())
+			b.effect(taskF, 0, 4350, no())
+			b.op(FComplete, 4360, 4370, Fail, Event{Task: taskF, Claim: u32(0)}, Event{Code: codeClaimSuperseded})
+		}},
+		{name: "sink took an older claim after a newer", check: check, kind: kindSinkRegressed, want: 1, inject: func(b *builder) {
+			b.effect(taskF, 1, 4340, yes())
+			b.effect(taskF, 0, 4350, yes())
+		}},
+	})
+}
+
+func TestCompletionThenClaim(t *testing.T) {
+	const check = "completion then claim"
+	runFlagCases(t, []flagCase{
+		{name: "claimed after the complete's ok", check: check, kind: kindClaimAfterComplete, want: 1, inject: func(b *builder) {
+			b.claim(taskA, 1, 1600, 1610, OK)
+		}},
+		{name: "a final view holds a claim after the completing one", check: check, kind: kindFinalAfterComplete, want: 1, inject: func(b *builder) {
+			v := b.views[taskA]
+			v.Claims = append(v.Claims, claimView(1, 3100, 5100))
+		}},
+		{name: "completed by another claim than the acknowledged", check: check, kind: kindCompletedByOther, want: 1, inject: func(b *builder) {
+			v := b.views[taskF]
+			v.Claims[0] = completed(v.Claims[0], 3000)
+			v.Claims[1].Completed = nil
+		}},
+	})
+}

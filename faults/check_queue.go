@@ -1,0 +1,334 @@
+package faults
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Total-queue (TESTING.md section 1.5 and 6.1), keyed by task id: ids are
+// client-chosen and an enqueue's retries reuse its id, so sets of ids stand
+// where Jepsen has multisets of values (a retry must not count as a second
+// attempt, which would hide a duplicate).
+//
+//   - attempted: ids of every enqueue invoke; acknowledged: ids with an ok
+//     enqueue.
+//   - dequeued: with dequeue = complete, the distinct (task, claim) of ok
+//     completes; with dequeue = claim, the ok claims.
+//   - lost: an acknowledged id whose task, after the harness's drain, is
+//     missing from every final read or is in none of them in the state the
+//     dequeue leads to. A task dead after max_attempts, or blocked forever
+//     behind one, was handled as designed and is counted, not lost.
+//   - unexpected: dequeues of ids never attempted.
+//   - duplicated: dequeues beyond the first per id; recovered: dequeued ids
+//     whose enqueues all came back fail or info. Neither fails the run
+//     (at-least-once).
+//   - failed-but-delivered: an id whose enqueues all came back fail, whose
+//     task exists anywhere (a final read found it, or an op on it succeeded).
+
+// Anomaly kinds of the total-queue checks.
+const (
+	kindLost            = "lost"
+	kindUnexpected      = "unexpected"
+	kindFailedDelivered = "failed-but-delivered"
+)
+
+// Final states of a task across the replicas that hold it.
+const (
+	finalMissing   = "missing"
+	finalCompleted = "completed"
+	finalDead      = "dead"
+	finalBlocked   = "blocked"
+	finalPending   = "pending" // ready, claimed or delayed
+)
+
+// finalState merges a task's final views: completed if any replica says
+// so (a completion is set forever), then dead, then blocked.
+func (t *taskHist) finalState() string {
+	views := t.found()
+	if len(views) == 0 {
+		return finalMissing
+	}
+	state := finalPending
+	for _, r := range views {
+		switch s := r.view.State; {
+		case s == finalCompleted:
+			return finalCompleted
+		case s == finalDead:
+			state = finalDead
+		case s == finalBlocked && state != finalDead:
+			state = finalBlocked
+		}
+	}
+	return state
+}
+
+// deps returns a task's dependencies: from a final view, else from its
+// enqueues.
+func (t *taskHist) deps() []string {
+	for _, r := range t.found() {
+		out := make([]string, 0, len(r.view.Deps))
+		for _, d := range r.view.Deps {
+			out = append(out, d.String())
+		}
+		return out
+	}
+	for _, e := range t.enqueues {
+		if len(e.inv.Deps) > 0 {
+			return e.inv.Deps
+		}
+	}
+	return nil
+}
+
+// blockedForever reports whether a task is blocked behind a dead
+// dependency, directly or through other blocked ones: it can never run,
+// as designed, so it is not lost.
+func (h *history) blockedForever(id string, memo map[string]bool) bool {
+	if v, ok := memo[id]; ok {
+		return v
+	}
+	memo[id] = false // deps are older ids, so no cycle; this guards anyway
+	t := h.tasks[id]
+	if t == nil || t.finalState() != finalBlocked {
+		return false
+	}
+	for _, d := range t.deps() {
+		dt := h.tasks[d]
+		if dt != nil && (dt.finalState() == finalDead || h.blockedForever(d, memo)) {
+			memo[id] = true
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueTally is what the enqueues of one task say.
+type enqueueTally struct {
+	attempted bool
+	acked     bool
+	ackAt     int64 // the first ok's time
+	// allFailed: every attempt came back fail, so the task must not exist.
+	allFailed bool
+}
+
+func (t *taskHist) tally() enqueueTally {
+	e := enqueueTally{attempted: len(t.enqueues) > 0, allFailed: len(t.enqueues) > 0}
+	for _, o := range t.enqueues {
+		if o.ok() && !e.acked {
+			e.acked, e.ackAt = true, o.tc
+		}
+		if o.typ != Fail {
+			e.allFailed = false
+		}
+	}
+	return e
+}
+
+// exists reports whether anything shows the task exists: a replica holds
+// it, or an operation on it other than its enqueue succeeded.
+func (t *taskHist) exists() (bool, []int64) {
+	if rs := t.found(); len(rs) > 0 {
+		return true, nil
+	}
+	for _, ops := range [][]*op{t.grants, t.renews, t.updates, t.completes, t.fails, t.snoozes} {
+		for _, o := range ops {
+			if o.ok() {
+				return true, o.events()
+			}
+		}
+	}
+	return false, nil
+}
+
+// queueCounts are the figures both total-queue checks report.
+type queueCounts struct {
+	attempted, acked, ok, duplicated, recovered, dead, blocked int64
+}
+
+// write sets the figures; dead ones only where the dequeue is the
+// complete (a dead task was always claimed).
+func (q *queueCounts) write(c *Check, withDead bool) {
+	c.count("attempted", q.attempted)
+	c.count("acknowledged", q.acked)
+	c.count("ok", q.ok)
+	c.count("duplicated", q.duplicated)
+	c.count("recovered", q.recovered)
+	if withDead {
+		c.count("dead (max_attempts)", q.dead)
+	}
+	c.count("blocked behind a dead dependency", q.blocked)
+}
+
+func checkQueueByComplete(h *history) *Check {
+	c := newCheck("total-queue (dequeue = acknowledged complete)",
+		"every acknowledged enqueue is completed in the final state (or dead); nothing unattempted is completed; no definitely failed enqueue exists",
+		kindLost, kindUnexpected, kindFailedDelivered)
+	var q queueCounts
+	memo := map[string]bool{}
+	c.count("completed without an acknowledged complete", 0)
+	for _, id := range h.ids {
+		t := h.tasks[id]
+		e := t.tally()
+		claims := map[uint32]bool{}
+		for _, o := range t.completes {
+			if o.ok() {
+				claims[o.claim] = true
+				if !e.attempted {
+					c.flag(kindUnexpected, false, o.tc, Example{Task: id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events(), Detail: "completed, never enqueued"})
+				}
+			}
+		}
+		q.count(e, len(claims))
+		state := t.finalState()
+		if e.acked && state != finalCompleted {
+			h.lostOrHandled(c, &q, t, e, state, memo)
+		}
+		if e.acked && state == finalCompleted && len(claims) == 0 {
+			c.add("completed without an acknowledged complete", 1)
+		}
+		if e.allFailed {
+			if ok, evs := t.exists(); ok {
+				c.flag(kindFailedDelivered, false, t.enqueues[0].tc, Example{Task: id, Events: append(t.enqueues[0].events(), evs...),
+					TNs: []int64{t.enqueues[0].ti}, Detail: "every enqueue came back fail, yet the task exists"})
+			}
+		}
+	}
+	q.write(c, true)
+	writeRedeliveries(h, c)
+	return c
+}
+
+// count tallies one task's dequeues.
+func (q *queueCounts) count(e enqueueTally, dequeues int) {
+	if e.attempted {
+		q.attempted++
+	}
+	if e.acked {
+		q.acked++
+	}
+	if dequeues > 0 && e.attempted {
+		q.ok++
+		if !e.acked {
+			q.recovered++
+		}
+	}
+	if dequeues > 1 {
+		q.duplicated += int64(dequeues - 1)
+	}
+}
+
+// lostOrHandled files an acknowledged task that the dequeue did not reach:
+// dead and blocked-forever tasks were handled as designed; anything else
+// is lost. A fault that loses data beyond the bounds after the ack excuses
+// it.
+func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueueTally, state string, memo map[string]bool) {
+	switch {
+	case state == finalDead:
+		q.dead++
+		return
+	case state == finalBlocked && h.blockedForever(t.id, memo):
+		q.blocked++
+		return
+	}
+	detail := t.statesDetail()
+	c.flag(kindLost, h.beyond(durability, e.ackAt, h.tEnd), e.ackAt,
+		Example{Task: t.id, TNs: []int64{e.ackAt}, Events: firstOK(t.enqueues).events(), Detail: detail})
+}
+
+// statesDetail says what each replica's final read found: the states and
+// the nodes that show them, the replicas that lack the task, the reads
+// that failed.
+func (t *taskHist) statesDetail() string {
+	nodes := map[string][]int{}
+	var keys []string
+	for _, r := range t.reads {
+		k := "not found"
+		switch {
+		case r.view != nil:
+			k = r.view.State
+		case r.read.Err != "":
+			k = "read failed (" + truncate(r.read.Err) + ")"
+		}
+		if nodes[k] == nil {
+			keys = append(keys, k)
+		}
+		nodes[k] = append(nodes[k], r.read.Node)
+	}
+	if len(keys) == 0 {
+		return "no final read"
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s on %v", k, nodes[k])
+	}
+	return "final reads: " + strings.Join(parts, ", ")
+}
+
+func firstOK(ops []*op) *op {
+	for _, o := range ops {
+		if o.ok() {
+			return o
+		}
+	}
+	return ops[0]
+}
+
+func checkQueueByClaim(h *history) *Check {
+	c := newCheck("total-queue (dequeue = ok claim)",
+		"every acknowledged enqueue was claimed (or is blocked behind a dead dependency); nothing unattempted is claimed",
+		kindLost, kindUnexpected)
+	var q queueCounts
+	memo := map[string]bool{}
+	for _, id := range h.ids {
+		t := h.tasks[id]
+		e := t.tally()
+		if !e.attempted {
+			for _, g := range t.grants {
+				c.flag(kindUnexpected, false, g.tc, Example{Task: id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(), Detail: "claimed, never enqueued"})
+			}
+		}
+		q.count(e, len(t.grants))
+		if !e.acked || len(t.grants) > 0 {
+			continue
+		}
+		// Claims the history saw only as info still show in the views.
+		claimed := false
+		for _, r := range t.found() {
+			claimed = claimed || len(r.view.Claims) > 0
+		}
+		if !claimed {
+			h.lostOrHandled(c, &q, t, e, t.finalState(), memo)
+		}
+	}
+	q.write(c, false)
+	writeRedeliveries(h, c)
+	return c
+}
+
+// writeRedeliveries counts ok claims of a task after an earlier one, split
+// by whether the claim before was released (fail, snooze: the workload
+// asked for it) or, as far as the history shows, expired.
+func writeRedeliveries(h *history, c *Check) {
+	var total, afterRelease int64
+	for _, id := range h.ids {
+		t := h.tasks[id]
+		if len(t.grants) < 2 {
+			continue
+		}
+		released := map[uint32]bool{}
+		for _, o := range append(append([]*op(nil), t.fails...), t.snoozes...) {
+			if o.mayHaveApplied() {
+				released[o.claim] = true
+			}
+		}
+		for _, g := range t.grants[1:] {
+			total++
+			if g.claim > 0 && released[g.claim-1] {
+				afterRelease++
+			}
+		}
+	}
+	c.count("redeliveries", total)
+	c.count("redeliveries after fail or snooze", afterRelease)
+	c.count("redeliveries after expiry", total-afterRelease)
+}

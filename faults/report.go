@@ -1,0 +1,403 @@
+package faults
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is the checkers' verdict on a run, with the figures a person
+// needs to judge it.
+type Report struct {
+	Run     RunInfo `json:"run"`
+	Summary Summary `json:"summary"`
+	// Ops counts the client operations by name, then all together.
+	Ops []OpStats `json:"ops"`
+	// Windows are the nemesis faults in the order they started.
+	Windows []WindowStats `json:"windows"`
+	Checks  []*Check      `json:"checks"`
+}
+
+// Summary sizes the run.
+type Summary struct {
+	Events     int   `json:"events"`
+	Ops        int   `json:"ops"`
+	DurationNs int64 `json:"duration_ns"`
+	FinalReads int   `json:"final_reads"`
+	// Tasks are the ids enqueued; TasksRead the ids with a final read.
+	Tasks     int `json:"tasks"`
+	TasksRead int `json:"tasks_read"`
+}
+
+// OpStats counts operations by outcome. Attempted counts invokes; an
+// operation the history ended before answering counts as info.
+type OpStats struct {
+	F         string `json:"f"`
+	Attempted int    `json:"attempted"`
+	OK        int    `json:"ok"`
+	Fail      int    `json:"fail"`
+	Info      int    `json:"info"`
+}
+
+func (s *OpStats) add(o *op) {
+	s.Attempted++
+	switch o.typ {
+	case OK:
+		s.OK++
+	case Fail:
+		s.Fail++
+	default:
+		s.Info++
+	}
+}
+
+// Availability is ok ÷ attempted, or nil when nothing was attempted.
+func (s OpStats) Availability() *float64 {
+	if s.Attempted == 0 {
+		return nil
+	}
+	a := float64(s.OK) / float64(s.Attempted)
+	return &a
+}
+
+// afterHealNs is the span after a fault's heal whose availability is
+// reported: long enough to see failover and catch-up, short enough to
+// end before the next fault of a 10 s flip-flop schedule.
+const afterHealNs = 10 * nsPerS
+
+// WindowStats is what happened during one nemesis fault and right after.
+type WindowStats struct {
+	Nemesis string          `json:"nemesis"`
+	Targets []int           `json:"targets,omitempty"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+	StartNs int64           `json:"start_ns"`
+	StopNs  int64           `json:"stop_ns"`
+	// Open: no stop was recorded; StopNs is the heal phase or the end.
+	Open         bool `json:"open,omitempty"`
+	BeyondBounds bool `json:"beyond_bounds,omitempty"`
+	// During counts the ops invoked in [start, stop); After those invoked
+	// in the 10 s after the stop.
+	During OpStats `json:"during"`
+	After  OpStats `json:"after"`
+	// RecoverClaimMs and RecoverEnqueueMs are the time from the stop to
+	// the first ok claim that got a task and the first ok enqueue answered
+	// after it; nil if none came.
+	RecoverClaimMs   *int64 `json:"recover_claim_ms,omitempty"`
+	RecoverEnqueueMs *int64 `json:"recover_enqueue_ms,omitempty"`
+	// Anomalies counts the anomaly instances (within and beyond bounds)
+	// dated from the start to 10 s after the stop.
+	Anomalies int `json:"anomalies"`
+}
+
+// opStats counts ops by name, in a fixed order, and in total.
+func opStats(ops []*op) []OpStats {
+	byF := map[string]*OpStats{}
+	var names []string
+	total := OpStats{F: "total"}
+	for _, o := range ops {
+		s := byF[o.f]
+		if s == nil {
+			s = &OpStats{F: o.f}
+			byF[o.f] = s
+			names = append(names, o.f)
+		}
+		s.add(o)
+		total.add(o)
+	}
+	order := []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FGet}
+	slices.SortStableFunc(names, func(a, b string) int { return rank(order, a) - rank(order, b) })
+	out := make([]OpStats, 0, len(names)+1)
+	for _, n := range names {
+		out = append(out, *byF[n])
+	}
+	return append(out, total)
+}
+
+// rank is a name's place in order, unknown names last.
+func rank(order []string, name string) int {
+	if i := slices.Index(order, name); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+func windowStats(h *history, checks []*Check) []WindowStats {
+	out := make([]WindowStats, 0, len(h.windows))
+	for _, w := range h.windows {
+		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
+			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"}}
+		firstClaim, firstEnqueue := tNever, tNever
+		for _, o := range h.ops {
+			switch {
+			case o.ti >= w.start && o.ti < w.stop:
+				s.During.add(o)
+			case o.ti >= w.stop && o.ti < w.stop+afterHealNs:
+				s.After.add(o)
+			}
+			if !o.ok() || o.tc < w.stop {
+				continue
+			}
+			if o.f == FClaim && o.task != "" {
+				firstClaim = min(firstClaim, o.tc)
+			}
+			if o.f == FEnqueue {
+				firstEnqueue = min(firstEnqueue, o.tc)
+			}
+		}
+		s.RecoverClaimMs, s.RecoverEnqueueMs = sinceMs(w.stop, firstClaim), sinceMs(w.stop, firstEnqueue)
+		for _, c := range checks {
+			for _, a := range c.Anomalies {
+				for _, at := range a.at {
+					if at >= w.start && at < w.stop+afterHealNs {
+						s.Anomalies++
+					}
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// sinceMs is the ms from stop to t, or nil if t is tNever.
+func sinceMs(stop, t int64) *int64 {
+	if t == tNever {
+		return nil
+	}
+	ms := (t - stop) / nsPerMs
+	return &ms
+}
+
+// OK reports whether every check passed: no anomaly within the design's
+// bounds (those beyond them are reported, not failed).
+func (r *Report) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// Verdict is the report's one-line conclusion.
+func (r *Report) Verdict() string {
+	var failed []string
+	beyond := 0
+	for _, c := range r.Checks {
+		if !c.OK() {
+			failed = append(failed, c.Name)
+		}
+		for _, a := range c.Anomalies {
+			beyond += a.BeyondBounds
+		}
+	}
+	v := "PASS"
+	if len(failed) > 0 {
+		v = "FAIL: " + strings.Join(failed, "; ")
+	}
+	if beyond > 0 {
+		v += fmt.Sprintf(" (%d anomalies beyond the bounds, reported not failed)", beyond)
+	}
+	return fmt.Sprintf("%s: scenario %s, seed %d", v, r.Run.Scenario, r.Run.Seed)
+}
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
+		OK      bool   `json:"ok"`
+		Verdict string `json:"verdict"`
+		*Report
+	}{r.OK(), r.Verdict(), r}); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the report for people: the run, the operations, a table
+// of the nemesis windows, a table of the checks, the anomalies with their
+// examples, and the verdict.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := &printer{w: tw}
+	r.writeHeader(p)
+	r.writeOps(p)
+	r.writeWindows(p)
+	r.writeChecks(p)
+	r.writeAnomalies(p)
+	p.printf("\nVERDICT %s\n", r.Verdict())
+	if p.err != nil {
+		return fmt.Errorf("write report: %w", p.err)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// printer keeps the first write error, so the writers above stay linear.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (r *Report) writeHeader(p *printer) {
+	ri := r.Run
+	p.printf("skuldd fault run: scenario %s, seed %d, started %s\n", ri.Scenario, ri.Seed, ri.Started)
+	p.printf("cluster: %d nodes, P=%d N=%d W=%d; skew bound %d ms, max drift %d ms, aae %d ms; ttl %d ms, max_attempts %d\n",
+		ri.Nodes, ri.Partitions, ri.Replicas, ri.W, ri.SkewBoundMs, ri.MaxDriftMs, ri.AAEIntervalMs, ri.TTLMs, ri.MaxAttempts)
+	if len(ri.BeyondBounds) > 0 {
+		p.printf("beyond the bounds: %s\n", strings.Join(ri.BeyondBounds, ", "))
+	}
+	if ri.Command != "" {
+		p.printf("rerun: %s\n", ri.Command)
+	}
+	s := r.Summary
+	p.printf("history: %d events, %d ops over %s; %d tasks enqueued; %d final reads of %d tasks\n",
+		s.Events, s.Ops, fmtSec(s.DurationNs), s.Tasks, s.FinalReads, s.TasksRead)
+}
+
+func (r *Report) writeOps(p *printer) {
+	p.printf("\nOperations\nf\tattempted\tok\tfail\tinfo\tavailability\t\n")
+	for _, s := range r.Ops {
+		p.printf("%s\t%d\t%d\t%d\t%d\t%s\t\n", s.F, s.Attempted, s.OK, s.Fail, s.Info, fmtRatio(s.Availability()))
+	}
+}
+
+func (r *Report) writeWindows(p *printer) {
+	if len(r.Windows) == 0 {
+		p.printf("\nNemesis windows: none\n")
+		return
+	}
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop)\n")
+	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\trecover claim\trecover enqueue\tanomalies\t\n")
+	for i, s := range r.Windows {
+		name := s.Nemesis
+		if s.BeyondBounds {
+			name += " (beyond bounds)"
+		}
+		stop := fmtSec(s.StopNs)
+		if s.Open {
+			stop += " (open)"
+		}
+		p.printf("%d\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", i+1, name, s.Targets, fmtSec(s.StartNs), stop,
+			s.During.Attempted, s.During.OK, s.During.Fail, s.During.Info, fmtRatio(s.During.Availability()),
+			fmtRatio(s.After.Availability()), fmtMsPtr(s.RecoverClaimMs), fmtMsPtr(s.RecoverEnqueueMs), s.Anomalies)
+	}
+}
+
+// writeChecks writes a block per check: its verdict and name, the count of
+// each anomaly kind (with those beyond the bounds when there are any),
+// and its figures.
+func (r *Report) writeChecks(p *printer) {
+	p.printf("\nChecks\n")
+	for _, c := range r.Checks {
+		verdict := "pass"
+		if !c.OK() {
+			verdict = "FAIL"
+		}
+		p.printf("%s\t%s\n", verdict, c.Name)
+		var an, figs []string
+		for _, a := range c.Anomalies {
+			s := fmt.Sprintf("%s %d", a.Kind, a.Count)
+			if a.BeyondBounds > 0 {
+				s += fmt.Sprintf(" (+%d beyond bounds)", a.BeyondBounds)
+			}
+			an = append(an, s)
+		}
+		for _, n := range c.Counts {
+			figs = append(figs, fmt.Sprintf("%s %d", n.Name, n.Value))
+		}
+		p.printf("\t  anomalies: %s\n", strings.Join(an, ", "))
+		if len(figs) > 0 {
+			p.printf("\t  figures: %s\n", strings.Join(figs, ", "))
+		}
+	}
+}
+
+func (r *Report) writeAnomalies(p *printer) {
+	header := false
+	for _, c := range r.Checks {
+		for _, n := range c.Notes {
+			p.printf("\nnote (%s): %s\n", c.Name, n)
+		}
+		for _, a := range c.Anomalies {
+			if a.Count+a.BeyondBounds == 0 {
+				continue
+			}
+			if !header {
+				p.printf("\nAnomalies (examples; times are seconds since the run began)\n")
+				header = true
+			}
+			p.printf("%s: %s: %d within bounds, %d beyond\n", c.Name, a.Kind, a.Count, a.BeyondBounds)
+			for _, ex := range a.Examples {
+				p.printf("  %s\n", ex.String())
+			}
+		}
+	}
+}
+
+// String renders an example on one line.
+func (ex Example) String() string {
+	var b strings.Builder
+	if ex.Beyond {
+		b.WriteString("[beyond bounds] ")
+	}
+	if ex.Task != "" {
+		fmt.Fprintf(&b, "task %s ", ex.Task)
+	}
+	if len(ex.Claims) > 0 {
+		fmt.Fprintf(&b, "claims %v ", ex.Claims)
+	}
+	if len(ex.Nodes) > 0 {
+		fmt.Fprintf(&b, "nodes %v ", ex.Nodes)
+	}
+	if len(ex.TNs) > 0 {
+		ts := make([]string, len(ex.TNs))
+		for i, t := range ex.TNs {
+			ts[i] = fmtSec(t)
+		}
+		fmt.Fprintf(&b, "at %s ", strings.Join(ts, " "))
+	}
+	if len(ex.Events) > 0 {
+		fmt.Fprintf(&b, "events %v ", ex.Events)
+	}
+	b.WriteString(ex.Detail)
+	return strings.TrimSpace(b.String())
+}
+
+func fmtSec(ns int64) string {
+	if ns == tNever {
+		return "never"
+	}
+	return fmt.Sprintf("%.3fs", float64(ns)/float64(nsPerS))
+}
+
+func fmtMs(ns int64) string { return fmt.Sprintf("%.1f ms", float64(ns)/float64(nsPerMs)) }
+
+func fmtMsPtr(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d ms", *ms)
+}
+
+// percent turns a ratio into a percentage.
+const percent = 100
+
+func fmtRatio(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", *r*percent)
+}

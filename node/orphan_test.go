@@ -1,0 +1,209 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/skuldd/skuldd/node/nodetest"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// postHTTP sends body to node i's HTTP API and returns the status and
+// answer.
+func postHTTP(c *nodetest.Cluster, i int, path string, body any) (int, string, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.Post(c.HTTP(i)+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out), nil
+}
+
+// Issue 20, first defect: a paused ex-leader's refused writes survived and
+// spread. Reference: DESIGN.md, "Partition leaders": no write of a
+// superseded epoch that the handoff did not carry may extend, rewrite or
+// complete anything in any replica, and anti-entropy must never spread
+// it as truth.
+//
+// Node F leads the partition of task X and grants claim 0. F is frozen
+// (its HTTP requests held, as SIGSTOP holds what queues in its sockets)
+// and cut off; an update and a completion under claim 0 queue for it.
+// Another node takes the partition over, claim 0 expires, claim 1 is
+// granted. F is thawed while still cut off: it serves the queued requests
+// with its old state, writing them to its own store (they cannot be
+// acknowledged). Then claim 1 completes at the new leader, and the
+// network heals. The queued writes must never appear anywhere: every
+// replica ends with claim 1's completion and update, and none holds
+// claim 0's.
+func TestClusterFrozenLeaderOrphans(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	const f = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
+	defer cancel()
+
+	// X in a partition F leads (an enqueue through F picks one).
+	enq, err := c.Client(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "orphan", Data: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := enq.Results[0].ID
+	cl, err := c.Client(f).Claim(ctx, &wire.ClaimRequest{Queue: "orphan", TTLMs: 1000})
+	if err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != x || *cl.Tasks[0].Claim != 0 {
+		t.Fatalf("claim through F: %+v, %v", cl, err)
+	}
+	if _, err := c.Client(f).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 0, Seq: 0, Data: []byte("acked 0/0")}); err != nil {
+		t.Fatal(err)
+	}
+	part := partOfForTest(x, nodetest.DefaultPartitions)
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEpoch := v.Partitions[part].Epoch
+
+	// Freeze F and cut it off; the requests queue.
+	c.Faults(f).Freeze()
+	c.Isolate(f)
+	type answer struct {
+		what   string
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		st, b, err := postHTTP(c, f, "/v1/update", map[string]any{"id": x.String(), "claim": 0, "seq": 1, "data": []byte("orphan 0/1")})
+		answers <- answer{"update", st, b, err}
+	}()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if h := c.Faults(f).Held(); h < 1 {
+			return fmt.Errorf("%d requests held", h)
+		}
+		return nil
+	})
+
+	// Another node takes X's partition over; claim 0 expires there and
+	// claim 1 is granted.
+	var newLeader int
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		p := v.Partitions[part]
+		if p.Leader == all[f] || p.Epoch <= oldEpoch {
+			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
+		}
+		for i, id := range all {
+			if id == p.Leader {
+				newLeader = i
+			}
+		}
+		return nil
+	})
+	var claim1 *wire.TaskView
+	nodetest.WaitFor(t, clusterWait, func() error {
+		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "orphan", TTLMs: 60_000})
+		if err != nil {
+			return err
+		}
+		if len(r.Tasks) == 0 {
+			return fmt.Errorf("nothing to claim yet")
+		}
+		claim1 = &r.Tasks[0]
+		return nil
+	})
+	if claim1.ID != x || *claim1.Claim != 1 {
+		t.Fatalf("claim at the new leader: %s claim %d; want %s claim 1", claim1.ID, *claim1.Claim, x)
+	}
+	if _, err := c.Client(newLeader).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 1, Seq: 0, Data: []byte("acked 1/0")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// F thaws, still cut off: it serves what queued with its old state,
+	// and then a completion, one after the other (their order fixed).
+	c.Faults(f).Thaw()
+	check := func(a answer) {
+		t.Helper()
+		if a.err == nil && a.status/100 == 2 {
+			t.Fatalf("the cut-off leader acknowledged the %s: %d %s", a.what, a.status, a.body)
+		}
+		t.Logf("%s on the thawed leader: %d %s %v", a.what, a.status, a.body, a.err)
+	}
+	check(<-answers)
+	st, b, err := postHTTP(c, f, "/v1/complete", map[string]any{"id": x.String(), "claim": 0, "seq": 2})
+	check(answer{"complete", st, b, err})
+	// It did write them to its own store: the case this test is about.
+	local, err := c.Client(f).Get(ctx, &wire.GetRequest{ID: x, R: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local.State != "completed" || len(local.Updates) != 2 {
+		t.Fatalf("the thawed leader's own replica: state %s updates %+v; want its orphans (completed, 2 updates)", local.State, local.Updates)
+	}
+	// Claim 1 completes after the orphan completion: the earlier one
+	// would win a plain CRDT merge.
+	if _, err := c.Client(newLeader).Complete(ctx, &wire.CompleteRequest{ID: x, Claim: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Heal()
+	want := func(v *wire.TaskView) error {
+		if v.State != "completed" {
+			return fmt.Errorf("state %s", v.State)
+		}
+		var done []uint32
+		for _, cv := range v.Claims {
+			if cv.Completed != nil {
+				done = append(done, cv.Claim)
+			}
+		}
+		if len(done) != 1 || done[0] != 1 {
+			return fmt.Errorf("completed by claims %v; want [1]", done)
+		}
+		if len(v.Updates) != 2 || string(v.Updates[0].Data) != "acked 0/0" || string(v.Updates[1].Data) != "acked 1/0" {
+			return fmt.Errorf("updates %+v; want claim 0's seq 0 and claim 1's seq 0", v.Updates)
+		}
+		return nil
+	}
+	nodetest.WaitFor(t, clusterWait, func() error {
+		for i := range 3 {
+			v, err := c.Client(i).Get(ctx, &wire.GetRequest{ID: x, R: 1})
+			if err != nil {
+				return fmt.Errorf("node %d: %v", i, err)
+			}
+			if err := want(v); err != nil {
+				return fmt.Errorf("node %d's replica: %v", i, err)
+			}
+		}
+		return nil
+	})
+	// The majority read agrees, and the thawed node leads the partition
+	// no more.
+	v2, err := c.Client(0).Get(ctx, &wire.GetRequest{ID: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := want(v2); err != nil {
+		t.Fatalf("majority read: %v", err)
+	}
+	reps, err := c.Node(f).Replicas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps[part].LeadingEpoch != 0 {
+		t.Errorf("the thawed node still leads partition %d at %d", part, reps[part].LeadingEpoch)
+	}
+}
