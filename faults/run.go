@@ -47,7 +47,7 @@ type Run struct {
 		tasks []string
 		seen  map[string]bool
 	}
-	sum Summary
+	sum RunSummary
 }
 
 // Phases of a run (Phase events' F).
@@ -101,7 +101,7 @@ func (r *Run) printf(format string, args ...any) { fmt.Fprintf(r.cfg.Print, form
 // Execute runs everything. The error is the harness's own failure (the
 // cluster never formed, a file could not be written); what skuldd does
 // under the faults is the history's, for the checkers.
-func (r *Run) Execute(ctx context.Context) (_ *Summary, err error) {
+func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
 	r.tl = NewTimeline()
 	started := time.Now()
 	r.sum.Seed, r.sum.Started = r.cfg.Seed, started.UTC().Format(time.RFC3339)

@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// Summary is summary.json: what the harness saw of its own run, for
+// RunSummary is summary.json: what the harness saw of its own run, for
 // people (the checkers judge the history).
-type Summary struct {
+type RunSummary struct {
 	Seed     int64       `json:"seed"`
 	Started  string      `json:"started"`
 	ElapsedS float64     `json:"elapsed_s"`
@@ -100,7 +100,7 @@ func (w *WindowCounts) total(typ string) int {
 
 // Count fills the Ops, Codes, Effects, Windows and Healthy parts of s
 // from a history.
-func (s *Summary) Count(events []Event) {
+func (s *RunSummary) Count(events []Event) {
 	s.Ops, s.Codes, s.Effects = map[string]map[string]int{}, map[string]map[string]int{}, map[string]int{}
 	bump := func(m map[string]map[string]int, k1, k2 string) {
 		if m[k1] == nil {
@@ -161,7 +161,7 @@ func (s *Summary) Count(events []Event) {
 }
 
 // Print writes the counts for a person.
-func (s *Summary) Print(w io.Writer) {
+func (s *RunSummary) Print(w io.Writer) {
 	ops := []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FGet}
 	fmt.Fprintf(w, "\nOperations (whole run):\n  %-9s %8s %8s %8s %8s\n", "op", "invoke", "ok", "fail", "info")
 	for _, op := range ops {
@@ -252,7 +252,7 @@ func mapKeys(m map[string]int) func(func(string) bool) {
 
 // summarize reads the history back, scans the node logs, writes
 // summary.json and prints it.
-func (r *Run) summarize() (*Summary, error) {
+func (r *Run) summarize() (*RunSummary, error) {
 	events, err := ReadHistory(filepath.Join(r.cfg.Out, HistoryFile))
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func TestSummaryCount(t *testing.T) {
 		{Proc: 11, Type: Invoke, F: FClaim, TNs: s(9)},
 		{Proc: 11, Type: OK, F: FClaim, TNs: s(9.1)},
 	}
-	var sum Summary
+	var sum RunSummary
 	sum.Count(events)
 	if got := sum.Ops[FClaim]; got[Invoke] != 3 || got[OK] != 1 || got[Fail] != 1 || got[Info] != 1 {
 		t.Errorf("claim counts %v", got)

@@ -395,18 +395,18 @@ func (l *Loop) work(ctx context.Context, stop <-chan struct{}, c claimed, d time
 	}
 }
 
-func u64(v uint64) *uint64 { return &v }
-func u32(v uint32) *uint32 { return &v }
+func uint64Ptr(v uint64) *uint64 { return &v }
+func uint32Ptr(v uint32) *uint32 { return &v }
 
 func (l *Loop) update(ctx context.Context, c claimed, seq uint64) Event {
 	data := fmt.Sprintf("u-%s-c%d-s%d", c.id.String()[:12], c.claim, seq)
-	inv := Event{F: FUpdate, Task: c.id.String(), Claim: u32(c.claim), Seq: u64(seq), Value: data}
+	inv := Event{F: FUpdate, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: uint64Ptr(seq), Value: data}
 	return l.call(ctx, inv, http.MethodPost, "/v1/update",
 		&wire.UpdateRequest{ID: c.id, Claim: c.claim, Seq: seq, Data: []byte(data)}, nil, l.cfg.ReqTimeout, nil)
 }
 
 func (l *Loop) renew(ctx context.Context, c claimed) Event {
-	inv := Event{F: FRenew, Task: c.id.String(), Claim: u32(c.claim), TTLMs: l.cfg.TTL.Milliseconds()}
+	inv := Event{F: FRenew, Task: c.id.String(), Claim: uint32Ptr(c.claim), TTLMs: l.cfg.TTL.Milliseconds()}
 	var resp wire.RenewResponse
 	return l.call(ctx, inv, http.MethodPost, "/v1/renew",
 		&wire.RenewRequest{ID: c.id, Claim: c.claim, TTLMs: l.cfg.TTL.Milliseconds()}, &resp, l.cfg.ReqTimeout,
@@ -415,14 +415,14 @@ func (l *Loop) renew(ctx context.Context, c claimed) Event {
 
 func (l *Loop) fail(ctx context.Context, c claimed) Event {
 	ms := l.cfg.Mix.FailRetry.Milliseconds()
-	inv := Event{F: FFail, Task: c.id.String(), Claim: u32(c.claim), DelayMs: ms}
+	inv := Event{F: FFail, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
 	return l.call(ctx, inv, http.MethodPost, "/v1/fail",
 		&wire.FailRequest{ID: c.id, Claim: c.claim, Reason: "faults harness", RetryAfterMs: &ms}, nil, l.cfg.ReqTimeout, nil)
 }
 
 func (l *Loop) snooze(ctx context.Context, c claimed) Event {
 	ms := l.cfg.Mix.SnoozeDelay.Milliseconds()
-	inv := Event{F: FSnooze, Task: c.id.String(), Claim: u32(c.claim), DelayMs: ms}
+	inv := Event{F: FSnooze, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
 	return l.call(ctx, inv, http.MethodPost, "/v1/snooze",
 		&wire.SnoozeRequest{ID: c.id, Claim: c.claim, DelayMs: ms}, nil, l.cfg.ReqTimeout, nil)
 }
@@ -436,7 +436,7 @@ func (l *Loop) completeWithEffect(ctx context.Context, node int, c claimed, seq 
 		// The harness is gone; nothing more can be recorded.
 		return Event{}
 	}
-	inv := Event{F: FComplete, Node: node, Task: c.id.String(), Claim: u32(c.claim), Seq: seq}
+	inv := Event{F: FComplete, Node: node, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: seq}
 	return l.call(ctx, inv, http.MethodPost, "/v1/complete",
 		&wire.CompleteRequest{ID: c.id, Claim: c.claim, Seq: seq}, nil, l.cfg.ReqTimeout, nil)
 }
