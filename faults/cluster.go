@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skuldd/skuldd/wire"
@@ -97,15 +98,24 @@ func FetchView(ctx context.Context, api *API, topo Topology, i int) (*View, erro
 	return v, nil
 }
 
-// AnyView asks the nodes in order (from first) until one answers.
+// AnyView asks the nodes all at once and returns the view of the first
+// of them (in the order given) that answers, so a stopped or cut-off node
+// costs no more than one call's timeout.
 func AnyView(ctx context.Context, api *API, topo Topology, nodes []int) (*View, error) {
-	var errs []error
-	for _, i := range nodes {
-		v, err := FetchView(ctx, api, topo, i)
-		if err == nil {
-			return v, nil
+	if len(nodes) == 0 {
+		return nil, errors.New("no node to ask")
+	}
+	views := make([]*View, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for k, i := range nodes {
+		wg.Go(func() { views[k], errs[k] = FetchView(ctx, api, topo, i) })
+	}
+	wg.Wait()
+	for k := range nodes {
+		if errs[k] == nil {
+			return views[k], nil
 		}
-		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("no node answered: %w", errors.Join(errs...))
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,6 +65,8 @@ type Config struct {
 	PauseMargin time.Duration
 	Gap         time.Duration
 	ComboProb   float64
+	// Exclude names nemeses left out of the schedule.
+	Exclude []string
 	// Warmup is the load without faults before the first nemesis.
 	Warmup time.Duration
 	// FaultsBudget, if set, bounds a quick run's faults phase: the
@@ -83,8 +87,10 @@ type Config struct {
 	Quiet           time.Duration
 	DrainTimeout    time.Duration
 	StopGrace       time.Duration
-	// FinalReaders is how many final reads run at once.
+	// FinalReaders is how many final reads run at once; FinalTimeout
+	// bounds them all (reads left then are recorded unread).
 	FinalReaders int
+	FinalTimeout time.Duration
 
 	// Command reproduces the run (RunInfo.Command).
 	Command string
@@ -138,6 +144,7 @@ func DefaultConfig() Config {
 		DrainTimeout:    120 * time.Second,
 		StopGrace:       10 * time.Second,
 		FinalReaders:    8,
+		FinalTimeout:    5 * time.Minute,
 		Print:           os.Stdout,
 		Logger:          slog.Default(),
 	}
@@ -154,10 +161,14 @@ func QuickConfig() Config {
 	c.PauseMargin = time.Second
 	c.Gap = 3 * time.Second
 	c.Warmup = 3 * time.Second
-	c.FaultsBudget = 150 * time.Second
+	// The budget of the 4 minutes: setup about 5 s, faults 140 s,
+	// convergence (within it the quiet) 15 s, drain 25 s, final reads
+	// 25 s, stop 5 s, and some to spare.
+	c.FaultsBudget = 140 * time.Second
 	c.RecoverTimeout = 15 * time.Second
-	c.ConvergeTimeout = 20 * time.Second
-	c.DrainTimeout = 30 * time.Second
+	c.ConvergeTimeout = 15 * time.Second
+	c.DrainTimeout = 25 * time.Second
+	c.FinalTimeout = 25 * time.Second
 	c.StopGrace = 5 * time.Second
 	return c
 }
@@ -176,8 +187,19 @@ func (c *Config) ScheduleConfig() ScheduleConfig {
 		Nodes: c.Topology.Nodes, Partitions: c.Partitions,
 		TTL: c.TTL, SkewBound: c.SkewBound, MaxDrift: c.MaxDrift,
 		Hold: c.Hold, KillHold: c.KillHold, PauseMargin: c.PauseMargin, Gap: c.Gap,
-		ComboProb: c.ComboProb,
+		ComboProb: c.ComboProb, Nemeses: c.nemeses(),
 	}
+}
+
+// nemeses is the schedule's pool: every nemesis but the excluded.
+func (c *Config) nemeses() []string {
+	var out []string
+	for _, k := range AllNemeses {
+		if !slices.Contains(c.Exclude, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Validate checks the configuration.
@@ -213,11 +235,15 @@ func (c *Config) Validate() error {
 	check(c.ReqTimeout > 0, "request timeout %v must be positive", c.ReqTimeout)
 	check(c.Hold > 0 && c.KillHold > 0 && c.Gap > 0 && c.PauseMargin > 0, "hold %v, kill hold %v, gap %v, pause margin %v: want positive", c.Hold, c.KillHold, c.Gap, c.PauseMargin)
 	check(c.ComboProb >= 0 && c.ComboProb <= 1, "combo chance %v: want [0, 1]", c.ComboProb)
+	for _, k := range c.Exclude {
+		check(slices.Contains(AllNemeses, k), "exclude %q: no such nemesis (%s)", k, strings.Join(AllNemeses, ", "))
+	}
+	check(len(c.nemeses()) > 0, "every nemesis is excluded")
 	check(c.Warmup >= 0 && c.FaultsBudget >= 0, "warmup %v, faults budget %v: want >= 0", c.Warmup, c.FaultsBudget)
 	check(c.Quiet >= c.TTL+c.SkewBound, "quiet %v: want at least ttl + skew bound (%v), so abandoned claims expire before the drain", c.Quiet, c.TTL+c.SkewBound)
 	for name, d := range map[string]time.Duration{
 		"setup timeout": c.SetupTimeout, "recover timeout": c.RecoverTimeout, "converge timeout": c.ConvergeTimeout,
-		"drain timeout": c.DrainTimeout, "stop grace": c.StopGrace,
+		"drain timeout": c.DrainTimeout, "stop grace": c.StopGrace, "final timeout": c.FinalTimeout,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -63,6 +64,9 @@ func (r *Run) pollConvergence(ctx context.Context, heal int64) ConvergeReport {
 		return rep
 	}
 	deadline := time.Now().Add(r.cfg.ConvergeTimeout)
+	// A poll in flight at the deadline ends with it.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	streak := 0
 	var first int64
 	for ctx.Err() == nil && time.Now().Before(deadline) {
@@ -152,7 +156,10 @@ func (r *Run) drain(ctx context.Context) {
 	r.phase(PhaseDrain, nil)
 	l := NewLoop(r.loopConfig(r.cfg.Workers), &RecEmitter{Rec: r.rec, Sink: r.sink, TL: r.tl})
 	defer l.Close()
-	rep := l.Drain(ctx, r.cfg.DrainTimeout, drainWait, drainEmpties)
+	// The request in flight at the bound ends with it.
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.DrainTimeout)
+	defer cancel()
+	rep := l.Drain(dctx, r.cfg.DrainTimeout, drainWait, drainEmpties)
 	r.sum.Drain = rep
 	r.log.Info("drain", "claimed", rep.Claimed, "completed", rep.Completed, "done", rep.Done, "seconds", rep.Seconds)
 	if !rep.Done {
@@ -162,16 +169,25 @@ func (r *Run) drain(ctx context.Context) {
 
 // FinalReport counts the final reads.
 type FinalReport struct {
-	Tasks    int     `json:"tasks"`
-	Reads    int     `json:"reads"`
-	Found    int     `json:"found"`
-	NotFound int     `json:"not_found"`
-	Errors   int     `json:"errors"`
-	Seconds  float64 `json:"seconds"`
+	Tasks    int `json:"tasks"`
+	Reads    int `json:"reads"`
+	Found    int `json:"found"`
+	NotFound int `json:"not_found"`
+	Errors   int `json:"errors"`
+	// Skipped counts reads not sent: their node had stopped answering,
+	// or the phase's bound had passed (each is in final.jsonl with Err).
+	Skipped int     `json:"skipped"`
+	Seconds float64 `json:"seconds"`
 }
 
+// deadNodeFailures: after this many transport failures in a row, a node
+// is taken for down and the rest of its reads are recorded unread, so a
+// node that hangs costs seconds, not a timeout per task.
+const deadNodeFailures = 20
+
 // finalReads reads every task ever attempted through every node, its own
-// replica (r=1), into final.jsonl.
+// replica (r=1), into final.jsonl: one line per task and node, within
+// FinalTimeout.
 func (r *Run) finalReads(ctx context.Context) error {
 	r.phase(PhaseFinal, nil)
 	start := time.Now()
@@ -186,24 +202,43 @@ func (r *Run) finalReads(ctx context.Context) error {
 		task string
 		node int
 	}
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.FinalTimeout)
+	defer cancel()
 	jobs := make(chan job)
 	var mu sync.Mutex
 	rep := FinalReport{Tasks: len(tasks)}
+	failures := make([]int, r.cfg.Topology.Nodes+1)
 	var wg sync.WaitGroup
 	for range r.cfg.FinalReaders {
 		wg.Go(func() {
 			for j := range jobs {
-				fr := r.readFinal(ctx, j.task, j.node)
+				mu.Lock()
+				dead := failures[j.node] >= deadNodeFailures
+				mu.Unlock()
+				var fr FinalRead
+				switch {
+				case dead:
+					fr = FinalRead{Task: j.task, Node: j.node, TNs: r.tl.Now(), Err: "not read: the node stopped answering"}
+				case rctx.Err() != nil:
+					fr = FinalRead{Task: j.task, Node: j.node, TNs: r.tl.Now(), Err: "not read: the final reads' bound passed"}
+				default:
+					fr = r.readFinal(rctx, j.task, j.node)
+				}
 				w.Write(&fr)
 				mu.Lock()
 				rep.Reads++
 				switch {
+				case dead || strings.HasPrefix(fr.Err, "not read"):
+					rep.Skipped++
 				case fr.Err != "":
 					rep.Errors++
+					failures[j.node]++
 				case fr.Found:
 					rep.Found++
+					failures[j.node] = 0
 				default:
 					rep.NotFound++
+					failures[j.node] = 0
 				}
 				mu.Unlock()
 			}
@@ -211,17 +246,14 @@ func (r *Run) finalReads(ctx context.Context) error {
 	}
 	for _, t := range tasks {
 		for i := 1; i <= r.cfg.Topology.Nodes; i++ {
-			select {
-			case jobs <- job{t, i}:
-			case <-ctx.Done():
-			}
+			jobs <- job{t, i}
 		}
 	}
 	close(jobs)
 	wg.Wait()
 	rep.Seconds = time.Since(start).Seconds()
 	r.sum.Final = rep
-	r.log.Info("final reads", "tasks", rep.Tasks, "reads", rep.Reads, "found", rep.Found, "not_found", rep.NotFound, "errors", rep.Errors, "seconds", rep.Seconds)
+	r.log.Info("final reads", "tasks", rep.Tasks, "reads", rep.Reads, "found", rep.Found, "not_found", rep.NotFound, "errors", rep.Errors, "skipped", rep.Skipped, "seconds", rep.Seconds)
 	if err := w.Close(); err != nil {
 		return err
 	}

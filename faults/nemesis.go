@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -155,7 +157,14 @@ func (r *Run) applyCrash(ctx context.Context, a *active, i int) error {
 		return err
 	}
 	res := Crash(ctx, r.api, i)
-	a.detail["answer"] = res.Type + " " + res.Code
+	a.detail["answer"] = strings.TrimSpace(res.Type + " " + res.Code)
+	// The node exits in the middle of the request, so the connection
+	// breaks (or, rarely, the answer makes it out). Any other answer
+	// means the hook did not run: the node is not serving.
+	if res.Type != OK && res.Code != "conn_error" {
+		a.detail["fallback"] = "the crash hook did not run: killed -9"
+		return r.nodes[i-1].Kill()
+	}
 	if err := r.nodes[i-1].WaitExit(done, crashExitBound); err != nil {
 		a.detail["fallback"] = "did not exit after /debug/crash: killed -9"
 		return errors.Join(err, r.nodes[i-1].Kill())
@@ -233,29 +242,41 @@ func (r *Run) applyClock(ctx context.Context, a *active, f Fault) error {
 	a.detail["skew_bound_ms"] = r.cfg.SkewBound.Milliseconds()
 	a.detail["max_drift_ms"] = r.cfg.MaxDrift.Milliseconds()
 	a.heal = func(ctx context.Context) error { return r.resetClocks(ctx, f.Targets) }
-	var errs []error
+	offsets := make(map[int]int64)
 	for k, i := range f.Targets {
-		if r.nodes[i-1].State() != StateRunning {
-			continue // a node down now starts with its own clock
-		}
-		if err := SetClock(ctx, r.api, i, f.OffsetsMs[k]); err != nil {
-			errs = append(errs, err)
+		if r.nodes[i-1].State() == StateRunning {
+			offsets[i] = f.OffsetsMs[k] // a node down now starts with its own clock
 		}
 	}
-	return errors.Join(errs...)
+	return r.setClocks(ctx, offsets)
 }
 
 // resetClocks sets the running nodes among nodes back to offset 0.
 func (r *Run) resetClocks(ctx context.Context, nodes []int) error {
-	var errs []error
+	offsets := make(map[int]int64)
 	for _, i := range nodes {
 		if r.nodes[i-1].State() == StateRunning {
-			if err := SetClock(ctx, r.api, i, 0); err != nil {
-				errs = append(errs, err)
-			}
+			offsets[i] = 0
 		}
 	}
-	return errors.Join(errs...)
+	return r.setClocks(ctx, offsets)
+}
+
+// setClocks sets the nodes' offsets all at once, so one node that does
+// not answer delays the others by nothing.
+func (r *Run) setClocks(ctx context.Context, offsets map[int]int64) error {
+	errs := make(chan error, len(offsets))
+	var wg sync.WaitGroup
+	for i, off := range offsets {
+		wg.Go(func() { errs <- SetClock(ctx, r.api, i, off) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
 }
 
 // healActive heals a and records its stop event.

@@ -161,8 +161,11 @@ func (r *Run) printOptions() {
 	r.printf("  mix: %s\n", mix)
 	r.printf("  nemesis: hold %v, kill hold %v, pause hold %v, gap %v, combo %.2f, warmup %v\n",
 		c.Hold, c.KillHold, c.ScheduleConfig().PauseHold(), c.Gap, c.ComboProb, c.Warmup)
-	r.printf("  bounds: setup %v, faults budget %v, recover %v, converge %v, quiet %v, drain %v, stop grace %v\n",
-		c.SetupTimeout, c.FaultsBudget, c.RecoverTimeout, c.ConvergeTimeout, c.Quiet, c.DrainTimeout, c.StopGrace)
+	r.printf("  bounds: setup %v, faults budget %v, recover %v, converge %v, quiet %v, drain %v, final reads %v, stop grace %v\n",
+		c.SetupTimeout, c.FaultsBudget, c.RecoverTimeout, c.ConvergeTimeout, c.Quiet, c.DrainTimeout, c.FinalTimeout, c.StopGrace)
+	if len(c.Exclude) > 0 {
+		r.printf("  excluded nemeses: %v\n", c.Exclude)
+	}
 	r.printf("  schedule (%d steps, about %v):\n", len(r.sched.Steps), r.sched.Estimate().Round(time.Second))
 	for _, l := range r.sched.Lines() {
 		r.printf("    %s\n", l)

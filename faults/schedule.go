@@ -119,6 +119,22 @@ type ScheduleConfig struct {
 	// ComboProb is the chance a step of a long run combines two
 	// nemeses.
 	ComboProb float64
+	// Nemeses is the pool the schedule draws from (nil: AllNemeses).
+	Nemeses []string
+}
+
+// pool returns the nemeses to draw from, in AllNemeses' order.
+func (c ScheduleConfig) pool() []string {
+	if c.Nemeses == nil {
+		return AllNemeses
+	}
+	var out []string
+	for _, k := range AllNemeses {
+		if slices.Contains(c.Nemeses, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Draw bounds of the nemeses' parameters.
@@ -145,12 +161,14 @@ const (
 // so the paused process's claims expire while it is stopped.
 func (c ScheduleConfig) PauseHold() time.Duration { return c.TTL + c.SkewBound + c.PauseMargin }
 
-// QuickSchedule applies every nemesis once, in an order drawn from seed.
+// QuickSchedule applies every nemesis of the pool once, in an order drawn
+// from seed.
 func QuickSchedule(seed int64, c ScheduleConfig) Schedule {
 	rng := scheduleRNG(seed)
 	s := Schedule{Seed: seed}
-	for _, i := range rng.Perm(len(AllNemeses)) {
-		s.Steps = append(s.Steps, Step{Faults: []Fault{drawFault(AllNemeses[i], rng, c)}, Gap: c.Gap})
+	pool := c.pool()
+	for _, i := range rng.Perm(len(pool)) {
+		s.Steps = append(s.Steps, Step{Faults: []Fault{drawFault(pool[i], rng, c)}, Gap: c.Gap})
 	}
 	return s
 }
@@ -161,20 +179,26 @@ func QuickSchedule(seed int64, c ScheduleConfig) Schedule {
 func LongSchedule(seed int64, d time.Duration, c ScheduleConfig) Schedule {
 	rng := scheduleRNG(seed)
 	s := Schedule{Seed: seed}
+	pool := c.pool()
+	if len(pool) == 0 {
+		return s
+	}
 	var total time.Duration
 	// The step count is bounded by d (every step takes at least Gap
 	// plus a hold of a second or more).
 	for total < d {
-		kind := AllNemeses[rng.IntN(len(AllNemeses))]
+		kind := pool[rng.IntN(len(pool))]
 		st := Step{Faults: []Fault{drawFault(kind, rng, c)}, Gap: c.Gap}
 		if nemesisClass(kind) != "all" && kind != NemCrashUnsynced && rng.Float64() < c.ComboProb {
 			var others []string
-			for _, k := range AllNemeses {
+			for _, k := range pool {
 				if cl := nemesisClass(k); cl != nemesisClass(kind) && cl != "all" && k != NemCrashUnsynced {
 					others = append(others, k)
 				}
 			}
-			st.Faults = append(st.Faults, drawFault(others[rng.IntN(len(others))], rng, c))
+			if len(others) > 0 {
+				st.Faults = append(st.Faults, drawFault(others[rng.IntN(len(others))], rng, c))
+			}
 		}
 		s.Steps = append(s.Steps, st)
 		total += EstimateStep(st)

@@ -147,3 +147,20 @@ func TestLongScheduleDuration(t *testing.T) {
 		}
 	}
 }
+
+// Excluded nemeses are left out of both kinds of schedule.
+func TestScheduleExclude(t *testing.T) {
+	c := QuickConfig()
+	c.Exclude = []string{NemKillAll, NemPacketChaos}
+	sc := c.ScheduleConfig()
+	for _, s := range []Schedule{QuickSchedule(3, sc), LongSchedule(3, 10*time.Minute, sc)} {
+		for _, k := range s.Kinds() {
+			if slices.Contains(c.Exclude, k) {
+				t.Errorf("excluded %s scheduled", k)
+			}
+		}
+	}
+	if n := len(QuickSchedule(3, sc).Steps); n != len(AllNemeses)-2 {
+		t.Errorf("quick schedule of %d steps; want %d", n, len(AllNemeses)-2)
+	}
+}

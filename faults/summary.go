@@ -217,7 +217,7 @@ func (s *RunSummary) Print(w io.Writer) {
 		fmt.Fprintf(w, "Convergence: NOT converged %d ms after heal: %v\n", c.AfterHealMs, c.Partitions)
 	}
 	fmt.Fprintf(w, "Drain: claimed %d, completed %d, %d requests, %.1fs, finished %v\n", s.Drain.Claimed, s.Drain.Completed, s.Drain.Requests, s.Drain.Seconds, s.Drain.Done)
-	fmt.Fprintf(w, "Final reads: %d tasks, %d reads: %d found, %d not found, %d errors (%.1fs)\n", s.Final.Tasks, s.Final.Reads, s.Final.Found, s.Final.NotFound, s.Final.Errors, s.Final.Seconds)
+	fmt.Fprintf(w, "Final reads: %d tasks, %d reads: %d found, %d not found, %d errors, %d not sent (%.1fs)\n", s.Final.Tasks, s.Final.Reads, s.Final.Found, s.Final.NotFound, s.Final.Errors, s.Final.Skipped, s.Final.Seconds)
 	fmt.Fprintf(w, "Harness scheduler delay (sleep overshoot): p50 %.2fms p99 %.2fms max %.1fms over %d samples\n", s.Delays.P50Ms, s.Delays.P99Ms, s.Delays.MaxMs, s.Delays.Samples)
 	fmt.Fprintf(w, "Relay: %+v\n", s.Relay)
 	for i := 1; i <= len(s.NodeLogs); i++ {

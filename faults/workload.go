@@ -143,6 +143,12 @@ type Emitter interface {
 // maxRecent bounds the acknowledged ids a loop remembers to depend on.
 const maxRecent = 64
 
+// maxEnqueueBacklog is how far behind its enqueue schedule a loop may be
+// and still catch up: half a second of enqueues, so the rate holds
+// through the loop's own slow tasks, but a stall of seconds does not end
+// in a burst.
+const maxEnqueueBacklog = 500 * time.Millisecond
+
 // Loop is one client: one operation in flight at a time.
 type Loop struct {
 	cfg  LoopConfig
@@ -187,10 +193,11 @@ func (l *Loop) Run(ctx context.Context, stop <-chan struct{}) {
 	for !stopped() {
 		if now := time.Now(); !now.Before(next) {
 			l.enqueue(ctx)
-			// Exponential gaps, as arrivals of independent clients;
-			// a loop that fell behind does not burst to catch up.
+			// Exponential gaps, as arrivals of independent clients.
+			// A loop that fell behind (a slow task, a timeout)
+			// catches up on at most maxEnqueueBacklog of them.
 			next = next.Add(time.Duration(l.rng.ExpFloat64() * float64(interval)))
-			if floor := now.Add(-interval); next.Before(floor) {
+			if floor := now.Add(-maxEnqueueBacklog); next.Before(floor) {
 				next = floor
 			}
 			continue

@@ -69,6 +69,7 @@ func runSuite(ctx context.Context, args []string) int {
 	workers := fs.Int("workers", 0, "client loops (default 10)")
 	rate := fs.Float64("rate", 0, "total enqueue rate, tasks/s (default 120)")
 	w := fs.Int("w", 0, "enqueue ack count (0: a majority)")
+	exclude := fs.String("exclude", "", "nemeses to leave out, comma-separated (e.g. kill-all)")
 	logLevel := fs.String("log-level", "info", "harness log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -89,6 +90,9 @@ func runSuite(ctx context.Context, args []string) int {
 		cfg.Duration = *dur
 	}
 	cfg.Seed, cfg.W = *seed, *w
+	if *exclude != "" {
+		cfg.Exclude = strings.Split(*exclude, ",")
+	}
 	if *workers > 0 {
 		cfg.Workers = *workers
 	}
