@@ -143,10 +143,12 @@ func DefaultConfig() Config {
 		Quiet:           5 * time.Second,
 		DrainTimeout:    120 * time.Second,
 		StopGrace:       10 * time.Second,
-		FinalReaders:    8,
-		FinalTimeout:    5 * time.Minute,
-		Print:           os.Stdout,
-		Logger:          slog.Default(),
+		// Reads wait on the network more than on a core: 16 at once
+		// read about twice as fast as 8 on the 2-core machine.
+		FinalReaders: 16,
+		FinalTimeout: 5 * time.Minute,
+		Print:        os.Stdout,
+		Logger:       slog.Default(),
 	}
 }
 
@@ -163,12 +165,12 @@ func QuickConfig() Config {
 	c.Warmup = 3 * time.Second
 	// The budget of the 4 minutes: setup about 5 s, faults 140 s,
 	// convergence (within it the quiet) 15 s, drain 25 s, final reads
-	// 25 s, stop 5 s, and some to spare.
+	// 40 s, stop 5 s, and some to spare.
 	c.FaultsBudget = 140 * time.Second
 	c.RecoverTimeout = 15 * time.Second
 	c.ConvergeTimeout = 15 * time.Second
 	c.DrainTimeout = 25 * time.Second
-	c.FinalTimeout = 25 * time.Second
+	c.FinalTimeout = 40 * time.Second
 	c.StopGrace = 5 * time.Second
 	return c
 }

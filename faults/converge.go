@@ -37,7 +37,9 @@ type ConvergeReport struct {
 	// Partitions lists those that had not converged at the last poll,
 	// with the reason.
 	Partitions map[int]string `json:"partitions,omitempty"`
-	Skipped    string         `json:"skipped,omitempty"`
+	// Roots are the partitions' anti-entropy roots once converged.
+	Roots   map[int]string `json:"roots,omitempty"`
+	Skipped string         `json:"skipped,omitempty"`
 }
 
 // convergence polls until the replicas agree or ConvergeTimeout passes,
@@ -72,14 +74,14 @@ func (r *Run) pollConvergence(ctx context.Context, heal int64) ConvergeReport {
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		at := r.tl.Now()
 		rep.Polls++
-		diff := r.pollOnce(ctx)
+		diff, roots := r.pollOnce(ctx)
 		if len(diff) == 0 {
 			if streak == 0 {
 				first = at
 			}
 			streak++
 			if streak >= convergeStreak {
-				rep.Converged, rep.AfterHealMs, rep.Partitions = true, (first-heal)/1e6, nil
+				rep.Converged, rep.AfterHealMs, rep.Partitions, rep.Roots = true, (first-heal)/1e6, nil, roots
 				return rep
 			}
 		} else {
@@ -92,8 +94,9 @@ func (r *Run) pollConvergence(ctx context.Context, heal int64) ConvergeReport {
 }
 
 // pollOnce reads every node's replicas and returns the partitions whose
-// cohort members disagree (or cannot be read), with why.
-func (r *Run) pollOnce(ctx context.Context) map[int]string {
+// cohort members disagree (or cannot be read), with why, and the roots of
+// those whose members agree.
+func (r *Run) pollOnce(ctx context.Context) (map[int]string, map[int]string) {
 	n := r.cfg.Topology.Nodes
 	reps := make([]*Replicas, n+1)
 	errs := make([]error, n+1)
@@ -103,12 +106,12 @@ func (r *Run) pollOnce(ctx context.Context) map[int]string {
 	}
 	view, verr := AnyView(ctx, r.api, r.cfg.Topology, allNodes(n))
 	wg.Wait()
-	diff := map[int]string{}
+	diff, roots := map[int]string{}, map[int]string{}
 	if verr != nil {
 		for p := range r.cfg.Partitions {
 			diff[p] = "no cluster view"
 		}
-		return diff
+		return diff, roots
 	}
 	for p := range r.cfg.Partitions {
 		cohort := view.CohortOf(p)
@@ -134,8 +137,11 @@ func (r *Run) pollOnce(ctx context.Context) map[int]string {
 				break
 			}
 		}
+		if _, bad := diff[p]; !bad {
+			roots[p] = root
+		}
 	}
-	return diff
+	return diff, roots
 }
 
 func replicaOf(rs *Replicas, p int) (ReplicaState, bool) {

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -424,14 +426,22 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 		rep.Targets = append(rep.Targets, a.targets)
 		acts = append(acts, a)
 	}
-	if err := sleepCtx(ctx, st.Hold()); err != nil {
-		return err
-	}
+	// Each fault is healed when its own hold has passed, the shortest
+	// first (a pause of a step that also kills is healed at the pause's
+	// hold, not the kill's).
+	applied := time.Now()
+	slices.SortStableFunc(acts, func(a, b *active) int { return cmp.Compare(a.f.Hold, b.f.Hold) })
 	for _, a := range acts {
+		if err := sleepCtx(ctx, a.f.Hold-time.Since(applied)); err != nil {
+			return err
+		}
 		if err := r.healActive(ctx, a); err != nil {
 			r.log.Warn("heal", "step", k+1, "kind", a.f.Kind, "err", err)
 			rep.Errors = append(rep.Errors, "heal: "+err.Error())
 		}
+	}
+	if err := sleepCtx(ctx, st.Hold()-time.Since(applied)); err != nil {
+		return err
 	}
 	// Every fault of the step is healed, so a node down now exited on
 	// its own (its log says why): start it again, so the steps after
