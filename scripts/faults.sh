@@ -49,8 +49,16 @@ echo "faults.sh: building skuldd (-tags skuldtest) and the tool into $out/bin" >
 # processes left in the namespaces, the namespaces, the veths, the bridge.
 cleanup() { "$out/bin/faults" teardown >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
 
+# The tool runs in the background so that an INT or TERM sent to this
+# script reaches it (bash defers its traps while a foreground command
+# runs): it then heals, stops and tears down by itself.
+"$out/bin/faults" "${args[@]}" --out "$out" --skuldd "$out/bin/skuldd" &
+tool=$!
+trap 'kill -TERM "$tool" 2>/dev/null || true' INT TERM
 status=0
-"$out/bin/faults" "${args[@]}" --out "$out" --skuldd "$out/bin/skuldd" || status=$?
+while :; do
+	wait "$tool" && status=0 || status=$?
+	kill -0 "$tool" 2>/dev/null || break
+done
 exit "$status"
