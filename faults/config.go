@@ -142,7 +142,9 @@ func DefaultConfig() Config {
 		ConvergeTimeout: 60 * time.Second,
 		Quiet:           5 * time.Second,
 		DrainTimeout:    120 * time.Second,
-		StopGrace:       10 * time.Second,
+		// A graceful stop finishes requests, hands partitions over and
+		// leaves the gossip: up to 27 s by the README.
+		StopGrace: 30 * time.Second,
 		// Reads wait on the network more than on a core: 16 at once
 		// read about twice as fast as 8 on the 2-core machine.
 		FinalReaders: 16,

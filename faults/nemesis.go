@@ -76,6 +76,8 @@ func (r *Run) apply(ctx context.Context, f Fault) (*active, error) {
 		}
 	case NemCrashUnsynced:
 		err = r.applyCrash(ctx, a, f.Targets[0])
+	case NemTermRestart:
+		err = r.applyTerm(a, f.Targets[0])
 	case NemPauseLeader, NemPauseRaftLeader:
 		err = r.applyPauseLeader(ctx, a, f)
 	case NemPauseWorker:
@@ -168,6 +170,20 @@ func (r *Run) applyCrash(ctx context.Context, a *active, i int) error {
 	if err := r.nodes[i-1].WaitExit(done, crashExitBound); err != nil {
 		a.detail["fallback"] = "did not exit after /debug/crash: killed -9"
 		return errors.Join(err, r.nodes[i-1].Kill())
+	}
+	return nil
+}
+
+// applyTerm stops node i gracefully (SIGTERM: it hands its partitions
+// over and leaves); the heal restarts it. The hold counts from the exit.
+func (r *Run) applyTerm(a *active, i int) error {
+	a.targets = []int{i}
+	a.heal = func(context.Context) error { return r.restart([]int{i}) }
+	start := time.Now()
+	err := r.nodes[i-1].Term(r.cfg.StopGrace)
+	a.detail["stop_ms"] = time.Since(start).Milliseconds()
+	if err != nil {
+		a.detail["killed"] = "did not stop within the grace: killed -9"
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ const (
 	NemClockBeyond       = "clock-beyond"       // 1-2 nodes offset beyond --clock-skew-bound
 	NemPacketChaos       = "packet-chaos"       // the relay drops, delays and duplicates datagrams
 	NemCrashUnsynced     = "crash-unsynced"     // a crash that loses unsynced writes, then restart
+	NemTermRestart       = "term-restart"       // SIGTERM (a graceful stop) of a random node, then restart
 )
 
 // AllNemeses lists every nemesis in a fixed order (a quick run applies
@@ -32,6 +33,7 @@ var AllNemeses = []string{
 	NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
 	NemPauseWorker, NemPartitionOne, NemPartitionMajority, NemPartitionBridge,
 	NemPartitionAsym, NemClockWithin, NemClockBeyond, NemPacketChaos, NemCrashUnsynced,
+	NemTermRestart,
 }
 
 // nemesisClass groups nemeses that cannot be combined in one step: two
@@ -40,7 +42,7 @@ func nemesisClass(kind string) string {
 	switch kind {
 	case NemKillAll:
 		return "all"
-	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced:
+	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced, NemTermRestart:
 		return "process"
 	case NemPauseWorker:
 		return "worker"
@@ -218,7 +220,7 @@ func restartAllowance(kind string) time.Duration {
 	switch kind {
 	case NemKillAll:
 		return 12 * time.Second
-	case NemKillMinority, NemKillCohort, NemCrashUnsynced:
+	case NemKillMinority, NemKillCohort, NemCrashUnsynced, NemTermRestart:
 		return 4 * time.Second
 	}
 	return 0
@@ -258,6 +260,8 @@ func drawFault(kind string, rng *rand.Rand, c ScheduleConfig) Fault {
 	case NemKillAll:
 		f.Hold = killAllHold
 	case NemCrashUnsynced:
+		f.Targets, f.Hold = nodes[:1], crashHold
+	case NemTermRestart:
 		f.Targets, f.Hold = nodes[:1], crashHold
 	case NemPauseLeader:
 		f.Partition, f.Hold = rng.IntN(c.Partitions), c.PauseHold()

@@ -343,12 +343,21 @@ func (l *Loop) claimAndWork(ctx context.Context, stop <-chan struct{}) bool {
 			return ctx.Err() != nil
 		}
 	}
+	// ambiguous: an update's outcome is unknown, so the claim's next seq
+	// is too; the complete then leaves seq out.
 	ambiguous := false
-	for s := range updates {
+	for s := 0; s < updates && !ambiguous; s++ {
 		if halted() {
 			return true
 		}
-		switch l.update(ctx, c, uint64(s)).Type {
+		res := l.update(ctx, c, uint64(s))
+		if res.Type == Info {
+			// Send the same update again once, as a client does after
+			// a timeout: if the first landed, the second is a
+			// duplicate skuldd must take or refuse as such.
+			res = l.update(ctx, c, uint64(s))
+		}
+		switch res.Type {
 		case Fail:
 			return true // the claim is gone (superseded, expired): drop the task
 		case Info:
