@@ -144,10 +144,11 @@ func runSuite(ctx context.Context, args []string) int {
 	}
 
 	// ---- CHECKERS: the lead calls faults.Analyze here. ----
-	// The checkers read cfg.Out (run.json, history.jsonl, final.jsonl)
-	// and judge the history; their verdict decides the exit status.
-	// Until they exist, the run's own counts (printed by Execute) are
-	// all there is.
+	// The checkers read cfg.Out (run.json, history.jsonl, final.jsonl:
+	// faults.ReadRun) and judge the history (faults.Analyze); their
+	// verdict should decide the exit status. Until then the run's own
+	// counts, printed by Execute and kept in summary.json, are all
+	// there is.
 	_ = sum
 
 	fmt.Printf("faults: run done in %v; output in %s\n", time.Since(start).Round(time.Second), cfg.Out)
