@@ -107,6 +107,14 @@ func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
 	r.tl = NewTimeline()
 	started := time.Now()
 	r.sum.Seed, r.sum.Started = r.cfg.Seed, started.UTC().Format(time.RFC3339)
+	// A run starts from empty data dirs: a node started on the data dir
+	// of an earlier run (another cluster, another secret) would not be
+	// the node this run means. Only the run's own subdirectories go.
+	for _, d := range []string{r.dir("nodes"), r.dir("workers")} {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, fmt.Errorf("output dir: %w", err)
+		}
+	}
 	for _, d := range []string{r.cfg.Out, r.dir("nodes"), r.dir("workers")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("output dir: %w", err)
