@@ -17,10 +17,11 @@ import (
 // each partition compares its replica's hash tree with each follower's
 // (antientropy.Diff: roots, then the differing subtrees, then the entry
 // lists of differing buckets), fetches the records the follower holds
-// differently and merges them, and sends the follower its own versions of
-// every record that differed. Records are CRDT states, so both end equal.
-// The leader drives it, so claim sets flow from the leader like any
-// write. Work is bounded per round (antientropy.Limits) and per interval
+// differently and merges what of them it takes (specs, edges, tombstones,
+// and states of its own epoch: leaderMode), and sends the follower its own
+// versions of every record that differed, which the follower takes in
+// place of older lines of writes; so both end equal, and an orphan on the
+// follower is gone (partition's "Epochs and orphans"). Work is bounded per round (antientropy.Limits) and per interval
 // (aaeMaxRounds rounds per follower and partition), so a replica far
 // behind catches up over several intervals instead of starving clients.
 

@@ -549,6 +549,47 @@ func (n *Node) gossipJoin() {
 	}
 }
 
+// rejoinLoop keeps gossip joined to the metadata registry's members
+// (Config.RejoinInterval): a node restarted after a graceful leave, whom
+// the others saw leave and no longer contact, finds them from what it
+// stored whatever its flags, and two gossip islands that the registry
+// knows as one cluster merge again.
+func (n *Node) rejoinLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.RejoinInterval)
+	defer t.Stop()
+	for {
+		n.rejoin()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// rejoin asks gossip to join every registry member it does not see alive
+// or suspect. Joining a member gossip knows does nothing; one that is
+// down costs a failed attempt per interval.
+func (n *Node) rejoin() {
+	states := n.gossipStates()
+	var addrs []string
+	for id, mem := range n.raft.Meta().Members {
+		if id == n.id || mem.Addr == "" {
+			continue
+		}
+		if st := states[id]; st == member.Alive || st == member.Suspect {
+			continue
+		}
+		addrs = append(addrs, mem.Addr)
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	slices.Sort(addrs)
+	k, err := n.member.Join(addrs)
+	n.log.Debug("gossip: joining registry members it does not see", "addrs", addrs, "reached", k, "err", err)
+}
+
 // membersChanged wakes the voter loop.
 func (n *Node) membersChanged() {
 	select {

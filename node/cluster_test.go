@@ -126,6 +126,37 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 	}
 }
 
+// Issue 20, second defect: a node stopped gracefully (the others see it
+// left) and started again without a join list, as systemctl restart
+// does with the first box of the README, must find its cluster from what
+// it stored and serve in it again: reference DESIGN.md, Topology ("a
+// graceful leave is not a goodbye forever").
+func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 1, all, 3)
+	c.Stop(0)
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 1)
+		if err != nil {
+			return err
+		}
+		for _, m := range v.Members {
+			if m.ID == all[0] && m.State != "left" {
+				return fmt.Errorf("stopped node is %s, want left", m.State)
+			}
+		}
+		return nil
+	})
+	c.RestartAlone(0)
+	for i := range 3 {
+		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+	}
+	// It holds its partitions again, as the others do.
+	placed(t, c, 0, all, 3)
+	placed(t, c, 1, all, 3)
+}
+
 func TestClusterDeadVoterReplaced(t *testing.T) {
 	c := nodetest.NewCluster(t, 4, nodetest.DeadVoterGrace(500*time.Millisecond))
 	all := ids(c, 0, 1, 2, 3)

@@ -123,6 +123,12 @@ type Config struct {
 	// PlacementSettle is how long membership must stay unchanged before
 	// the metadata leader moves partitions to the ring's cohorts.
 	PlacementSettle time.Duration
+	// RejoinInterval is how often a node asks gossip to join the members
+	// of the metadata registry it does not see alive: a node restarted
+	// without --join (or with a join list that names a node cut off from
+	// the rest) finds its cluster from what it stored, and gossip islands
+	// of one cluster merge.
+	RejoinInterval time.Duration
 	// ZombieCheck is how often a node looks for partitions whose cohort it
 	// left (zombies) and asks their leaders to release them; a zombie is
 	// released once it has been out of the cohort, at one epoch, for two
@@ -217,6 +223,7 @@ func DefaultConfig() Config {
 		JoinRetry:          500 * time.Millisecond,
 		PlacementSettle:    5 * time.Second,
 		ZombieCheck:        30 * time.Second,
+		RejoinInterval:     2 * time.Second,
 		Drift:              clock.DefaultConfig(),
 		AAE:                antientropy.DefaultConfig(),
 		AAEInterval:        10 * time.Second,
@@ -289,7 +296,7 @@ func (c *Config) Validate() error {
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
-		"zombie check": c.ZombieCheck, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
+		"zombie check": c.ZombieCheck, "rejoin interval": c.RejoinInterval, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
 		"gc interval": c.GCInterval, "tombstone horizon": c.TombstoneHorizon,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)

@@ -25,6 +25,12 @@ const electParallel = 8
 // metadata leader); a partition never placed gets its cohort from ring
 // over the registered members, and its first member leads it.
 func (n *Node) electLeaders(ctx context.Context) error {
+	if drifting, reason := n.drifting(); drifting {
+		// The failover loop leads what the registry names this node for
+		// once its clock is trusted; meanwhile the clock loop hands it off.
+		n.log.Warn("leading nothing at start: this node's clock is not trusted", "reason", reason)
+		return nil
+	}
 	meta := n.raft.Meta()
 	members := make([]uint64, 0, len(meta.Members))
 	for id := range meta.Members {

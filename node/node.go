@@ -182,6 +182,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.refreshMeta()
+	// Gossip from the registry now, before this node leads anything: it
+	// must see its cluster (and its clock be checked against it) first.
+	n.wg.Go(func() { n.rejoinLoop(loopCtx) })
 	if err := n.checkAway(); err != nil {
 		return err
 	}
@@ -198,6 +201,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	for _, r := range n.parts {
 		n.ids.After(r.MaxOwnID())
 	}
+	// The clock is judged before this node leads anything.
+	n.wg.Go(func() { n.clockLoop(loopCtx) })
+	n.awaitClock(ctx)
 	if err := n.electLeaders(ctx); err != nil {
 		return err
 	}
@@ -208,7 +214,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
-	n.wg.Go(func() { n.clockLoop(loopCtx) })
 	n.wg.Go(func() { n.aaeLoop(loopCtx) })
 	n.wg.Go(func() { n.gcLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
@@ -597,7 +602,7 @@ func (n *Node) health() error {
 		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
 	}
 	if drifting, reason := n.drifting(); drifting {
-		return fmt.Errorf("%w: this node's clock is ahead of the cluster's: %s", wire.ErrUnavailable, reason)
+		return fmt.Errorf("%w: this node's clock is not trusted: %s", wire.ErrUnavailable, reason)
 	}
 	// Healthy when this node leads every partition the registry says it
 	// leads.

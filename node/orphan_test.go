@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/skuldd/skuldd/node/nodetest"
@@ -206,4 +207,90 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	if reps[part].LeadingEpoch != 0 {
 		t.Errorf("the thawed node still leads partition %d at %d", part, reps[part].LeadingEpoch)
 	}
+}
+
+// Issue 20, third defect: a partition stayed without a leader for good
+// after a split healed. A takeover won promises for the next epoch and was
+// abandoned (its old leader came back); the old leader then asked that
+// same epoch again and again, refused each time by the promises the
+// abandoned takeover left. Reference: DESIGN.md, Partition leaders: a
+// refused promise means "try a higher epoch", and an abandoned takeover
+// must not leave a promise that blocks everyone else.
+//
+// The leader A of some partitions is killed; the survivors' takeovers win
+// their promises but cannot carry the data (replication between them is
+// dropped), so they only leave promises behind. A restarts, its
+// takeovers see it back and are abandoned, and A must lead its
+// partitions again, above the abandoned promises.
+func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	a := busiestLeader(t, c, 0, 3)
+	b, cc := (a+1)%3, (a+2)%3
+	v, err := clusterView(c, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epochs := map[int]uint64{}
+	for _, p := range v.Partitions {
+		if p.Leader == all[a] {
+			epochs[p.Partition] = p.Epoch
+		}
+	}
+	c.Faults(b).DropReplication(c.Addr(cc))
+	c.Faults(cc).DropReplication(c.Addr(b))
+	c.Kill(a)
+	// Every partition A led has a promise above its epoch on B and C: a
+	// takeover got that far, and no further.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		for _, i := range []int{b, cc} {
+			reps, err := c.Node(i).Replicas()
+			if err != nil {
+				return err
+			}
+			for p, ep := range epochs {
+				if reps[p].Promised <= ep {
+					return fmt.Errorf("node %d promised epoch %d for partition %d (led at %d)", i, reps[p].Promised, p, ep)
+				}
+			}
+		}
+		return nil
+	})
+	v, err = clusterView(c, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, ep := range epochs {
+		if got := v.Partitions[p].Epoch; got != ep {
+			t.Fatalf("partition %d went to epoch %d; the test needs its takeover stuck at the carry", p, got)
+		}
+	}
+	// A comes back (its start leads what the registry names it for).
+	c.Restart(a)
+	c.Heal()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, b)
+		if err != nil {
+			return err
+		}
+		for p, ep := range epochs {
+			pi := v.Partitions[p]
+			if pi.Epoch <= ep+1 {
+				return fmt.Errorf("partition %d at epoch %d (leader %d); want above %d, the abandoned promise", p, pi.Epoch, pi.Leader, ep+1)
+			}
+			lead := slices.Index(all, pi.Leader)
+			if lead < 0 {
+				return fmt.Errorf("partition %d led by unknown node %d", p, pi.Leader)
+			}
+			reps, err := c.Node(lead).Replicas()
+			if err != nil {
+				return err
+			}
+			if reps[p].LeadingEpoch != pi.Epoch {
+				return fmt.Errorf("partition %d: registry leader %d leads at %d, registry says %d", p, pi.Leader, reps[p].LeadingEpoch, pi.Epoch)
+			}
+		}
+		return nil
+	})
 }

@@ -503,8 +503,11 @@ const handOffTimeout = 15 * time.Second
 
 // handOff gives the leadership of every partition this node leads to the
 // next live member of its cohort, so clients see no failover when the node
-// stops on purpose. It returns how many moved and how many could not.
-func (n *Node) handOff(ctx context.Context) (moved, failed int) {
+// stops on purpose. With named, it also gives away the partitions the
+// registry names it for but that it does not lead (a node that restarted
+// drifting leads none of them). It returns how many moved and how many
+// could not.
+func (n *Node) handOff(ctx context.Context, named bool) (moved, failed int) {
 	meta := n.raft.Meta()
 	states := n.gossipStates()
 	var mu sync.Mutex
@@ -514,7 +517,7 @@ func (n *Node) handOff(ctx context.Context) (moved, failed int) {
 		// The replica's own view decides: a partition handed off makes it
 		// step down at once, while this node's copy of the registry may
 		// lag.
-		if !n.leads(uint16(p)) || len(pi.Cohort) < 2 {
+		if !n.leads(uint16(p)) && !(named && pi.Leader == n.id) || len(pi.Cohort) < 2 {
 			continue
 		}
 		succ := uint64(0)
@@ -554,7 +557,7 @@ func (n *Node) handOff(ctx context.Context) (moved, failed int) {
 // leader once.
 func (n *Node) handOffAll(ctx context.Context) (moved, failed int) {
 	for {
-		m, f := n.handOff(ctx)
+		m, f := n.handOff(ctx, false)
 		moved += m
 		if m == 0 || ctx.Err() != nil {
 			return moved, failed + f

@@ -511,6 +511,20 @@ func TestClusterTransferResumes(t *testing.T) {
 
 	j := c.Join(func(cfg *node.Config) { cfg.Faults.CutTransfers(1) })
 	jid := c.Node(j).ID()
+	// The old placement already fits placed's test (cohorts of three among
+	// the four nodes): wait for the moves to reach the joiner first.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		for _, p := range v.Partitions {
+			if slices.Contains(p.Cohort, jid) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the joiner is in no cohort yet")
+	})
 	placed(t, c, 0, ids(c, 0, 1, 2, j), 3)
 	transfers := c.Faults(j).Transfers()
 	if len(transfers) == 0 {
@@ -793,6 +807,99 @@ func TestClusterReadRepair(t *testing.T) {
 		}
 		if g.State != "completed" {
 			return fmt.Errorf("lagging replica still %s", g.State)
+		}
+		return nil
+	})
+}
+
+// Issue 20, fourth defect: a majority read left out the leader's own
+// updates (it read the leader's record without its update history and
+// took updates from the first follower to answer). Here the follower that
+// answers first missed the updates; the read must show all three
+// acknowledged ones.
+func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	const leader = 0
+	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "mr"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Results[0].ID
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv := v.Partitions[partOfForTest(id, len(v.Partitions))]; pv.Leader != all[leader] {
+		t.Fatalf("the task's partition is led by %d, not node %d", pv.Leader, all[leader])
+	}
+	const missing, slow = 1, 2
+	cr, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "mr"})
+	if err != nil || len(cr.Tasks) != 1 {
+		t.Fatalf("claim: %+v %v", cr, err)
+	}
+	// Node 1 misses the updates (node 2 acknowledges them with the leader)
+	// and answers the read first (node 2 is slowed).
+	c.Faults(leader).DropReplication(c.Addr(missing))
+	for seq := range uint64(3) {
+		if _, err := c.Client(leader).Update(ctx, &wire.UpdateRequest{ID: id, Claim: 0, Seq: seq, Data: []byte(fmt.Sprint("u", seq))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Faults(leader).Delay(c.Addr(slow), time.Second)
+	got, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Updates) != 3 {
+		t.Fatalf("majority read shows updates %+v; want the three acknowledged", got.Updates)
+	}
+}
+
+// Issue 20, attempt accounting: a claim the node never answered (too few
+// replicas held it) is released at once and costs its task no attempt.
+func TestClusterUnansweredClaimCostsNoAttempt(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	const leader = 0
+	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "unanswered", MaxAttempts: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Results[0].ID
+	for _, f := range []int{1, 2} {
+		c.Faults(leader).DropReplication(c.Addr(f))
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+	cr, err := c.Client(leader).Claim(cctx, &wire.ClaimRequest{Queue: "unanswered", TTLMs: 60_000})
+	ccancel()
+	if err == nil && len(cr.Tasks) > 0 {
+		t.Fatalf("a claim no follower held was answered: %+v", cr.Tasks)
+	}
+	nodetest.WaitFor(t, clusterWait, func() error {
+		g, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: id, R: 1})
+		if err != nil {
+			return err
+		}
+		if len(g.Claims) == 0 || g.State != "ready" || g.Attempts != 0 {
+			return fmt.Errorf("after the unanswered claims: state %s, %d claims, %d attempts; want ready, 0 attempts", g.State, len(g.Claims), g.Attempts)
+		}
+		return nil
+	})
+	c.Heal()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		cr, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "unanswered", TTLMs: 60_000})
+		if err != nil {
+			return err
+		}
+		if len(cr.Tasks) != 1 {
+			return fmt.Errorf("nothing to claim (max attempts 1: the unanswered claims must not have used it up)")
 		}
 		return nil
 	})

@@ -536,6 +536,7 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 				if firstErr == nil {
 					firstErr = err
 				}
+				s.n.releaseUnanswered(v.ID, *v.Claim)
 				continue
 			}
 			// A lease that ran out while its replication was slow is
@@ -550,6 +551,26 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 		return nil, firstErr
 	}
 	return out, nil
+}
+
+// releaseUnanswered ends claim idx of task id, which this leader granted
+// and will not answer (too few replicas held it), as a snooze that takes
+// effect now: the task is ready again at once and the claim costs it no
+// attempt, since nobody ever held it. Best effort, in the background: a
+// leader that stepped down meanwhile cannot write it, and then the claim
+// either stays an orphan (no handoff carries it) or expires.
+func (n *Node) releaseUnanswered(id task.ID, idx uint32) {
+	n.wg.Go(func() {
+		part := n.partOf(id)
+		if !n.leads(part) {
+			return
+		}
+		if err := n.parts[part].Snooze(id, idx, 0, n.now()); err != nil {
+			n.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
+			return
+		}
+		n.replicateQuietly(id)
+	})
 }
 
 // waitAll waits until every write in ps is durable.

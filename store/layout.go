@@ -23,6 +23,12 @@ import (
 // Layout 1, written by earlier builds, kept every spec twice (spec key
 // without payload, data key with it) and marked nothing. Open rewrites such
 // a database to layout 2 before anything reads it (upgradeLayout).
+//
+// Layout 3 is layout 2 whose task states may carry the epoch stamp of
+// the leader that wrote them (task.State.Stamp, map key 6), which builds
+// of layout 2 cannot decode: the version bump makes them refuse the data
+// dir with a clear message instead. A layout 2 database is a layout 3 one
+// as it is (its states have no stamp); the upgrade only marks it.
 
 // inlinePayloadMax is the largest payload stored with its spec under the
 // spec key. It bounds what an index rebuild reads per task beyond the
@@ -41,7 +47,7 @@ const (
 )
 
 // layoutVersion is the keyspace layout this build writes and reads.
-const layoutVersion byte = 2
+const layoutVersion byte = 3
 
 var layoutKey = []byte{kindMeta, 'l', 'a', 'y', 'o', 'u', 't'}
 

@@ -542,7 +542,7 @@ type PromiseRequest struct {
 	Candidate uint64 `cbor:"3,keyasint"`
 }
 
-// PromiseResponse is the promising replica's claim set.
+// PromiseResponse is a replica's answer to a promise request.
 //
 // A refusal is an answer, not an error, so that it can name the epoch the
 // candidate must pass: Refused, with the epoch the replica promised and

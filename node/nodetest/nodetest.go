@@ -93,6 +93,7 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.JoinRetry = 50 * time.Millisecond
 	cfg.PlacementSettle = 300 * time.Millisecond
 	cfg.ZombieCheck = 200 * time.Millisecond
+	cfg.RejoinInterval = 200 * time.Millisecond
 	cfg.ClockProbe = 100 * time.Millisecond
 	cfg.AAEInterval = 200 * time.Millisecond
 	cfg.Drift.MaxDrift = DefaultSkewBound / 2 // below the skew bound, as Validate wants
@@ -384,12 +385,26 @@ func (c *Cluster) Kill(i int) {
 // still free (else on a new port: read Addr again).
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
+	c.restart(i, true)
+}
+
+// RestartAlone is Restart without a join list, as an operator restarts
+// the first node of a cluster (started without --join): the node must
+// find its cluster from what it stored.
+func (c *Cluster) RestartAlone(i int) {
+	c.t.Helper()
+	c.restart(i, false)
+}
+
+func (c *Cluster) restart(i int, join bool) {
+	c.t.Helper()
 	c.Stop(i)
 	m := c.member(i)
 	c.mu.Lock()
 	addr := m.addr
 	c.mu.Unlock()
-	if c.Len() > 1 {
+	m.cfg.Join = nil
+	if join && c.Len() > 1 {
 		// Any running member will do to find the cluster again.
 		m.cfg.Join = c.runningAddrs()
 	}
