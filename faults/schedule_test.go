@@ -164,3 +164,12 @@ func TestScheduleExclude(t *testing.T) {
 		t.Errorf("quick schedule of %d steps; want %d", n, len(AllNemeses)-2)
 	}
 }
+
+func TestQuickScheduleKillAllLast(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		s := QuickSchedule(seed, testScheduleConfig())
+		if k := s.Steps[len(s.Steps)-1].Faults[0].Kind; k != NemKillAll {
+			t.Errorf("seed %d: last step %s; want kill-all", seed, k)
+		}
+	}
+}
