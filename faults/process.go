@@ -21,8 +21,11 @@ type NodeProc struct {
 	Env     []string
 	LogPath string
 	PidPath string
-	log     *slog.Logger
-	tl      Timeline
+	// OnUnexpectedExit, if set, is called (from the reaping goroutine)
+	// when the process exits without the harness having caused it.
+	OnUnexpectedExit func(node int, status string)
+	log              *slog.Logger
+	tl               Timeline
 
 	mu struct {
 		sync.Mutex
@@ -100,8 +103,11 @@ func (p *NodeProc) reap(cmd *exec.Cmd, done chan struct{}) {
 	close(done)
 	if expected {
 		p.log.Info("node exited", "node", p.Index, "status", exitText(err))
-	} else {
-		p.log.Error("node exited on its own", "node", p.Index, "status", exitText(err), "log", p.LogPath)
+		return
+	}
+	p.log.Error("node exited on its own", "node", p.Index, "status", exitText(err), "log", p.LogPath)
+	if p.OnUnexpectedExit != nil {
+		p.OnUnexpectedExit(p.Index, exitText(err))
 	}
 }
 

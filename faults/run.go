@@ -215,9 +215,10 @@ func (r *Run) setup(ctx context.Context) error {
 	for i := 1; i <= t.Nodes; i++ {
 		r.nodes = append(r.nodes, &NodeProc{
 			Index: i, Argv: r.nodeArgv(i), Env: []string{"GOMAXPROCS=1"},
-			LogPath: filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.log", i)),
-			PidPath: filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.pid", i)),
-			log:     r.log, tl: r.tl,
+			LogPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.log", i)),
+			PidPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.pid", i)),
+			OnUnexpectedExit: func(node int, status string) { r.note(NoteExit, []int{node}, map[string]any{"status": status}) },
+			log:              r.log, tl: r.tl,
 		})
 	}
 	// Node 1 founds the cluster; the others join through it.
@@ -345,6 +346,32 @@ func (r *Run) observe(e Event) {
 	}
 }
 
+// Notes are nemesis events that open and close no window (F is neither
+// start nor stop): what happened to the nodes besides the schedule.
+const (
+	// NoteExit: a node exited without the harness causing it.
+	NoteExit = "node-exit"
+	// NoteRestart: the harness restarted a node that had exited on its
+	// own, after a step's heal.
+	NoteRestart = "node-restart"
+	// NoteSkipped: a scheduled fault could not be applied (no leader
+	// known, no node answering); nothing was done.
+	NoteSkipped = "skipped"
+)
+
+// note records a nemesis note now.
+func (r *Run) note(what string, targets []int, detail map[string]any) {
+	e := Event{Proc: -1, Type: Nemesis, F: "note", TNs: r.tl.Now(), Nemesis: what, Targets: targets}
+	if len(detail) > 0 {
+		e.Detail, _ = json.Marshal(detail)
+	}
+	r.rec.Record(e)
+}
+
+// oneLine flattens an error (errors.Join puts one per line) for a
+// one-line report.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
 // phase records a Phase event now and returns its time.
 func (r *Run) phase(name string, detail map[string]any) int64 {
 	e := Event{Proc: -1, Type: Phase, F: name, TNs: r.tl.Now()}
@@ -427,7 +454,8 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 		a, err := r.apply(ctx, f)
 		if err != nil {
 			r.log.Warn("nemesis not applied", "step", k+1, "err", err)
-			rep.Errors = append(rep.Errors, err.Error())
+			rep.Errors = append(rep.Errors, oneLine(err))
+			r.note(NoteSkipped, f.Targets, map[string]any{"nemesis": f.Kind, "error": oneLine(err)})
 			continue
 		}
 		r.log.Info("nemesis", "step", k+1, "kind", f.Kind, "targets", a.targets, "detail", a.detail)
@@ -445,7 +473,7 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 		}
 		if err := r.healActive(ctx, a); err != nil {
 			r.log.Warn("heal", "step", k+1, "kind", a.f.Kind, "err", err)
-			rep.Errors = append(rep.Errors, "heal: "+err.Error())
+			rep.Errors = append(rep.Errors, "heal: "+oneLine(err))
 		}
 	}
 	if err := sleepCtx(ctx, st.Hold()-time.Since(applied)); err != nil {
@@ -457,8 +485,9 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 	for _, i := range r.down() {
 		r.log.Warn("restarting a node that exited on its own", "node", i, "step", k+1)
 		rep.Errors = append(rep.Errors, fmt.Sprintf("node %d had exited on its own; restarted", i))
+		r.note(NoteRestart, []int{i}, map[string]any{"reason": "exited on its own"})
 		if err := r.restart([]int{i}); err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
+			rep.Errors = append(rep.Errors, oneLine(err))
 		}
 	}
 	healed := time.Now()
@@ -470,7 +499,7 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 			return ctx.Err()
 		}
 		r.log.Warn("cluster did not recover", "step", k+1, "bound", recover, "err", err)
-		rep.Recovered, rep.RecoverErr = false, err.Error()
+		rep.Recovered, rep.RecoverErr = false, oneLine(err)
 	} else {
 		rep.Recovered = true
 	}

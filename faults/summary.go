@@ -135,7 +135,7 @@ func (s *RunSummary) Count(events []Event) {
 			if e.F == "start" {
 				open[e.Nemesis] = append(open[e.Nemesis], len(s.Windows))
 				s.Windows = append(s.Windows, WindowCounts{Nemesis: e.Nemesis, Targets: e.Targets, StartS: secs(e.TNs), StopS: -1})
-			} else if idx := open[e.Nemesis]; len(idx) > 0 {
+			} else if idx := open[e.Nemesis]; e.F == "stop" && len(idx) > 0 {
 				s.Windows[idx[0]].StopS = secs(e.TNs)
 				open[e.Nemesis] = idx[1:]
 			}

@@ -24,6 +24,7 @@ func TestSummaryCount(t *testing.T) {
 		{Proc: -1, Type: Nemesis, F: "start", Nemesis: NemPacketChaos, TNs: s(4.5)},
 		{Proc: 11, Type: Invoke, F: FClaim, TNs: s(4.6)},
 		{Proc: 11, Type: Fail, F: FClaim, Code: "invalid", TNs: s(4.7)},
+		{Proc: -1, Type: Nemesis, F: "note", Nemesis: NemKillMinority, TNs: s(4.8)}, // closes nothing
 		{Proc: -1, Type: Nemesis, F: "stop", Nemesis: NemKillMinority, TNs: s(5)},
 		{Proc: 11, Type: Effect, F: Effect, Accepted: &yes, TNs: s(5.5)},
 		{Proc: -1, Type: Nemesis, F: "stop", Nemesis: NemPacketChaos, TNs: s(6)},
