@@ -25,23 +25,31 @@ type API struct {
 // cluster view is kilobytes; a node's replica list of 16 partitions too.
 const maxResponse = 8 << 20
 
-// apiIdleConns is how many idle connections the client keeps per node:
-// each process has one client loop, and the harness a few readers.
-const apiIdleConns = 8
+// Connection settings of the client. apiIdleConns is how many idle
+// connections it keeps per node (each process has one client loop, the
+// harness up to FinalReaders readers); apiDialTimeout bounds a connect,
+// which on the bridge takes well under a millisecond unless the node's
+// namespace is gone; apiIdleTimeout drops connections left idle by a
+// node that was killed meanwhile.
+const (
+	apiIdleConns   = 16
+	apiDialTimeout = 2 * time.Second
+	apiIdleTimeout = 30 * time.Second
+)
 
 // NewAPI returns a client of the nodes at addrs (node i at addrs[i-1],
 // host:port) proving token. local, if valid, is the source address of
 // every connection (the harness's address on the bridge, which no
 // partition ever cuts).
 func NewAPI(addrs []string, token string, local netip.Addr) *API {
-	d := &net.Dialer{Timeout: 2 * time.Second}
+	d := &net.Dialer{Timeout: apiDialTimeout}
 	if local.IsValid() {
 		d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
 	}
 	tr := &http.Transport{
 		DialContext:         d.DialContext,
 		MaxIdleConnsPerHost: apiIdleConns,
-		IdleConnTimeout:     30 * time.Second,
+		IdleConnTimeout:     apiIdleTimeout,
 		DisableCompression:  true,
 	}
 	a := &API{hc: &http.Client{Transport: tr}, addrs: addrs}

@@ -23,6 +23,10 @@ const (
 // few kB; a line over this is corrupt, not large.
 const maxLine = 4 << 20
 
+// lineBufSize is a line reader's first buffer: most lines (events, task
+// views) fit, and it grows up to maxLine for the rest.
+const lineBufSize = 64 << 10
+
 // Recorder writes the history: it gives each event its Index, in the
 // order Record is called, and writes it as one JSON line. Observers see
 // every event after it is written, in the same order. Safe for concurrent
@@ -144,7 +148,7 @@ func readJSONLines(path string, fn func([]byte) error) error {
 
 func scanJSONLines(rd io.Reader, name string, fn func([]byte) error) error {
 	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 0, lineBufSize), maxLine)
 	for n := 1; sc.Scan(); n++ {
 		if len(sc.Bytes()) == 0 {
 			continue

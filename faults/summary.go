@@ -299,7 +299,7 @@ func ScanLog(path string) LogScan {
 	defer f.Close()
 	msgs := map[string]int{}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 0, lineBufSize), maxLine)
 	for sc.Scan() {
 		line := sc.Text()
 		ls.Lines++

@@ -53,7 +53,7 @@ const offerWait = 30 * time.Second
 // line of in, runs the loop until told to stop (or in closes), and writes
 // its messages to out.
 func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
-	br := bufio.NewReaderSize(in, 64<<10)
+	br := bufio.NewReaderSize(in, lineBufSize)
 	line, err := br.ReadBytes('\n')
 	if err != nil {
 		return fmt.Errorf("worker: read config: %w", err)
