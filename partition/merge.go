@@ -194,7 +194,7 @@ func (r *Replica) Merge(src Source, recs []Record, now int64) (Durable, []error,
 	// their sender: the replica keeps refusing older epochs from now on,
 	// so a superseded leader cannot slip a write in after a newer one's
 	// (Promise's rule, made durable with the records).
-	raise := src.Epoch > r.promised
+	raise := src.Epoch > max(r.promised, r.epoch)
 	if raise {
 		if err := m.b.PutPromise(r.cfg.Part, src.Epoch, src.From); err != nil {
 			m.b.Close()
