@@ -157,6 +157,39 @@ func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 	placed(t, c, 1, all, 3)
 }
 
+// A whole cluster killed at once (a power cut) and started again, every
+// node with the flags it first had (--join included), comes back with
+// everything it acknowledged. The fault suite found it never did: each
+// node that was started with a join list took itself for a new node
+// (its registry not yet applied when it looked) and waited to be admitted
+// by the first node, which was waiting for their partitions to hand-off
+// its own.
+func TestClusterKillAllRestart(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	var batch []wire.EnqueueTask
+	for i := range 100 {
+		batch = append(batch, wire.EnqueueTask{Queue: "power", Data: []byte(fmt.Sprint(i))})
+	}
+	r, err := c.Client(1).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.KillAll()
+	for i := range 3 {
+		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+	}
+	placed(t, c, 0, all, 3)
+	for _, res := range r.Results {
+		if _, err := c.Client(2).Get(ctx, &wire.GetRequest{ID: res.ID}); err != nil {
+			t.Fatalf("acknowledged task %s after the restart: %v", res.ID, err)
+		}
+	}
+}
+
 func TestClusterDeadVoterReplaced(t *testing.T) {
 	c := nodetest.NewCluster(t, 4, nodetest.DeadVoterGrace(500*time.Millisecond))
 	all := ids(c, 0, 1, 2, 3)

@@ -380,10 +380,12 @@ func (n *Node) startRaft(ctx context.Context) error {
 		return fmt.Errorf("node: raft start: %w", err)
 	}
 	n.raft = g
-	// Fresh: this node never applied a cluster config. Decided before
-	// anyone can reach the group: once gossip finds the cluster, the
-	// metadata leader may add this node and send it the config.
-	fresh := g.Meta().Config == nil
+	// Fresh: this node never took part in the metadata group (no raft
+	// state). Not "no config applied yet": a restarted node applies its
+	// committed entries again after Start returns, and one that took
+	// itself for new would wait to be admitted through its join list,
+	// which may be a node restarting too, that waits for it.
+	fresh := !g.Restored()
 	close(n.raftReady)
 	// Gossip first: a restarted member finds its peers' addresses there
 	// and in the registry it kept.

@@ -99,8 +99,10 @@ type Group struct {
 	confState *pb.ConfState // the latest from a snapshot or ApplyConfChange
 	snapIndex uint64        // index of the latest snapshot
 	snapConf  *pb.ConfState // the ConfState of the latest snapshot; nil without one
-	dropped   int           // messages dropped for want of a transport, since lastDrop
-	lastDrop  time.Time
+	// restored: Start found raft state in the store (see Restored).
+	restored bool
+	dropped  int // messages dropped for want of a transport, since lastDrop
+	lastDrop time.Time
 
 	// mu guards the state shared with callers. It is never held across I/O
 	// or a channel send.
@@ -166,6 +168,7 @@ func (g *Group) Start() error {
 		return fmt.Errorf("raftgroup: start: restore: %w", err)
 	}
 	g.storage, g.state, g.confState, g.snapIndex = r.storage, r.meta, r.confState, r.snapIndex
+	g.restored = r.hasLog
 	g.snapConf = r.confState
 	rc := &raft.Config{
 		ID:                        g.cfg.NodeID,
@@ -315,6 +318,17 @@ func (g *Group) Meta() Meta {
 	m := g.mu.meta // published copies are never mutated
 	g.mu.Unlock()
 	return m.Clone()
+}
+
+// Restored reports whether Start found raft state in the store: false
+// only for a node that never took part in a group. A restored group's
+// Meta fills in as the committed entries after its snapshot are applied
+// again, after Start returns, so an empty Meta right after Start does
+// not mean a new node.
+func (g *Group) Restored() bool {
+	g.lifeMu.Lock()
+	defer g.lifeMu.Unlock()
+	return g.restored
 }
 
 // Leader returns the raft leader's node id as this node knows it, 0 if

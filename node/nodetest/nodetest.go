@@ -252,6 +252,14 @@ func (c *Cluster) member(i int) *member {
 // is in use (falling back to port 0), then dials its client.
 func (c *Cluster) start(i int, m *member, bind string) {
 	c.t.Helper()
+	if err := c.tryStart(i, m, bind); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// tryStart is start returning its error; it is safe to call from any
+// goroutine.
+func (c *Cluster) tryStart(i int, m *member, bind string) error {
 	cfg := m.cfg
 	var n *node.Node
 	for attempt := 1; ; attempt++ {
@@ -259,14 +267,14 @@ func (c *Cluster) start(i int, m *member, bind string) {
 		var err error
 		n, err = node.New(cfg)
 		if err != nil {
-			c.t.Fatalf("nodetest: node %d: %v", i, err)
+			return fmt.Errorf("nodetest: node %d: %w", i, err)
 		}
 		err = n.Start(context.Background())
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) || attempt == bindAttempts {
-			c.t.Fatalf("nodetest: start node %d (bind %s): %v", i, bind, err)
+			return fmt.Errorf("nodetest: start node %d (bind %s): %w", i, bind, err)
 		}
 		c.t.Logf("nodetest: node %d: %s is in use, binding port 0: %v", i, bind, err)
 		bind = anyPort(bind)
@@ -274,11 +282,37 @@ func (c *Cluster) start(i int, m *member, bind string) {
 	cl, err := c.dialClient(n)
 	if err != nil {
 		_ = n.Close()
-		c.t.Fatalf("nodetest: node %d: %v", i, err)
+		return fmt.Errorf("nodetest: node %d: %w", i, err)
 	}
 	c.mu.Lock()
 	m.node, m.addr, m.client, m.up = n, n.Addr(), cl, true
 	c.mu.Unlock()
+	return nil
+}
+
+// KillAll kills every running node (as crashes, all at once) and starts
+// them all again together, each with the configuration it was first
+// started with (its join list included), on the same addresses: the whole
+// cluster restarting after a power cut.
+func (c *Cluster) KillAll() {
+	c.t.Helper()
+	n := c.Len()
+	addrs := make([]string, n)
+	for i := range n {
+		c.Kill(i)
+		c.mu.Lock()
+		addrs[i] = c.members[i].addr
+		c.mu.Unlock()
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = c.tryStart(i, c.member(i), addrs[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // anyPort returns addr's host with port 0.
