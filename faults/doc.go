@@ -1,0 +1,52 @@
+// Package faults is skuldd's Jepsen-style fault suite (TESTING.md sections
+// 5 to 7): a harness that runs the real skuldd binary as five nodes in
+// Linux network namespaces, drives a workload against them while a nemesis
+// injects faults, and records a history; and the checkers that judge it
+// (check*.go, report*.go, plot*.go).
+//
+// # Running
+//
+// scripts/faults.sh --quick --seed N (every nemesis once, at most 4
+// minutes) or --time 30m (nemeses at random, sometimes two at once). It
+// needs root; it builds skuldd with -tags skuldtest (the test hooks) and
+// the tool (cmd/faults), and tears down everything it sets up. The same
+// seed draws the same schedule and the same workload choices.
+//
+// # The harness, file by file
+//
+//   - netns.go: the network: bridge skb0 (10.77.0.254), namespaces sk1..sk5
+//     with node i at 10.77.0.i:13000, relay addresses 10.77.0.(100+i) on the
+//     bridge. Nothing outside 10.77.0.0/24 and our own links is touched.
+//   - relay.go: a UDP relay between the nodes' QUIC endpoints (each node
+//     advertises its relay address), transparent until told to drop, delay
+//     and duplicate datagrams: there is no netem in this kernel.
+//   - iptables.go: partitions as grudges (who drops whom), installed with
+//     iptables-restore inside the namespaces and healed with iptables -F.
+//   - process.go: one skuldd process: start, kill -9, SIGSTOP/SIGCONT,
+//     SIGTERM, restart with the same flags and data dir.
+//   - cluster.go, hooks.go, api.go: GET /v1/cluster (leaders, cohorts, the
+//     metadata leader, node ids mapped to indexes by address), the skuldtest
+//     hooks (/debug/clock, /debug/crash, /debug/replicas), and the HTTP
+//     client that classifies every answer as ok, fail or info.
+//   - workload.go, workers.go, sink.go: the client loops (one worker
+//     process each, so one can be paused), their wire protocol to the
+//     harness, and the fenced sink of their side effects.
+//   - schedule.go, nemesis.go: the nemeses, the schedule a seed draws, and
+//     applying and healing each fault.
+//   - run.go, converge.go: a run's phases (setup, faults, heal,
+//     convergence, drain, final reads) and its output directory.
+//   - recorder.go, clock.go, summary.go: the history writer and readers,
+//     the shared monotonic timeline, and the harness's own counts.
+//
+// # Concurrency
+//
+// A Run is driven by one goroutine (Execute). The Recorder, Sink, API,
+// Relay and NodeProc are safe for concurrent use: worker readers, final
+// readers and the relay's goroutines use them at once. Each client Loop is
+// used by one goroutine. Every wait is bounded (Config's timeouts, the
+// named bounds in each file), and every goroutine a type starts ends in
+// its Close or Stop.
+//
+// faults imports only wire and task of skuldd's packages (layering_test.go):
+// it drives the binary from outside.
+package faults

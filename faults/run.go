@@ -1,0 +1,591 @@
+package faults
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Run is one run of the suite: it builds the network, starts the cluster
+// and the workers, applies the schedule, heals, waits for convergence,
+// drains, reads every task back, and tears everything down.
+type Run struct {
+	cfg   Config
+	log   *slog.Logger
+	tl    Timeline
+	sched Schedule
+	// rng resolves what the schedule leaves to run time (a worker to
+	// pause when none holds a claim).
+	rng *mrand.Rand
+
+	secretPath string
+	token      string
+	nodes      []*NodeProc
+	api        *API
+	relay      *Relay
+	rec        *Recorder
+	sink       *Sink
+	pool       *WorkerPool
+	delays     *delayMonitor
+	hooks      bool
+	hooksWhy   string
+
+	mu struct {
+		sync.Mutex
+		// tasks are the ids of every enqueue invoked, in order.
+		tasks []string
+		seen  map[string]bool
+	}
+	sum RunSummary
+}
+
+// Phases of a run (Phase events' F).
+const (
+	PhaseSetup        = "setup"
+	PhaseFaults       = "faults"
+	PhaseHeal         = "heal"
+	PhaseConverged    = "converged"
+	PhaseNotConverged = "not-converged"
+	PhaseDrain        = "drain"
+	PhaseFinal        = "final"
+	PhaseDone         = "done"
+)
+
+// Bounds of the harness's own steps.
+const (
+	// nodeStartBound: node 1 answers within seconds of its start.
+	nodeStartBound = 30 * time.Second
+	// teardownBound bounds the whole teardown.
+	teardownBound = 60 * time.Second
+	// tokenBound bounds `skuldd ctl token`.
+	tokenBound = 10 * time.Second
+	// secretBytes: the cluster secret's random bytes (hex in the file).
+	secretBytes = 32
+	runStream   = 0x7275
+)
+
+// NewRun checks cfg and prepares a run.
+func NewRun(cfg Config) (*Run, error) {
+	var err error
+	if cfg.Out, err = filepath.Abs(cfg.Out); err != nil {
+		return nil, fmt.Errorf("output dir: %w", err)
+	}
+	if cfg.Binary, err = filepath.Abs(cfg.Binary); err != nil {
+		return nil, fmt.Errorf("skuldd binary: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	r := &Run{cfg: cfg, log: cfg.Logger, sched: cfg.Schedule(), sink: NewSink()}
+	r.rng = mrand.New(mrand.NewPCG(uint64(cfg.Seed), runStream))
+	r.mu.seen = make(map[string]bool)
+	return r, nil
+}
+
+// Schedule returns the run's schedule.
+func (r *Run) Schedule() Schedule { return r.sched }
+
+func (r *Run) printf(format string, args ...any) { fmt.Fprintf(r.cfg.Print, format, args...) }
+
+// Execute runs everything. The error is the harness's own failure (the
+// cluster never formed, a file could not be written); what skuldd does
+// under the faults is the history's, for the checkers.
+func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
+	r.tl = NewTimeline()
+	started := time.Now()
+	r.sum.Seed, r.sum.Started = r.cfg.Seed, started.UTC().Format(time.RFC3339)
+	// A run starts from empty data dirs: a node started on the data dir
+	// of an earlier run (another cluster, another secret) would not be
+	// the node this run means. Only the run's own subdirectories go.
+	for _, d := range []string{r.dir("nodes"), r.dir("workers")} {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, fmt.Errorf("output dir: %w", err)
+		}
+	}
+	for _, d := range []string{r.cfg.Out, r.dir("nodes"), r.dir("workers")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("output dir: %w", err)
+		}
+	}
+	r.printOptions()
+	if err := WriteJSONFile(filepath.Join(r.cfg.Out, "schedule.json"), r.sched); err != nil {
+		return nil, err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownBound)
+		defer cancel()
+		r.teardown(tctx)
+	}()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	r.delays = startDelayMonitor()
+	if err := r.faults(ctx); err != nil {
+		return nil, err
+	}
+	heal := r.healPhase(ctx)
+	r.convergence(ctx, heal)
+	if err := sleepCtx(ctx, r.cfg.Quiet-time.Duration(r.tl.Now()-heal)); err != nil {
+		return nil, err
+	}
+	r.drain(ctx)
+	if err := r.finalReads(ctx); err != nil {
+		return nil, err
+	}
+	r.phase(PhaseDone, nil)
+	r.sum.Delays = r.delays.stop()
+	r.sum.Relay = r.relay.Stats()
+	r.stopNodes()
+	if err := r.rec.Close(); err != nil {
+		return nil, err
+	}
+	r.sum.ElapsedS = time.Since(started).Seconds()
+	return r.summarize()
+}
+
+func (r *Run) dir(name string) string { return filepath.Join(r.cfg.Out, name) }
+
+// printOptions prints the seed and every option derived from it.
+func (r *Run) printOptions() {
+	c := &r.cfg
+	r.printf("faults: seed %d (%s)\n", c.Seed, map[bool]string{true: "quick", false: "long run of " + c.Duration.String()}[c.Quick])
+	r.printf("  command: %s\n  out: %s\n  skuldd: %s\n", c.Command, c.Out, c.Binary)
+	r.printf("  cluster: %d nodes, %d partitions, %d replicas, w=%d; skew bound %v, max drift %v, aae interval %v; node flags %v\n",
+		c.Topology.Nodes, c.Partitions, c.Replicas, c.W, c.SkewBound, c.MaxDrift, c.AAEInterval, c.NodeFlags)
+	r.printf("  workload: %d workers, %.0f enqueue/s in all, ttl %v, max attempts %d, queue %q, request timeout %v\n",
+		c.Workers, c.EnqueuePerSec, c.TTL, c.MaxAttempts, c.Queue, c.ReqTimeout)
+	mix, _ := json.Marshal(c.Mix)
+	r.printf("  mix: %s\n", mix)
+	r.printf("  nemesis: hold %v, kill hold %v, pause hold %v, gap %v, combo %.2f, warmup %v\n",
+		c.Hold, c.KillHold, c.ScheduleConfig().PauseHold(), c.Gap, c.ComboProb, c.Warmup)
+	r.printf("  bounds: setup %v, faults budget %v, recover %v, converge %v, quiet %v, drain %v, final reads %v, stop grace %v\n",
+		c.SetupTimeout, c.FaultsBudget, c.RecoverTimeout, c.ConvergeTimeout, c.Quiet, c.DrainTimeout, c.FinalTimeout, c.StopGrace)
+	if len(c.Exclude) > 0 {
+		r.printf("  excluded nemeses: %v\n", c.Exclude)
+	}
+	r.printf("  schedule (%d steps, about %v):\n", len(r.sched.Steps), r.sched.Estimate().Round(time.Second))
+	for _, l := range r.sched.Lines() {
+		r.printf("    %s\n", l)
+	}
+}
+
+// setup builds the network, the relay and the cluster, and starts the
+// history.
+func (r *Run) setup(ctx context.Context) error {
+	t := r.cfg.Topology
+	var err error
+	if r.rec, err = CreateRecorder(filepath.Join(r.cfg.Out, HistoryFile)); err != nil {
+		return err
+	}
+	r.rec.Observe(r.observe)
+	if err := WriteJSONFile(filepath.Join(r.cfg.Out, RunInfoFile), r.runInfo()); err != nil {
+		return err
+	}
+	r.phase(PhaseSetup, nil)
+	if err := r.makeSecret(ctx); err != nil {
+		return err
+	}
+	r.log.Info("building the network", "bridge", t.Bridge, "nodes", t.Nodes)
+	if err := t.SetupNetwork(ctx); err != nil {
+		return err
+	}
+	rc := RelayConfig{Seed: r.cfg.Seed, MaxDelayed: DefaultMaxDelayed, Logger: r.log}
+	var addrs []string
+	for i := 1; i <= t.Nodes; i++ {
+		rc.Nodes = append(rc.Nodes, RelayNode{Real: t.NodeAddr(i), Relay: t.RelayAddr(i)})
+		addrs = append(addrs, t.NodeAddr(i).String())
+	}
+	if r.relay, err = StartRelay(rc); err != nil {
+		return err
+	}
+	r.api = NewAPI(addrs, r.token, t.HostIP())
+	for i := 1; i <= t.Nodes; i++ {
+		r.nodes = append(r.nodes, &NodeProc{
+			Index: i, Argv: r.nodeArgv(i), Env: []string{"GOMAXPROCS=1"},
+			LogPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.log", i)),
+			PidPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.pid", i)),
+			OnUnexpectedExit: func(node int, status string) { r.note(NoteExit, []int{node}, map[string]any{"status": status}) },
+			log:              r.log, tl: r.tl,
+		})
+	}
+	// Node 1 founds the cluster; the others join through it.
+	if err := r.nodes[0].Start(); err != nil {
+		return err
+	}
+	if err := r.waitAnswers(ctx, 1, nodeStartBound); err != nil {
+		return err
+	}
+	if err := r.restart(allNodes(t.Nodes)); err != nil {
+		return err
+	}
+	if err := WaitReady(ctx, r.api, t, allNodes(t.Nodes), r.cfg.Partitions, r.cfg.SetupTimeout); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	r.hooks, r.hooksWhy = HasHooks(ctx, r.api, 1)
+	if !r.hooks {
+		r.log.Warn("skuldd has no test hooks: no clock nemeses, crashes without losing unsynced writes, no convergence polling", "why", r.hooksWhy)
+		r.sum.Notes = append(r.sum.Notes, "no test hooks: "+r.hooksWhy)
+	}
+	r.log.Info("cluster ready", "t", secs(r.tl.Now()), "relay", r.relay.Stats())
+	return nil
+}
+
+// waitAnswers waits until node i answers GET /v1/cluster.
+func (r *Run) waitAnswers(ctx context.Context, i int, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for {
+		_, err := FetchView(ctx, r.api, r.cfg.Topology, i)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %d does not answer after %v: %w (log: %s)", i, bound, err, r.nodes[i-1].LogPath)
+		}
+		if err := sleepCtx(ctx, readyPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// nodeArgv is node i's command: the same at every start.
+func (r *Run) nodeArgv(i int) []string {
+	t, c := r.cfg.Topology, &r.cfg
+	argv := []string{"ip", "netns", "exec", t.NS(i), c.Binary,
+		"--bind", t.NodeAddr(i).String(),
+		// Peers dial node i through its relay.
+		"--advertise", t.RelayAddr(i).String(),
+		"--data-dir", filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d", i)),
+		"--cluster-secret-file", r.secretPath,
+		"--partitions", fmt.Sprint(c.Partitions),
+		"--replicas", fmt.Sprint(c.Replicas),
+		"--clock-skew-bound", c.SkewBound.String(),
+		"--max-clock-drift", c.MaxDrift.String(),
+		"--aae-interval", c.AAEInterval.String(),
+	}
+	if i > 1 {
+		argv = append(argv, "--join", t.RelayAddr(1).String())
+	}
+	return append(argv, c.NodeFlags...)
+}
+
+// makeSecret writes a fresh cluster secret and derives the client token
+// with `skuldd ctl token`.
+func (r *Run) makeSecret(ctx context.Context) error {
+	b := make([]byte, secretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("cluster secret: %w", err)
+	}
+	r.secretPath = filepath.Join(r.cfg.Out, "cluster-secret")
+	if err := os.WriteFile(r.secretPath, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("cluster secret: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, tokenBound)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.cfg.Binary, "ctl", "token", "--cluster-secret-file", r.secretPath).Output()
+	if err != nil {
+		return fmt.Errorf("skuldd ctl token: %w", err)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(out, &tok); err != nil || tok.Token == "" {
+		return fmt.Errorf("skuldd ctl token: unexpected output %q", strings.TrimSpace(string(out)))
+	}
+	r.token = tok.Token
+	return nil
+}
+
+// runInfo is run.json.
+func (r *Run) runInfo() RunInfo {
+	c := &r.cfg
+	ri := RunInfo{
+		Seed: c.Seed, Scenario: "mix", Nodes: c.Topology.Nodes,
+		Partitions: c.Partitions, Replicas: c.Replicas, W: c.W,
+		SkewBoundMs: c.SkewBound.Milliseconds(), MaxDriftMs: c.MaxDrift.Milliseconds(),
+		AAEIntervalMs: c.AAEInterval.Milliseconds(), TTLMs: c.TTL.Milliseconds(),
+		MaxAttempts: c.MaxAttempts, Started: r.sum.Started, Command: c.Command,
+	}
+	if c.Quick {
+		ri.Scenario = "mix-quick"
+	}
+	for i := 1; i <= c.Topology.Nodes; i++ {
+		ri.Addrs = append(ri.Addrs, c.Topology.NodeAddr(i).String())
+	}
+	for _, k := range r.sched.Kinds() {
+		if BeyondBounds(k) {
+			ri.BeyondBounds = append(ri.BeyondBounds, k)
+		}
+	}
+	return ri
+}
+
+// observe sees every recorded event: it keeps the ids of the tasks
+// attempted, for the final reads.
+func (r *Run) observe(e Event) {
+	if e.Type != Invoke || e.F != FEnqueue || e.Task == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mu.seen[e.Task] {
+		r.mu.seen[e.Task] = true
+		r.mu.tasks = append(r.mu.tasks, e.Task)
+	}
+}
+
+// Notes are nemesis events that open and close no window (F is neither
+// start nor stop): what happened to the nodes besides the schedule.
+const (
+	// NoteExit: a node exited without the harness causing it.
+	NoteExit = "node-exit"
+	// NoteRestart: the harness restarted a node that had exited on its
+	// own, after a step's heal.
+	NoteRestart = "node-restart"
+	// NoteSkipped: a scheduled fault could not be applied (no leader
+	// known, no node answering); nothing was done.
+	NoteSkipped = "skipped"
+)
+
+// note records a nemesis note now.
+func (r *Run) note(what string, targets []int, detail map[string]any) {
+	e := Event{Proc: -1, Type: Nemesis, F: "note", TNs: r.tl.Now(), Nemesis: what, Targets: targets}
+	if len(detail) > 0 {
+		e.Detail, _ = json.Marshal(detail)
+	}
+	r.rec.Record(e)
+}
+
+// oneLine flattens an error (errors.Join puts one per line) for a
+// one-line report.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// phase records a Phase event now and returns its time.
+func (r *Run) phase(name string, detail map[string]any) int64 {
+	e := Event{Proc: -1, Type: Phase, F: name, TNs: r.tl.Now()}
+	if len(detail) > 0 {
+		e.Detail, _ = json.Marshal(detail)
+	}
+	r.rec.Record(e)
+	r.sum.Phases = append(r.sum.Phases, PhaseTime{Phase: name, TS: secs(e.TNs)})
+	r.log.Info("phase", "phase", name, "t", secs(e.TNs), "detail", string(e.Detail))
+	return e.TNs
+}
+
+func secs(ns int64) float64 { return float64(ns/1e6) / 1e3 }
+
+// loopConfig is client loop k's configuration (loop Workers is the
+// drain's).
+func (r *Run) loopConfig(k int) LoopConfig {
+	c := &r.cfg
+	mix := c.Mix
+	mix.EnqueuePerSec = c.EnqueuePerSec / float64(c.Workers)
+	var addrs []string
+	for i := 1; i <= c.Topology.Nodes; i++ {
+		addrs = append(addrs, c.Topology.NodeAddr(i).String())
+	}
+	return LoopConfig{
+		Loop: k, ProcStride: c.Workers + 1, Addrs: addrs, Local: c.Topology.HostIP(),
+		Token: r.token, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed),
+		Queue: c.Queue, TTL: c.TTL, MaxAttempts: c.MaxAttempts, W: c.W,
+		ReqTimeout: c.ReqTimeout, Mix: mix,
+	}
+}
+
+// faults starts the workers and runs the schedule.
+func (r *Run) faults(ctx context.Context) error {
+	start := r.phase(PhaseFaults, map[string]any{"steps": len(r.sched.Steps)})
+	var cfgs []LoopConfig
+	for k := range r.cfg.Workers {
+		cfgs = append(cfgs, r.loopConfig(k))
+	}
+	var err error
+	if r.pool, err = StartWorkers(r.cfg.Self, r.dir("workers"), cfgs, r.rec, r.sink, r.tl, r.log); err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, r.cfg.Warmup); err != nil {
+		return err
+	}
+	for k, st := range r.sched.Steps {
+		if !r.cfg.Quick && time.Duration(r.tl.Now()-start) >= r.cfg.Duration {
+			r.log.Info("faults phase over", "steps run", k, "of", len(r.sched.Steps))
+			break
+		}
+		if err := r.step(ctx, k, st, r.recoverBound(start, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverBound is how long step k may wait for the cluster to recover:
+// RecoverTimeout, less in a run with a faults budget when the steps left
+// need the time.
+func (r *Run) recoverBound(start int64, k int) time.Duration {
+	if r.cfg.FaultsBudget <= 0 {
+		return r.cfg.RecoverTimeout
+	}
+	left := r.cfg.FaultsBudget - time.Duration(r.tl.Now()-start)
+	for _, st := range r.sched.Steps[k:] {
+		left -= st.Hold() + st.Gap
+	}
+	return max(0, min(r.cfg.RecoverTimeout, left))
+}
+
+// step applies one step's faults, holds, heals, waits up to recover for
+// the cluster to serve again, and waits out the gap.
+func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) error {
+	rep := StepReport{Step: k + 1, Start: secs(r.tl.Now())}
+	var acts []*active
+	for _, f := range st.Faults {
+		rep.Faults = append(rep.Faults, f.String())
+		a, err := r.apply(ctx, f)
+		if err != nil {
+			r.log.Warn("nemesis not applied", "step", k+1, "err", err)
+			rep.Errors = append(rep.Errors, oneLine(err))
+			r.note(NoteSkipped, f.Targets, map[string]any{"nemesis": f.Kind, "error": oneLine(err)})
+			continue
+		}
+		r.log.Info("nemesis", "step", k+1, "kind", f.Kind, "targets", a.targets, "detail", a.detail)
+		rep.Targets = append(rep.Targets, a.targets)
+		acts = append(acts, a)
+	}
+	// Each fault is healed when its own hold has passed, the shortest
+	// first (a pause of a step that also kills is healed at the pause's
+	// hold, not the kill's).
+	applied := time.Now()
+	slices.SortStableFunc(acts, func(a, b *active) int { return cmp.Compare(a.f.Hold, b.f.Hold) })
+	for _, a := range acts {
+		if err := sleepCtx(ctx, a.f.Hold-time.Since(applied)); err != nil {
+			return err
+		}
+		if err := r.healActive(ctx, a); err != nil {
+			r.log.Warn("heal", "step", k+1, "kind", a.f.Kind, "err", err)
+			rep.Errors = append(rep.Errors, "heal: "+oneLine(err))
+		}
+	}
+	if err := sleepCtx(ctx, st.Hold()-time.Since(applied)); err != nil {
+		return err
+	}
+	// Every fault of the step is healed, so a node down now exited on
+	// its own (its log says why): start it again, so the steps after
+	// this one act on a whole cluster, and say so.
+	for _, i := range r.down() {
+		r.log.Warn("restarting a node that exited on its own", "node", i, "step", k+1)
+		rep.Errors = append(rep.Errors, fmt.Sprintf("node %d had exited on its own; restarted", i))
+		r.note(NoteRestart, []int{i}, map[string]any{"reason": "exited on its own"})
+		if err := r.restart([]int{i}); err != nil {
+			rep.Errors = append(rep.Errors, oneLine(err))
+		}
+	}
+	healed := time.Now()
+	rep.Healed = secs(r.tl.Now())
+	err := WaitReady(ctx, r.api, r.cfg.Topology, allNodes(r.cfg.Topology.Nodes), r.cfg.Partitions, recover)
+	rep.RecoverS = time.Since(healed).Seconds()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.log.Warn("cluster did not recover", "step", k+1, "bound", recover, "err", err)
+		rep.Recovered, rep.RecoverErr = false, oneLine(err)
+	} else {
+		rep.Recovered = true
+	}
+	rep.Delays = r.delays.window()
+	r.sum.Steps = append(r.sum.Steps, rep)
+	return sleepCtx(ctx, st.Gap-time.Since(healed))
+}
+
+// down returns the nodes whose process is not running.
+func (r *Run) down() []int {
+	var out []int
+	for i, n := range r.nodes {
+		if n.State() == StateDown {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
+
+// workerStopGrace bounds the wait for the workers to finish their
+// current operation.
+func (r *Run) workerStopGrace() time.Duration { return 2*r.cfg.ReqTimeout + time.Second }
+
+// healPhase stops the workload, heals every fault and returns the heal's
+// time (H).
+func (r *Run) healPhase(ctx context.Context) int64 {
+	r.pool.Stop(r.workerStopGrace())
+	err := r.healAll(ctx)
+	detail := map[string]any{}
+	if err != nil {
+		r.log.Warn("heal", "err", err)
+		detail["error"] = err.Error()
+	}
+	return r.phase(PhaseHeal, detail)
+}
+
+// stopNodes stops every node with SIGTERM, all at once.
+func (r *Run) stopNodes() {
+	var wg sync.WaitGroup
+	for _, n := range r.nodes {
+		if n.State() == StateDown {
+			continue
+		}
+		wg.Go(func() {
+			if err := n.Term(r.cfg.StopGrace); err != nil {
+				r.log.Warn("stop", "node", n.Index, "err", err)
+				r.sum.Notes = append(r.sum.Notes, err.Error())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// teardown removes everything the run made, whatever state it is in.
+func (r *Run) teardown(ctx context.Context) {
+	if r.pool != nil {
+		r.pool.Stop(time.Second)
+	}
+	for _, n := range r.nodes {
+		if n.State() != StateDown {
+			if err := n.Kill(); err != nil {
+				r.log.Warn("teardown", "err", err)
+			}
+		}
+	}
+	if r.relay != nil {
+		_ = r.relay.Close()
+	}
+	if r.api != nil {
+		r.api.Close()
+	}
+	if r.rec != nil {
+		_ = r.rec.Close()
+	}
+	Teardown(ctx, r.cfg.Topology, r.log)
+}
+
+// Teardown kills what runs in the run's namespaces (the nodes of a
+// harness that died: processes in namespaces the harness made), then
+// removes the namespaces, veths and the bridge. Idempotent.
+func Teardown(ctx context.Context, t Topology, log *slog.Logger) {
+	for i := 1; i <= t.Nodes; i++ {
+		for _, pid := range t.NSPids(ctx, i) {
+			log.Warn("teardown: killing a process left in a namespace", "ns", t.NS(i), "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	t.TeardownNetwork(ctx)
+}

@@ -1,0 +1,381 @@
+package faults
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The nemeses (TESTING.md section 7). Each is applied, held, then healed.
+const (
+	NemKillMinority      = "kill-minority"      // kill -9 of 1-2 random nodes, then restart
+	NemKillCohort        = "kill-cohort"        // kill -9 of every replica of one partition, then restart
+	NemKillAll           = "kill-all"           // kill -9 of all nodes, then restart all
+	NemPauseLeader       = "pause-leader"       // SIGSTOP of a partition leader past TTL + skew bound
+	NemPauseRaftLeader   = "pause-raft-leader"  // SIGSTOP of the metadata raft leader
+	NemPauseWorker       = "pause-worker"       // SIGSTOP of a worker holding a claim
+	NemPartitionOne      = "partition-one"      // one node cut off from the others
+	NemPartitionMajority = "partition-majority" // 3 | 2
+	NemPartitionBridge   = "partition-bridge"   // two halves that only see a middle node
+	NemPartitionAsym     = "partition-asym"     // a partition leader hears no one; they hear it
+	NemClockWithin       = "clock-within"       // every node's clock offset within --max-clock-drift
+	NemClockBeyond       = "clock-beyond"       // 1-2 nodes offset beyond --clock-skew-bound
+	NemPacketChaos       = "packet-chaos"       // the relay drops, delays and duplicates datagrams
+	NemCrashUnsynced     = "crash-unsynced"     // a crash that loses unsynced writes, then restart
+	NemTermRestart       = "term-restart"       // SIGTERM (a graceful stop) of a random node, then restart
+)
+
+// AllNemeses lists every nemesis in a fixed order (a quick run applies
+// each once, in an order drawn from the seed).
+var AllNemeses = []string{
+	NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
+	NemPauseWorker, NemPartitionOne, NemPartitionMajority, NemPartitionBridge,
+	NemPartitionAsym, NemClockWithin, NemClockBeyond, NemPacketChaos, NemCrashUnsynced,
+	NemTermRestart,
+}
+
+// nemesisClass groups nemeses that cannot be combined in one step: two
+// process faults could act on the same node.
+func nemesisClass(kind string) string {
+	switch kind {
+	case NemKillAll:
+		return "all"
+	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced, NemTermRestart:
+		return "process"
+	case NemPauseWorker:
+		return "worker"
+	case NemPartitionOne, NemPartitionMajority, NemPartitionBridge, NemPartitionAsym:
+		return "network"
+	case NemClockWithin, NemClockBeyond:
+		return "clock"
+	case NemPacketChaos:
+		return "relay"
+	}
+	return kind
+}
+
+// BeyondBounds reports whether a nemesis takes the cluster outside what
+// the design promises (RunInfo.BeyondBounds).
+func BeyondBounds(kind string) bool { return kind == NemClockBeyond }
+
+// Fault is one nemesis as the seed drew it. What depends on the cluster's
+// state when it is applied (which node leads partition Partition, which
+// worker holds a claim) is resolved then.
+type Fault struct {
+	Kind string `json:"kind"`
+	// Targets are nodes drawn from the seed (kill-minority,
+	// crash-unsynced, partition-one, the clock nemeses).
+	Targets []int `json:"targets,omitempty"`
+	// Groups are a partition's sides: majority [big, small]; bridge
+	// [a, [mid], b].
+	Groups [][]int `json:"groups,omitempty"`
+	// Partition picks the partition whose leader or cohort is hit.
+	Partition int `json:"partition,omitempty"`
+	// OffsetsMs are clock offsets, one per target.
+	OffsetsMs []int64 `json:"offsets_ms,omitempty"`
+	Chaos     *Chaos  `json:"chaos,omitempty"`
+	// Hold is how long the fault lasts before it is healed.
+	Hold time.Duration `json:"hold"`
+}
+
+// Step is one or more faults applied together, held, and healed, followed
+// by a gap without faults.
+type Step struct {
+	Faults []Fault       `json:"faults"`
+	Gap    time.Duration `json:"gap"`
+}
+
+// Hold is the longest hold of the step's faults.
+func (s Step) Hold() time.Duration {
+	var h time.Duration
+	for _, f := range s.Faults {
+		h = max(h, f.Hold)
+	}
+	return h
+}
+
+// Schedule is a run's nemesis schedule.
+type Schedule struct {
+	Seed  int64  `json:"seed"`
+	Steps []Step `json:"steps"`
+}
+
+// ScheduleConfig is what drawing a schedule depends on.
+type ScheduleConfig struct {
+	Nodes      int
+	Partitions int
+	// TTL and SkewBound fix the pauses' hold (past TTL + SkewBound, so
+	// a paused holder's claims expire); MaxDrift the clock offsets.
+	TTL       time.Duration
+	SkewBound time.Duration
+	MaxDrift  time.Duration
+	// Hold is the hold of partitions, clocks and packet chaos; KillHold
+	// how long killed nodes stay down; PauseMargin what a pause adds to
+	// TTL + SkewBound; Gap the quiet after each step.
+	Hold        time.Duration
+	KillHold    time.Duration
+	PauseMargin time.Duration
+	Gap         time.Duration
+	// ComboProb is the chance a step of a long run combines two
+	// nemeses.
+	ComboProb float64
+	// Nemeses is the pool the schedule draws from (nil: AllNemeses).
+	Nemeses []string
+}
+
+// pool returns the nemeses to draw from, in AllNemeses' order.
+func (c ScheduleConfig) pool() []string {
+	if c.Nemeses == nil {
+		return AllNemeses
+	}
+	var out []string
+	for _, k := range AllNemeses {
+		if slices.Contains(c.Nemeses, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Draw bounds of the nemeses' parameters.
+const (
+	// withinFrac: "within" offsets stay this fraction of MaxDrift from
+	// zero, so measurement noise does not push a node over it.
+	withinFrac = 0.8
+	// beyondMin, beyondMax: "beyond" offsets are this many skew bounds.
+	beyondMin = 1.5
+	beyondMax = 4.0
+	// Packet chaos: drop 10-30%, delay 50±40 ms, duplicate 5%.
+	chaosDropMin  = 0.10
+	chaosDropMax  = 0.30
+	chaosDelayMin = 10 * time.Millisecond
+	chaosDelayMax = 90 * time.Millisecond
+	chaosDup      = 0.05
+	// killAllHold: everything down briefly; the restart is the test.
+	killAllHold = 2 * time.Second
+	// crashHold: how long a crashed node stays down.
+	crashHold = 2 * time.Second
+)
+
+// PauseHold is how long a pause lasts: past the lease and the skew bound,
+// so the paused process's claims expire while it is stopped.
+func (c ScheduleConfig) PauseHold() time.Duration { return c.TTL + c.SkewBound + c.PauseMargin }
+
+// QuickSchedule applies every nemesis of the pool once, in an order drawn
+// from seed, except that kill-all comes last: a cluster that does not
+// come back from a full restart leaves nothing for the steps after it to
+// act on, and a quick run should still try every other nemesis on a
+// working cluster. Its restart then leads straight into the heal,
+// convergence and drain.
+func QuickSchedule(seed int64, c ScheduleConfig) Schedule {
+	rng := scheduleRNG(seed)
+	s := Schedule{Seed: seed}
+	var pool []string
+	last := false
+	for _, k := range c.pool() {
+		if k == NemKillAll {
+			last = true
+			continue
+		}
+		pool = append(pool, k)
+	}
+	for _, i := range rng.Perm(len(pool)) {
+		s.Steps = append(s.Steps, Step{Faults: []Fault{drawFault(pool[i], rng, c)}, Gap: c.Gap})
+	}
+	if last {
+		s.Steps = append(s.Steps, Step{Faults: []Fault{drawFault(NemKillAll, rng, c)}, Gap: c.Gap})
+	}
+	return s
+}
+
+// LongSchedule draws steps until their estimated time reaches d: each a
+// nemesis picked at random, sometimes (ComboProb) with a second one of
+// another class.
+func LongSchedule(seed int64, d time.Duration, c ScheduleConfig) Schedule {
+	rng := scheduleRNG(seed)
+	s := Schedule{Seed: seed}
+	pool := c.pool()
+	if len(pool) == 0 {
+		return s
+	}
+	var total time.Duration
+	// The step count is bounded by d (every step takes at least Gap
+	// plus a hold of a second or more).
+	for total < d {
+		kind := pool[rng.IntN(len(pool))]
+		st := Step{Faults: []Fault{drawFault(kind, rng, c)}, Gap: c.Gap}
+		if nemesisClass(kind) != "all" && kind != NemCrashUnsynced && rng.Float64() < c.ComboProb {
+			var others []string
+			for _, k := range pool {
+				if cl := nemesisClass(k); cl != nemesisClass(kind) && cl != "all" && k != NemCrashUnsynced {
+					others = append(others, k)
+				}
+			}
+			if len(others) > 0 {
+				st.Faults = append(st.Faults, drawFault(others[rng.IntN(len(others))], rng, c))
+			}
+		}
+		s.Steps = append(s.Steps, st)
+		total += EstimateStep(st)
+	}
+	return s
+}
+
+func scheduleRNG(seed int64) *rand.Rand {
+	// A stream of its own: the workload draws from the same seed.
+	const scheduleStream = 0x5c4ed
+	return rand.New(rand.NewPCG(uint64(seed), scheduleStream))
+}
+
+// restartAllowance estimates how long a step's restarts take to serve
+// again (a kill-all restarts the whole cluster).
+func restartAllowance(kind string) time.Duration {
+	switch kind {
+	case NemKillAll:
+		return 12 * time.Second
+	case NemKillMinority, NemKillCohort, NemCrashUnsynced, NemTermRestart:
+		return 4 * time.Second
+	}
+	return 0
+}
+
+// EstimateStep estimates a step's wall time: hold, restarts, gap.
+func EstimateStep(s Step) time.Duration {
+	var restart time.Duration
+	for _, f := range s.Faults {
+		restart = max(restart, restartAllowance(f.Kind))
+	}
+	return s.Hold() + restart + s.Gap
+}
+
+// Estimate estimates the schedule's wall time.
+func (s Schedule) Estimate() time.Duration {
+	var d time.Duration
+	for _, st := range s.Steps {
+		d += EstimateStep(st)
+	}
+	return d
+}
+
+// drawFault draws kind's parameters.
+func drawFault(kind string, rng *rand.Rand, c ScheduleConfig) Fault {
+	f := Fault{Kind: kind, Hold: c.Hold}
+	nodes := rng.Perm(c.Nodes)
+	for i := range nodes {
+		nodes[i]++
+	}
+	minority := (c.Nodes - 1) / 2
+	switch kind {
+	case NemKillMinority:
+		f.Targets, f.Hold = sorted(nodes[:1+rng.IntN(max(minority, 1))]), c.KillHold
+	case NemKillCohort:
+		f.Partition, f.Hold = rng.IntN(c.Partitions), c.KillHold
+	case NemKillAll:
+		f.Hold = killAllHold
+	case NemCrashUnsynced:
+		f.Targets, f.Hold = nodes[:1], crashHold
+	case NemTermRestart:
+		f.Targets, f.Hold = nodes[:1], crashHold
+	case NemPauseLeader:
+		f.Partition, f.Hold = rng.IntN(c.Partitions), c.PauseHold()
+	case NemPauseRaftLeader, NemPauseWorker:
+		f.Hold = c.PauseHold()
+	case NemPartitionOne:
+		f.Targets = nodes[:1]
+	case NemPartitionMajority:
+		f.Groups = [][]int{sorted(nodes[minority:]), sorted(nodes[:minority])}
+	case NemPartitionBridge:
+		half := (c.Nodes - 1) / 2
+		f.Groups = [][]int{sorted(nodes[:half]), nodes[half : half+1], sorted(nodes[half+1:])}
+	case NemPartitionAsym:
+		f.Partition = rng.IntN(c.Partitions)
+	case NemClockWithin:
+		f.Targets = sorted(nodes)
+		span := int64(withinFrac * float64(c.MaxDrift.Milliseconds()))
+		for range f.Targets {
+			f.OffsetsMs = append(f.OffsetsMs, rng.Int64N(2*span+1)-span)
+		}
+	case NemClockBeyond:
+		f.Targets = sorted(nodes[:1+rng.IntN(2)])
+		lo := int64(beyondMin * float64(c.SkewBound.Milliseconds()))
+		hi := int64(beyondMax * float64(c.SkewBound.Milliseconds()))
+		for range f.Targets {
+			off := lo + rng.Int64N(hi-lo+1)
+			if rng.IntN(2) == 0 {
+				off = -off
+			}
+			f.OffsetsMs = append(f.OffsetsMs, off)
+		}
+	case NemPacketChaos:
+		f.Chaos = &Chaos{
+			Drop:     chaosDropMin + rng.Float64()*(chaosDropMax-chaosDropMin),
+			Dup:      chaosDup,
+			DelayMin: chaosDelayMin,
+			DelayMax: chaosDelayMax,
+		}
+	}
+	return f
+}
+
+func sorted(v []int) []int {
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return out
+}
+
+// String describes the fault on one line.
+func (f Fault) String() string {
+	var b strings.Builder
+	b.WriteString(f.Kind)
+	if len(f.Targets) > 0 {
+		fmt.Fprintf(&b, " nodes %v", f.Targets)
+	}
+	if len(f.Groups) > 0 {
+		parts := make([]string, len(f.Groups))
+		for i, g := range f.Groups {
+			parts[i] = fmt.Sprint(g)
+		}
+		fmt.Fprintf(&b, " sides %s", strings.Join(parts, " | "))
+	}
+	switch f.Kind {
+	case NemKillCohort, NemPauseLeader, NemPartitionAsym:
+		fmt.Fprintf(&b, " partition %d", f.Partition)
+	}
+	if len(f.OffsetsMs) > 0 {
+		fmt.Fprintf(&b, " offsets_ms %v", f.OffsetsMs)
+	}
+	if f.Chaos != nil {
+		fmt.Fprintf(&b, " drop %.0f%% delay %v-%v dup %.0f%%", 100*f.Chaos.Drop, f.Chaos.DelayMin, f.Chaos.DelayMax, 100*f.Chaos.Dup)
+	}
+	fmt.Fprintf(&b, " hold %v", f.Hold)
+	return b.String()
+}
+
+// Lines describes the schedule, one line per step.
+func (s Schedule) Lines() []string {
+	out := make([]string, len(s.Steps))
+	for i, st := range s.Steps {
+		parts := make([]string, len(st.Faults))
+		for j, f := range st.Faults {
+			parts[j] = f.String()
+		}
+		out[i] = fmt.Sprintf("step %2d: %s; gap %v", i+1, strings.Join(parts, " + "), st.Gap)
+	}
+	return out
+}
+
+// Kinds returns the distinct nemeses the schedule uses, sorted.
+func (s Schedule) Kinds() []string {
+	var out []string
+	for _, st := range s.Steps {
+		for _, f := range st.Faults {
+			if !slices.Contains(out, f.Kind) {
+				out = append(out, f.Kind)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

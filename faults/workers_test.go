@@ -1,0 +1,73 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The worker protocol, without a process: RunWorker reads its config
+// from the first line, writes events, holding notices and offers, waits
+// for each offer's answer, and stops when told.
+func TestWorkerProtocol(t *testing.T) {
+	fake := newFakeNode()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunWorker(context.Background(), inR, outW)
+		outW.Close()
+	}()
+	cfg := testLoopConfig(strings.TrimPrefix(srv.URL, "http://"))
+	b, _ := json.Marshal(&cfg)
+	if _, err := inW.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	sink := NewSink()
+	var events, offers, holds int
+	sc := bufio.NewScanner(outR)
+	deadline := time.Now().Add(10 * time.Second)
+	stopped := false
+	for sc.Scan() {
+		var m workerMsg
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case m.Event != nil:
+			events++
+			if m.Event.Proc%cfg.ProcStride != cfg.Loop {
+				t.Fatalf("event of proc %d from loop %d", m.Event.Proc, cfg.Loop)
+			}
+		case m.Offer != nil:
+			offers++
+			ok := sink.Offer(m.Offer.Task, m.Offer.Claim)
+			ans, _ := json.Marshal(parentMsg{Accepted: &ok})
+			if _, err := inW.Write(append(ans, '\n')); err != nil {
+				t.Fatal(err)
+			}
+		case m.Holding != nil:
+			holds++
+		}
+		if !stopped && (offers >= 10 || time.Now().After(deadline)) {
+			stopped = true
+			stop, _ := json.Marshal(parentMsg{Stop: true})
+			if _, err := inW.Write(append(stop, '\n')); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RunWorker: %v", err)
+	}
+	if offers < 10 || events == 0 || holds == 0 {
+		t.Errorf("%d events, %d offers, %d holding notices; want some of each and 10 offers", events, offers, holds)
+	}
+}

@@ -1,0 +1,285 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// fakeNode is a tiny stand-in for a node's HTTP API: a FIFO queue of
+// enqueued tasks, claims that never expire, and a switch that makes
+// every request answer 503.
+type fakeNode struct {
+	mu       sync.Mutex
+	ready    []task.ID
+	claims   map[task.ID]uint32
+	down     bool
+	requests map[string]int
+}
+
+func newFakeNode() *fakeNode {
+	return &fakeNode{claims: map[task.ID]uint32{}, requests: map[string]int{}}
+}
+
+func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests[r.URL.Path]++
+	if r.Header.Get("Authorization") != "Bearer tok" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if f.down {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no leader", "code": "unavailable"})
+		return
+	}
+	switch r.URL.Path {
+	case "/v1/enqueue":
+		var req wire.EnqueueRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		for _, t := range req.Tasks {
+			f.ready = append(f.ready, *t.ID)
+		}
+		_ = json.NewEncoder(w).Encode(wire.EnqueueResponse{Results: []wire.EnqueueResult{{ID: *req.Tasks[0].ID, Acks: 2}}})
+	case "/v1/claim":
+		resp := wire.ClaimResponse{}
+		if len(f.ready) > 0 {
+			id := f.ready[0]
+			f.ready = f.ready[1:]
+			c := f.claims[id]
+			f.claims[id] = c + 1
+			resp.Tasks = []wire.TaskView{{ID: id, Claim: &c, Claims: []wire.ClaimView{{Claim: c, End: 1000, Epoch: 4}}, Attempts: 1}}
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	case "/v1/update", "/v1/complete", "/v1/fail", "/v1/snooze":
+		_ = json.NewEncoder(w).Encode(wire.Ack{Acks: 2})
+	case "/v1/renew":
+		_ = json.NewEncoder(w).Encode(wire.RenewResponse{End: 2000, Acks: 2})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no such endpoint", "code": "unknown_op"})
+	}
+}
+
+// memEmitter collects a loop's events in memory and runs a sink.
+type memEmitter struct {
+	mu     sync.Mutex
+	events []Event
+	sink   *Sink
+}
+
+func (m *memEmitter) Emit(e Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, e)
+}
+
+func (m *memEmitter) Offer(proc int, t string, claim uint32) (bool, error) {
+	ok := m.sink.Offer(t, claim)
+	c := claim
+	m.Emit(Event{Proc: proc, Type: Effect, F: Effect, Task: t, Claim: &c, Accepted: &ok})
+	return ok, nil
+}
+
+func (m *memEmitter) Holding(bool) {}
+
+func testLoopConfig(addr string) LoopConfig {
+	mix := DefaultMix()
+	mix.EnqueuePerSec = 200
+	mix.FastWork = time.Millisecond
+	mix.Slow = 0
+	mix.IdlePause = 5 * time.Millisecond
+	return LoopConfig{
+		Loop: 2, ProcStride: 11, Addrs: []string{addr}, Token: "tok", Seed: 1, Start: MonoNow(),
+		RunTag: "t", Queue: "q", TTL: 2 * time.Second, MaxAttempts: 3, ReqTimeout: time.Second, Mix: mix,
+	}
+}
+
+// A loop records every operation as an invoke and one outcome of the
+// same proc, offers each effect before its complete, and takes a new
+// proc after an info.
+func TestLoopHistoryShape(t *testing.T) {
+	fake := newFakeNode()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	em := &memEmitter{sink: NewSink()}
+	l := NewLoop(testLoopConfig(strings.TrimPrefix(srv.URL, "http://")), em)
+	defer l.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { l.Run(context.Background(), stop); close(done) }()
+	waitFor(t, 10*time.Second, func() error {
+		em.mu.Lock()
+		defer em.mu.Unlock()
+		n := 0
+		for _, e := range em.events {
+			if e.Type == OK && e.F == FComplete {
+				n++
+			}
+		}
+		if n < 20 {
+			return fmt.Errorf("%d completes so far", n)
+		}
+		return nil
+	})
+	fake.mu.Lock()
+	fake.down = true
+	fake.mu.Unlock()
+	waitFor(t, 10*time.Second, func() error {
+		em.mu.Lock()
+		defer em.mu.Unlock()
+		if n := len(em.events); n == 0 || em.events[n-1].Type != Info {
+			return fmt.Errorf("no info yet")
+		}
+		return nil
+	})
+	close(stop)
+	<-done
+
+	em.mu.Lock()
+	defer em.mu.Unlock()
+	inflight := map[int]Event{}
+	effects := map[string]bool{}
+	sawInfo := false
+	for i, e := range em.events {
+		switch e.Type {
+		case Invoke:
+			if _, busy := inflight[e.Proc]; busy {
+				t.Fatalf("event %d: proc %d invokes with an operation in flight", i, e.Proc)
+			}
+			if e.Proc%11 != 2 {
+				t.Fatalf("event %d: proc %d is not loop 2's (2 mod 11)", i, e.Proc)
+			}
+			if e.F == FComplete && !effects[e.Task] {
+				t.Fatalf("event %d: complete of %s before its effect", i, e.Task)
+			}
+			inflight[e.Proc] = e
+		case OK, Fail, Info:
+			inv, ok := inflight[e.Proc]
+			if !ok || inv.F != e.F || inv.Node != e.Node {
+				t.Fatalf("event %d: outcome %+v without its invoke", i, e)
+			}
+			delete(inflight, e.Proc)
+			if e.Type == Info {
+				sawInfo = true
+				if e.Code != "unavailable" {
+					t.Errorf("event %d: info code %q; want unavailable", i, e.Code)
+				}
+			}
+			if e.Type == OK && e.F == FClaim && e.Task != "" && (e.Claim == nil || e.Epoch != 4 || e.End != 1000) {
+				t.Errorf("event %d: claim ok without its claim, epoch and end: %+v", i, e)
+			}
+		case Effect:
+			effects[e.Task] = true
+		}
+	}
+	if !sawInfo {
+		t.Errorf("no info recorded while the node answered 503")
+	}
+	// After the info the loop's next operation had a new proc.
+	last := em.events[len(em.events)-1]
+	for _, e := range em.events {
+		if e.Type == Invoke && e.TNs > last.TNs && e.Proc == last.Proc {
+			t.Errorf("proc %d invoked again after its info", e.Proc)
+		}
+	}
+}
+
+// The drain claims and completes until every node answers empty three
+// times in a row.
+func TestDrain(t *testing.T) {
+	fake := newFakeNode()
+	for range 5 {
+		fake.ready = append(fake.ready, NewTaskID(rand.New(rand.NewPCG(1, 2)), time.Now()))
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	em := &memEmitter{sink: NewSink()}
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	cfg := testLoopConfig(addr)
+	cfg.Addrs = []string{addr, addr}
+	l := NewLoop(cfg, em)
+	defer l.Close()
+	rep := l.Drain(context.Background(), 10*time.Second, time.Millisecond, 3)
+	if !rep.Done || rep.Claimed != 5 || rep.Completed != 5 {
+		t.Errorf("drain %+v; want done with 5 claimed and completed", rep)
+	}
+	if got := fake.requests["/v1/claim"]; got != 5+6 {
+		t.Errorf("%d claims; want 5 that found a task and 3 empty per node", got)
+	}
+}
+
+// Outcomes: 2xx ok, 4xx fail with skuldd's code, 5xx and transport
+// errors info.
+func TestAPIClassifies(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			_, _ = w.Write([]byte(`{"acks":2}`))
+		case "/conflict":
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":"claim 0 is superseded","code":"claim_superseded","code_num":7}`))
+		case "/unavailable":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"no leader","code":"unavailable","code_num":16}`))
+		case "/slow":
+			time.Sleep(200 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	// A port nothing listens on: bind one and close it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	api := NewAPI([]string{strings.TrimPrefix(srv.URL, "http://"), closed}, "", netipZero)
+	defer api.Close()
+	ctx := context.Background()
+	var ack wire.Ack
+	if r := api.Do(ctx, 1, http.MethodPost, "/ok", struct{}{}, &ack); r.Type != OK || ack.Acks != 2 {
+		t.Errorf("/ok: %+v, acks %d", r, ack.Acks)
+	}
+	if r := api.Do(ctx, 1, http.MethodPost, "/conflict", nil, nil); r.Type != Fail || r.Code != "claim_superseded" {
+		t.Errorf("/conflict: %+v; want fail claim_superseded", r)
+	}
+	if r := api.Do(ctx, 1, http.MethodPost, "/unavailable", nil, nil); r.Type != Info || r.Code != "unavailable" {
+		t.Errorf("/unavailable: %+v; want info unavailable", r)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if r := api.Do(tctx, 1, http.MethodGet, "/slow", nil, nil); r.Type != Info || r.Code != "timeout" {
+		t.Errorf("/slow: %+v; want info timeout", r)
+	}
+	if r := api.Do(ctx, 2, http.MethodGet, "/", nil, nil); r.Type != Info || r.Code != "conn_refused" {
+		t.Errorf("closed port: %+v; want info conn_refused", r)
+	}
+}
+
+func TestTaskIDSortsByTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	t0 := time.UnixMilli(1_800_000_000_000)
+	a, b := NewTaskID(rng, t0), NewTaskID(rng, t0.Add(time.Millisecond))
+	if a.Compare(b) >= 0 || a.Millis() != t0.UnixMilli() {
+		t.Errorf("ids %s, %s do not sort by time", a, b)
+	}
+	if _, err := task.ParseID(a.String()); err != nil || len(a.String()) != 40 {
+		t.Errorf("id %q: %v", a, err)
+	}
+}
+
+var netipZero netip.Addr
