@@ -6,6 +6,11 @@
 //	faults [--quick | --time D] [--seed N] [--out DIR] [--skuldd BIN] ...
 //	faults worker            (run by faults itself: one client loop)
 //	faults teardown          (remove what a run left: namespaces, bridge, processes in them)
+//	faults check DIR         (run the checkers again over the run in DIR)
+//
+// After a run it runs the checkers: report.txt, report.json and
+// throughput.png in the output directory; exit status 3 when they found
+// an anomaly within the design's bounds.
 package main
 
 import (
@@ -39,6 +44,12 @@ func run(args []string) int {
 			return 0
 		case "teardown":
 			return teardown(ctx, args[1:])
+		case "check":
+			if len(args) != 2 {
+				fmt.Fprintln(os.Stderr, "usage: faults check DIR")
+				return 2
+			}
+			return check(args[1])
 		}
 	}
 	return runSuite(ctx, args)
@@ -143,14 +154,54 @@ func runSuite(ctx context.Context, args []string) int {
 		return 1
 	}
 
-	// ---- CHECKERS: the lead calls faults.Analyze here. ----
-	// The checkers read cfg.Out (run.json, history.jsonl, final.jsonl:
-	// faults.ReadRun) and judge the history (faults.Analyze); their
-	// verdict should decide the exit status. Until then the run's own
-	// counts, printed by Execute and kept in summary.json, are all
-	// there is.
 	_ = sum
-
 	fmt.Printf("faults: run done in %v; output in %s\n", time.Since(start).Round(time.Second), cfg.Out)
+	return check(cfg.Out)
+}
+
+// check runs the checkers over the run in dir, writes report.txt,
+// report.json and throughput.png there, prints the text report, and
+// returns the exit status: 0 when every anomaly is beyond the design's
+// bounds or none occurred, 3 otherwise.
+func check(dir string) int {
+	in, err := faults.ReadRun(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults: read the run:", err)
+		return 1
+	}
+	rep := faults.Analyze(in)
+	for _, w := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"report.txt", rep.WriteText}, {"report.json", rep.WriteJSON}} {
+		f, err := os.Create(filepath.Join(dir, w.name))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "faults:", err)
+			return 1
+		}
+		err = w.write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "faults: write %s: %v\n", w.name, err)
+			return 1
+		}
+	}
+	if err := faults.WritePlot(in, filepath.Join(dir, "throughput.png")); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: plot:", err)
+		return 1
+	}
+	if err := rep.WriteText(os.Stdout); err != nil {
+		return 1
+	}
+	fmt.Printf("faults: report in %s (report.txt, report.json, throughput.png)\n", dir)
+	if !rep.OK() {
+		return exitAnomalies
+	}
 	return 0
 }
+
+// exitAnomalies is the exit status of a run whose checkers found an
+// anomaly within the design's bounds.
+const exitAnomalies = 3
