@@ -17,12 +17,12 @@ import (
 // on, and nothing else:
 //
 //   - the spec item (antientropy.SpecItem): the canonical CBOR of the spec
-//     with its payload, but without EnqueuedAt and NotBefore. Those two are
-//     derived by the coordinator from its clock, a retried enqueue may
-//     carry others, and Merge accepts such a spec as the same task (see
-//     SameTask) while keeping the one it holds: hashing them would make
-//     two replicas that Merge can never reconcile differ forever. So the
-//     spec item hashes exactly what SameTask compares.
+//     with its payload. EnqueuedAt and NotBefore are derived by the
+//     coordinator from its clock, so a retried enqueue may carry others
+//     than the attempt some replicas hold; Merge takes such a spec as the
+//     same task (SameTask) and keeps, of the two, the one that comes
+//     first (specFirst), so replicas converge on one spec, and the item
+//     hashes it whole so that anti-entropy sees those that have not.
 //   - the state item (antientropy.StateItem): the canonical CBOR of the
 //     task's merged state. A task whose state is the zero state (no state
 //     record, as an enqueued task that was never claimed) has NO state
@@ -84,11 +84,20 @@ func canonical(v any, fn func([]byte)) {
 
 // specDigest returns the spec item of sp, which must carry its payload.
 func specDigest(sp *task.Spec) antientropy.Digest {
-	hashed := *sp
-	hashed.EnqueuedAt, hashed.NotBefore = 0, 0 // see the comment on hashEnc
 	var d antientropy.Digest
-	canonical(&hashed, func(b []byte) { d = antientropy.SpecItem(sp.ID, b) })
+	canonical(sp, func(b []byte) { d = antientropy.SpecItem(sp.ID, b) })
 	return d
+}
+
+// specFirst reports whether a, a spec of the same task as b (SameTask),
+// comes before b: an earlier enqueue time, then an earlier not-before.
+// Keeping the first of two is a join (a total order's minimum), so
+// replicas that merge each other's specs hold the same one.
+func specFirst(a, b *task.Spec) bool {
+	if a.EnqueuedAt != b.EnqueuedAt {
+		return a.EnqueuedAt < b.EnqueuedAt
+	}
+	return a.NotBefore < b.NotBefore
 }
 
 // stateDigest returns the state item of task id in state st: the zero

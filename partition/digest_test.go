@@ -50,10 +50,10 @@ func vectorState() *task.State {
 // compatibility between replicas.
 func TestItemEncodingFrozen(t *testing.T) {
 	id := hex.EncodeToString(vectorID[:])
-	// {1: id, 2: "q", 3: -2, 4: [id], 6: "g", 7: "d", 8: 3, 10: h'ff'}: no
-	// 5 (NotBefore) and no 9 (EnqueuedAt).
-	specBytes := cborHex(t, "a8", "01 54", id, "02 6171", "03 21", "04 81 54", id,
-		"06 6167", "07 6164", "08 03", "0a 41ff")
+	// {1: id, 2: "q", 3: -2, 4: [id], 5: 7, 6: "g", 7: "d", 8: 3, 9: 5,
+	// 10: h'ff'}: the whole spec.
+	specBytes := cborHex(t, "aa", "01 54", id, "02 6171", "03 21", "04 81 54", id, "05 07",
+		"06 6167", "07 6164", "08 03", "09 05", "0a 41ff")
 	// {1: [{1: 0, 2: 1, 3: 2, 4: 3}], 2: [{1: 0, 2: 2, 3: true, 4: 9, 5: "r"}],
 	//  3: {1: 0, 2: 1, 3: 4}, 4: [id], 5: 1}
 	stateBytes := cborHex(t, "a5", "01 81 a4 0100 0201 0302 0403", "02 81 a5 0100 0202 03f5 0409 05 6172",
@@ -74,9 +74,10 @@ func TestItemEncodingFrozen(t *testing.T) {
 }
 
 // TestSpecDigestIsSameTask: two specs have the same item exactly when
-// SameTask holds, so Merge never accepts as the same task a spec whose
-// item differs (replicas would never agree), and the item tells apart
-// every spec Merge refuses.
+// they are equal, so the item tells apart every spec Merge refuses and
+// every spec of the same task (SameTask) that Merge replaces by the one
+// that comes first (specFirst): replicas that hold others differ until
+// they hold the same.
 func TestSpecDigestIsSameTask(t *testing.T) {
 	tests := []struct {
 		name string
@@ -96,10 +97,19 @@ func TestSpecDigestIsSameTask(t *testing.T) {
 	for _, tc := range tests {
 		a, b := vectorSpec(), vectorSpec()
 		tc.edit(b)
-		same, equal := SameTask(a, b), specDigest(a) == specDigest(b)
-		if same != equal {
-			t.Errorf("%s: SameTask %v, equal digests %v", tc.name, same, equal)
+		if specDigest(a) == specDigest(b) {
+			t.Errorf("%s: specs that differ hash alike", tc.name)
 		}
+		derived := tc.name == "enqueue time" || tc.name == "not before"
+		if same := SameTask(a, b); same != derived {
+			t.Errorf("%s: SameTask %v; want %v (only the derived times may differ)", tc.name, same, derived)
+		}
+		if derived && specFirst(a, b) == specFirst(b, a) {
+			t.Errorf("%s: specFirst does not order the two", tc.name)
+		}
+	}
+	if specDigest(vectorSpec()) != specDigest(vectorSpec()) {
+		t.Error("equal specs hash apart")
 	}
 }
 

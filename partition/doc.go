@@ -39,9 +39,12 @@
 //     merged twice writes nothing, and replicas that merged the same
 //     records hold the same specs, states and updates, hence the same
 //     indexes;
-//   - a spec is written once and never replaced; another spec under a
-//     known id is refused (task.ErrConflict), and a record of an unknown
-//     task must carry its spec (else task.ErrNotFound);
+//   - a task's spec is what its client sent, never replaced by another
+//     task's: another spec under a known id is refused (task.ErrConflict),
+//     and a record of an unknown task must carry its spec (else
+//     task.ErrNotFound). Of two specs of the same task that differ in the
+//     times the coordinator derives (a retried enqueue), each replica
+//     keeps the one that comes first, so they converge;
 //   - an update key (claim, seq) keeps its first value; other data under it
 //     is refused;
 //   - fencing: Merge at an epoch below the one the replica promised (or

@@ -282,6 +282,9 @@ type merging struct {
 	stored task.State // the state in the store before this call (zero if new)
 	isNew  bool       // not in the store before this call: inserted, not reindexed
 	dirty  bool       // st differs from the stored state
+	// specChanged: the spec was replaced (replaceSpec): the indexes
+	// re-derive the task (its not-before may have moved).
+	specChanged bool
 	ups    bool       // gained updates: the hot cache's next seq may be stale
 }
 
@@ -348,9 +351,14 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			cur = &merging{sp: sp, st: st, stored: st}
 		}
 	}
+	var firstSpec *task.Spec // rec's spec, to hold in place of this replica's
 	if rec.Spec != nil && !fresh {
-		if refused, err := m.checkSameSpec(cur, rec.Spec); refused != nil || err != nil {
+		held, refused, err := m.checkSameSpec(cur, rec.Spec)
+		if refused != nil || err != nil {
 			return refused, err
+		}
+		if specFirst(rec.Spec, held) {
+			firstSpec = rec.Spec
 		}
 	}
 	take, refused := m.decide(cur, rec)
@@ -388,6 +396,11 @@ func (m *merger) record(rec *Record) (refused, err error) {
 	if m.tasks[rec.ID] == nil {
 		m.tasks[rec.ID] = cur
 		m.order = append(m.order, rec.ID)
+	}
+	if firstSpec != nil {
+		if err := m.replaceSpec(cur, firstSpec); err != nil {
+			return nil, err
+		}
 	}
 	switch take {
 	case takeJoin:
@@ -546,20 +559,40 @@ func (m *merger) newEdges(rec *Record, isNew bool) ([]task.ID, error) {
 
 // checkSameSpec refuses sp, the spec a record carries for a task cur that
 // is already held, unless it describes the same task (see SameTask; the
-// payload included): a spec is written once and never replaced.
-func (m *merger) checkSameSpec(cur *merging, sp *task.Spec) (refused, err error) {
-	held := cur.full
+// payload included): a task's spec is never replaced by another task's.
+// It returns the spec held.
+func (m *merger) checkSameSpec(cur *merging, sp *task.Spec) (held *task.Spec, refused, err error) {
+	held = cur.full
 	if held == nil {
 		// Specs are sent only to replicas thought to lack the task, so
 		// this read of the payload is off the common path.
 		if held, err = m.r.cfg.Store.FullSpec(m.r.cfg.Part, sp.ID); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !SameTask(held, sp) {
-		return fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID), nil
+		return nil, fmt.Errorf("%w: id %s is already used by another task", task.ErrConflict, sp.ID), nil
 	}
-	return nil, nil
+	return held, nil, nil
+}
+
+// replaceSpec stages sp, a spec of cur's task that comes before the one
+// held (specFirst: a retried enqueue reached some replicas with other
+// derived times), in place of it, with its tree item.
+func (m *merger) replaceSpec(cur *merging, sp *task.Spec) error {
+	held := cur.full
+	if held == nil {
+		var err error
+		if held, err = m.r.cfg.Store.FullSpec(m.r.cfg.Part, sp.ID); err != nil {
+			return err
+		}
+	}
+	if err := m.b.PutSpec(m.r.cfg.Part, sp); err != nil {
+		return err
+	}
+	m.delta.replace(sp.ID, specDigest(held), specDigest(sp))
+	cur.sp, cur.full, cur.specChanged = withoutData(sp), sp, true
+	return nil
 }
 
 // putSpec stages a new task's spec, as an enqueue writes it. (The reverse
@@ -661,6 +694,11 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 			r.reopenLocked(t.sp, &t.st, now)
 		case t.dirty:
 			r.reindexLocked(t.sp, &t.st, digests[id], now)
+		case t.specChanged:
+			r.reindexLocked(t.sp, &t.st, r.stateDigestLocked(id, &t.st), now)
+		}
+		if t.specChanged {
+			r.fresh.take(id) // a leader's cached spec is the one replaced
 		}
 		if t.ups {
 			r.forgetNextSeqLocked(id) // the history may have grown: recount it

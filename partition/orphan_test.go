@@ -2,6 +2,7 @@ package partition_test
 
 import (
 	"errors"
+	"github.com/skuldd/skuldd/antientropy"
 	"testing"
 
 	"github.com/skuldd/skuldd/partition"
@@ -297,4 +298,46 @@ func TestLeaderWritesStamp(t *testing.T) {
 	if a.Epoch() != 0 {
 		t.Errorf("still leading at %d", a.Epoch())
 	}
+}
+
+// Found by the fault suite: an enqueue's first attempt reached one
+// replica and its retry (after a failover) was written at another leader,
+// with the enqueue time and not-before of the retry's node: replicas held
+// one task under two specs, and reads of them disagreed for good. Each
+// keeps the spec that comes first, and anti-entropy, which now tells the
+// two apart, brings both to it.
+func TestMergeRetriedEnqueueConverges(t *testing.T) {
+	a, sa := replicaOf(t, 1)
+	b, sb := replicaOf(t, 2)
+	promiseAll(t, 1, 2, b) // b took the first attempt at epoch 1
+	id := task.MakeID(t0, 1, 0)
+	first := spec(id, "q", 0, 3)
+	first.EnqueuedAt, first.NotBefore = t0, t0+100
+	retry := *first
+	retry.EnqueuedAt, retry.NotBefore = t0+5000, t0+5100
+	mergeSrc(t, b, partition.Source{Epoch: 1, Authority: 1, From: 2}, t0, partition.Record{ID: id, Spec: first})
+	promiseAll(t, 2, 1, a, b)
+	if err := a.Lead(2); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, a, t0+5000, &retry) // the retry, at the new leader
+	// The leader ships the retry's spec: b keeps its earlier one.
+	mergeSrc(t, b, partition.Source{Epoch: 2, Authority: 2, From: 1}, t0+5000, wholeRecords(t, a, id)...)
+	if sp, err := sb.FullSpec(0, id); err != nil || sp.EnqueuedAt != t0 {
+		t.Fatalf("b's spec after the retry's: %+v, %v; want enqueued at %d", sp, err, t0)
+	}
+	if a.TreeSnapshot().Equal(b.TreeSnapshot()) {
+		t.Fatal("replicas holding other specs have equal trees: anti-entropy would never reconcile them")
+	}
+	// Anti-entropy: the leader pulls b's (earlier: taken) and pushes.
+	aaeRound(t, a, b, antientropy.DefaultConfig().Limits, antientropy.Cursor{}, t0+5000)
+	for name, s := range map[string]*store.Store{"a": sa, "b": sb} {
+		if sp, err := s.FullSpec(0, id); err != nil || sp.EnqueuedAt != t0 || sp.NotBefore != t0+100 {
+			t.Errorf("%s's spec: %+v, %v; want the first attempt's times", name, sp, err)
+		}
+	}
+	b.Tick(t0 + 5000) // b's timers at the leader's time
+	converged(t, "after anti-entropy", a, sa, b, sb)
+	checkTree(t, "a", a, sa)
+	checkTree(t, "b", b, sb)
 }
