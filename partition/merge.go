@@ -285,7 +285,7 @@ type merging struct {
 	// specChanged: the spec was replaced (replaceSpec): the indexes
 	// re-derive the task (its not-before may have moved).
 	specChanged bool
-	ups    bool       // gained updates: the hot cache's next seq may be stale
+	ups         bool // gained updates: the hot cache's next seq may be stale
 }
 
 type updateKey struct {
