@@ -20,8 +20,78 @@ type View struct {
 	From int
 	Raw  wire.ClusterResponse
 	// Index maps node ids to indexes (1-based; ids of addresses the
-	// harness does not know are missing).
+	// harness does not know are missing). An address holds one id at a
+	// time: see Gone.
 	Index map[uint64]int
+	// Gone maps to their index the ids of members whose address another
+	// member now holds: a wiped node starts again empty under a new id,
+	// and its old id stays in the registry, dead for good. A cohort that
+	// names one of them lacks that replica (CohortOf leaves it out).
+	Gone map[uint64]int
+}
+
+// memberRank orders the states of members that share an address: the
+// address belongs to the member most alive. "unknown" is a registry
+// member gossip has not heard of.
+func memberRank(state string) int {
+	switch state {
+	case "alive":
+		return 4
+	case "suspect":
+		return 3
+	case "unknown":
+		return 2
+	case "dead":
+		return 1
+	}
+	return 0 // left, or a state this harness does not know
+}
+
+// indexMembers fills v.Index and v.Gone from the members' addresses. The
+// answering node's own id is its address's for sure; otherwise the member
+// in the best state holds it, and when two tie (both ids of a wiped node
+// that is down again) neither is mapped: the harness cannot tell which is
+// the current one, and a wrong guess would aim a nemesis at the wrong
+// process or take a dead replica for a live one.
+func (v *View) indexMembers(topo Topology) {
+	v.Index, v.Gone = make(map[uint64]int), make(map[uint64]int)
+	better := func(a, b wire.MemberView) int {
+		switch {
+		case a.ID == v.Raw.Self:
+			return 1
+		case b.ID == v.Raw.Self:
+			return -1
+		}
+		return memberRank(a.State) - memberRank(b.State)
+	}
+	holder := map[int]wire.MemberView{}
+	tied := map[int]bool{}
+	byIndex := map[int][]uint64{}
+	for _, m := range v.Raw.Members {
+		i := topo.IndexOf(m.Addr)
+		if i == 0 {
+			continue
+		}
+		byIndex[i] = append(byIndex[i], m.ID)
+		cur, seen := holder[i]
+		switch c := better(m, cur); {
+		case !seen || c > 0:
+			holder[i], tied[i] = m, false
+		case c == 0:
+			tied[i] = true
+		}
+	}
+	for i, ids := range byIndex {
+		for _, id := range ids {
+			switch {
+			case tied[i]:
+			case id == holder[i].ID:
+				v.Index[id] = i
+			default:
+				v.Gone[id] = i
+			}
+		}
+	}
 }
 
 // Node returns the index of node id, or 0.
@@ -63,7 +133,31 @@ func (v *View) LeaderOf(p int) int {
 	return v.Index[pv.Leader]
 }
 
-// CohortOf returns partition p's cohort's indexes.
+// GoneOf returns the indexes whose old ids (Gone) partition p's cohort
+// still names: replicas wiped and not yet replaced.
+func (v *View) GoneOf(p int) []int {
+	pv, _ := v.Partition(p)
+	var out []int
+	for _, id := range pv.Cohort {
+		if i := v.Gone[id]; i > 0 {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Cohorts returns every partition's cohort (CohortOf).
+func (v *View) Cohorts() map[int][]int {
+	out := make(map[int][]int, len(v.Raw.Partitions))
+	for _, pv := range v.Raw.Partitions {
+		out[pv.Partition] = v.CohortOf(pv.Partition)
+	}
+	return out
+}
+
+// CohortOf returns partition p's cohort's indexes: the live ids' (an id
+// in Gone, or one the harness cannot place, is left out).
 func (v *View) CohortOf(p int) []int {
 	pv, _ := v.Partition(p)
 	var out []int
@@ -89,12 +183,8 @@ func FetchView(ctx context.Context, api *API, topo Topology, i int) (*View, erro
 	if r.Type != OK {
 		return nil, fmt.Errorf("node %d: cluster view: %s %s", i, r.Code, r.Err)
 	}
-	v := &View{From: i, Raw: cr, Index: make(map[uint64]int)}
-	for _, m := range cr.Members {
-		if idx := topo.IndexOf(m.Addr); idx > 0 {
-			v.Index[m.ID] = idx
-		}
-	}
+	v := &View{From: i, Raw: cr}
+	v.indexMembers(topo)
 	return v, nil
 }
 

@@ -119,6 +119,12 @@ func (r *Run) pollOnce(ctx context.Context) (map[int]string, map[int]string) {
 			diff[p] = "no cohort"
 			continue
 		}
+		// A replica wiped for good and not yet replaced holds nothing:
+		// the partition has fewer copies than its cohort says.
+		if gone := view.GoneOf(p); len(gone) > 0 {
+			diff[p] = fmt.Sprintf("cohort still names the old id of wiped node(s) %v", gone)
+			continue
+		}
 		var root string
 		for _, i := range cohort {
 			if errs[i] != nil {
