@@ -65,7 +65,10 @@ type Config struct {
 	PauseMargin time.Duration
 	Gap         time.Duration
 	ComboProb   float64
-	// Exclude names nemeses left out of the schedule.
+	// Nemeses, if set, names the only nemeses the schedule draws from
+	// (the on-demand ones, OnDemandNemeses, only run when named here);
+	// Exclude names nemeses left out of it.
+	Nemeses []string
 	Exclude []string
 	// Warmup is the load without faults before the first nemesis.
 	Warmup time.Duration
@@ -197,11 +200,17 @@ func (c *Config) ScheduleConfig() ScheduleConfig {
 	}
 }
 
-// nemeses is the schedule's pool: every nemesis but the excluded.
+// nemeses is the schedule's pool, in KnownNemeses' order: the named ones
+// (Nemeses), or else the default ones (AllNemeses), but the excluded. Never
+// nil, so that an empty pool stays empty rather than meaning the default.
 func (c *Config) nemeses() []string {
-	var out []string
-	for _, k := range AllNemeses {
-		if !slices.Contains(c.Exclude, k) {
+	base := AllNemeses
+	if len(c.Nemeses) > 0 {
+		base = c.Nemeses
+	}
+	out := []string{}
+	for _, k := range KnownNemeses() {
+		if slices.Contains(base, k) && !slices.Contains(c.Exclude, k) {
 			out = append(out, k)
 		}
 	}
@@ -241,10 +250,14 @@ func (c *Config) Validate() error {
 	check(c.ReqTimeout > 0, "request timeout %v must be positive", c.ReqTimeout)
 	check(c.Hold > 0 && c.KillHold > 0 && c.Gap > 0 && c.PauseMargin > 0, "hold %v, kill hold %v, gap %v, pause margin %v: want positive", c.Hold, c.KillHold, c.Gap, c.PauseMargin)
 	check(c.ComboProb >= 0 && c.ComboProb <= 1, "combo chance %v: want [0, 1]", c.ComboProb)
-	for _, k := range c.Exclude {
-		check(slices.Contains(AllNemeses, k), "exclude %q: no such nemesis (%s)", k, strings.Join(AllNemeses, ", "))
+	known := KnownNemeses()
+	for _, k := range c.Nemeses {
+		check(slices.Contains(known, k), "nemeses: no nemesis %q (known: %s)", k, strings.Join(known, ", "))
 	}
-	check(len(c.nemeses()) > 0, "every nemesis is excluded")
+	for _, k := range c.Exclude {
+		check(slices.Contains(known, k), "exclude: no nemesis %q (known: %s)", k, strings.Join(known, ", "))
+	}
+	check(len(c.nemeses()) > 0, "no nemesis left to schedule (nemeses %v, exclude %v)", c.Nemeses, c.Exclude)
 	check(c.Warmup >= 0 && c.FaultsBudget >= 0, "warmup %v, faults budget %v: want >= 0", c.Warmup, c.FaultsBudget)
 	check(c.Quiet >= c.TTL+c.SkewBound, "quiet %v: want at least ttl + skew bound (%v), so abandoned claims expire before the drain", c.Quiet, c.TTL+c.SkewBound)
 	for name, d := range map[string]time.Duration{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,30 @@ func (r *Run) apply(ctx context.Context, f Fault) (*active, error) {
 				err = r.applyKill(a, cohort)
 			}
 		}
+	case NemWipe:
+		// The cohorts before the wipe say which partitions lose a
+		// replica; without them the wipe still runs, and the checkers
+		// assume it took a replica of every partition.
+		v, verr := AnyView(ctx, r.api, r.cfg.Topology, r.serving())
+		if verr != nil {
+			a.detail["cohorts_unknown"] = oneLine(verr)
+		}
+		err = r.applyWipe(a, f.Targets, v)
+	case NemWipeMajority:
+		var v *View
+		if v, err = AnyView(ctx, r.api, r.cfg.Topology, r.serving()); err == nil {
+			cohort := v.CohortOf(f.Partition)
+			a.detail["partition"], a.detail["cohort"] = f.Partition, cohort
+			if need := majority(r.cfg.Replicas); len(cohort) < need {
+				err = fmt.Errorf("partition %d: cohort %v has fewer than the %d live members a majority takes", f.Partition, cohort, need)
+			} else {
+				var nodes []int
+				for _, k := range r.rng.Perm(len(cohort))[:need] {
+					nodes = append(nodes, cohort[k])
+				}
+				err = r.applyWipe(a, sorted(nodes), v)
+			}
+		}
 	case NemCrashUnsynced:
 		err = r.applyCrash(ctx, a, f.Targets[0])
 	case NemTermRestart:
@@ -129,6 +154,81 @@ func (r *Run) applyKill(a *active, nodes []int) error {
 	}
 	a.heal = func(context.Context) error { return r.restart(nodes) }
 	return errors.Join(errs...)
+}
+
+// majority is a majority of n replicas.
+func majority(n int) int { return n/2 + 1 }
+
+// Detail keys of a wipe's nemesis events. The checkers read
+// detailCohorts (check.go, wipeCohorts).
+const (
+	// detailCohorts: every partition's cohort (node indexes) just
+	// before the wipe, so the checkers can tell which partitions lost
+	// replicas, and how many.
+	detailCohorts = "cohorts"
+	// detailOldIDs: the wiped nodes' ids, dead for good from then on
+	// (hex, as the node logs print them).
+	detailOldIDs = "old_ids"
+)
+
+// applyWipe kills -9 the nodes and deletes their data dirs whole: their
+// replicas are lost for good, as with a disk gone. The heal starts them
+// again empty; each comes back as a new member under a new id, joining
+// through every other node (whichever is up admits it: node 1, the
+// founder, has no join list of its own, and the node it names may be
+// wiped too), while its old id stays dead in the registry. view, if not
+// nil, is the cluster just before: its cohorts go into the detail.
+//
+// Once a node's disk is gone the fault has happened, so applyWipe
+// reports success (and the nemesis events are recorded: the checkers
+// must know) whenever it wiped at least one node; what failed is in the
+// detail. It fails, wiping nothing, only when no node could be wiped.
+func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
+	if view != nil {
+		a.detail[detailCohorts] = view.Cohorts()
+		ids := map[int]string{}
+		for id, i := range view.Index {
+			if slices.Contains(nodes, i) {
+				ids[i] = fmt.Sprintf("%016x", id)
+			}
+		}
+		a.detail[detailOldIDs] = ids
+	}
+	var errs []error
+	var wiped, killed []int
+	for _, i := range nodes {
+		n := r.nodes[i-1]
+		if n.State() != StateDown {
+			if err := n.Kill(); err != nil && n.State() != StateDown {
+				// Still running: its disk is not taken from under it.
+				errs = append(errs, fmt.Errorf("node %d not wiped: %w", i, err))
+				continue
+			}
+		}
+		killed = append(killed, i)
+		dir := r.dataDir(i)
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("node %d: delete %s: %w", i, dir, err))
+			continue
+		}
+		var join []int
+		for j := 1; j <= r.cfg.Topology.Nodes; j++ {
+			if j != i {
+				join = append(join, j)
+			}
+		}
+		r.nodes[i-1].SetArgv(r.nodeArgv(i, join))
+		wiped = append(wiped, i)
+	}
+	a.targets = wiped
+	a.heal = func(context.Context) error { return r.restart(killed) }
+	if len(wiped) == 0 {
+		return errors.Join(append(errs, r.restart(killed))...)
+	}
+	if len(errs) > 0 {
+		a.detail["errors"] = oneLine(errors.Join(errs...))
+	}
+	return nil
 }
 
 // restart starts those of nodes that are down, with their flags and data

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -15,7 +16,8 @@ import (
 // restarted with the same flags and data dir. Safe for concurrent use.
 type NodeProc struct {
 	Index int
-	// Argv is the whole command: ip netns exec NS skuldd FLAGS...
+	// Argv is the whole command: ip netns exec NS skuldd FLAGS... Read
+	// under mu by Start; change it with SetArgv once the process runs.
 	Argv []string
 	// Env is added to the harness's environment (GOMAXPROCS=1).
 	Env     []string
@@ -85,6 +87,14 @@ func (p *NodeProc) Start() error {
 	go p.reap(cmd, done)
 	p.log.Info("node started", "node", p.Index, "pid", pid, "start", p.mu.starts)
 	return nil
+}
+
+// SetArgv replaces the command of the next Start (a wiped node starts
+// again with another join list); a running process is not affected.
+func (p *NodeProc) SetArgv(argv []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.Argv = slices.Clone(argv)
 }
 
 // reap waits for cmd to exit and marks the node down.

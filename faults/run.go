@@ -173,8 +173,14 @@ func (r *Run) printOptions() {
 		c.Hold, c.KillHold, c.ScheduleConfig().PauseHold(), c.Gap, c.ComboProb, c.Warmup)
 	r.printf("  bounds: setup %v, faults budget %v, recover %v, converge %v, quiet %v, drain %v, final reads %v, stop grace %v\n",
 		c.SetupTimeout, c.FaultsBudget, c.RecoverTimeout, c.ConvergeTimeout, c.Quiet, c.DrainTimeout, c.FinalTimeout, c.StopGrace)
+	if len(c.Nemeses) > 0 {
+		r.printf("  only nemeses: %v\n", c.Nemeses)
+	}
 	if len(c.Exclude) > 0 {
 		r.printf("  excluded nemeses: %v\n", c.Exclude)
+	}
+	if bb := r.runInfo().BeyondBounds; len(bb) > 0 {
+		r.printf("  beyond the design's bounds: %v (their anomalies are reported as the guarantee's boundary)\n", bb)
 	}
 	r.printf("  schedule (%d steps, about %v):\n", len(r.sched.Steps), r.sched.Estimate().Round(time.Second))
 	for _, l := range r.sched.Lines() {
@@ -214,7 +220,7 @@ func (r *Run) setup(ctx context.Context) error {
 	r.api = NewAPI(addrs, r.token, t.HostIP())
 	for i := 1; i <= t.Nodes; i++ {
 		r.nodes = append(r.nodes, &NodeProc{
-			Index: i, Argv: r.nodeArgv(i), Env: []string{"GOMAXPROCS=1"},
+			Index: i, Argv: r.nodeArgv(i, founderJoin(i)), Env: []string{"GOMAXPROCS=1"},
 			LogPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.log", i)),
 			PidPath:          filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d.pid", i)),
 			OnUnexpectedExit: func(node int, status string) { r.note(NoteExit, []int{node}, map[string]any{"status": status}) },
@@ -260,14 +266,30 @@ func (r *Run) waitAnswers(ctx context.Context, i int, bound time.Duration) error
 	}
 }
 
-// nodeArgv is node i's command: the same at every start.
-func (r *Run) nodeArgv(i int) []string {
+// founderJoin is the join list of node i at the cluster's creation: node
+// 1 founds the cluster, the others join through it.
+func founderJoin(i int) []int {
+	if i == 1 {
+		return nil
+	}
+	return []int{1}
+}
+
+// dataDir is node i's data directory.
+func (r *Run) dataDir(i int) string { return filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d", i)) }
+
+// nodeArgv is node i's command, joining through the nodes of join (their
+// relay addresses). The same at every start, but that a wiped node gets
+// another join list (applyWipe): skuldd reads --join only when its data
+// dir is new, so the list matters at a node's first start and after a
+// wipe.
+func (r *Run) nodeArgv(i int, join []int) []string {
 	t, c := r.cfg.Topology, &r.cfg
 	argv := []string{"ip", "netns", "exec", t.NS(i), c.Binary,
 		"--bind", t.NodeAddr(i).String(),
 		// Peers dial node i through its relay.
 		"--advertise", t.RelayAddr(i).String(),
-		"--data-dir", filepath.Join(r.dir("nodes"), fmt.Sprintf("n%d", i)),
+		"--data-dir", r.dataDir(i),
 		"--cluster-secret-file", r.secretPath,
 		"--partitions", fmt.Sprint(c.Partitions),
 		"--replicas", fmt.Sprint(c.Replicas),
@@ -275,8 +297,8 @@ func (r *Run) nodeArgv(i int) []string {
 		"--max-clock-drift", c.MaxDrift.String(),
 		"--aae-interval", c.AAEInterval.String(),
 	}
-	if i > 1 {
-		argv = append(argv, "--join", t.RelayAddr(1).String())
+	for _, j := range join {
+		argv = append(argv, "--join", t.RelayAddr(j).String())
 	}
 	return append(argv, c.NodeFlags...)
 }

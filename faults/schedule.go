@@ -25,6 +25,8 @@ const (
 	NemPacketChaos       = "packet-chaos"       // the relay drops, delays and duplicates datagrams
 	NemCrashUnsynced     = "crash-unsynced"     // a crash that loses unsynced writes, then restart
 	NemTermRestart       = "term-restart"       // SIGTERM (a graceful stop) of a random node, then restart
+	NemWipe              = "wipe"               // kill -9 of 1 node, its data dir deleted, started again empty
+	NemWipeMajority      = "wipe-majority"      // the same for 2 nodes of one partition's cohort
 )
 
 // AllNemeses lists every nemesis in a fixed order (a quick run applies
@@ -36,13 +38,30 @@ var AllNemeses = []string{
 	NemTermRestart,
 }
 
+// OnDemandNemeses run only when a run names them (Config.Nemeses,
+// --nemeses), never in the default schedules: they lose replicas for good
+// (the disk is gone), which takes the partitions they hit beyond the
+// design's durability promise ("no acknowledged write is lost while fewer
+// than N/2 replicas of its partition are lost for good"), so a run with
+// them measures that boundary instead of judging within it. A wipe of one
+// node stays within the promise for writes acknowledged by a majority, but
+// not for enqueues acknowledged with w=1, and a long run's wipes add up.
+var OnDemandNemeses = []string{NemWipe, NemWipeMajority}
+
+// KnownNemeses lists every nemesis a run can name: the default ones
+// (AllNemeses), then the on-demand ones. Schedules draw from their pool in
+// this order, so a seed draws the same schedule whatever order the names
+// were given in.
+func KnownNemeses() []string { return slices.Concat(AllNemeses, OnDemandNemeses) }
+
 // nemesisClass groups nemeses that cannot be combined in one step: two
 // process faults could act on the same node.
 func nemesisClass(kind string) string {
 	switch kind {
 	case NemKillAll:
 		return "all"
-	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced, NemTermRestart:
+	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced, NemTermRestart,
+		NemWipe, NemWipeMajority:
 		return "process"
 	case NemPauseWorker:
 		return "worker"
@@ -57,8 +76,16 @@ func nemesisClass(kind string) string {
 }
 
 // BeyondBounds reports whether a nemesis takes the cluster outside what
-// the design promises (RunInfo.BeyondBounds).
-func BeyondBounds(kind string) bool { return kind == NemClockBeyond }
+// the design promises (RunInfo.BeyondBounds): a clock offset beyond the
+// skew bound, or replicas lost for good. The checkers still judge which
+// anomalies such a fault can explain (check.go, history.beyond).
+func BeyondBounds(kind string) bool {
+	switch kind {
+	case NemClockBeyond, NemWipe, NemWipeMajority:
+		return true
+	}
+	return false
+}
 
 // Fault is one nemesis as the seed drew it. What depends on the cluster's
 // state when it is applied (which node leads partition Partition, which
@@ -71,7 +98,8 @@ type Fault struct {
 	// Groups are a partition's sides: majority [big, small]; bridge
 	// [a, [mid], b].
 	Groups [][]int `json:"groups,omitempty"`
-	// Partition picks the partition whose leader or cohort is hit.
+	// Partition picks the partition whose leader or cohort is hit
+	// (wipe-majority: the cohort two of whose members are wiped).
 	Partition int `json:"partition,omitempty"`
 	// OffsetsMs are clock offsets, one per target.
 	OffsetsMs []int64 `json:"offsets_ms,omitempty"`
@@ -121,17 +149,18 @@ type ScheduleConfig struct {
 	// ComboProb is the chance a step of a long run combines two
 	// nemeses.
 	ComboProb float64
-	// Nemeses is the pool the schedule draws from (nil: AllNemeses).
+	// Nemeses is the pool the schedule draws from (nil: AllNemeses; the
+	// on-demand nemeses only when named here).
 	Nemeses []string
 }
 
-// pool returns the nemeses to draw from, in AllNemeses' order.
+// pool returns the nemeses to draw from, in KnownNemeses' order.
 func (c ScheduleConfig) pool() []string {
 	if c.Nemeses == nil {
 		return AllNemeses
 	}
 	var out []string
-	for _, k := range AllNemeses {
+	for _, k := range KnownNemeses() {
 		if slices.Contains(c.Nemeses, k) {
 			out = append(out, k)
 		}
@@ -237,6 +266,10 @@ func restartAllowance(kind string) time.Duration {
 		return 12 * time.Second
 	case NemKillMinority, NemKillCohort, NemCrashUnsynced, NemTermRestart:
 		return 4 * time.Second
+	case NemWipe, NemWipeMajority:
+		// An empty node joins as a new member (the metadata group
+		// admits it, gossip spreads it) before it serves.
+		return 8 * time.Second
 	}
 	return 0
 }
@@ -278,6 +311,12 @@ func drawFault(kind string, rng *rand.Rand, c ScheduleConfig) Fault {
 		f.Targets, f.Hold = nodes[:1], crashHold
 	case NemTermRestart:
 		f.Targets, f.Hold = nodes[:1], crashHold
+	case NemWipe:
+		f.Targets, f.Hold = nodes[:1], c.KillHold
+	case NemWipeMajority:
+		// Which two of the cohort is resolved when applied: the cohort
+		// is known only then.
+		f.Partition, f.Hold = rng.IntN(c.Partitions), c.KillHold
 	case NemPauseLeader:
 		f.Partition, f.Hold = rng.IntN(c.Partitions), c.PauseHold()
 	case NemPauseRaftLeader, NemPauseWorker:
@@ -340,7 +379,7 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " sides %s", strings.Join(parts, " | "))
 	}
 	switch f.Kind {
-	case NemKillCohort, NemPauseLeader, NemPartitionAsym:
+	case NemKillCohort, NemPauseLeader, NemPartitionAsym, NemWipeMajority:
 		fmt.Fprintf(&b, " partition %d", f.Partition)
 	}
 	if len(f.OffsetsMs) > 0 {

@@ -4,6 +4,8 @@
 // as root (namespaces, iptables); scripts/faults.sh builds and runs it.
 //
 //	faults [--quick | --time D] [--seed N] [--out DIR] [--skuldd BIN] ...
+//	faults --time 2m --nemeses wipe --w 1  (a scenario beyond the bounds: W=1 with its replica lost)
+//	faults --time 2m --nemeses wipe-majority (a majority of one partition's replicas lost for good)
 //	faults worker            (run by faults itself: one client loop)
 //	faults teardown          (remove what a run left: namespaces, bridge, processes in them)
 //	faults check DIR         (run the checkers again over the run in DIR)
@@ -80,6 +82,8 @@ func runSuite(ctx context.Context, args []string) int {
 	workers := fs.Int("workers", 0, "client loops (default 10)")
 	rate := fs.Float64("rate", 0, "total enqueue rate, tasks/s (default 120)")
 	w := fs.Int("w", 0, "enqueue ack count (0: a majority)")
+	nemeses := fs.String("nemeses", "", "only these nemeses, comma-separated, in the long schedule's random order; the only way to run "+
+		strings.Join(faults.OnDemandNemeses, " and ")+" (beyond the design's bounds). Known: "+strings.Join(faults.KnownNemeses(), ", "))
 	exclude := fs.String("exclude", "", "nemeses to leave out, comma-separated (e.g. kill-all)")
 	logLevel := fs.String("log-level", "info", "harness log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +105,9 @@ func runSuite(ctx context.Context, args []string) int {
 		cfg.Duration = *dur
 	}
 	cfg.Seed, cfg.W = *seed, *w
+	if *nemeses != "" {
+		cfg.Nemeses = strings.Split(*nemeses, ",")
+	}
 	if *exclude != "" {
 		cfg.Exclude = strings.Split(*exclude, ",")
 	}
