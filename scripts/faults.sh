@@ -5,7 +5,11 @@
 #
 #   scripts/faults.sh --quick [--seed N] [--out DIR]   every nemesis once, at most 4 minutes
 #   scripts/faults.sh --time 30m [--seed N] [--out DIR] a long run, nemeses at random
+#   scripts/faults.sh --time 2m --nemeses wipe --w 1    beyond the bounds: W=1 with its replica lost
+#   scripts/faults.sh --time 2m --nemeses wipe-majority a majority of a partition lost for good
 #
+# --nemeses a,b,c runs only those (the wipes run only when named there);
+# --exclude a,b leaves nemeses out.
 # Other flags go to the tool (faults --help). Needs root: namespaces, veths,
 # a bridge and iptables inside the namespaces, all in 10.77.0.0/24. Builds
 # skuldd with -tags skuldtest (the test hooks) and the tool into DIR/bin.
@@ -24,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--seed=*) seed=${1#--seed=}; args+=("$1"); shift ;;
 	--out) out=$2; shift 2 ;;
 	--out=*) out=${1#--out=}; shift ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
