@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -43,7 +45,9 @@ import (
 //   - Effect: Task, Claim, Accepted, at the sink's answer;
 //   - Nemesis start and stop: the same Nemesis name (and Targets) on both;
 //     clock faults named with "clock" or "skew"; RunInfo.BeyondBounds
-//     naming the nemeses beyond the bounds;
+//     naming the nemeses beyond the bounds; a wipe's start: Targets the
+//     nodes wiped, Detail "cohorts" every partition's cohort just before
+//     (without it each wiped node counts as a replica of every partition);
 //   - Phase "heal" when faults stop, then "converged" or "not-converged"
 //     (Detail saying what differed) when the digests settle or the wait
 //     ends;
@@ -227,6 +231,29 @@ type window struct {
 	// the time-based promises, not durability or fencing.
 	beyond bool
 	clock  bool
+	// wipe: the fault deleted its targets' data dirs (NemWipe,
+	// NemWipeMajority); cohorts are every partition's cohort just
+	// before (the start event's detail), nil when it did not say.
+	wipe    bool
+	cohorts map[int][]int
+}
+
+// replicasWiped is how many replicas of partition p the wipe w deleted:
+// its targets in p's cohort. Without the cohorts (or the partition, p <
+// 0), every target counts as one of p's replicas, the most it can have
+// taken, capped at the replica count.
+func (w *window) replicasWiped(p, replicas int) int {
+	cohort, known := w.cohorts[p]
+	if w.cohorts == nil || p < 0 || !known {
+		return min(len(w.targets), max(replicas, 1))
+	}
+	n := 0
+	for _, t := range w.targets {
+		if slices.Contains(cohort, t) {
+			n++
+		}
+	}
+	return n
 }
 
 // history is a run digested for the checkers.
@@ -278,7 +305,37 @@ func digest(in *Input) *history {
 	h.check.count("events", int64(len(in.Events)))
 	h.check.count("operations", int64(len(h.ops)))
 	h.check.count("unfinished operations (counted as info)", unfinished)
+	h.noteWipes()
 	return h
+}
+
+// noteWipes states, in a run with wipes, the rule by which they excuse
+// anomalies (beyond), so a reader can tell the boundary the counts
+// measure.
+func (h *history) noteWipes() {
+	var wipes, blind int
+	for _, w := range h.windows {
+		if w.wipe && w.beyond {
+			wipes++
+			if w.cohorts == nil {
+				blind++
+			}
+		}
+	}
+	if wipes == 0 {
+		return
+	}
+	why := fmt.Sprintf("a majority of N=%d", h.in.Run.Replicas)
+	if need := h.wipeLossNeed(); need < majority(max(h.in.Run.Replicas, 1)) {
+		why = fmt.Sprintf("the run's w=%d, below a majority of N=%d", need, h.in.Run.Replicas)
+	}
+	note := fmt.Sprintf("%d wipe(s): an anomaly of a task counts beyond the bounds only if the wipes from its first event "+
+		"(e.g. the acknowledgement) to its last deleted at least %d replica(s) of the task's partition (%s); "+
+		"one of no single task, a majority of some partition", wipes, h.wipeLossNeed(), why)
+	if blind > 0 {
+		note += fmt.Sprintf("; %d wipe(s) recorded no cohorts: each of their nodes is counted as a replica of every partition", blind)
+	}
+	h.check.Notes = append(h.check.Notes, note)
 }
 
 // pair matches each outcome with the invoke of its proc, as Jepsen does: a
@@ -449,10 +506,14 @@ func (h *history) buildWindows() {
 			continue
 		}
 		if e.F == "start" {
-			h.windows = append(h.windows, window{
+			w := window{
 				nemesis: e.Nemesis, targets: e.Targets, detail: e.Detail, start: e.TNs, stop: h.tEnd, open: true,
-				beyond: beyond[e.Nemesis], clock: isClockFault(e.Nemesis),
-			})
+				beyond: beyond[e.Nemesis], clock: isClockFault(e.Nemesis), wipe: isWipe(e.Nemesis),
+			}
+			if w.wipe {
+				w.cohorts = wipeCohorts(e.Detail)
+			}
+			h.windows = append(h.windows, w)
 			open = append(open, len(h.windows)-1)
 			continue
 		}
@@ -506,19 +567,137 @@ const (
 	durability
 )
 
-// beyond reports whether a beyond-bounds fault of the class overlaps
-// [from, to]: the span from the earliest event of an anomaly (often the
-// acknowledgement a fault could have undone) to its latest.
-func (h *history) beyond(class boundClass, from, to int64) bool {
-	for _, w := range h.windows {
+// isWipe tells the nemeses that delete nodes' data dirs.
+func isWipe(nemesis string) bool { return nemesis == NemWipe || nemesis == NemWipeMajority }
+
+// wipeCohorts reads the cohorts a wipe's start event recorded; nil when
+// it recorded none (or none that parse).
+func wipeCohorts(detail json.RawMessage) map[int][]int {
+	if len(detail) == 0 {
+		return nil
+	}
+	var d map[string]json.RawMessage
+	if json.Unmarshal(detail, &d) != nil || d[detailCohorts] == nil {
+		return nil
+	}
+	var c map[int][]int
+	if json.Unmarshal(d[detailCohorts], &c) != nil {
+		return nil
+	}
+	return c
+}
+
+// beyond reports whether faults beyond the bounds can explain an anomaly
+// of the class on task id ("" for one of no single task) whose span
+// is [from, to]: from its earliest event (often the acknowledgement a
+// fault could have undone) to its latest. Every fault counted overlaps
+// the span; a clock fault never explains a durability anomaly.
+//
+// Any such fault but a wipe explains it outright. Wipes are judged by
+// what they deleted, since one wipe is not beyond the bounds for every
+// write: the design promises that no acknowledged write is lost while
+// fewer than N/2 replicas of its partition are lost for good. So the
+// wipes overlapping the span are summed per partition (their targets in
+// the partition's cohort just before each wipe: replicasWiped), and they
+// explain the anomaly when that sum reaches
+//
+//   - for a task, wipeLossNeed: a majority of N, or the run's w if it
+//     acknowledged enqueues with fewer (a task rests on its enqueue's
+//     copies, so with w=1 one replica wiped may have been its only one);
+//   - for no single task (the cluster not converging), a majority of N
+//     in some partition.
+//
+// A span that starts before a wipe is the case that matters: a task
+// acknowledged early and lost for good shows no operation near the wipe,
+// only its acknowledgement and the final reads (to = the history's end).
+// A wipe that ended before the span began cannot have deleted what was
+// acknowledged after it (an acknowledgement means w copies existed then),
+// so it does not count. The sum assumes no re-replication between wipes,
+// which the history does not show: two single wipes of one partition's
+// replicas, minutes apart, count as a majority lost although placement
+// may have restored the copies in between. That errs towards excusing,
+// but only in runs with wipes. Without a wipe the rule is the overlap
+// alone, as before: a run with no beyond-bounds fault, or only clock
+// faults, excuses no lost write.
+func (h *history) beyond(class boundClass, id string, from, to int64) bool {
+	run := &h.in.Run
+	part := -1 // unknown: each wipe counts all its targets
+	if id != "" {
+		part = partitionOfTask(id, run.Partitions)
+	}
+	wiped := map[int]int{} // partition -> replicas wiped over the span
+	for i := range h.windows {
+		w := &h.windows[i]
 		if !w.beyond || class == durability && w.clock {
 			continue
 		}
-		if w.start <= to && from <= w.stop {
+		if w.start > to || from > w.stop {
+			continue
+		}
+		if !w.wipe {
+			return true
+		}
+		if id != "" {
+			wiped[part] += w.replicasWiped(part, run.Replicas)
+			continue
+		}
+		if w.cohorts == nil {
+			wiped[-1] += w.replicasWiped(-1, run.Replicas)
+			continue
+		}
+		for p := range w.cohorts {
+			wiped[p] += w.replicasWiped(p, run.Replicas)
+		}
+	}
+	need := majority(max(run.Replicas, 1))
+	if id != "" {
+		need = h.wipeLossNeed()
+	}
+	for p, n := range wiped {
+		// An unknown partition's count (a wipe without cohorts) adds
+		// to every known one's.
+		if p >= 0 {
+			n += wiped[-1]
+		}
+		if n >= need {
 			return true
 		}
 	}
 	return false
+}
+
+// wipeLossNeed is how many of a task's partition's replicas must be lost
+// for good before the design no longer promises the task survives: a
+// majority of N; fewer when the run acknowledged enqueues with a w below
+// a majority, since an enqueue acknowledged by w replicas may exist on
+// those alone until the others catch up.
+func (h *history) wipeLossNeed() int {
+	need := majority(max(h.in.Run.Replicas, 1))
+	if w := h.in.Run.W; w > 0 && w < need {
+		need = w
+	}
+	return need
+}
+
+// partitionOfTask is the partition of a task id (hex), or -1 when the id
+// or the partition count does not parse.
+func partitionOfTask(id string, partitions int) int {
+	tid, err := task.ParseID(id)
+	if err != nil || partitions < 1 {
+		return -1
+	}
+	return partitionOf(tid[:], partitions)
+}
+
+// partitionOf mirrors ring.PartitionOf (which faults may not import: it
+// drives skuldd from outside, layering_test.go): FNV-1a 64 of the id's
+// bytes modulo the partition count. ring's hash is part of skuldd's
+// on-disk format and never changes; TestPartitionOfMatchesRing holds this
+// copy to it.
+func partitionOf(id []byte, partitions int) int {
+	h := fnv.New64a()
+	_, _ = h.Write(id)
+	return int(h.Sum64() % uint64(partitions))
 }
 
 // summary counts what the run recorded.

@@ -122,7 +122,7 @@ func checkOverlap(h *history) *Check {
 				if ov <= 0 {
 					continue
 				}
-				beyond := h.beyond(timing, span.from, span.to)
+				beyond := h.beyond(timing, t.id, span.from, span.to)
 				if beyond {
 					maxBeyond = max(maxBeyond, ov)
 				} else {
@@ -171,7 +171,7 @@ func (h *history) supersededWhileHeld(c *Check, t *taskHist, g *op, held []inter
 			}
 			for _, iv := range held {
 				if iv.from <= o.ti && o.tc < iv.to {
-					c.flag(kindSupersededWhenHeld, h.beyond(timing, iv.from, iv.to), o.tc, Example{Task: t.id, Claims: []uint32{g.claim},
+					c.flag(kindSupersededWhenHeld, h.beyond(timing, t.id, iv.from, iv.to), o.tc, Example{Task: t.id, Claims: []uint32{g.claim},
 						TNs: []int64{g.ti, g.tc, o.ti, o.tc}, Events: append(g.events(), o.events()...),
 						Detail: fmt.Sprintf("%s refused as superseded %s before the claim's window ended", o.f, fmtMs(iv.to-o.tc))})
 					break
@@ -209,7 +209,7 @@ func (h *history) grantOrder(c *Check, t *taskHist) {
 	for i, a := range t.grants {
 		for _, b := range t.grants[i+1:] {
 			ex := Example{Task: t.id, Claims: []uint32{a.claim, b.claim}, TNs: []int64{a.tc, b.tc}, Events: append(a.events(), b.events()...)}
-			beyond := h.beyond(durability, a.tc, b.tc)
+			beyond := h.beyond(durability, t.id, a.tc, b.tc)
 			switch {
 			case a.claim == b.claim:
 				ex.Detail = "two ok claims got the same id"
@@ -253,24 +253,24 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 				// A later claim comes from a leader of the same epoch or
 				// a newer one: replicas refuse writes of older epochs.
 				ex.Detail = fmt.Sprintf("epoch %d after %d", cl.Epoch, prev.Epoch)
-				flags.add(kindEpochRegress, h.beyond(durability, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
+				flags.add(kindEpochRegress, h.beyond(durability, t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 			case cl.Start+slackMs < prev.End:
 				from, to := h.grantSpan(t, prev.Claim, cl.Claim)
 				ex.Detail = fmt.Sprintf("start %d, previous end %d (node clock ms): %d ms early beyond the skew bound", cl.Start, prev.End, prev.End-cl.Start-slackMs)
-				flags.add(kindStartBefore, h.beyond(timing, from, to), r.read.TNs, ex, r.read.Node)
+				flags.add(kindStartBefore, h.beyond(timing, t.id, from, to), r.read.TNs, ex, r.read.Node)
 			}
 		}
 	}
 	for k := uint32(0); int(k) < len(held); k++ {
 		if !held[k] {
-			c.flag(kindGap, h.beyond(durability, 0, h.tEnd), h.tEnd, Example{Task: t.id, Claims: []uint32{k},
+			c.flag(kindGap, h.beyond(durability, t.id, 0, h.tEnd), h.tEnd, Example{Task: t.id, Claims: []uint32{k},
 				Detail: fmt.Sprintf("no replica holds claim %d of %d claims", k, len(held))})
 			break
 		}
 	}
 	for _, g := range t.grants {
 		if !held[g.claim] {
-			c.flag(kindClaimMissing, h.beyond(durability, g.tc, h.tEnd), g.tc, Example{Task: t.id, Claims: []uint32{g.claim},
+			c.flag(kindClaimMissing, h.beyond(durability, t.id, g.tc, h.tEnd), g.tc, Example{Task: t.id, Claims: []uint32{g.claim},
 				TNs: []int64{g.tc}, Events: g.events(), Detail: fmt.Sprintf("in none of %d replicas' views", len(views))})
 		}
 	}
@@ -313,7 +313,7 @@ func checkFencing(h *history) *Check {
 				}
 				for _, g := range t.grants {
 					if g.claim > o.claim && g.tc < o.ti {
-						c.flag(kindStale, h.beyond(durability, g.tc, o.tc), o.tc, Example{Task: id, Claims: []uint32{o.claim, g.claim},
+						c.flag(kindStale, h.beyond(durability, id, g.tc, o.tc), o.tc, Example{Task: id, Claims: []uint32{o.claim, g.claim},
 							TNs: []int64{g.tc, o.ti, o.tc}, Events: append(g.events(), o.events()...),
 							Detail: fmt.Sprintf("%s under claim %d invoked after claim %d's ok", o.f, o.claim, g.claim)})
 						break
@@ -350,7 +350,7 @@ func (h *history) checkSink(c *Check) {
 		}
 		for _, o := range t.completes {
 			if o.claim == claim && o.ok() && o.ti > e.TNs {
-				c.flag(kindSinkFenced, h.beyond(durability, e.TNs, o.tc), o.tc, Example{Task: e.Task, Claims: []uint32{claim},
+				c.flag(kindSinkFenced, h.beyond(durability, e.Task, e.TNs, o.tc), o.tc, Example{Task: e.Task, Claims: []uint32{claim},
 					TNs: []int64{e.TNs, o.ti, o.tc}, Events: append([]int64{e.Index}, o.events()...),
 					Detail: "the sink had a newer claim's effect, yet skuldd took this claim's complete"})
 			}
@@ -380,7 +380,7 @@ func checkCompletionThenClaim(h *history) *Check {
 		if done != nil {
 			for _, g := range t.grants {
 				if g.ti > done.tc {
-					c.flag(kindClaimAfterComplete, h.beyond(durability, done.tc, g.tc), g.tc, Example{Task: id, Claims: []uint32{done.claim, g.claim},
+					c.flag(kindClaimAfterComplete, h.beyond(durability, id, done.tc, g.tc), g.tc, Example{Task: id, Claims: []uint32{done.claim, g.claim},
 						TNs: []int64{done.tc, g.ti, g.tc}, Events: append(done.events(), g.events()...), Detail: "claim invoked after the complete's ok"})
 				}
 			}
@@ -405,13 +405,13 @@ func (h *history) finalCompletion(c *Check, t *taskHist, done *op) {
 		if at != len(cs)-1 {
 			ex.Claims = []uint32{cs[at].Claim, cs[len(cs)-1].Claim}
 			ex.Detail = fmt.Sprintf("completed by claim %d, yet holds claim %d", cs[at].Claim, cs[len(cs)-1].Claim)
-			flags.add(kindFinalAfterComplete, h.beyond(durability, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
+			flags.add(kindFinalAfterComplete, h.beyond(durability, t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 		}
 		if done != nil && cs[at].Claim != done.claim {
 			ex.Claims = []uint32{done.claim, cs[at].Claim}
 			ex.Events = done.events()
 			ex.Detail = fmt.Sprintf("complete under claim %d acknowledged, view completed by claim %d", done.claim, cs[at].Claim)
-			flags.add(kindCompletedByOther, h.beyond(durability, done.tc, h.tEnd), done.tc, ex, r.read.Node)
+			flags.add(kindCompletedByOther, h.beyond(durability, t.id, done.tc, h.tEnd), done.tc, ex, r.read.Node)
 		}
 	}
 }

@@ -231,7 +231,7 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 		return
 	}
 	detail := t.statesDetail()
-	c.flag(kindLost, h.beyond(durability, e.ackAt, h.tEnd), e.ackAt,
+	c.flag(kindLost, h.beyond(durability, t.id, e.ackAt, h.tEnd), e.ackAt,
 		Example{Task: t.id, TNs: []int64{e.ackAt}, Events: firstOK(t.enqueues).events(), Detail: detail})
 }
 

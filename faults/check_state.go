@@ -69,7 +69,7 @@ func (h *history) ackedUpdate(c *Check, t *taskHist, o *op, rs []taskRead) {
 	ex := Example{Task: t.id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events()}
 	if len(rs) == 0 {
 		ex.Detail = fmt.Sprintf("seq %d in none of %d replicas' views", *o.inv.Seq, len(t.found()))
-		c.flag(kindUpdateMissing, h.beyond(durability, o.tc, h.tEnd), o.tc, ex)
+		c.flag(kindUpdateMissing, h.beyond(durability, t.id, o.tc, h.tEnd), o.tc, ex)
 		return
 	}
 	for _, r := range rs {
@@ -220,7 +220,7 @@ func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32) {
 		if g.out.Attempts < limit && ended < limit {
 			continue
 		}
-		c.flag(kindClaimedDead, h.beyond(durability, 0, g.tc), g.tc, Example{Task: t.id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
+		c.flag(kindClaimedDead, h.beyond(durability, t.id, 0, g.tc), g.tc, Example{Task: t.id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
 			Detail: fmt.Sprintf("max_attempts %d; the ok reported %d attempts, the history proves %d", limit, g.out.Attempts, ended)})
 	}
 }
@@ -288,7 +288,7 @@ func (h *history) releases(c *Check, t *taskHist, views []taskRead) {
 			switch {
 			case i < 0:
 				ex.Detail = o.f + " acknowledged, claim not released"
-				flags.add(kindReleaseMissing, h.beyond(durability, o.tc, h.tEnd), o.tc, ex, r.read.Node)
+				flags.add(kindReleaseMissing, h.beyond(durability, t.id, o.tc, h.tEnd), o.tc, ex, r.read.Node)
 			case r.view.Failures[i].Snooze != snooze && !mayHave(other, o.claim):
 				ex.Detail = fmt.Sprintf("%s acknowledged, view says snooze=%v", o.f, r.view.Failures[i].Snooze)
 				flags.add(kindReleaseKind, false, o.tc, ex, r.read.Node)
@@ -348,7 +348,7 @@ func checkConvergence(h *history) *Check {
 		var flags taskFlags
 		for _, r := range views {
 			if r.view.State != finalCompleted {
-				flags.add(kindResurrected, h.beyond(durability, done.tc, h.tEnd), done.tc, Example{Task: id, Claims: []uint32{done.claim},
+				flags.add(kindResurrected, h.beyond(durability, id, done.tc, h.tEnd), done.tc, Example{Task: id, Claims: []uint32{done.claim},
 					TNs: []int64{done.tc, r.read.TNs}, Events: done.events(), Detail: "final state " + r.view.State}, r.read.Node)
 			}
 		}
@@ -382,7 +382,7 @@ func (h *history) convergenceTime(c *Check) {
 	}
 	ex := Example{TNs: []int64{heal.TNs, end.TNs}, Events: []int64{heal.Index, end.Index}, Detail: string(end.Detail)}
 	if end.F == phaseNotConverged {
-		c.flag(kindNotConverged, h.beyond(durability, 0, end.TNs), end.TNs, ex)
+		c.flag(kindNotConverged, h.beyond(durability, "", 0, end.TNs), end.TNs, ex)
 		return
 	}
 	tookMs := (end.TNs - heal.TNs) / nsPerMs
