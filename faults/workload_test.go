@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,8 @@ type fakeNode struct {
 	claims   map[task.ID]uint32
 	down     bool
 	requests map[string]int
+	// ws are the enqueues' w, in order.
+	ws []int
 }
 
 func newFakeNode() *fakeNode {
@@ -50,6 +53,7 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/enqueue":
 		var req wire.EnqueueRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.ws = append(f.ws, req.W)
 		for _, t := range req.Tasks {
 			f.ready = append(f.ready, *t.ID)
 		}
@@ -283,3 +287,41 @@ func TestTaskIDSortsByTime(t *testing.T) {
 }
 
 var netipZero netip.Addr
+
+// --w reaches every enqueue: the run's config to each loop's (through the
+// JSON a worker process reads), and the loop's to the request's "w".
+func TestEnqueueCarriesW(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.W = 1
+	r := &Run{cfg: cfg}
+	for _, k := range []int{0, cfg.Workers - 1, cfg.Workers} { // the last is the drain's
+		lc := r.loopConfig(k)
+		b, err := json.Marshal(&lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back LoopConfig
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.W != 1 {
+			t.Errorf("loop %d: w %d after the worker's JSON; want 1", k, back.W)
+		}
+	}
+
+	fake := newFakeNode()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	lc := testLoopConfig(strings.TrimPrefix(srv.URL, "http://"))
+	lc.W = 1
+	l := NewLoop(lc, &memEmitter{sink: NewSink()})
+	defer l.Close()
+	for range 5 {
+		l.enqueue(context.Background())
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.ws) != 5 || slices.ContainsFunc(fake.ws, func(w int) bool { return w != 1 }) {
+		t.Errorf("enqueues sent w %v; want 1 each time", fake.ws)
+	}
+}
