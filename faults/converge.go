@@ -186,8 +186,9 @@ type FinalReport struct {
 	Found    int `json:"found"`
 	NotFound int `json:"not_found"`
 	Errors   int `json:"errors"`
-	// Skipped counts reads not sent: their node had stopped answering,
-	// or the phase's bound had passed (each is in final.jsonl with Err).
+	// Skipped counts reads not sent: their node had stopped answering
+	// (for every task, or for the task's partition), or the phase's bound
+	// had passed (each is in final.jsonl with Err).
 	Skipped int     `json:"skipped"`
 	Seconds float64 `json:"seconds"`
 }
@@ -196,6 +197,16 @@ type FinalReport struct {
 // is taken for down and the rest of its reads are recorded unread, so a
 // node that hangs costs seconds, not a timeout per task.
 const deadNodeFailures = 20
+
+// deadPartitionFailures: after this many failed reads in a row of one
+// partition's tasks through one node, the rest of that partition's reads
+// through it are recorded unread. A partition that lost a majority of its
+// replicas for good (a wipe, beyond the bounds) never has a leader again,
+// and a node outside its cohort then holds each read for the whole request
+// timeout: without this, its tasks alone would keep the final reads going
+// for their whole bound while every other read succeeds, resetting the
+// node's count.
+const deadPartitionFailures = 10
 
 // finalReads reads every task ever attempted through every node, its own
 // replica (r=1), into final.jsonl: one line per task and node, within
@@ -213,6 +224,7 @@ func (r *Run) finalReads(ctx context.Context) error {
 	type job struct {
 		task string
 		node int
+		part int // -1 if the id does not parse
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.FinalTimeout)
 	defer cancel()
@@ -220,17 +232,24 @@ func (r *Run) finalReads(ctx context.Context) error {
 	var mu sync.Mutex
 	rep := FinalReport{Tasks: len(tasks)}
 	failures := make([]int, r.cfg.Topology.Nodes+1)
+	type nodePart struct{ node, part int }
+	partFailures := map[nodePart]int{}
 	var wg sync.WaitGroup
 	for range r.cfg.FinalReaders {
 		wg.Go(func() {
 			for j := range jobs {
+				np := nodePart{j.node, j.part}
 				mu.Lock()
 				dead := failures[j.node] >= deadNodeFailures
+				deadPart := j.part >= 0 && partFailures[np] >= deadPartitionFailures
 				mu.Unlock()
 				var fr FinalRead
 				switch {
 				case dead:
 					fr = FinalRead{Task: j.task, Node: j.node, TNs: r.tl.Now(), Err: "not read: the node stopped answering"}
+				case deadPart:
+					fr = FinalRead{Task: j.task, Node: j.node, TNs: r.tl.Now(),
+						Err: fmt.Sprintf("not read: the node stopped answering for partition %d", j.part)}
 				case rctx.Err() != nil:
 					fr = FinalRead{Task: j.task, Node: j.node, TNs: r.tl.Now(), Err: "not read: the final reads' bound passed"}
 				default:
@@ -240,25 +259,27 @@ func (r *Run) finalReads(ctx context.Context) error {
 				mu.Lock()
 				rep.Reads++
 				switch {
-				case dead || strings.HasPrefix(fr.Err, "not read"):
+				case dead || deadPart || strings.HasPrefix(fr.Err, "not read"):
 					rep.Skipped++
 				case fr.Err != "":
 					rep.Errors++
 					failures[j.node]++
+					partFailures[np]++
 				case fr.Found:
 					rep.Found++
-					failures[j.node] = 0
+					failures[j.node], partFailures[np] = 0, 0
 				default:
 					rep.NotFound++
-					failures[j.node] = 0
+					failures[j.node], partFailures[np] = 0, 0
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	for _, t := range tasks {
+		part := partitionOfTask(t, r.cfg.Partitions)
 		for i := 1; i <= r.cfg.Topology.Nodes; i++ {
-			jobs <- job{t, i}
+			jobs <- job{t, i, part}
 		}
 	}
 	close(jobs)
