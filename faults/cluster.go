@@ -239,6 +239,64 @@ func (v *View) Ready(want []int, partitions int) error {
 	return nil
 }
 
+// Voters returns the indexes of the metadata group's voters (those the
+// view can place: not Gone, not tied).
+func (v *View) Voters() []int {
+	var out []int
+	for _, id := range v.Raw.Raft.Voters {
+		if i := v.Index[id]; i > 0 {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Repaired reports why the view does not show a cluster whole again after
+// replicas were lost for good, or nil: every partition's cohort has want
+// live members (CohortOf) and none of them is a wiped node's old id, and
+// every voter of the metadata group is a live member (a wiped voter stays
+// a voter until skuldd replaces it, after its dead voter grace).
+func (v *View) Repaired(want int) error {
+	var short []string
+	for _, pv := range v.Raw.Partitions {
+		if c, gone := v.CohortOf(pv.Partition), v.GoneOf(pv.Partition); len(c) < want || len(gone) > 0 {
+			short = append(short, fmt.Sprintf("%d:%v", pv.Partition, c))
+		}
+	}
+	if len(short) > 0 {
+		return fmt.Errorf("node %d sees cohorts of fewer than %d live members: %s", v.From, want, strings.Join(short, " "))
+	}
+	alive := v.Alive()
+	for _, id := range v.Raw.Raft.Voters {
+		if i := v.Index[id]; i == 0 || !slices.Contains(alive, i) {
+			return fmt.Errorf("node %d sees voter %016x of the metadata group not alive (voters %v)", v.From, id, v.Voters())
+		}
+	}
+	return nil
+}
+
+// WaitRepaired waits until a view from one of nodes shows the cluster
+// whole (View.Repaired), or bound passes: then it returns the last reason.
+func WaitRepaired(ctx context.Context, api *API, topo Topology, nodes []int, want int, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for {
+		v, err := AnyView(ctx, api, topo, nodes)
+		if err == nil {
+			err = v.Repaired(want)
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not repaired after %v: %w", bound, err)
+		}
+		if err := sleepCtx(ctx, readyPoll); err != nil {
+			return err
+		}
+	}
+}
+
 // readyPoll is how often WaitReady asks again.
 const readyPoll = 250 * time.Millisecond
 

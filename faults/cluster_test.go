@@ -2,6 +2,7 @@ package faults
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/skuldd/skuldd/wire"
@@ -62,5 +63,39 @@ func TestViewWipedMembers(t *testing.T) {
 	}, nil)
 	if v.Index[0x44] != 2 || v.Gone[0x22] != 2 {
 		t.Errorf("self not preferred: index %v, gone %v", v.Index, v.Gone)
+	}
+}
+
+// The cluster is repaired when every cohort has its replicas, none of them
+// a wiped node's old id, and every metadata voter is alive.
+func TestViewRepaired(t *testing.T) {
+	topo := Topology{Nodes: 3, Bridge: DefaultBridge, Port: DefaultPort}
+	addr := func(i int) string { return topo.RelayAddr(i).String() }
+	members := []wire.MemberView{
+		{ID: 0x11, Addr: addr(1), State: "alive"},
+		{ID: 0x22, Addr: addr(2), State: "dead"}, // wiped
+		{ID: 0x33, Addr: addr(3), State: "alive"},
+		{ID: 0x44, Addr: addr(2), State: "alive"},
+	}
+	whole := []wire.PartitionView{{Partition: 0, Cohort: []uint64{0x11, 0x44, 0x33}}}
+	v := testView(topo, members, whole)
+	v.Raw.Raft.Voters = []uint64{0x11, 0x33, 0x44}
+	if err := v.Repaired(3); err != nil {
+		t.Errorf("whole: %v", err)
+	}
+	if got := v.Voters(); !reflect.DeepEqual(got, []int{1, 2, 3}) {
+		t.Errorf("voters %v; want [1 2 3]", got)
+	}
+	v.Raw.Raft.Voters = []uint64{0x11, 0x22, 0x33}
+	if err := v.Repaired(3); err == nil || !strings.Contains(err.Error(), "0000000000000022") {
+		t.Errorf("a wiped voter: %v; want it named", err)
+	}
+	for name, parts := range map[string][]wire.PartitionView{
+		"a cohort of one, as a new cluster starts": {whole[0], {Partition: 1, Cohort: []uint64{0x11}}},
+		"a cohort naming a wiped id":               {whole[0], {Partition: 1, Cohort: []uint64{0x11, 0x22, 0x33}}},
+	} {
+		if err := testView(topo, members, parts).Repaired(3); err == nil || !strings.Contains(err.Error(), "1:") {
+			t.Errorf("%s: %v; want partition 1 named", name, err)
+		}
 	}
 }
