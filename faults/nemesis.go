@@ -160,12 +160,15 @@ func (r *Run) applyKill(a *active, nodes []int) error {
 func majority(n int) int { return n/2 + 1 }
 
 // Detail keys of a wipe's nemesis events. The checkers read
-// detailCohorts (check.go, wipeCohorts).
+// detailCohorts and detailVoters (check.go, wipeDetail).
 const (
 	// detailCohorts: every partition's cohort (node indexes) just
 	// before the wipe, so the checkers can tell which partitions lost
 	// replicas, and how many.
 	detailCohorts = "cohorts"
+	// detailVoters: the metadata group's voters just before the wipe,
+	// so the checkers can tell when wipes took a majority of them.
+	detailVoters = "voters"
 	// detailOldIDs: the wiped nodes' ids, dead for good from then on
 	// (hex, as the node logs print them).
 	detailOldIDs = "old_ids"
@@ -186,6 +189,7 @@ const (
 func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 	if view != nil {
 		a.detail[detailCohorts] = view.Cohorts()
+		a.detail[detailVoters] = view.Voters()
 		ids := map[int]string{}
 		for id, i := range view.Index {
 			if slices.Contains(nodes, i) {

@@ -379,6 +379,11 @@ const (
 	// NoteSkipped: a scheduled fault could not be applied (no leader
 	// known, no node answering); nothing was done.
 	NoteSkipped = "skipped"
+	// NoteRepaired: in a run with wipes, the cluster was whole again
+	// (Run.waitRepaired): every partition had its replicas, holding its
+	// data, and every metadata voter was alive. The checkers count the
+	// replicas wipes deleted from one such note to the next.
+	NoteRepaired = "repaired"
 )
 
 // note records a nemesis note now.
@@ -440,6 +445,17 @@ func (r *Run) faults(ctx context.Context) error {
 	if err := sleepCtx(ctx, r.cfg.Warmup); err != nil {
 		return err
 	}
+	if r.wipes() {
+		if err := r.waitRepaired(ctx, r.cfg.SetupTimeout); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.log.Warn("cluster not whole before the first wipe", "err", err)
+			r.sum.Notes = append(r.sum.Notes, "before the faults: "+oneLine(err))
+		} else {
+			r.note(NoteRepaired, nil, nil)
+		}
+	}
 	for k, st := range r.sched.Steps {
 		if !r.cfg.Quick && time.Duration(r.tl.Now()-start) >= r.cfg.Duration {
 			r.log.Info("faults phase over", "steps run", k, "of", len(r.sched.Steps))
@@ -450,6 +466,37 @@ func (r *Run) faults(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// wipes reports whether the schedule wipes nodes. Such a run waits, before
+// the first fault and after each wipe, for the cluster to be whole again
+// (waitRepaired): placement has given every partition its replicas, and
+// the metadata group has replaced its wiped voters. So a wipe takes its
+// replicas from a whole cluster and a scenario measures what it names
+// (one wipe, one replica lost; w=1 with its replica lost) rather than
+// wipes piling up: on partitions not yet repaired, on those a new cluster
+// has not spread yet (every partition starts on the founding node alone),
+// or on the metadata group, which loses its majority for good once three
+// of five voters are wiped before skuldd replaces the first. Placement
+// moves partitions only once membership has been quiet for a while, so
+// the wipes' own cadence would keep it from catching up. Other runs do
+// not wait: their faults lose no replica for good, and a quick run has no
+// time to spare.
+func (r *Run) wipes() bool { return slices.ContainsFunc(r.sched.Kinds(), isWipe) }
+
+// wipeRepairBound bounds the wait for the cluster to be whole after a
+// wipe: placement waits for membership to settle and copies partitions a
+// few at a time, and skuldd replaces a dead voter only after its dead
+// voter grace (30 s by default), so this takes longer than a restart's
+// recovery.
+const wipeRepairBound = 90 * time.Second
+
+// waitRepaired waits up to bound for every partition's cohort to have its
+// replicas (as many as there are nodes, at most Replicas), none of them a
+// wiped node's old id, and for every metadata voter to be alive.
+func (r *Run) waitRepaired(ctx context.Context, bound time.Duration) error {
+	want := min(r.cfg.Replicas, r.cfg.Topology.Nodes)
+	return WaitRepaired(ctx, r.api, r.cfg.Topology, r.serving(), want, bound)
 }
 
 // recoverBound is how long step k may wait for the cluster to recover:
@@ -524,6 +571,24 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 		rep.Recovered, rep.RecoverErr = false, oneLine(err)
 	} else {
 		rep.Recovered = true
+	}
+	if rep.Recovered && slices.ContainsFunc(st.Faults, func(f Fault) bool { return isWipe(f.Kind) }) {
+		bound := wipeRepairBound
+		if r.cfg.FaultsBudget > 0 {
+			bound = min(bound, recover) // a quick run keeps to its budget
+		}
+		err := r.waitRepaired(ctx, bound-time.Since(healed))
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			r.log.Warn("cluster not whole after a wipe", "step", k+1, "err", err)
+			rep.RepairErr = oneLine(err)
+		default:
+			repaired := time.Since(healed).Seconds()
+			rep.RepairedS = &repaired
+			r.note(NoteRepaired, nil, map[string]any{"after_heal_s": repaired})
+		}
 	}
 	rep.Delays = r.delays.window()
 	r.sum.Steps = append(r.sum.Steps, rep)

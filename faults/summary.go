@@ -62,11 +62,17 @@ type StepReport struct {
 	Healed  float64  `json:"healed_s"`
 	// Recovered: every node served with every partition led within
 	// RecoverTimeout of the heal; RecoverS is how long that took.
-	Recovered  bool       `json:"recovered"`
-	RecoverS   float64    `json:"recover_s"`
-	RecoverErr string     `json:"recover_error,omitempty"`
-	Errors     []string   `json:"errors,omitempty"`
-	Delays     DelayStats `json:"sched_delay"`
+	Recovered  bool    `json:"recovered"`
+	RecoverS   float64 `json:"recover_s"`
+	RecoverErr string  `json:"recover_error,omitempty"`
+	// RepairedS, after a wipe, is how long after the heal every
+	// partition had its replicas again and every metadata voter was
+	// alive (Run.waitRepaired); RepairErr says why not, if the bound
+	// passed first.
+	RepairedS *float64   `json:"repaired_s,omitempty"`
+	RepairErr string     `json:"repair_error,omitempty"`
+	Errors    []string   `json:"errors,omitempty"`
+	Delays    DelayStats `json:"sched_delay"`
 }
 
 // WindowCounts counts the outcomes (ok, fail, info) of each operation

@@ -182,6 +182,7 @@ func TestApplyWipe(t *testing.T) {
 		{ID: 0x22, Addr: cfg.Topology.RelayAddr(2).String(), State: "alive"},
 		{ID: 0x33, Addr: cfg.Topology.RelayAddr(3).String(), State: "alive"},
 	}, []wire.PartitionView{{Partition: 0, Cohort: []uint64{0x11, 0x22, 0x33}}, {Partition: 1, Cohort: []uint64{0x11, 0x33}}})
+	v.Raw.Raft.Voters = []uint64{0x11, 0x22, 0x33}
 
 	a := &active{f: Fault{Kind: NemWipe, Targets: []int{2}}, detail: map[string]any{}}
 	if err := r.applyWipe(a, []int{2}, v); err != nil {
@@ -216,12 +217,16 @@ func TestApplyWipe(t *testing.T) {
 	}
 	var d struct {
 		Cohorts map[int][]int `json:"cohorts"`
+		Voters  []int         `json:"voters"`
 	}
 	if err := json.Unmarshal(detail, &d); err != nil {
 		t.Fatal(err)
 	}
 	if want := (map[int][]int{0: {1, 2, 3}, 1: {1, 3}}); !reflect.DeepEqual(d.Cohorts, want) {
 		t.Errorf("cohorts %v; want %v (detail %s)", d.Cohorts, want, detail)
+	}
+	if want := []int{1, 2, 3}; !reflect.DeepEqual(d.Voters, want) {
+		t.Errorf("voters %v; want %v (detail %s)", d.Voters, want, detail)
 	}
 	if !strings.Contains(string(detail), `"2":"0000000000000022"`) {
 		t.Errorf("detail %s lacks the wiped node's old id", detail)
