@@ -46,8 +46,9 @@ import (
 //   - Nemesis start and stop: the same Nemesis name (and Targets) on both;
 //     clock faults named with "clock" or "skew"; RunInfo.BeyondBounds
 //     naming the nemeses beyond the bounds; a wipe's start: Targets the
-//     nodes wiped, Detail "cohorts" every partition's cohort just before
-//     (without it each wiped node counts as a replica of every partition);
+//     nodes wiped, Detail "cohorts" every partition's cohort and "voters"
+//     the metadata group's voters just before (without the cohorts each
+//     wiped node counts as a replica of every partition);
 //   - Phase "heal" when faults stop, then "converged" or "not-converged"
 //     (Detail saying what differed) when the digests settle or the wait
 //     ends;
@@ -236,6 +237,9 @@ type window struct {
 	// before (the start event's detail), nil when it did not say.
 	wipe    bool
 	cohorts map[int][]int
+	// voters are the metadata group's voters just before a wipe; nil
+	// when it did not say.
+	voters []int
 }
 
 // replicasWiped is how many replicas of partition p the wipe w deleted:
@@ -263,6 +267,9 @@ type history struct {
 	tasks   map[string]*taskHist
 	ids     []string // task ids, sorted, so reports are deterministic
 	windows []window
+	// repairs are the times of the harness's NoteRepaired notes, in
+	// order: the cluster whole again after wipes.
+	repairs []int64
 	phases  []*Event
 	effects []*Event
 	tEnd    int64
@@ -331,7 +338,8 @@ func (h *history) noteWipes() {
 	}
 	note := fmt.Sprintf("%d wipe(s): an anomaly of a task counts beyond the bounds only if the wipes from its first event "+
 		"(e.g. the acknowledgement) to its last deleted at least %d replica(s) of the task's partition (%s); "+
-		"one of no single task, a majority of some partition", wipes, h.wipeLossNeed(), why)
+		"one of no single task, a majority of some partition or of the metadata voters; "+
+		"wipes add up until the cluster is whole again (%d repaired note(s))", wipes, h.wipeLossNeed(), why, len(h.repairs))
 	if blind > 0 {
 		note += fmt.Sprintf("; %d wipe(s) recorded no cohorts: each of their nodes is counted as a replica of every partition", blind)
 	}
@@ -511,13 +519,16 @@ func (h *history) buildWindows() {
 				beyond: beyond[e.Nemesis], clock: isClockFault(e.Nemesis), wipe: isWipe(e.Nemesis),
 			}
 			if w.wipe {
-				w.cohorts = wipeCohorts(e.Detail)
+				w.cohorts, w.voters = wipeDetail(e.Detail)
 			}
 			h.windows = append(h.windows, w)
 			open = append(open, len(h.windows)-1)
 			continue
 		}
 		if e.F != "stop" {
+			if e.Nemesis == NoteRepaired {
+				h.repairs = append(h.repairs, e.TNs)
+			}
 			continue // a nemesis's own note: no window starts or ends
 		}
 		k := slices.IndexFunc(open, func(w int) bool {
@@ -570,21 +581,20 @@ const (
 // isWipe tells the nemeses that delete nodes' data dirs.
 func isWipe(nemesis string) bool { return nemesis == NemWipe || nemesis == NemWipeMajority }
 
-// wipeCohorts reads the cohorts a wipe's start event recorded; nil when
-// it recorded none (or none that parse).
-func wipeCohorts(detail json.RawMessage) map[int][]int {
+// wipeDetail reads the cohorts and the metadata voters a wipe's start
+// event recorded; each is nil when it recorded none (or none that parses).
+func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
+	var d struct {
+		Cohorts map[int][]int `json:"cohorts"`
+		Voters  []int         `json:"voters"`
+	}
 	if len(detail) == 0 {
-		return nil
+		return nil, nil
 	}
-	var d map[string]json.RawMessage
-	if json.Unmarshal(detail, &d) != nil || d[detailCohorts] == nil {
-		return nil
+	if json.Unmarshal(detail, &d) != nil {
+		return nil, nil
 	}
-	var c map[int][]int
-	if json.Unmarshal(d[detailCohorts], &c) != nil {
-		return nil
-	}
-	return c
+	return d.Cohorts, d.Voters
 }
 
 // beyond reports whether faults beyond the bounds can explain an anomaly
@@ -605,27 +615,36 @@ func wipeCohorts(detail json.RawMessage) map[int][]int {
 //     acknowledged enqueues with fewer (a task rests on its enqueue's
 //     copies, so with w=1 one replica wiped may have been its only one);
 //   - for no single task (the cluster not converging), a majority of N
-//     in some partition.
+//     in some partition, or a majority of the metadata group's voters
+//     (without which no partition changes leader or placement again).
 //
 // A span that starts before a wipe is the case that matters: a task
 // acknowledged early and lost for good shows no operation near the wipe,
 // only its acknowledgement and the final reads (to = the history's end).
 // A wipe that ended before the span began cannot have deleted what was
 // acknowledged after it (an acknowledgement means w copies existed then),
-// so it does not count. The sum assumes no re-replication between wipes,
-// which the history does not show: two single wipes of one partition's
-// replicas, minutes apart, count as a majority lost although placement
-// may have restored the copies in between. That errs towards excusing,
-// but only in runs with wipes. Without a wipe the rule is the overlap
-// alone, as before: a run with no beyond-bounds fault, or only clock
-// faults, excuses no lost write.
+// so it does not count. Wipes add up only until the cluster is whole
+// again: a NoteRepaired note (every cohort back to its replicas, holding
+// their data, every voter alive) ends one sum and starts the next, and
+// the largest sum decides. Without such notes the sum runs over the whole
+// span, which errs towards excusing (the copies may have been restored in
+// between), but only in runs with wipes. Without a wipe the rule is the
+// overlap alone, as before: a run with no beyond-bounds fault, or only
+// clock faults, excuses no lost write.
 func (h *history) beyond(class boundClass, id string, from, to int64) bool {
 	run := &h.in.Run
 	part := -1 // unknown: each wipe counts all its targets
 	if id != "" {
 		part = partitionOfTask(id, run.Partitions)
 	}
-	wiped := map[int]int{} // partition -> replicas wiped over the span
+	// The sums, per stretch between repairs (the repairs before a wipe
+	// started number its stretch).
+	type sums struct {
+		wiped       map[int]int // partition (-1: unknown) -> replicas wiped
+		votersWiped int
+		voters      int
+	}
+	stretches := map[int]*sums{}
 	for i := range h.windows {
 		w := &h.windows[i]
 		if !w.beyond || class == durability && w.clock {
@@ -637,30 +656,49 @@ func (h *history) beyond(class boundClass, id string, from, to int64) bool {
 		if !w.wipe {
 			return true
 		}
+		k, _ := slices.BinarySearch(h.repairs, w.start)
+		st := stretches[k]
+		if st == nil {
+			st = &sums{wiped: map[int]int{}}
+			stretches[k] = st
+		}
 		if id != "" {
-			wiped[part] += w.replicasWiped(part, run.Replicas)
+			st.wiped[part] += w.replicasWiped(part, run.Replicas)
 			continue
 		}
+		if w.voters != nil {
+			st.voters = max(st.voters, len(w.voters))
+			for _, t := range w.targets {
+				if slices.Contains(w.voters, t) {
+					st.votersWiped++
+				}
+			}
+		}
 		if w.cohorts == nil {
-			wiped[-1] += w.replicasWiped(-1, run.Replicas)
+			st.wiped[-1] += w.replicasWiped(-1, run.Replicas)
 			continue
 		}
 		for p := range w.cohorts {
-			wiped[p] += w.replicasWiped(p, run.Replicas)
+			st.wiped[p] += w.replicasWiped(p, run.Replicas)
 		}
 	}
 	need := majority(max(run.Replicas, 1))
 	if id != "" {
 		need = h.wipeLossNeed()
 	}
-	for p, n := range wiped {
-		// An unknown partition's count (a wipe without cohorts) adds
-		// to every known one's.
-		if p >= 0 {
-			n += wiped[-1]
-		}
-		if n >= need {
+	for _, st := range stretches {
+		if st.voters > 0 && st.votersWiped >= majority(st.voters) {
 			return true
+		}
+		for p, n := range st.wiped {
+			// An unknown partition's count (a wipe without cohorts)
+			// adds to every known one's.
+			if p >= 0 {
+				n += st.wiped[-1]
+			}
+			if n >= need {
+				return true
+			}
 		}
 	}
 	return false

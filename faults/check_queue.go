@@ -231,8 +231,38 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 		return
 	}
 	detail := t.statesDetail()
-	c.flag(kindLost, h.beyond(durability, t.id, e.ackAt, h.tEnd), e.ackAt,
+	beyond := h.beyond(durability, t.id, e.ackAt, h.tEnd)
+	if !beyond && state == finalBlocked {
+		beyond = h.blockedBeyond(t, e.ackAt, map[string]bool{})
+	}
+	c.flag(kindLost, beyond, e.ackAt,
 		Example{Task: t.id, TNs: []int64{e.ackAt}, Events: firstOK(t.enqueues).events(), Detail: detail})
+}
+
+// blockedBeyond reports whether a blocked task waits on a dependency that
+// faults beyond the bounds can explain never completing: one not completed
+// whose own loss they explain (beyond, from its acknowledgement, or from
+// the dependent's, at which the dependency existed), directly or behind
+// its own dependencies. A wipe of the dependency's partition then leaves
+// the dependent blocked for good although nothing near it was lost; its
+// loss is the dependency's, and so is the excuse. A dependency completed,
+// or one whose loss is within the bounds, excuses nothing.
+func (h *history) blockedBeyond(t *taskHist, ackAt int64, seen map[string]bool) bool {
+	for _, d := range t.deps() {
+		dt := h.tasks[d]
+		if dt == nil || seen[d] || dt.finalState() == finalCompleted {
+			continue
+		}
+		seen[d] = true
+		from := ackAt
+		if de := dt.tally(); de.acked {
+			from = min(from, de.ackAt)
+		}
+		if h.beyond(durability, d, from, h.tEnd) || dt.finalState() == finalBlocked && h.blockedBeyond(dt, from, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // statesDetail says what each replica's final read found: the states and

@@ -38,16 +38,30 @@ func TestPartitionOfMatchesRing(t *testing.T) {
 // wipe adds a wipe window whose start event records the cohorts (none if
 // cohorts is nil), and names the nemesis beyond the bounds.
 func (b *builder) wipe(name string, startMs, stopMs int64, cohorts map[int][]int, targets ...int) {
+	var detail map[string]any
+	if cohorts != nil {
+		detail = map[string]any{detailCohorts: cohorts, "partition": 0}
+	}
+	b.wipeWith(name, startMs, stopMs, detail, targets...)
+}
+
+// wipeWith adds a wipe window whose start event has the detail given.
+func (b *builder) wipeWith(name string, startMs, stopMs int64, d map[string]any, targets ...int) {
 	if !slices.Contains(b.run.BeyondBounds, name) {
 		b.run.BeyondBounds = append(b.run.BeyondBounds, name)
 	}
 	var detail json.RawMessage
-	if cohorts != nil {
-		detail, _ = json.Marshal(map[string]any{detailCohorts: cohorts, "partition": 0})
+	if d != nil {
+		detail, _ = json.Marshal(d)
 	}
 	b.events = append(b.events,
 		Event{Proc: -1, Type: Nemesis, F: "start", Nemesis: name, Targets: targets, Detail: detail, TNs: startMs * nsPerMs},
 		Event{Proc: -1, Type: Nemesis, F: "stop", Nemesis: name, Targets: targets, Detail: detail, TNs: stopMs * nsPerMs})
+}
+
+// repaired adds the harness's note that the cluster is whole again.
+func (b *builder) repaired(atMs int64) {
+	b.events = append(b.events, Event{Proc: -1, Type: Nemesis, F: "note", Nemesis: NoteRepaired, TNs: atMs * nsPerMs})
 }
 
 // wipeCohortsOf gives a task's partition the cohort [1 2 3] and the next
@@ -100,6 +114,20 @@ func TestWipeExcusesLoss(t *testing.T) {
 			b.wipe(NemWipe, 1000, 2000, c, 2)
 			b.wipe(NemWipe, 2500, 2900, c, 3)
 		}},
+		{name: "majority w, two wipes of its cohort with a repair between: within", check: check, kind: kindLost, want: 1, inject: func(b *builder) {
+			ackedReady(b)
+			c := wipeCohortsOf(b, taskG)
+			b.wipe(NemWipe, 1000, 2000, c, 2)
+			b.repaired(2400)
+			b.wipe(NemWipe, 2500, 2900, c, 3)
+		}},
+		{name: "majority w, wipe-majority after a repair: beyond", check: check, kind: kindLost, beyond: 1, inject: func(b *builder) {
+			ackedReady(b)
+			c := wipeCohortsOf(b, taskG)
+			b.wipe(NemWipe, 1000, 2000, c, 2)
+			b.repaired(2400)
+			b.wipe(NemWipeMajority, 2500, 2900, c, 1, 3)
+		}},
 		{name: "majority w, one of two wipes before the ack: within", check: check, kind: kindLost, want: 1, inject: func(b *builder) {
 			ackedReady(b)
 			c := wipeCohortsOf(b, taskG)
@@ -143,6 +171,20 @@ func TestWipeExcusesOtherAnomalies(t *testing.T) {
 			setConverged(b, phaseNotConverged, 20000)
 			b.wipe(NemWipe, 1000, 2000, wipeCohortsOf(b, taskA), 1)
 		}},
+		{name: "not converged after wipes of three of five metadata voters: beyond", check: "convergence", kind: kindNotConverged, beyond: 1, inject: func(b *builder) {
+			setConverged(b, phaseNotConverged, 20000)
+			// Nodes 1, 4 and 5 share no cohort beyond one member.
+			d := map[string]any{detailCohorts: map[int][]int{0: {1, 2, 3}, 1: {2, 3, 4}, 2: {2, 3, 5}}, detailVoters: []int{1, 2, 3, 4, 5}}
+			b.wipeWith(NemWipe, 1000, 2000, d, 1)
+			b.wipeWith(NemWipe, 3000, 4000, d, 4)
+			b.wipeWith(NemWipe, 5000, 6000, d, 5)
+		}},
+		{name: "not converged after wipes of two of five metadata voters: within", check: "convergence", kind: kindNotConverged, want: 1, inject: func(b *builder) {
+			setConverged(b, phaseNotConverged, 20000)
+			d := map[string]any{detailCohorts: map[int][]int{0: {1, 2, 3}, 1: {2, 3, 4}, 2: {2, 3, 5}}, detailVoters: []int{1, 2, 3, 4, 5}}
+			b.wipeWith(NemWipe, 1000, 2000, d, 1)
+			b.wipeWith(NemWipe, 3000, 4000, d, 4)
+		}},
 	})
 }
 
@@ -161,4 +203,35 @@ func TestWipeNote(t *testing.T) {
 	if n := findCheck(t, Analyze(base().input()), "history").Notes; len(n) != 0 {
 		t.Errorf("a run without wipes has notes %q", n)
 	}
+}
+
+// A task blocked for good behind a dependency the wipes took is excused
+// with it; behind one whose loss is within the bounds it is not.
+func TestWipeExcusesBlockedDependents(t *testing.T) {
+	const check = "total-queue (dequeue = acknowledged complete)"
+	if partitionOfTask(taskH, testRun().Partitions) == partitionOfTask(taskK, testRun().Partitions) {
+		t.Fatalf("fixture: tasks H and K share a partition")
+	}
+	// H is acknowledged and never completed; K, acknowledged after it,
+	// depends on it and stays blocked. Only H's partition is wiped.
+	inject := func(b *builder, name string, targets ...int) {
+		b.run.Nodes = 5
+		b.enqueue(taskH, 30, 40, OK)
+		b.view(taskH, stateReady)
+		b.enqueue(taskK, 50, 60, OK, taskH)
+		b.view(taskK, finalBlocked).Deps = []task.ID{b.views[taskH].ID}
+		cohorts := map[int][]int{
+			partitionOfTask(taskH, b.run.Partitions): {1, 2, 3},
+			partitionOfTask(taskK, b.run.Partitions): {3, 4, 5},
+		}
+		b.wipe(name, 1000, 2000, cohorts, targets...)
+	}
+	runFlagCases(t, []flagCase{
+		{name: "dependency's partition lost a majority: both beyond", check: check, kind: kindLost, beyond: 2, inject: func(b *builder) {
+			inject(b, NemWipeMajority, 1, 2)
+		}},
+		{name: "dependency's partition lost one replica: both within", check: check, kind: kindLost, want: 2, inject: func(b *builder) {
+			inject(b, NemWipe, 1)
+		}},
+	})
 }
