@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -143,6 +144,11 @@ func (t *taskHist) exists() (bool, []int64) {
 // queueCounts are the figures both total-queue checks report.
 type queueCounts struct {
 	attempted, acked, ok, duplicated, recovered, dead, blocked int64
+	// The lost tasks (within the bounds and beyond) by what the final
+	// reads found: no replica holds them (the data is gone), a replica
+	// holds them but the dequeue never reached them (stuck, e.g. in a
+	// partition that has no leader again), or no read answered.
+	lostGone, lostHeld, lostUnread int64
 }
 
 // write sets the figures; dead ones only where the dequeue is the
@@ -157,6 +163,21 @@ func (q *queueCounts) write(c *Check, withDead bool) {
 		c.count("dead (max_attempts)", q.dead)
 	}
 	c.count("blocked behind a dead dependency", q.blocked)
+	c.count("lost: on no replica", q.lostGone)
+	c.count("lost: held, never dequeued", q.lostHeld)
+	c.count("lost: no final read answered", q.lostUnread)
+}
+
+// countLost files a lost task under what its final reads found.
+func (q *queueCounts) countLost(t *taskHist) {
+	switch {
+	case len(t.found()) > 0:
+		q.lostHeld++
+	case slices.ContainsFunc(t.reads, func(r taskRead) bool { return r.read.Err == "" }):
+		q.lostGone++
+	default:
+		q.lostUnread++
+	}
 }
 
 func checkQueueByComplete(h *history) *Check {
@@ -230,6 +251,7 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 		q.blocked++
 		return
 	}
+	q.countLost(t)
 	detail := t.statesDetail()
 	beyond := h.beyond(durability, t.id, e.ackAt, h.tEnd)
 	if !beyond && state == finalBlocked {

@@ -91,3 +91,25 @@ func TestTotalQueueByClaim(t *testing.T) {
 		}},
 	})
 }
+
+// The lost tasks are counted by what the final reads found.
+func TestLostCounts(t *testing.T) {
+	b := base()
+	ackedReady(b)                // held by every replica
+	b.enqueue(taskH, 30, 40, OK) // on no replica
+	b.absent = append(b.absent, taskH)
+	b.enqueue(taskK, 30, 40, OK) // unread
+	b.absent = append(b.absent, taskK)
+	in := b.input()
+	for i := range in.Finals {
+		if in.Finals[i].Task == taskK {
+			in.Finals[i].Err = "timeout"
+		}
+	}
+	c := findCheck(t, Analyze(in), "total-queue (dequeue = acknowledged complete)")
+	for name, want := range map[string]int64{"lost: on no replica": 1, "lost: held, never dequeued": 1, "lost: no final read answered": 1} {
+		if got := countOf(t, c, name); got != want {
+			t.Errorf("%s = %d; want %d", name, got, want)
+		}
+	}
+}
