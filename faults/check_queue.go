@@ -108,6 +108,9 @@ type enqueueTally struct {
 	attempted bool
 	acked     bool
 	ackAt     int64 // the first ok's time
+	// acks is the first ok's acks (0: not recorded): how many replicas
+	// held the task when it was acknowledged.
+	acks int
 	// allFailed: every attempt came back fail, so the task must not exist.
 	allFailed bool
 }
@@ -116,7 +119,7 @@ func (t *taskHist) tally() enqueueTally {
 	e := enqueueTally{attempted: len(t.enqueues) > 0, allFailed: len(t.enqueues) > 0}
 	for _, o := range t.enqueues {
 		if o.ok() && !e.acked {
-			e.acked, e.ackAt = true, o.tc
+			e.acked, e.ackAt, e.acks = true, o.tc, o.out.Acks
 		}
 		if o.typ != Fail {
 			e.allFailed = false
@@ -149,6 +152,16 @@ type queueCounts struct {
 	// holds them but the dequeue never reached them (stuck, e.g. in a
 	// partition that has no leader again), or no read answered.
 	lostGone, lostHeld, lostUnread int64
+	// fewAcks counts the tasks acknowledged while fewer than a majority
+	// of replicas held them (a w below a majority), lostFewAcks those of
+	// them lost: the measure of what w buys.
+	fewAcks, lostFewAcks int64
+	// majority is a majority of the run's N.
+	majority int
+}
+
+func newQueueCounts(h *history) queueCounts {
+	return queueCounts{majority: majority(max(h.in.Run.Replicas, 1))}
 }
 
 // write sets the figures; dead ones only where the dequeue is the
@@ -166,10 +179,15 @@ func (q *queueCounts) write(c *Check, withDead bool) {
 	c.count("lost: on no replica", q.lostGone)
 	c.count("lost: held, never dequeued", q.lostHeld)
 	c.count("lost: no final read answered", q.lostUnread)
+	c.count("acknowledged held by fewer than a majority", q.fewAcks)
+	c.count("lost: acknowledged held by fewer than a majority", q.lostFewAcks)
 }
 
 // countLost files a lost task under what its final reads found.
-func (q *queueCounts) countLost(t *taskHist) {
+func (q *queueCounts) countLost(t *taskHist, e enqueueTally) {
+	if e.acks > 0 && e.acks < q.majority {
+		q.lostFewAcks++
+	}
 	switch {
 	case len(t.found()) > 0:
 		q.lostHeld++
@@ -184,7 +202,7 @@ func checkQueueByComplete(h *history) *Check {
 	c := newCheck("total-queue (dequeue = acknowledged complete)",
 		"every acknowledged enqueue is completed in the final state (or dead); nothing unattempted is completed; no definitely failed enqueue exists",
 		kindLost, kindUnexpected, kindFailedDelivered)
-	var q queueCounts
+	q := newQueueCounts(h)
 	memo := map[string]bool{}
 	c.count("completed without an acknowledged complete", 0)
 	for _, id := range h.ids {
@@ -226,6 +244,9 @@ func (q *queueCounts) count(e enqueueTally, dequeues int) {
 	}
 	if e.acked {
 		q.acked++
+		if e.acks > 0 && e.acks < q.majority {
+			q.fewAcks++
+		}
 	}
 	if dequeues > 0 && e.attempted {
 		q.ok++
@@ -251,7 +272,7 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 		q.blocked++
 		return
 	}
-	q.countLost(t)
+	q.countLost(t, e)
 	detail := t.statesDetail()
 	beyond := h.beyond(durability, t.id, e.ackAt, h.tEnd)
 	if !beyond && state == finalBlocked {
@@ -329,7 +350,7 @@ func checkQueueByClaim(h *history) *Check {
 	c := newCheck("total-queue (dequeue = ok claim)",
 		"every acknowledged enqueue was claimed (or is blocked behind a dead dependency); nothing unattempted is claimed",
 		kindLost, kindUnexpected)
-	var q queueCounts
+	q := newQueueCounts(h)
 	memo := map[string]bool{}
 	for _, id := range h.ids {
 		t := h.tasks[id]

@@ -92,14 +92,17 @@ func TestTotalQueueByClaim(t *testing.T) {
 	})
 }
 
-// The lost tasks are counted by what the final reads found.
+// The lost tasks are counted by what the final reads found, and those
+// acknowledged by fewer than a majority (acks 1 of N=3) apart.
 func TestLostCounts(t *testing.T) {
 	b := base()
 	ackedReady(b)                // held by every replica
 	b.enqueue(taskH, 30, 40, OK) // on no replica
 	b.absent = append(b.absent, taskH)
+	b.events[len(b.events)-1].Acks = 1
 	b.enqueue(taskK, 30, 40, OK) // unread
 	b.absent = append(b.absent, taskK)
+	b.events[len(b.events)-1].Acks = 3
 	in := b.input()
 	for i := range in.Finals {
 		if in.Finals[i].Task == taskK {
@@ -107,7 +110,8 @@ func TestLostCounts(t *testing.T) {
 		}
 	}
 	c := findCheck(t, Analyze(in), "total-queue (dequeue = acknowledged complete)")
-	for name, want := range map[string]int64{"lost: on no replica": 1, "lost: held, never dequeued": 1, "lost: no final read answered": 1} {
+	for name, want := range map[string]int64{"lost: on no replica": 1, "lost: held, never dequeued": 1, "lost: no final read answered": 1,
+		"acknowledged held by fewer than a majority": 1, "lost: acknowledged held by fewer than a majority": 1} {
 		if got := countOf(t, c, name); got != want {
 			t.Errorf("%s = %d; want %d", name, got, want)
 		}

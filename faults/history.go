@@ -89,6 +89,9 @@ type Event struct {
 	End int64 `json:"end,omitempty"`
 	// Attempts is the task's attempt count as a claim's ok reported it.
 	Attempts uint32 `json:"attempts,omitempty"`
+	// Acks is an enqueue's ok answer's acks: how many replicas held the
+	// task when it was acknowledged (at least the w asked for).
+	Acks int `json:"acks,omitempty"`
 
 	// Code is skuldd's error code (for fail and info), Err its message or
 	// the transport's error.

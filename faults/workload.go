@@ -270,7 +270,12 @@ func (l *Loop) enqueue(ctx context.Context) {
 	}
 	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue}
 	var resp wire.EnqueueResponse
-	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout, nil)
+	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout,
+		func(e *Event) {
+			if len(resp.Results) == 1 {
+				e.Acks = resp.Results[0].Acks
+			}
+		})
 	if res.Type == OK {
 		if len(l.recent) < maxRecent {
 			l.recent = append(l.recent, id.String())

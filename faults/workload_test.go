@@ -314,10 +314,17 @@ func TestEnqueueCarriesW(t *testing.T) {
 	defer srv.Close()
 	lc := testLoopConfig(strings.TrimPrefix(srv.URL, "http://"))
 	lc.W = 1
-	l := NewLoop(lc, &memEmitter{sink: NewSink()})
+	em := &memEmitter{sink: NewSink()}
+	l := NewLoop(lc, em)
 	defer l.Close()
 	for range 5 {
 		l.enqueue(context.Background())
+	}
+	// The answer's acks are recorded on the ok (the fake says 2).
+	for _, e := range em.events {
+		if e.Type == OK && e.Acks != 2 {
+			t.Errorf("enqueue ok with acks %d; want 2", e.Acks)
+		}
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
