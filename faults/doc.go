@@ -12,6 +12,15 @@
 // the tool (cmd/faults), and tears down everything it sets up. The same
 // seed draws the same schedule and the same workload choices.
 //
+// --nemeses a,b,c runs only the nemeses named. The wipes (wipe,
+// wipe-majority: kill -9 and the data dir deleted, replicas lost for good)
+// run only so; they take the cluster beyond the design's durability
+// promise, and a run with them measures the boundary: --nemeses wipe --w 1
+// (an enqueue acknowledged by one replica, that replica lost) or --nemeses
+// wipe-majority (a majority of a partition lost). The checkers report what
+// the wipes explain as beyond the bounds (check.go, history.beyond) and
+// still fail the run on the rest.
+//
 // # The harness, file by file
 //
 //   - netns.go: the network: bridge skb0 (10.77.0.254), namespaces sk1..sk5

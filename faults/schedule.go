@@ -45,7 +45,9 @@ var AllNemeses = []string{
 // than N/2 replicas of its partition are lost for good"), so a run with
 // them measures that boundary instead of judging within it. A wipe of one
 // node stays within the promise for writes acknowledged by a majority, but
-// not for enqueues acknowledged with w=1, and a long run's wipes add up.
+// not for enqueues acknowledged with w=1; wipes add up when the cluster
+// is not repaired in between (a run with wipes waits for the repair:
+// Run.wipes).
 var OnDemandNemeses = []string{NemWipe, NemWipeMajority}
 
 // KnownNemeses lists every nemesis a run can name: the default ones
@@ -267,12 +269,18 @@ func restartAllowance(kind string) time.Duration {
 	case NemKillMinority, NemKillCohort, NemCrashUnsynced, NemTermRestart:
 		return 4 * time.Second
 	case NemWipe, NemWipeMajority:
-		// An empty node joins as a new member (the metadata group
-		// admits it, gossip spreads it) before it serves.
-		return 8 * time.Second
+		// An empty node joins as a new member, and then the run waits
+		// for the cluster to be whole (Run.waitRepaired): about 28 s
+		// from the heal in practice, as skuldd replaces a wiped voter
+		// after its 30 s dead voter grace. The gap passes meanwhile.
+		return wipeRestartAllowance
 	}
 	return 0
 }
+
+// wipeRestartAllowance is a wipe's restartAllowance: the repair wait
+// less the gap it takes up.
+const wipeRestartAllowance = 22 * time.Second
 
 // EstimateStep estimates a step's wall time: hold, restarts, gap.
 func EstimateStep(s Step) time.Duration {
