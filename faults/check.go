@@ -336,9 +336,9 @@ func (h *history) noteWipes() {
 	if need := h.wipeLossNeed(); need < majority(max(h.in.Run.Replicas, 1)) {
 		why = fmt.Sprintf("the run's w=%d, below a majority of N=%d", need, h.in.Run.Replicas)
 	}
-	note := fmt.Sprintf("%d wipe(s): an anomaly of a task counts beyond the bounds only if the wipes from its first event "+
-		"(e.g. the acknowledgement) to its last deleted at least %d replica(s) of the task's partition (%s); "+
-		"one of no single task, a majority of some partition or of the metadata voters; "+
+	note := fmt.Sprintf("%d wipe(s): a task lost counts beyond the bounds only if the wipes from its acknowledgement on "+
+		"deleted at least %d replica(s) of the task's partition (%s); another anomaly of a task, if they deleted a majority "+
+		"of them from its first event to its last; one of no single task, a majority of some partition or of the metadata voters; "+
 		"wipes add up until the cluster is whole again (%d repaired note(s))", wipes, h.wipeLossNeed(), why, len(h.repairs))
 	if blind > 0 {
 		note += fmt.Sprintf("; %d wipe(s) recorded no cohorts: each of their nodes is counted as a replica of every partition", blind)
@@ -611,9 +611,12 @@ func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
 // the partition's cohort just before each wipe: replicasWiped), and they
 // explain the anomaly when that sum reaches
 //
-//   - for a task, wipeLossNeed: a majority of N, or the run's w if it
-//     acknowledged enqueues with fewer (a task rests on its enqueue's
-//     copies, so with w=1 one replica wiped may have been its only one);
+//   - for a task, a majority of N: claims, updates and completions are
+//     acknowledged by a majority whatever the run's w;
+//   - for a task lost whole (beyondLoss: never dequeued, or gone),
+//     wipeLossNeed: the run's w if it acknowledged enqueues with fewer
+//     than a majority (with w=1 one replica wiped may have been the only
+//     one), else a majority;
 //   - for no single task (the cluster not converging), a majority of N
 //     in some partition, or a majority of the metadata group's voters
 //     (without which no partition changes leader or placement again).
@@ -632,6 +635,19 @@ func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
 // overlap alone, as before: a run with no beyond-bounds fault, or only
 // clock faults, excuses no lost write.
 func (h *history) beyond(class boundClass, id string, from, to int64) bool {
+	return h.explained(class, id, from, to, majority(max(h.in.Run.Replicas, 1)))
+}
+
+// beyondLoss is beyond for a task lost whole (the total-queue checks'
+// lost): the wipes need only delete as many of its partition's replicas
+// as its enqueue was acknowledged by (wipeLossNeed).
+func (h *history) beyondLoss(id string, from, to int64) bool {
+	return h.explained(durability, id, from, to, h.wipeLossNeed())
+}
+
+// explained is beyond with the replicas of a task's partition the wipes
+// must delete (need); an anomaly of no single task needs a majority.
+func (h *history) explained(class boundClass, id string, from, to int64, need int) bool {
 	run := &h.in.Run
 	part := -1 // unknown: each wipe counts all its targets
 	if id != "" {
@@ -682,9 +698,8 @@ func (h *history) beyond(class boundClass, id string, from, to int64) bool {
 			st.wiped[p] += w.replicasWiped(p, run.Replicas)
 		}
 	}
-	need := majority(max(run.Replicas, 1))
-	if id != "" {
-		need = h.wipeLossNeed()
+	if id == "" {
+		need = majority(max(run.Replicas, 1))
 	}
 	for _, st := range stretches {
 		if st.voters > 0 && st.votersWiped >= majority(st.voters) {

@@ -274,7 +274,7 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 	}
 	q.countLost(t, e)
 	detail := t.statesDetail()
-	beyond := h.beyond(durability, t.id, e.ackAt, h.tEnd)
+	beyond := h.beyondLoss(t.id, e.ackAt, h.tEnd)
 	if !beyond && state == finalBlocked {
 		beyond = h.blockedBeyond(t, e.ackAt, map[string]bool{})
 	}
@@ -301,7 +301,7 @@ func (h *history) blockedBeyond(t *taskHist, ackAt int64, seen map[string]bool) 
 		if de := dt.tally(); de.acked {
 			from = min(from, de.ackAt)
 		}
-		if h.beyond(durability, d, from, h.tEnd) || dt.finalState() == finalBlocked && h.blockedBeyond(dt, from, seen) {
+		if h.beyondLoss(d, from, h.tEnd) || dt.finalState() == finalBlocked && h.blockedBeyond(dt, from, seen) {
 			return true
 		}
 	}

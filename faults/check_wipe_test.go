@@ -162,6 +162,11 @@ func TestWipeExcusesOtherAnomalies(t *testing.T) {
 			b.views[taskA].Updates = nil
 			b.wipe(NemWipe, 1000, 2000, wipeCohortsOf(b, taskA), 1)
 		}},
+		{name: "update missing after one wipe, even with w=1 (updates need a majority): within", check: "updates", kind: kindUpdateMissing, want: 1, inject: func(b *builder) {
+			b.run.W = 1
+			b.views[taskA].Updates = nil
+			b.wipe(NemWipe, 1000, 2000, wipeCohortsOf(b, taskA), 1)
+		}},
 		{name: "not converged after a wipe-majority: beyond", check: "convergence", kind: kindNotConverged, beyond: 1, inject: func(b *builder) {
 			setConverged(b, phaseNotConverged, 20000)
 			b.wipe(NemWipeMajority, 1000, 2000, wipeCohortsOf(b, taskA), 1, 2)
@@ -195,7 +200,7 @@ func TestWipeNote(t *testing.T) {
 	b.run.W = 1
 	b.wipe(NemWipe, 1000, 2000, nil, 2)
 	notes := strings.Join(findCheck(t, Analyze(b.input()), "history").Notes, "\n")
-	for _, want := range []string{"1 wipe(s)", "at least 1 replica(s)", "w=1", "recorded no cohorts"} {
+	for _, want := range []string{"1 wipe(s)", "at least 1 replica(s)", "w=1", "recorded no cohorts", "0 repaired"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes %q lack %q", notes, want)
 		}
