@@ -253,19 +253,20 @@ func (v *View) Voters() []int {
 }
 
 // Repaired reports why the view does not show a cluster whole again after
-// replicas were lost for good, or nil: every partition's cohort has want
-// live members (CohortOf) and none of them is a wiped node's old id, and
+// replicas were lost for good, or nil: every partition's cohort is want
+// live members (CohortOf; more is a move under way, old and new cohort
+// together while the new members copy) and none a wiped node's old id, and
 // every voter of the metadata group is a live member (a wiped voter stays
 // a voter until skuldd replaces it, after its dead voter grace).
 func (v *View) Repaired(want int) error {
 	var short []string
 	for _, pv := range v.Raw.Partitions {
-		if c, gone := v.CohortOf(pv.Partition), v.GoneOf(pv.Partition); len(c) < want || len(gone) > 0 {
+		if c, gone := v.CohortOf(pv.Partition), v.GoneOf(pv.Partition); len(c) != want || len(gone) > 0 {
 			short = append(short, fmt.Sprintf("%d:%v", pv.Partition, c))
 		}
 	}
 	if len(short) > 0 {
-		return fmt.Errorf("node %d sees cohorts of fewer than %d live members: %s", v.From, want, strings.Join(short, " "))
+		return fmt.Errorf("node %d sees cohorts not of %d live members: %s", v.From, want, strings.Join(short, " "))
 	}
 	alive := v.Alive()
 	for _, id := range v.Raw.Raft.Voters {

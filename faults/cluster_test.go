@@ -66,8 +66,9 @@ func TestViewWipedMembers(t *testing.T) {
 	}
 }
 
-// The cluster is repaired when every cohort has its replicas, none of them
-// a wiped node's old id, and every metadata voter is alive.
+// The cluster is repaired when every cohort is its replicas, none of them
+// a wiped node's old id, no move under way, and every metadata voter is
+// alive.
 func TestViewRepaired(t *testing.T) {
 	topo := Topology{Nodes: 3, Bridge: DefaultBridge, Port: DefaultPort}
 	addr := func(i int) string { return topo.RelayAddr(i).String() }
@@ -93,6 +94,7 @@ func TestViewRepaired(t *testing.T) {
 	for name, parts := range map[string][]wire.PartitionView{
 		"a cohort of one, as a new cluster starts": {whole[0], {Partition: 1, Cohort: []uint64{0x11}}},
 		"a cohort naming a wiped id":               {whole[0], {Partition: 1, Cohort: []uint64{0x11, 0x22, 0x33}}},
+		"a move under way (old and new cohort)":    {whole[0], {Partition: 1, Cohort: []uint64{0x11, 0x22, 0x33, 0x44}}},
 	} {
 		if err := testView(topo, members, parts).Repaired(3); err == nil || !strings.Contains(err.Error(), "1:") {
 			t.Errorf("%s: %v; want partition 1 named", name, err)
