@@ -15,7 +15,8 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":           {"node", "wire", "task", "clock", "store"},
-	"node":          {"httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":          {"node/peer", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node/peer":     {"wire"},
 	"member":        {},
 	"httpapi":       {"wire", "task"},
 	"partition":     {"store", "antientropy", "epoch", "ring", "task", "clock"},

@@ -120,9 +120,6 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, peer uint64, from anti
 	if addr == "" {
 		return antientropy.Result{}, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, peer)
 	}
-	if err := n.cfg.Faults.checkRepl(addr); err != nil {
-		return antientropy.Result{}, err
-	}
 	r := n.parts[part]
 	local := r.TreeSnapshot()
 	remote := &aaeRemote{n: n, addr: addr, part: part, shape: local.Shape()}
@@ -201,7 +198,7 @@ func (n *Node) aaePull(ctx context.Context, addr string, part uint16, src partit
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), aaeFetchIDs)]
 		var resp wire.AAEFetchResponse
-		if err := n.peers.call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
+		if err := n.peers.Call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
 			return err
 		}
 		if resp.Done <= 0 || resp.Done > len(chunk) {
@@ -261,7 +258,7 @@ func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64,
 		pending, size = nil, 0
 		var resp wire.ReplicateResponse
 		cctx, cancel := context.WithTimeout(ctx, replTimeout)
-		err := n.peers.call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
+		err := n.peers.Call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
 		cancel()
 		if err != nil {
 			return err
@@ -290,7 +287,7 @@ type aaeRemote struct {
 func (a *aaeRemote) Nodes(ctx context.Context, level int, idx []int) ([]antientropy.Digest, error) {
 	body := antientropy.NodesRequest{Shape: a.shape, Level: level, Idx: idx}.Append(nil)
 	var resp wire.AAEResponse
-	if err := a.n.peers.call(ctx, a.addr, wire.OpAAENodes, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+	if err := a.n.peers.Call(ctx, a.addr, wire.OpAAENodes, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
 		return nil, err
 	}
 	return antientropy.DecodeDigests(resp.Body, len(idx))
@@ -299,7 +296,7 @@ func (a *aaeRemote) Nodes(ctx context.Context, level int, idx []int) ([]antientr
 func (a *aaeRemote) Buckets(ctx context.Context, buckets []int) ([][]antientropy.Entry, error) {
 	body := antientropy.BucketsRequest{Shape: a.shape, Buckets: buckets}.Append(nil)
 	var resp wire.AAEBucketsResponse
-	if err := a.n.peers.call(ctx, a.addr, wire.OpAAEBuckets, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+	if err := a.n.peers.Call(ctx, a.addr, wire.OpAAEBuckets, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Lists) != len(buckets) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -44,126 +45,6 @@ const (
 	// by raft's own flow control, not queued without bound).
 	raftRetryPause = 100 * time.Millisecond
 )
-
-// peerPool holds one outgoing peer connection per address, dialed from
-// the node's own socket, and redials connections that failed.
-type peerPool struct {
-	n  *Node
-	mu sync.Mutex
-	// conns maps an address to its connection, or to the dial in progress.
-	conns map[string]*peerEntry
-}
-
-type peerEntry struct {
-	ready chan struct{} // closed when the dial ended
-	conn  *wire.Conn
-	err   error
-}
-
-func newPeerPool(n *Node) *peerPool { return &peerPool{n: n, conns: make(map[string]*peerEntry)} }
-
-// get returns a live connection to addr, dialing one if needed. Callers
-// racing for the same address share one dial.
-func (p *peerPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
-	if err := p.n.cfg.Faults.check(addr); err != nil {
-		return nil, err
-	}
-	for {
-		p.mu.Lock()
-		e := p.conns[addr]
-		if e == nil {
-			e = &peerEntry{ready: make(chan struct{})}
-			p.conns[addr] = e
-			p.mu.Unlock()
-			p.dial(addr, e)
-		} else {
-			p.mu.Unlock()
-		}
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if e.err != nil {
-			return nil, e.err
-		}
-		select {
-		case <-e.conn.Done():
-			// Failed since: forget it and dial again.
-			p.mu.Lock()
-			if p.conns[addr] == e {
-				delete(p.conns, addr)
-			}
-			p.mu.Unlock()
-			_ = e.conn.Close()
-			continue
-		default:
-			return e.conn, nil
-		}
-	}
-}
-
-func (p *peerPool) dial(addr string, e *peerEntry) {
-	ctx, cancel := context.WithTimeout(context.Background(), peerDialTimeout)
-	defer cancel()
-	c, err := p.n.quicSrv.DialPeer(ctx, addr, wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout})
-	if err != nil {
-		err = fmt.Errorf("peer %s: %w", addr, err)
-		p.mu.Lock()
-		if p.conns[addr] == e {
-			delete(p.conns, addr) // the next get dials again
-		}
-		p.mu.Unlock()
-	}
-	e.conn, e.err = c, err
-	close(e.ready)
-}
-
-// drop closes the connection to addr, if there is one, and forgets it:
-// calls waiting on it fail now instead of at their deadline, and the next
-// get dials again. For a peer gossip declared dead, whose answers will
-// not come (QUIC ignores ICMP, so the connection would otherwise wait out
-// maxIdleTimeout).
-func (p *peerPool) drop(addr string) {
-	p.mu.Lock()
-	e := p.conns[addr]
-	delete(p.conns, addr)
-	p.mu.Unlock()
-	if e == nil {
-		return
-	}
-	go func() {
-		<-e.ready // a dial in progress ends within peerDialTimeout
-		if e.conn != nil {
-			_ = e.conn.Close()
-		}
-	}()
-}
-
-// close closes every connection.
-func (p *peerPool) close() {
-	p.mu.Lock()
-	entries := p.conns
-	p.conns = make(map[string]*peerEntry)
-	p.mu.Unlock()
-	for _, e := range entries {
-		<-e.ready
-		if e.conn != nil {
-			_ = e.conn.Close()
-		}
-	}
-}
-
-// call sends one peer request to addr.
-func (p *peerPool) call(ctx context.Context, addr string, op wire.Op, req, resp any) error {
-	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
-	defer cancel()
-	c, err := p.get(ctx, addr)
-	if err != nil {
-		return err
-	}
-	return c.Call(ctx, op, req, resp)
-}
 
 // addrOf returns the address of node id: from gossip, else from the
 // metadata registry, else "" when unknown.
@@ -206,133 +87,138 @@ func (n *Node) raftGroup() *raftgroup.Group {
 	}
 }
 
-// peerHandler serves the peer protocol.
-func (n *Node) peerHandler() wire.Handler {
-	return wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
-		if err := n.cfg.Faults.check(req.Remote.String()); err != nil {
-			_ = w.Error(err)
+// peerHandlers returns what the node serves its peers with: each op's
+// handler registered on a Mux, behind learn (where a peer that proved its
+// id calls from) and the test faults.
+func (n *Node) peerHandlers() peer.Handlers {
+	mux := peer.NewMux()
+	n.registerPeerOps(mux)
+	h := wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+		n.learn(req.PeerID, req.Remote)
+		mux.Serve(ctx, req, w)
+	})
+	return n.cfg.Faults.WrapHandlers(peer.Handlers{Peer: h, Raw: n.rawHandler})
+}
+
+// registerPeerOps registers the handler of every peer op. Ops on
+// partition replicas wait for the partitions to be loaded (loaded).
+func (n *Node) registerPeerOps(mux *peer.Mux) {
+	mux.HandleFunc(wire.OpRaft, n.serveRaft)
+	mux.HandleFunc(wire.OpGossip, n.serveGossip)
+	mux.Handle(wire.OpJoin, peer.Unary(func(ctx context.Context, req *wire.Request, j *wire.JoinRequest) (any, error) {
+		return n.admit(ctx, req.PeerID, j.Addr)
+	}))
+	mux.Handle(wire.OpSummary, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.Summary) (any, error) {
+		n.serveSummary(req.PeerID, r)
+		return nil, nil
+	}))
+	replica := func(op wire.Op, h wire.Handler) { mux.Handle(op, n.loaded(h)) }
+	replica(wire.OpPromise, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.PromiseRequest) (any, error) {
+		return n.servePromise(r)
+	}))
+	replica(wire.OpReplicate, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReplicateRequest) (any, error) {
+		return n.serveReplicate(req.PeerID, r)
+	}))
+	replica(wire.OpTakeover, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.TakeoverRequest) (any, error) {
+		return nil, n.serveTakeover(ctx, r)
+	}))
+	replica(wire.OpPull, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.PullRequest) (any, error) {
+		return n.servePull(ctx, r)
+	}))
+	replica(wire.OpDependents, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.DependentsRequest) (any, error) {
+		return n.serveDependents(ctx, r)
+	}))
+	replica(wire.OpDepDone, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.DepDoneRequest) (any, error) {
+		return nil, n.serveDepDone(r)
+	}))
+	replica(wire.OpAAENodes, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAERequest) (any, error) {
+		return n.serveAAENodes(r)
+	}))
+	replica(wire.OpAAEBuckets, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAERequest) (any, error) {
+		return n.serveAAEBuckets(r)
+	}))
+	replica(wire.OpAAEFetch, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAEFetchRequest) (any, error) {
+		return n.serveAAEFetch(r)
+	}))
+	replica(wire.OpRelease, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
+		return nil, n.serveRelease(req.PeerID, r)
+	}))
+	replica(wire.OpGCInfo, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.GCInfoRequest) (any, error) {
+		return n.serveGCInfo(r)
+	}))
+	replica(wire.OpExport, wire.HandlerFunc(n.serveExportOp))
+	// The rest are client ops another node forwards: served here only.
+	mux.Fallback(wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+		if req.Op >= wire.OpRaft {
+			_ = w.Error(wire.Errorf(wire.CodeUnknownOp, "unknown peer op %d", req.Op))
 			return
 		}
-		n.learn(req.PeerID, req.Remote)
-		switch req.Op {
-		case wire.OpPromise, wire.OpReplicate, wire.OpTakeover, wire.OpPull, wire.OpExport,
-			wire.OpDependents, wire.OpDepDone, wire.OpRelease, wire.OpAAENodes, wire.OpAAEBuckets, wire.OpAAEFetch,
-			wire.OpGCInfo:
-			select {
-			case <-n.partsLoaded:
-			default:
-				_ = w.Error(fmt.Errorf("%w: node is starting (partitions not loaded)", wire.ErrUnavailable))
-				return
-			}
-		}
-		switch req.Op {
-		case wire.OpRaft:
-			var b wire.RaftBatch
-			if err := wire.Unmarshal(req.Body, &b); err != nil {
-				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "raft batch: %v", err))
-				return
-			}
-			g := n.raftGroup()
-			if g == nil {
-				_ = w.Error(fmt.Errorf("%w: metadata group not started", wire.ErrUnavailable))
-				return
-			}
-			for _, m := range b.Msgs {
-				if err := g.Step(ctx, m); err != nil {
-					_ = w.Error(err)
-					return
-				}
-			}
-			_ = w.Reply(nil)
-		case wire.OpGossip:
-			var p wire.GossipPacket
-			if err := wire.Unmarshal(req.Body, &p); err != nil {
-				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "gossip packet: %v", err))
-				return
-			}
-			if m := n.member; m != nil {
-				m.DeliverPacket(req.Remote.String(), p.Data)
-			}
-			_ = w.Reply(nil)
-		case wire.OpJoin:
-			var j wire.JoinRequest
-			if err := wire.Unmarshal(req.Body, &j); err != nil {
-				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "join: %v", err))
-				return
-			}
-			resp, err := n.admit(ctx, req.PeerID, j.Addr)
-			if err != nil {
-				_ = w.Error(err)
-				return
-			}
-			_ = w.Reply(resp)
-		case wire.OpPromise:
-			peerCall(w, req, func(r *wire.PromiseRequest) (any, error) { return n.servePromise(r) })
-		case wire.OpReplicate:
-			peerCall(w, req, func(r *wire.ReplicateRequest) (any, error) { return n.serveReplicate(req.PeerID, r) })
-		case wire.OpTakeover:
-			peerCall(w, req, func(r *wire.TakeoverRequest) (any, error) { return nil, n.serveTakeover(ctx, r) })
-		case wire.OpSummary:
-			peerCall(w, req, func(r *wire.Summary) (any, error) { n.serveSummary(req.PeerID, r); return nil, nil })
-		case wire.OpPull:
-			peerCall(w, req, func(r *wire.PullRequest) (any, error) { return n.servePull(ctx, r) })
-		case wire.OpDependents:
-			peerCall(w, req, func(r *wire.DependentsRequest) (any, error) { return n.serveDependents(ctx, r) })
-		case wire.OpDepDone:
-			peerCall(w, req, func(r *wire.DepDoneRequest) (any, error) { return nil, n.serveDepDone(r) })
-		case wire.OpAAENodes:
-			peerCall(w, req, func(r *wire.AAERequest) (any, error) { return n.serveAAENodes(r) })
-		case wire.OpAAEBuckets:
-			peerCall(w, req, func(r *wire.AAERequest) (any, error) { return n.serveAAEBuckets(r) })
-		case wire.OpAAEFetch:
-			peerCall(w, req, func(r *wire.AAEFetchRequest) (any, error) { return n.serveAAEFetch(r) })
-		case wire.OpRelease:
-			peerCall(w, req, func(r *wire.ReleaseRequest) (any, error) { return nil, n.serveRelease(req.PeerID, r) })
-		case wire.OpGCInfo:
-			peerCall(w, req, func(r *wire.GCInfoRequest) (any, error) { return n.serveGCInfo(r) })
-		case wire.OpExport:
-			var r wire.ExportRequest
-			if err := wire.Unmarshal(req.Body, &r); err != nil {
-				_ = w.Error(wire.Errorf(wire.CodeBadFrame, "%s: %v", req.Op, err))
-				return
-			}
-			if err := n.serveExport(ctx, &r, w.Send); err != nil {
-				_ = w.Error(err)
-				return
-			}
-			_ = w.Reply(&wire.ExportPage{Done: true})
+		n.peerClientHandler.Serve(withForwarded(ctx), req, w)
+	}))
+}
+
+// loaded refuses h's requests until the node has loaded its partitions.
+func (n *Node) loaded(h wire.Handler) wire.Handler {
+	return wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+		select {
+		case <-n.partsLoaded:
+			h.Serve(ctx, req, w)
 		default:
-			if req.Op < wire.OpRaft {
-				// A client op another node forwards: served here only.
-				n.peerClientHandler.Serve(withForwarded(ctx), req, w)
-				return
-			}
-			_ = w.Error(wire.Errorf(wire.CodeUnknownOp, "unknown peer op %d", req.Op))
+			_ = w.Error(fmt.Errorf("%w: node is starting (partitions not loaded)", wire.ErrUnavailable))
 		}
 	})
 }
 
-// peerCall decodes a peer request into Req, runs fn and replies.
-func peerCall[Req any](w wire.ResponseWriter, req *wire.Request, fn func(*Req) (any, error)) {
-	r := new(Req)
-	if err := wire.Unmarshal(req.Body, r); err != nil {
+// serveRaft steps a batch of raft messages into the metadata group.
+func (n *Node) serveRaft(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+	var b wire.RaftBatch
+	if err := wire.Unmarshal(req.Body, &b); err != nil {
+		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "raft batch: %v", err))
+		return
+	}
+	g := n.raftGroup()
+	if g == nil {
+		_ = w.Error(fmt.Errorf("%w: metadata group not started", wire.ErrUnavailable))
+		return
+	}
+	for _, m := range b.Msgs {
+		if err := g.Step(ctx, m); err != nil {
+			_ = w.Error(err)
+			return
+		}
+	}
+	_ = w.Reply(nil)
+}
+
+// serveGossip hands a gossip packet to member.
+func (n *Node) serveGossip(_ context.Context, req *wire.Request, w wire.ResponseWriter) {
+	var p wire.GossipPacket
+	if err := wire.Unmarshal(req.Body, &p); err != nil {
+		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "gossip packet: %v", err))
+		return
+	}
+	if m := n.member; m != nil {
+		m.DeliverPacket(req.Remote.String(), p.Data)
+	}
+	_ = w.Reply(nil)
+}
+
+// serveExportOp streams a partition's pages to a puller.
+func (n *Node) serveExportOp(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+	var r wire.ExportRequest
+	if err := wire.Unmarshal(req.Body, &r); err != nil {
 		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "%s: %v", req.Op, err))
 		return
 	}
-	resp, err := fn(r)
-	if err != nil {
+	if err := n.serveExport(ctx, &r, w.Send); err != nil {
 		_ = w.Error(err)
 		return
 	}
-	_ = w.Reply(resp)
+	_ = w.Reply(&wire.ExportPage{Done: true})
 }
 
 // rawHandler serves the raw streams peers open.
 func (n *Node) rawHandler(_ context.Context, rs wire.RawStream) {
-	if n.cfg.Faults.check(rs.RemoteAddr().String()) != nil {
-		_ = rs.Close()
-		return
-	}
 	switch {
 	case rs.Kind == wire.RawGossip && n.member != nil:
 		n.member.DeliverStream(rs.Conn)
@@ -381,7 +267,7 @@ func (n *Node) join(ctx context.Context) (*wire.JoinResponse, error) {
 				continue
 			}
 			var resp wire.JoinResponse
-			err := n.peers.call(ctx, addr, wire.OpJoin, &wire.JoinRequest{Addr: n.addr}, &resp)
+			err := n.peers.Call(ctx, addr, wire.OpJoin, &wire.JoinRequest{Addr: n.addr}, &resp)
 			if err == nil {
 				n.log.Info("joined the cluster", "through", addr, "cluster", resp.ClusterID)
 				return &resp, nil
@@ -469,7 +355,7 @@ func (t *raftTransport) sender(to uint64, q chan []byte) {
 		if addr == "" {
 			err = errors.New("address unknown")
 		} else {
-			err = t.n.peers.call(t.ctx, addr, wire.OpRaft, &wire.RaftBatch{Msgs: batch}, nil)
+			err = t.n.peers.Call(t.ctx, addr, wire.OpRaft, &wire.RaftBatch{Msgs: batch}, nil)
 		}
 		if err == nil {
 			lastErr = ""
@@ -497,11 +383,11 @@ func (t *raftTransport) wait() { t.wg.Wait() }
 type gossipNet struct{ n *Node }
 
 func (g gossipNet) SendPacket(ctx context.Context, addr string, b []byte) error {
-	return g.n.peers.call(ctx, addr, wire.OpGossip, &wire.GossipPacket{Data: b}, nil)
+	return g.n.peers.Call(ctx, addr, wire.OpGossip, &wire.GossipPacket{Data: b}, nil)
 }
 
 func (g gossipNet) OpenStream(ctx context.Context, addr string) (net.Conn, error) {
-	c, err := g.n.peers.get(ctx, addr)
+	c, err := g.n.peers.Get(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -227,7 +227,8 @@ func TestClusterWrongSecretRefused(t *testing.T) {
 	good := []byte("the-right-cluster-secret")
 	// The members' logs, to find the refusal in: the log says why.
 	var logs logBuffer
-	c := nodetest.NewCluster(t, 2, nodetest.Secret(good), func(cfg *node.Config) {
+	// The secret is proved in QUIC's handshake: this test needs QUIC.
+	c := nodetest.NewCluster(t, 2, nodetest.QUIC(), nodetest.Secret(good), func(cfg *node.Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, ids(c, 0, 1), 1) })

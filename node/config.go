@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/node/peer"
 	"log/slog"
 	"net"
 	"net/http"
@@ -170,6 +171,10 @@ type Config struct {
 	// Faults injects network faults between nodes (tests only; nil in
 	// production).
 	Faults *Faults
+	// PeerNet, when set, carries the node's peer traffic instead of QUIC:
+	// the node attaches to it at its address (tests and the simulation;
+	// nil in production). Clients still reach the node over QUIC and HTTP.
+	PeerNet *peer.MemNet
 
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
 	Pprof bool

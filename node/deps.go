@@ -123,7 +123,7 @@ func (n *Node) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
 		return n.addDependentsHere(ctx, dep, dependents)
 	}
 	var resp wire.DependentsResponse
-	if err := n.peers.call(ctx, addr, wire.OpDependents, &wire.DependentsRequest{Dep: dep, Dependents: dependents}, &resp); err != nil {
+	if err := n.peers.Call(ctx, addr, wire.OpDependents, &wire.DependentsRequest{Dep: dep, Dependents: dependents}, &resp); err != nil {
 		return false, fmt.Errorf("recording dependents of %s at its leader: %w", dep, err)
 	}
 	return resp.Completed, nil
@@ -266,7 +266,7 @@ func (n *Node) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16]
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
 			defer cancel()
-			if err := n.peers.call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
+			if err := n.peers.Call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
 				n.log.Debug("dependency notice to another leader failed", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
 				mu.Lock()
 				for _, p := range parts {

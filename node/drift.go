@@ -187,7 +187,7 @@ func (n *Node) probeClocks(ctx context.Context) {
 			defer cancel()
 			sent, start := n.clock.Now(), time.Now()
 			var resp wire.PingResponse
-			if err := n.peers.call(cctx, p.Addr, wire.OpPing, nil, &resp); err != nil {
+			if err := n.peers.Call(cctx, p.Addr, wire.OpPing, nil, &resp); err != nil {
 				return
 			}
 			rtt, recv := time.Since(start), n.clock.Now()

@@ -532,7 +532,7 @@ func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo,
 		for rest := byAddr[addr]; len(rest) > 0; {
 			chunk := rest[:min(len(rest), gcLookupIDs)]
 			var resp wire.GCInfoResponse
-			if err := n.peers.call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
+			if err := n.peers.Call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
 				return nil, fmt.Errorf("garbage-collection lookup at %s: %w", addr, err)
 			}
 			if len(resp.Tasks) == 0 || len(resp.Tasks) > len(chunk) {

@@ -150,7 +150,7 @@ func (v voters) Promise(ctx context.Context, node uint64, part int, ep, candidat
 		return err
 	}
 	var resp wire.PromiseResponse
-	if err := v.n.peers.call(ctx, addr, wire.OpPromise, &wire.PromiseRequest{Part: part, Epoch: ep, Candidate: candidate}, &resp); err != nil {
+	if err := v.n.peers.Call(ctx, addr, wire.OpPromise, &wire.PromiseRequest{Part: part, Epoch: ep, Candidate: candidate}, &resp); err != nil {
 		return err
 	}
 	if resp.Refused {

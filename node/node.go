@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/node/peer"
 	"log/slog"
 	"math"
 	"net"
@@ -49,8 +50,10 @@ type Node struct {
 
 	// Cluster plumbing (cluster.go). raftReady is closed once raft is set;
 	// the peer handler may run before that.
-	member    *member.Member
-	peers     *peerPool
+	member *member.Member
+	peers  *peer.Pool
+	// peerEnd is the node on Config.PeerNet, when it uses one.
+	peerEnd   *peer.MemEndpoint
 	raftTr    *raftTransport
 	repl      *replicator
 	sums      summaries
@@ -169,7 +172,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	loopCtx, loopCancel := context.WithCancel(context.Background())
 	n.cancel = loopCancel
-	n.peers = newPeerPool(n)
 	n.raftTr = newRaftTransport(loopCtx, n)
 	n.repl = newReplicator(loopCtx, n)
 	if err := n.startQUIC(); err != nil {
@@ -512,19 +514,35 @@ func (n *Node) startQUIC() error {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
+	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
+	// server serves clients only.
+	peerSide := n.peerHandlers()
+	handlers := peerSide
+	if n.cfg.PeerNet != nil {
+		handlers = peer.Handlers{}
+	}
 	srv, err := wire.NewServer(wire.ServerConfig{
 		TLS:         wire.ServerTLS(cert),
 		Logger:      n.log,
 		ResetKey:    &n.resetKey,
 		NodeID:      n.id,
 		Keys:        keys,
-		PeerHandler: n.peerHandler(),
-		RawHandler:  n.rawHandler,
+		PeerHandler: handlers.Peer,
+		RawHandler:  handlers.Raw,
 	}, n.clientHandler)
 	if err != nil {
 		return fmt.Errorf("node: quic server: %w", err)
 	}
 	n.quicSrv = srv
+	var tr peer.Transport = peer.QUIC{Server: srv, Config: wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout}}
+	if pn := n.cfg.PeerNet; pn != nil {
+		end, err := pn.Attach(n.addr, n.id, peerSide)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.peerEnd, tr = end, end
+	}
+	n.peers = peer.NewPool(n.cfg.Faults.Wrap(tr), peerDialTimeout, peerCallTimeout)
 	n.wg.Go(func() {
 		if err := srv.Serve(n.udp); err != nil {
 			n.log.Error("quic server stopped", "err", err)
@@ -561,7 +579,7 @@ func (n *Node) serveHTTP() error {
 	if f := n.cfg.Faults; f != nil {
 		inner := handler
 		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := f.gate(r.Context()); err != nil {
+			if err := f.Gate(r.Context()); err != nil {
 				return // the client went away while the node was frozen
 			}
 			inner.ServeHTTP(w, r)
@@ -634,6 +652,9 @@ func (n *Node) Kill() error {
 	if n.udp != nil {
 		_ = n.udp.Close()
 	}
+	if n.peerEnd != nil {
+		_ = n.peerEnd.Close()
+	}
 	n.shutdown()
 	return nil
 }
@@ -682,7 +703,10 @@ func (n *Node) shutdown() {
 			}
 		}
 		if n.peers != nil {
-			n.peers.close()
+			n.peers.Close()
+		}
+		if n.peerEnd != nil {
+			_ = n.peerEnd.Close()
 		}
 		if n.quicSrv != nil {
 			if err := n.quicSrv.Close(); err != nil {

@@ -54,12 +54,17 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
 	defer cancel()
 
-	// X in a partition F leads (an enqueue through F picks one).
+	// X in a partition F leads (an enqueue through F picks one), once
+	// leadership settled: F must still lead it when it freezes.
+	fLeads := leadersSettled(t, c, 0)[all[f]]
 	enq, err := c.Client(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "orphan", Data: []byte("x")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := enq.Results[0].ID
+	if p := partOfForTest(x, nodetest.DefaultPartitions); !slices.Contains(fLeads, int(p)) {
+		t.Fatalf("the enqueue through F put X in partition %d; F leads %v", p, fLeads)
+	}
 	cl, err := c.Client(f).Claim(ctx, &wire.ClaimRequest{Queue: "orphan", TTLMs: 1000})
 	if err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != x || *cl.Tasks[0].Claim != 0 {
 		t.Fatalf("claim through F: %+v, %v", cl, err)

@@ -264,7 +264,7 @@ func (n *Node) dropGone(gone map[uint64]bool, members []member.Peer) {
 		}
 		if !gone[p.ID] && p.Addr != "" {
 			n.log.Info("peer gone: closing its connection", "peer", p.ID, "addr", p.Addr, "state", p.State)
-			n.peers.drop(p.Addr)
+			n.peers.Drop(p.Addr)
 		}
 		gone[p.ID] = true
 	}
@@ -534,6 +534,7 @@ func (n *Node) handOff(ctx context.Context, named bool) (moved, failed int) {
 			continue
 		}
 		cohort := slices.Clone(pi.Cohort)
+		ep := n.parts[p].Epoch()
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -545,6 +546,10 @@ func (n *Node) handOff(ctx context.Context, named bool) (moved, failed int) {
 				failed++
 				return
 			}
+			// The successor leads at a newer epoch: stop leading now,
+			// not when its promise or the registry reaches this node
+			// (a majority of promises need not include this one).
+			n.parts[p].ResignAt(ep)
 			moved++
 		})
 	}

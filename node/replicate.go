@@ -165,10 +165,6 @@ func (rp *replicator) deliver(to uint64, batch []*replItem) {
 		fail(fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, to))
 		return
 	}
-	if err := rp.n.cfg.Faults.checkRepl(addr); err != nil {
-		fail(err)
-		return
-	}
 	req := &wire.ReplicateRequest{Items: make([]wire.ReplicateItem, len(batch))}
 	records := 0
 	for i, it := range batch {
@@ -182,7 +178,7 @@ func (rp *replicator) deliver(to uint64, batch []*replItem) {
 	defer cancel()
 	var resp wire.ReplicateResponse
 	sent := time.Now()
-	err := rp.n.peers.call(ctx, addr, wire.OpReplicate, req, &resp)
+	err := rp.n.peers.Call(ctx, addr, wire.OpReplicate, req, &resp)
 	rp.inFlight.Add(int64(time.Since(sent)))
 	if err != nil {
 		fail(err)
@@ -490,7 +486,7 @@ func (n *Node) pullPartition(ctx context.Context, addr string, src uint64, part 
 	var from task.ID
 	total := 0
 	for attempt := 0; ; attempt++ {
-		c, err := n.peers.get(ctx, addr)
+		c, err := n.peers.Get(ctx, addr)
 		if err == nil {
 			err = wire.NewClient(c).Export(ctx, &wire.ExportRequest{Part: part, From: from, Limit: exportPage}, func(pg *wire.ExportPage) error {
 				if len(pg.Records) == 0 {
@@ -515,7 +511,7 @@ func (n *Node) pullPartition(ctx context.Context, addr string, src uint64, part 
 				}
 				total += len(recs)
 				from = nextID(recs[len(recs)-1].ID)
-				return n.cfg.Faults.transferPage(addr, part, len(recs))
+				return nil
 			})
 		}
 		if err == nil {
@@ -771,7 +767,7 @@ func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id tas
 	// One record by id (OpAAEFetch answers tombstones too); an export
 	// from id would stream the rest of the partition after it.
 	var resp wire.AAEFetchResponse
-	if err := n.peers.call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: []task.ID{id}}, &resp); err != nil {
+	if err := n.peers.Call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: []task.ID{id}}, &resp); err != nil {
 		return nil, err
 	}
 	for _, m := range resp.Records {

@@ -127,15 +127,12 @@ const leadPoll = 2 * time.Millisecond
 // connection, bounded by ctx only (a forwarded claim may long-poll).
 func (n *Node) forwardCall(ctx context.Context, addr string, op wire.Op, req, resp any) error {
 	dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
-	c, err := n.peers.get(dctx, addr)
+	c, err := n.peers.Get(dctx, addr)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%w: forward %s to %s: %v", wire.ErrUnavailable, op, addr, err)
 	}
-	if err := c.Call(ctx, op, req, resp); err != nil {
-		return err
-	}
-	return n.cfg.Faults.replyLost(addr)
+	return c.Call(ctx, op, req, resp)
 }
 
 // forward runs op at part's leader when that is another node. handled is

@@ -1075,7 +1075,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 		if req.Limit > 0 {
 			sub.Limit = req.Limit - sent
 		}
-		c, err := n.peers.get(ctx, addr)
+		c, err := n.peers.Get(ctx, addr)
 		if err != nil {
 			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, addr, err)
 		}

@@ -148,7 +148,7 @@ func (n *Node) summaryLoop(ctx context.Context) {
 			go func() {
 				cctx, cancel := context.WithTimeout(ctx, summaryInterval*5)
 				defer cancel()
-				_ = n.peers.call(cctx, p.Addr, wire.OpSummary, &wire.Summary{Heads: msg}, nil)
+				_ = n.peers.Call(cctx, p.Addr, wire.OpSummary, &wire.Summary{Heads: msg}, nil)
 			}()
 		}
 	}

@@ -78,7 +78,7 @@ func (n *Node) release(ctx context.Context, part uint16) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
 	defer cancel()
-	if err := n.peers.call(cctx, addr, wire.OpRelease, &wire.ReleaseRequest{Part: part, Node: n.id}, nil); err != nil {
+	if err := n.peers.Call(cctx, addr, wire.OpRelease, &wire.ReleaseRequest{Part: part, Node: n.id}, nil); err != nil {
 		return err
 	}
 	// Look again: the registry may have put this node back meanwhile.

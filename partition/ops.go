@@ -464,6 +464,22 @@ func (r *Replica) Resign() {
 	r.unpublishLocked()
 }
 
+// ResignAt stops the replica from granting claims if it still leads at
+// epoch ep, and reports whether it did: a leader that handed the
+// partition off steps down at once, whether or not the new leader's
+// promise or registry entry reached it yet, and never resigns a later
+// leadership of its own by mistake.
+func (r *Replica) ResignAt(ep uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ep == 0 || r.epoch != ep {
+		return false
+	}
+	r.log.Info("stepping down: handed off", "epoch", ep)
+	r.unpublishLocked()
+	return true
+}
+
 // resignLocked steps down because another candidate won a promise.
 func (r *Replica) resignLocked() {
 	if r.epoch == 0 {

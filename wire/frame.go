@@ -170,6 +170,25 @@ func appendFrame(buf *bytes.Buffer, f *Frame, body any, maxFrame int) error {
 	return nil
 }
 
+// EncodeBody returns v's CBOR encoding as a frame carries it, with the
+// same encoders and the same limit: nil (or an empty cbor.RawMessage) is
+// no body, and a body over maxFrame fails with CodeFrameTooLarge. For a
+// transport that hands bodies over without frames (node/peer's in-memory
+// network), so that what it delivers is what QUIC would.
+func EncodeBody(v any, maxFrame int) (cbor.RawMessage, error) {
+	if rm, ok := v.(cbor.RawMessage); v == nil || ok && len(rm) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := appendBody(&buf, v); err != nil {
+		return nil, &Error{Code: CodeInternal, Msg: err.Error()}
+	}
+	if limit := min(uint64(maxFrame), maxEncodableFrame); uint64(buf.Len()) > limit {
+		return nil, &Error{Code: CodeFrameTooLarge, Msg: fmt.Sprintf("wire: body of %d bytes exceeds the frame limit of %d", buf.Len(), limit)}
+	}
+	return buf.Bytes(), nil
+}
+
 // appendBody appends body's CBOR encoding: hand-written for the types
 // that have one (canonicalBody), the library's for the others.
 func appendBody(buf *bytes.Buffer, body any) error {

@@ -702,12 +702,20 @@ func (st *serverStream) send(ctx context.Context, f *Frame, v any) error {
 
 // sendError queues an error frame for id.
 func (st *serverStream) sendError(ctx context.Context, id uint64, op Op, we *Error) error {
+	we = ErrorAnswer(we)
+	return st.send(ctx, &Frame{Version: Version, ID: id, Op: op, Code: we.Code, Msg: we.Msg}, nil)
+}
+
+// ErrorAnswer returns err as the peer receives it in an error frame: its
+// wire code (never CodeOK, which would read as success) and its message
+// made valid UTF-8 and cut to 1 KiB.
+func ErrorAnswer(err error) *Error {
+	we := ToError(err)
 	code := we.Code
 	if code == CodeOK {
-		// An *Error with code 0 would read as success.
 		code = CodeInternal
 	}
-	return st.send(ctx, &Frame{Version: Version, ID: id, Op: op, Code: code, Msg: cleanMsg(we.Msg)}, nil)
+	return &Error{Code: code, Msg: cleanMsg(we.Msg)}
 }
 
 // cleanMsg makes an error message safe to send: valid UTF-8 (the decoder

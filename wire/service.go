@@ -117,15 +117,23 @@ func decodeBody(req *Request, v any) error {
 	return nil
 }
 
-// Client is the client side of Service over a Conn: the typed calls the
+// Caller is what a Client sends its calls over: a *Conn, or a peer
+// connection of another transport (node/peer).
+type Caller interface {
+	Call(ctx context.Context, op Op, req, resp any) error
+	Stream(ctx context.Context, op Op, req any, each func(body cbor.RawMessage) error) error
+	Close() error
+}
+
+// Client is the client side of Service over a Caller: the typed calls the
 // Go client, ctl and bench use.
-type Client struct{ c *Conn }
+type Client struct{ c Caller }
 
 // NewClient wraps c.
-func NewClient(c *Conn) *Client { return &Client{c: c} }
+func NewClient(c Caller) *Client { return &Client{c: c} }
 
 // Conn returns the underlying connection.
-func (cl *Client) Conn() *Conn { return cl.c }
+func (cl *Client) Conn() Caller { return cl.c }
 
 // Close closes the connection.
 func (cl *Client) Close() error { return cl.c.Close() }

@@ -8,8 +8,9 @@
 // with -v). Everything is closed through t.Cleanup.
 //
 // Node 0 founds the cluster; the others join it through the running
-// nodes, over the real QUIC peer transport on loopback, with gossip tuned
-// for one machine ("local") and a fast metadata-shape loop.
+// nodes, over the real QUIC peer transport on loopback (or an in-memory
+// network: PeerNet, TransportEnv), with gossip tuned for one machine
+// ("local") and a fast metadata-shape loop.
 //
 // Concurrency: Node, Addr, Client, HTTP and Config may be called from any
 // goroutine; NewCluster, Stop and Restart call t.Fatal on failure and must
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +31,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/node"
+	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -69,6 +72,20 @@ func Secret(b []byte) Option { return func(c *node.Config) { c.ClusterSecret = b
 // StartTimeout sets how long a node may take to start (and to join).
 func StartTimeout(d time.Duration) Option { return func(c *node.Config) { c.StartTimeout = d } }
 
+// PeerNet carries the peer traffic of the nodes over net (one network
+// for the whole cluster) instead of QUIC on loopback.
+func PeerNet(net *peer.MemNet) Option { return func(c *node.Config) { c.PeerNet = net } }
+
+// QUIC carries the peer traffic over QUIC on loopback whatever
+// TransportEnv says: for tests of what only QUIC does (the cluster
+// secret's handshake).
+func QUIC() Option { return func(c *node.Config) { c.PeerNet = nil } }
+
+// TransportEnv names the environment variable that picks the peer
+// transport of every test cluster: "mem" runs them all on an in-memory
+// network (peer.MemNet), anything else on QUIC. A PeerNet option wins.
+const TransportEnv = "SKULDD_TEST_TRANSPORT"
+
 // DeadVoterGrace sets how long a metadata voter may be gone before it is
 // replaced.
 func DeadVoterGrace(d time.Duration) Option { return func(c *node.Config) { c.DeadVoterGrace = d } }
@@ -105,7 +122,9 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 
 // Cluster is a set of in-process nodes.
 type Cluster struct {
-	t       testing.TB
+	t testing.TB
+	// net is the in-memory network of the nodes (TransportEnv), or nil.
+	net     *peer.MemNet
 	mu      sync.Mutex
 	members []*member
 }
@@ -130,13 +149,18 @@ func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Fatalf("nodetest: NewCluster(%d): want 1..%d nodes", n, maxNodes)
 	}
 	c := &Cluster{t: t}
+	if os.Getenv(TransportEnv) == "mem" {
+		c.net = peer.NewMemNet()
+	}
 	for i := range n {
 		cfg := testConfig(t, i, t.TempDir())
+		cfg.PeerNet = c.net
 		for _, o := range opts {
 			o(&cfg)
 		}
 		c.members = append(c.members, &member{cfg: cfg})
 	}
+	c.net = c.members[0].cfg.PeerNet // a PeerNet option's network
 	// Cleanups run last-in first-out: this one, registered after the data
 	// dirs and loggers were made, closes the nodes before their data dirs
 	// are removed and while their logs still reach t.Log.
@@ -194,6 +218,7 @@ func (c *Cluster) tryJoin(opts []Option) (int, error) {
 	i := len(c.members)
 	c.mu.Unlock()
 	cfg := testConfig(c.t, i, c.t.TempDir())
+	cfg.PeerNet = c.net
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -1,0 +1,212 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// faultPair is two nodes on a MemNet, each with its Faults around its
+// transport and handlers: a sends, b counts what it served by op.
+type faultPair struct {
+	fa, fb *Faults
+	a, b   Transport
+	served map[wire.Op]*atomic.Int64
+}
+
+func newFaultPair(t *testing.T) *faultPair {
+	t.Helper()
+	net := NewMemNet()
+	p := &faultPair{fa: NewFaults(), fb: NewFaults(), served: map[wire.Op]*atomic.Int64{}}
+	mux := NewMux()
+	for _, op := range []wire.Op{wire.OpReplicate, wire.OpAAENodes, wire.OpRaft, wire.OpEnqueue, wire.OpPing} {
+		p.served[op] = new(atomic.Int64)
+		mux.HandleFunc(op, func(_ context.Context, req *wire.Request, w wire.ResponseWriter) {
+			p.served[req.Op].Add(1)
+			_ = w.Reply(nil)
+		})
+	}
+	mux.HandleFunc(wire.OpExport, func(_ context.Context, req *wire.Request, w wire.ResponseWriter) {
+		for range 5 {
+			if err := w.Send(&wire.ExportPage{Records: make([]wire.RecordMsg, 3), Epoch: 1}); err != nil {
+				return
+			}
+		}
+		_ = w.Reply(&wire.ExportPage{Done: true})
+	})
+	raw := func(_ context.Context, rs wire.RawStream) { _ = rs.Close() }
+	ea, err := net.Attach("a:1", 1, p.fa.WrapHandlers(Handlers{Peer: NewMux(), Raw: raw}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := net.Attach("b:2", 2, p.fb.WrapHandlers(Handlers{Peer: mux, Raw: raw}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ea.Close(); _ = eb.Close() })
+	p.a, p.b = p.fa.Wrap(ea), p.fb.Wrap(eb)
+	return p
+}
+
+func (p *faultPair) dial(t *testing.T) Conn {
+	t.Helper()
+	c, err := p.a.Dial(context.Background(), "b:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Block cuts a link both ways, for connections made before it too.
+func TestFaultsBlock(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.fa.Block("b:2")
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("call over a blocked link: %v; want unavailable", err)
+	}
+	if _, err := c.OpenRaw(ctx, wire.RawGossip); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("raw stream over a blocked link: %v; want unavailable", err)
+	}
+	if _, err := p.a.Dial(ctx, "b:2"); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("dial over a blocked link: %v; want unavailable", err)
+	}
+	if n := p.served[wire.OpRaft].Load(); n != 1 {
+		t.Fatalf("b served %d raft requests; want only the one before the block", n)
+	}
+	// The receiving side refuses too: b blocks a, a does not block b.
+	p.fa.Heal()
+	p.fb.Block("a:1")
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("call to a node that blocks the caller: %v; want unavailable", err)
+	}
+	if n := p.served[wire.OpRaft].Load(); n != 1 {
+		t.Fatalf("b served %d raft requests; want it to refuse a blocked caller", n)
+	}
+	p.fb.Heal()
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); err != nil {
+		t.Fatalf("call after heal: %v", err)
+	}
+}
+
+// DropReplication drops the replication ops only.
+func TestFaultsDropReplication(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fa.DropReplication("b:2")
+	for op, dropped := range map[wire.Op]bool{wire.OpReplicate: true, wire.OpAAENodes: true, wire.OpRaft: false, wire.OpEnqueue: false} {
+		err := c.Call(ctx, op, nil, nil)
+		if dropped != errors.Is(err, wire.ErrUnavailable) || p.served[op].Load() == 0 == !dropped {
+			t.Errorf("%v: %v, served %d; want dropped=%v", op, err, p.served[op].Load(), dropped)
+		}
+	}
+}
+
+// DropOp drops one op one way.
+func TestFaultsDropOp(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fa.DropOp("b:2", wire.OpRaft)
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); !errors.Is(err, wire.ErrUnavailable) || p.served[wire.OpRaft].Load() != 0 {
+		t.Fatalf("dropped op: %v, served %d; want dropped", err, p.served[wire.OpRaft].Load())
+	}
+	if err := c.Call(ctx, wire.OpPing, nil, nil); err != nil {
+		t.Fatalf("another op: %v", err)
+	}
+	p.fa.Heal()
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+}
+
+// LoseReplies serves forwarded client requests and loses their answers;
+// peer ops and the drift check's pings are untouched.
+func TestFaultsLoseReplies(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fa.LoseReplies("b:2")
+	if err := c.Call(ctx, wire.OpEnqueue, nil, nil); !errors.Is(err, wire.ErrUnavailable) || p.served[wire.OpEnqueue].Load() != 1 {
+		t.Fatalf("forwarded enqueue: %v, served %d; want served once and its answer lost", err, p.served[wire.OpEnqueue].Load())
+	}
+	for _, op := range []wire.Op{wire.OpRaft, wire.OpPing} {
+		if err := c.Call(ctx, op, nil, nil); err != nil {
+			t.Fatalf("%v: %v; want its answer", op, err)
+		}
+	}
+}
+
+// CutTransfers breaks each transfer once, after the pages it names, and
+// counts what the puller took.
+func TestFaultsCutTransfers(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fa.CutTransfers(2)
+	pull := func() (int, error) {
+		pages := 0
+		err := c.Stream(ctx, wire.OpExport, &wire.ExportRequest{Part: 3}, func(cbor.RawMessage) error { pages++; return nil })
+		return pages, err
+	}
+	if pages, err := pull(); !errors.Is(err, wire.ErrUnavailable) || pages != 2 {
+		t.Fatalf("first transfer: %d pages, %v; want cut after 2", pages, err)
+	}
+	if pages, err := pull(); err != nil || pages != 6 {
+		t.Fatalf("second transfer: %d pages, %v; want all 5 and the last", pages, err)
+	}
+	got := p.fa.Transfers()["b:2/3"]
+	if want := (TransferFault{Pages: 7, Records: 21, Cut: true}); got != want {
+		t.Fatalf("transfers: %+v; want %+v (the final empty page not counted)", got, want)
+	}
+}
+
+// Freeze holds what passes Gate until Thaw.
+func TestFaultsFreeze(t *testing.T) {
+	f := NewFaults()
+	if err := f.Gate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.Freeze()
+	passed := make(chan error, 1)
+	go func() { passed <- f.Gate(context.Background()) }()
+	for f.Held() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-passed:
+		t.Fatalf("passed the gate while frozen: %v", err)
+	default:
+	}
+	f.Heal() // does not thaw
+	if f.Held() != 1 {
+		t.Fatal("Heal released a frozen request")
+	}
+	f.Thaw()
+	if err := <-passed; err != nil {
+		t.Fatal(err)
+	}
+	// A nil Faults injects nothing.
+	var none *Faults
+	if err := none.Gate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if none.Wrap(p0{}) != (p0{}) {
+		t.Fatal("a nil Faults wrapped the transport")
+	}
+}
+
+// p0 is a Transport that dials nothing.
+type p0 struct{}
+
+func (p0) Dial(context.Context, string) (Conn, error) { return nil, errors.New("p0") }
