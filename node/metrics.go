@@ -1,256 +1,375 @@
 package node
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
-	"slices"
+	"runtime"
+	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Metrics: GET /metrics in Prometheus' text format (version 0.0.4),
-// written by hand: the few families below need no client library. Each
-// node reports what it owns: its requests, the queue depths of the
-// partitions it leads (summing over nodes gives the cluster's), its
-// anti-entropy work, its clock against its peers', and its place in the
-// metadata group and the partition registry.
+// Metrics: GET /metrics through prometheus/client_golang, from a registry
+// of the node's own (never the global one: a test process runs several
+// nodes, and each reports only itself). Each node reports what it owns:
+// its requests, the queue depths of the partitions it leads (summing over
+// nodes gives the cluster's), its anti-entropy, replication, log and
+// garbage-collection work, its clock against its peers', and its place in
+// the metadata group and the partition registry; plus the Go runtime's
+// and the process's families and skuldd_build_info.
+//
+// Only the request families are kept by the registry. Everything else
+// the node already counts or knows, so nodeCollector reads it at scrape
+// time: no goroutine copies values into gauges, and a scrape sees the
+// state of that moment.
 
 // latencyBuckets are the upper bounds of the request-latency histogram,
 // in seconds: durable writes take about a millisecond, long polls up to
 // MaxWait.
 var latencyBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// opMetrics counts one op's requests by outcome and their latency.
-type opMetrics struct {
-	mu      sync.Mutex
-	byCode  map[string]int64
-	buckets []int64 // cumulative counts are computed at scrape time
-	count   int64
-	sum     float64
+// codeOK is the code label of a request that succeeded.
+const codeOK = "ok"
+
+// requestMetrics is the node's metrics registry (Node.reqs) with the
+// request families it keeps. The zero value is ready: the first request
+// or scrape builds the registry, since its collector reads the node, and
+// the node's fields are set before its servers take requests.
+type requestMetrics struct {
+	once     sync.Once
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	handler  http.Handler
 }
 
-// requestMetrics holds opMetrics by op.
-type requestMetrics struct {
-	ops sync.Map // wire.Op -> *opMetrics
+// of returns m built for node n.
+func (m *requestMetrics) of(n *Node) *requestMetrics {
+	m.once.Do(func() { m.build(n) })
+	return m
+}
+
+func (m *requestMetrics) build(n *Node) {
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "skuldd_requests_total",
+		Help: "Client requests this node coordinated, by op and outcome code.",
+	}, []string{"op", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "skuldd_request_duration_seconds",
+		Help:    "Latency of client requests this node coordinated, by op.",
+		Buckets: latencyBuckets,
+	}, []string{"op"})
+	reg := prometheus.NewRegistry()
+	// MustRegister fails only on inconsistent or duplicate descriptors,
+	// all fixed in this file: a programmer's error, so it panics.
+	reg.MustRegister(
+		m.requests, m.latency, nodeCollector{n},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(),
+	)
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(n.log.With("component", "metrics").Handler(), slog.LevelError),
+		// A collector that fails (the process collector without /proc,
+		// say) costs its own families, not the whole scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		// Counts those failures as promhttp_metric_handler_errors_total.
+		Registry: reg,
+	})
 }
 
 // observe records one request of op that took d and ended with err.
 func (m *requestMetrics) observe(op wire.Op, d time.Duration, err error) {
-	v, ok := m.ops.Load(op)
-	if !ok {
-		v, _ = m.ops.LoadOrStore(op, &opMetrics{byCode: map[string]int64{}, buckets: make([]int64, len(latencyBuckets))})
-	}
-	om := v.(*opMetrics)
-	code := "ok"
+	code := codeOK
 	if err != nil {
 		code = wire.CodeOf(err).Name()
 	}
-	s := d.Seconds()
-	i, _ := slices.BinarySearch(latencyBuckets, s)
-	om.mu.Lock()
-	om.byCode[code]++
-	if i < len(om.buckets) {
-		om.buckets[i]++
-	}
-	om.count++
-	om.sum += s
-	om.mu.Unlock()
+	name := op.String()
+	m.requests.WithLabelValues(name, code).Inc()
+	m.latency.WithLabelValues(name).Observe(d.Seconds())
 }
 
-// serveMetrics writes the node's metrics.
-func (n *Node) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	var b strings.Builder
-	n.writeMetrics(&b)
-	_, _ = io.WriteString(w, b.String())
+// serveMetrics serves the node's metrics.
+func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	n.reqs.of(n).handler.ServeHTTP(w, r)
 }
 
-func (n *Node) writeMetrics(b *strings.Builder) {
-	family := func(name, typ, help string) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+// buildUnknown labels what a build does not record: a test binary, or
+// one built with -buildvcs=false or in a git worktree, has no VCS
+// revision.
+const buildUnknown = "unknown"
 
-	// Requests.
-	type opRow struct {
-		op wire.Op
-		m  *opMetrics
-	}
-	var rows []opRow
-	n.reqs.ops.Range(func(k, v any) bool {
-		rows = append(rows, opRow{k.(wire.Op), v.(*opMetrics)})
-		return true
-	})
-	slices.SortFunc(rows, func(a, b opRow) int { return int(a.op) - int(b.op) })
-	family("skuldd_requests_total", "counter", "Client requests this node coordinated, by op and outcome code.")
-	for _, r := range rows {
-		r.m.mu.Lock()
-		codes := make([]string, 0, len(r.m.byCode))
-		for c := range r.m.byCode {
-			codes = append(codes, c)
+// buildInfo is skuldd_build_info: 1, labelled with the binary's module
+// version (Go stamps it from the VCS since 1.24), its VCS revision and
+// the Go release that built it. It is read once, as it cannot change,
+// and the one collector serves every node's registry.
+var buildInfo = sync.OnceValue(func() prometheus.Collector {
+	version, revision := buildUnknown, buildUnknown
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
 		}
-		slices.Sort(codes)
-		for _, c := range codes {
-			fmt.Fprintf(b, "skuldd_requests_total{op=%q,code=%q} %d\n", r.op.String(), c, r.m.byCode[c])
-		}
-		r.m.mu.Unlock()
-	}
-	family("skuldd_request_duration_seconds", "histogram", "Latency of client requests this node coordinated, by op.")
-	for _, r := range rows {
-		r.m.mu.Lock()
-		cum := int64(0)
-		for i, le := range latencyBuckets {
-			cum += r.m.buckets[i]
-			fmt.Fprintf(b, "skuldd_request_duration_seconds_bucket{op=%q,le=%q} %d\n", r.op.String(), num(le), cum)
-		}
-		fmt.Fprintf(b, "skuldd_request_duration_seconds_bucket{op=%q,le=\"+Inf\"} %d\n", r.op.String(), r.m.count)
-		fmt.Fprintf(b, "skuldd_request_duration_seconds_sum{op=%q} %s\n", r.op.String(), num(r.m.sum))
-		fmt.Fprintf(b, "skuldd_request_duration_seconds_count{op=%q} %d\n", r.op.String(), r.m.count)
-		r.m.mu.Unlock()
-	}
-
-	// Queue depth, over the partitions this node leads.
-	depth := map[string]*[task.NumStatus]int64{}
-	led := 0
-	if n.parts != nil {
-		for _, r := range n.parts {
-			if r.Epoch() == 0 {
-				continue
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
 			}
-			led++
-			r.Stats(func(q string, c [task.NumStatus]int64) {
-				d := depth[q]
-				if d == nil {
-					d = new([task.NumStatus]int64)
-					depth[q] = d
-				}
-				for s := range c {
-					d[s] += c[s]
-				}
-			})
 		}
 	}
-	family("skuldd_queue_tasks", "gauge", "Tasks by queue and state in the partitions this node leads (sum over nodes for the cluster).")
-	queues := make([]string, 0, len(depth))
-	for q := range depth {
-		queues = append(queues, q)
-	}
-	slices.Sort(queues)
-	for _, q := range queues {
-		for s := range task.NumStatus {
-			fmt.Fprintf(b, "skuldd_queue_tasks{queue=%q,state=%q} %d\n", q, task.Status(s).String(), depth[q][s])
-		}
-	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "skuldd_build_info",
+		Help: "1, labelled with the version, VCS revision and Go release of this skuldd binary.",
+		ConstLabels: prometheus.Labels{
+			"version":   version,
+			"revision":  revision,
+			"goversion": runtime.Version(),
+		},
+	}, func() float64 { return 1 })
+})
 
-	// Partitions and the metadata group.
-	family("skuldd_partitions_led", "gauge", "Partitions this node leads.")
-	fmt.Fprintf(b, "skuldd_partitions_led %d\n", led)
-	family("skuldd_partitions_fenced", "gauge", "Partitions this node leads but grants no claims in: it cannot reach a majority of their cohort.")
-	fmt.Fprintf(b, "skuldd_partitions_fenced %d\n", n.heads.fencedCount())
-	family("skuldd_partition_leader_epoch", "gauge", "The epoch at which this node leads a partition (0: it does not lead it).")
+// scalar is an unlabelled family whose value is read from S at scrape
+// time.
+type scalar[S any] struct {
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
+	read func(S) float64
+}
+
+func newScalar[S any](name string, typ prometheus.ValueType, help string, read func(S) float64) scalar[S] {
+	return scalar[S]{prometheus.NewDesc(name, help, nil, nil), typ, read}
+}
+
+func describeScalars[S any](ch chan<- *prometheus.Desc, ss []scalar[S]) {
+	for _, s := range ss {
+		ch <- s.desc
+	}
+}
+
+func collectScalars[S any](ch chan<- prometheus.Metric, src S, ss []scalar[S]) {
+	for _, s := range ss {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.typ, s.read(src))
+	}
+}
+
+// Shorter names for the two value types of the node's own families.
+const (
+	promGauge   = prometheus.GaugeValue
+	promCounter = prometheus.CounterValue
+)
+
+// The labelled families nodeCollector reads.
+var (
+	queueTasksDesc = prometheus.NewDesc("skuldd_queue_tasks",
+		"Tasks by queue and state in the partitions this node leads (sum over nodes for the cluster).",
+		[]string{"queue", "state"}, nil)
+	leaderEpochDesc = prometheus.NewDesc("skuldd_partition_leader_epoch",
+		"The epoch at which this node leads a partition (0: it does not lead it).",
+		[]string{"partition"}, nil)
+	peerOffsetDesc = prometheus.NewDesc("skuldd_clock_peer_offset_seconds",
+		"Each peer's estimated clock offset (peer minus this node).",
+		[]string{"peer"}, nil)
+)
+
+// nodeScalars are the node's unlabelled families, always present.
+var nodeScalars = []scalar[*Node]{
+	newScalar("skuldd_partitions_led", promGauge, "Partitions this node leads.",
+		func(n *Node) float64 { return float64(n.ledCount()) }),
+	newScalar("skuldd_partitions_fenced", promGauge, "Partitions this node leads but grants no claims in: it cannot reach a majority of their cohort.",
+		func(n *Node) float64 { return float64(n.heads.fencedCount()) }),
+
+	// Anti-entropy.
+	newScalar("skuldd_aae_rounds_total", promCounter, "Anti-entropy rounds this node ran as a partition leader.",
+		func(n *Node) float64 { return float64(n.aae.rounds.Load()) }),
+	newScalar("skuldd_aae_in_sync_total", promCounter, "Anti-entropy rounds that found the replicas equal.",
+		func(n *Node) float64 { return float64(n.aae.inSync.Load()) }),
+	newScalar("skuldd_aae_records_pulled_total", promCounter, "Records anti-entropy fetched from followers and merged here.",
+		func(n *Node) float64 { return float64(n.aae.pulled.Load()) }),
+	newScalar("skuldd_aae_records_pushed_total", promCounter, "Records anti-entropy sent to followers to merge.",
+		func(n *Node) float64 { return float64(n.aae.pushed.Load()) }),
+	newScalar("skuldd_aae_bytes_total", promCounter, "Bytes of anti-entropy tree exchanges.",
+		func(n *Node) float64 { return float64(n.aae.bytes.Load()) }),
+	newScalar("skuldd_aae_tree_bytes", promGauge, "Memory of this node's anti-entropy trees (fixed by their shape).",
+		func(n *Node) float64 { return float64(n.aaeView().TreeBytes) }),
+
+	// Replication, as a leader and as a follower. Over the request
+	// counts, the seconds give the mean round trip a leader sees and a
+	// follower's mean merge and sync wait: a round trip much longer than
+	// the two is time in transit and in run queues.
+	newScalar("skuldd_replication_requests_total", promCounter, "Replication requests this node sent to followers (each carries many writes).",
+		replRead(func(rp *replicator) int64 { return rp.requests.Load() })),
+	newScalar("skuldd_replication_items_total", promCounter, "Partition items those requests carried (one per write per follower).",
+		replRead(func(rp *replicator) int64 { return rp.items.Load() })),
+	newScalar("skuldd_replication_records_total", promCounter, "Task records those items carried.",
+		replRead(func(rp *replicator) int64 { return rp.records.Load() })),
+	newScalar("skuldd_replication_failed_total", promCounter, "Replication requests that failed whole (unreachable follower, timeout, shutdown).",
+		replRead(func(rp *replicator) int64 { return rp.failed.Load() })),
+	newScalar("skuldd_replica_requests_total", promCounter, "Replication requests this node served as a follower.",
+		replRead(func(rp *replicator) int64 { return rp.served.Load() })),
+	newScalar("skuldd_replication_seconds_total", promCounter, "Time replication requests this node sent spent waiting for the follower's answer.",
+		replSeconds(func(rp *replicator) int64 { return rp.inFlight.Load() })),
+	newScalar("skuldd_replica_merge_seconds_total", promCounter, "Time this node, as a follower, spent merging replication requests' records.",
+		replSeconds(func(rp *replicator) int64 { return rp.mergeNanos.Load() })),
+	newScalar("skuldd_replica_sync_wait_seconds_total", promCounter, "Time this node, as a follower, spent waiting for merged records to be durable before answering.",
+		replSeconds(func(rp *replicator) int64 { return rp.syncNanos.Load() })),
+
+	// The log's syncs, and the CPU contention that holds them.
+	newScalar("skuldd_wal_syncs_total", promCounter, "Fsyncs of this node's write-ahead log.",
+		func(n *Node) float64 { syncs, _ := n.store.WALSyncs(); return float64(syncs) }),
+	newScalar("skuldd_wal_syncs_held_total", promCounter, "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.",
+		func(n *Node) float64 { _, held := n.store.WALSyncs(); return float64(held) }),
+	newScalar("skuldd_wal_sync_hold_active", promGauge, "1 while this node holds busy syncs back: its CPU is contended and it replicates its writes.",
+		func(n *Node) float64 { return boolValue(n.pressure.on.Load()) }),
+	newScalar("skuldd_sched_wait_mean_seconds", promGauge, "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).",
+		func(n *Node) float64 { return time.Duration(n.pressure.meanWait.Load()).Seconds() }),
+
+	// Reads.
+	newScalar("skuldd_claim_cache_bytes", promGauge, "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).",
+		func(n *Node) float64 { return float64(n.fresh.Used()) }),
+	newScalar("skuldd_store_lookups_total", promCounter, "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.",
+		func(n *Node) float64 { return float64(n.store.Lookups()) }),
+
+	// Garbage collection.
+	newScalar("skuldd_gc_passes_total", promCounter, "Garbage-collection passes this node ran over the partitions it leads.",
+		func(n *Node) float64 { return float64(n.gc.passes.Load()) }),
+	newScalar("skuldd_gc_collected_total", promCounter, "Tasks this node garbage-collected as a partition leader.",
+		func(n *Node) float64 { return float64(n.gc.collected.Load()) }),
+	newScalar("skuldd_gc_held_total", promCounter, "Candidates kept because their dependency component had an open, recent or changed task.",
+		func(n *Node) float64 { return float64(n.gc.held.Load()) }),
+	newScalar("skuldd_gc_tombstones_expired_total", promCounter, "Tombstones dropped after the tombstone horizon.",
+		func(n *Node) float64 { return float64(n.gc.expired.Load()) }),
+}
+
+// raftView is what the raft families read: the metadata group, once it
+// has started, and this node's id.
+type raftView struct {
+	g    *raftgroup.Group
+	self uint64
+}
+
+// raftScalars are the metadata group's families, present once the group
+// has started.
+var raftScalars = []scalar[raftView]{
+	newScalar("skuldd_raft_leader", promGauge, "1 if this node leads the metadata raft group.",
+		func(v raftView) float64 { return boolValue(v.g.Leader() == v.self) }),
+	newScalar("skuldd_raft_voters", promGauge, "Voters of the metadata raft group.",
+		func(v raftView) float64 { voters, _ := v.g.Config(); return float64(len(voters)) }),
+	newScalar("skuldd_raft_learners", promGauge, "Learners of the metadata raft group.",
+		func(v raftView) float64 { _, learners := v.g.Config(); return float64(len(learners)) }),
+	newScalar("skuldd_raft_applied_index", promGauge, "The last metadata log index this node applied.",
+		func(v raftView) float64 { return float64(v.g.Meta().Applied) }),
+	newScalar("skuldd_raft_snapshots_installed_total", promCounter, "Metadata snapshots this node received from the leader and installed, having fallen behind its compacted log.",
+		func(v raftView) float64 { return float64(v.g.SnapshotsInstalled()) }),
+}
+
+// clockScalars are the clock families, present while the node watches
+// its clock against its peers'.
+var clockScalars = []scalar[*wire.ClockView]{
+	newScalar("skuldd_clock_ahead_seconds", promGauge, "How far this node's clock is ahead of the cluster's median (negative: behind).",
+		func(cv *wire.ClockView) float64 { return msSeconds(cv.AheadMs) }),
+	newScalar("skuldd_clock_drifting", promGauge, "1 while this node's clock is ahead by more than --max-clock-drift.",
+		func(cv *wire.ClockView) float64 { return boolValue(cv.Drifting) }),
+}
+
+// replRead reads a replicator counter; 0 before the replicator exists.
+func replRead(f func(*replicator) int64) func(*Node) float64 {
+	return func(n *Node) float64 {
+		if n.repl == nil {
+			return 0
+		}
+		return float64(f(n.repl))
+	}
+}
+
+// replSeconds reads a replicator counter of nanoseconds, in seconds.
+func replSeconds(f func(*replicator) int64) func(*Node) float64 {
+	nanos := replRead(f)
+	return func(n *Node) float64 { return time.Duration(nanos(n)).Seconds() }
+}
+
+// boolValue writes a flag as Prometheus does: 1 for true, 0 for false.
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// msSeconds converts the views' milliseconds to Prometheus' seconds.
+func msSeconds(ms int64) float64 { return (time.Duration(ms) * time.Millisecond).Seconds() }
+
+// ledCount returns how many partitions this node leads.
+func (n *Node) ledCount() int {
+	led := 0
 	for _, r := range n.parts {
-		fmt.Fprintf(b, "skuldd_partition_leader_epoch{partition=\"%d\"} %d\n", r.Part(), r.Epoch())
+		if r.Epoch() != 0 {
+			led++
+		}
+	}
+	return led
+}
+
+// nodeCollector reads a node's families from its state at each scrape.
+// The registry may call Collect from several scrapes at once; every read
+// below is of atomics or takes its owner's lock.
+type nodeCollector struct{ n *Node }
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	describeScalars(ch, nodeScalars)
+	describeScalars(ch, raftScalars)
+	describeScalars(ch, clockScalars)
+	ch <- queueTasksDesc
+	ch <- leaderEpochDesc
+	ch <- peerOffsetDesc
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	collectScalars(ch, n, nodeScalars)
+	c.collectQueues(ch)
+	for _, r := range n.parts {
+		ch <- prometheus.MustNewConstMetric(leaderEpochDesc, promGauge, float64(r.Epoch()), strconv.FormatUint(uint64(r.Part()), 10))
 	}
 	if g := n.raftGroup(); g != nil {
-		voters, learners := g.Config()
-		isLeader := 0
-		if g.Leader() == n.id {
-			isLeader = 1
-		}
-		family("skuldd_raft_leader", "gauge", "1 if this node leads the metadata raft group.")
-		fmt.Fprintf(b, "skuldd_raft_leader %d\n", isLeader)
-		family("skuldd_raft_voters", "gauge", "Voters of the metadata raft group.")
-		fmt.Fprintf(b, "skuldd_raft_voters %d\n", len(voters))
-		family("skuldd_raft_learners", "gauge", "Learners of the metadata raft group.")
-		fmt.Fprintf(b, "skuldd_raft_learners %d\n", len(learners))
-		family("skuldd_raft_applied_index", "gauge", "The last metadata log index this node applied.")
-		fmt.Fprintf(b, "skuldd_raft_applied_index %d\n", g.Meta().Applied)
-		family("skuldd_raft_snapshots_installed_total", "counter", "Metadata snapshots this node received from the leader and installed, having fallen behind its compacted log.")
-		fmt.Fprintf(b, "skuldd_raft_snapshots_installed_total %d\n", g.SnapshotsInstalled())
+		collectScalars(ch, raftView{g, n.id}, raftScalars)
 	}
-
-	// Anti-entropy, replication and garbage collection.
-	a := n.aaeView()
-	var replReqs, replItems, replRecs, replFailed, served int64
-	var inFlight, merging, syncing float64
-	if rp := n.repl; rp != nil {
-		replReqs, replItems, replRecs, replFailed = rp.requests.Load(), rp.items.Load(), rp.records.Load(), rp.failed.Load()
-		inFlight = time.Duration(rp.inFlight.Load()).Seconds()
-		served = rp.served.Load()
-		merging, syncing = time.Duration(rp.mergeNanos.Load()).Seconds(), time.Duration(rp.syncNanos.Load()).Seconds()
-	}
-	syncs, held := n.store.WALSyncs()
-	holding := int64(0)
-	if n.pressure.on.Load() {
-		holding = 1
-	}
-	for _, m := range []struct {
-		name, typ, help string
-		v               int64
-	}{
-		{"skuldd_aae_rounds_total", "counter", "Anti-entropy rounds this node ran as a partition leader.", a.Rounds},
-		{"skuldd_aae_in_sync_total", "counter", "Anti-entropy rounds that found the replicas equal.", a.InSync},
-		{"skuldd_aae_records_pulled_total", "counter", "Records anti-entropy fetched from followers and merged here.", a.Pulled},
-		{"skuldd_aae_records_pushed_total", "counter", "Records anti-entropy sent to followers to merge.", a.Pushed},
-		{"skuldd_aae_bytes_total", "counter", "Bytes of anti-entropy tree exchanges.", a.Bytes},
-		{"skuldd_aae_tree_bytes", "gauge", "Memory of this node's anti-entropy trees (fixed by their shape).", a.TreeBytes},
-		{"skuldd_replication_requests_total", "counter", "Replication requests this node sent to followers (each carries many writes).", replReqs},
-		{"skuldd_replication_items_total", "counter", "Partition items those requests carried (one per write per follower).", replItems},
-		{"skuldd_replication_records_total", "counter", "Task records those items carried.", replRecs},
-		{"skuldd_replication_failed_total", "counter", "Replication requests that failed whole (unreachable follower, timeout, shutdown).", replFailed},
-		{"skuldd_replica_requests_total", "counter", "Replication requests this node served as a follower.", served},
-		{"skuldd_wal_syncs_total", "counter", "Fsyncs of this node's write-ahead log.", int64(syncs)},
-		{"skuldd_wal_syncs_held_total", "counter", "Syncs after which the next was held back (--wal-min-sync-interval) so that more writes share it: the CPU was contended and the log busy.", int64(held)},
-		{"skuldd_wal_sync_hold_active", "gauge", "1 while this node holds busy syncs back: its CPU is contended and it replicates its writes.", holding},
-		{"skuldd_claim_cache_bytes", "gauge", "Memory the specs of fresh ready tasks, held so that claims read no store, are charged for (--claim-cache-mb bounds it).", n.fresh.Used()},
-		{"skuldd_store_lookups_total", "counter", "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.", int64(n.store.Lookups())},
-		{"skuldd_gc_passes_total", "counter", "Garbage-collection passes this node ran over the partitions it leads.", n.gc.passes.Load()},
-		{"skuldd_gc_collected_total", "counter", "Tasks this node garbage-collected as a partition leader.", n.gc.collected.Load()},
-		{"skuldd_gc_held_total", "counter", "Candidates kept because their dependency component had an open, recent or changed task.", n.gc.held.Load()},
-		{"skuldd_gc_tombstones_expired_total", "counter", "Tombstones dropped after the tombstone horizon.", n.gc.expired.Load()},
-	} {
-		family(m.name, m.typ, m.help)
-		fmt.Fprintf(b, "%s %d\n", m.name, m.v)
-	}
-	// Where replication's time goes: over the request counts above, the
-	// mean round trip a leader sees, and a follower's mean merge and sync
-	// wait (a round trip much longer than the two is time in transit and
-	// in run queues); and the CPU contention that holds syncs.
-	for _, m := range []struct {
-		name, typ, help string
-		v               float64
-	}{
-		{"skuldd_replication_seconds_total", "counter", "Time replication requests this node sent spent waiting for the follower's answer.", inFlight},
-		{"skuldd_replica_merge_seconds_total", "counter", "Time this node, as a follower, spent merging replication requests' records.", merging},
-		{"skuldd_replica_sync_wait_seconds_total", "counter", "Time this node, as a follower, spent waiting for merged records to be durable before answering.", syncing},
-		{"skuldd_sched_wait_mean_seconds", "gauge", "Mean time this node's goroutines waited for a CPU over the last tenth of a second: the measure of CPU contention (measured only while --wal-min-sync-interval is above 0).", time.Duration(n.pressure.meanWait.Load()).Seconds()},
-	} {
-		family(m.name, m.typ, m.help)
-		fmt.Fprintf(b, "%s %s\n", m.name, num(m.v))
-	}
-
-	// Clock.
 	if cv := n.clockView(); cv != nil {
-		drifting := 0
-		if cv.Drifting {
-			drifting = 1
-		}
-		family("skuldd_clock_ahead_seconds", "gauge", "How far this node's clock is ahead of the cluster's median (negative: behind).")
-		fmt.Fprintf(b, "skuldd_clock_ahead_seconds %s\n", num(float64(cv.AheadMs)/1000))
-		family("skuldd_clock_drifting", "gauge", "1 while this node's clock is ahead by more than --max-clock-drift.")
-		fmt.Fprintf(b, "skuldd_clock_drifting %d\n", drifting)
-		family("skuldd_clock_peer_offset_seconds", "gauge", "Each peer's estimated clock offset (peer minus this node).")
-		slices.SortFunc(cv.Peers, func(x, y wire.PeerClock) int { return cmp.Compare(x.ID, y.ID) })
+		collectScalars(ch, cv, clockScalars)
 		for _, p := range cv.Peers {
-			fmt.Fprintf(b, "skuldd_clock_peer_offset_seconds{peer=\"%d\"} %s\n", p.ID, num(float64(p.OffsetMs)/1000))
+			ch <- prometheus.MustNewConstMetric(peerOffsetDesc, promGauge, msSeconds(p.OffsetMs), strconv.FormatUint(p.ID, 10))
+		}
+	}
+}
+
+// collectQueues sends the queue depths over the partitions this node
+// leads, every state of every queue that has tasks.
+func (c nodeCollector) collectQueues(ch chan<- prometheus.Metric) {
+	depth := map[string]*[task.NumStatus]int64{}
+	for _, r := range c.n.parts {
+		if r.Epoch() == 0 {
+			continue
+		}
+		r.Stats(func(q string, counts [task.NumStatus]int64) {
+			d := depth[q]
+			if d == nil {
+				d = new([task.NumStatus]int64)
+				depth[q] = d
+			}
+			for s := range counts {
+				d[s] += counts[s]
+			}
+		})
+	}
+	for q, d := range depth {
+		for s := range task.NumStatus {
+			ch <- prometheus.MustNewConstMetric(queueTasksDesc, promGauge, float64(d[s]), q, task.Status(s).String())
 		}
 	}
 }
@@ -264,7 +383,7 @@ type metered struct {
 func meter[T any](n *Node, op wire.Op, f func() (T, error)) (T, error) {
 	start := time.Now()
 	v, err := f()
-	n.reqs.observe(op, time.Since(start), err)
+	n.reqs.of(n).observe(op, time.Since(start), err)
 	return v, err
 }
 
