@@ -19,6 +19,12 @@
 // headIndex.mu. No lock is held
 // across I/O other than the partition's own store reads and batch applies.
 //
+// Peers are reached through node/peer: the transport (QUIC, or
+// Config.PeerNet in tests), the connection pool, and the op registry on
+// which node registers the handler of each peer op (registerPeerOps).
+// Test faults wrap the transport and the handlers there; no code path
+// here checks for them.
+//
 // node imports every internal package but cli; only cli (and tests) import
 // node.
 package node
