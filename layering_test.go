@@ -14,21 +14,22 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
-	"cli":           {"node", "wire", "task", "clock", "store"},
-	"node":          {"node/peer", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
-	"node/peer":     {"wire"},
-	"member":        {},
-	"httpapi":       {"wire", "task"},
-	"partition":     {"store", "antientropy", "epoch", "ring", "task", "clock"},
-	"raftgroup":     {"store"},
-	"antientropy":   {},
-	"store":         {"task", "clock"},
-	"wire":          {"task", "clock"},
-	"epoch":         {},
-	"ring":          {},
-	"task":          {"clock"},
-	"clock":         {},
-	"node/nodetest": nil, // test harness: may import anything
+	"cli":                {"node", "wire", "task", "clock", "store"},
+	"node":               {"node/peer", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node/peer":          {"wire"},
+	"member":             {},
+	"httpapi":            {"wire", "task"},
+	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant"},
+	"raftgroup":          {"store", "internal/invariant"},
+	"antientropy":        {},
+	"store":              {"task", "clock"},
+	"wire":               {"task", "clock"},
+	"epoch":              {},
+	"ring":               {},
+	"task":               {"clock"},
+	"clock":              {},
+	"internal/invariant": {},
+	"node/nodetest":      nil, // test harness: may import anything
 	// The fault-testing tool drives the real binary from outside (HTTP,
 	// processes, network namespaces); it reads the wire's JSON views and
 	// task ids, nothing of a node's insides.

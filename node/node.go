@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
@@ -522,13 +523,15 @@ func (n *Node) startQUIC() error {
 		handlers = peer.Handlers{}
 	}
 	srv, err := wire.NewServer(wire.ServerConfig{
-		TLS:         wire.ServerTLS(cert),
-		Logger:      n.log,
-		ResetKey:    &n.resetKey,
-		NodeID:      n.id,
-		Keys:        keys,
-		PeerHandler: handlers.Peer,
-		RawHandler:  handlers.Raw,
+		TLS:      wire.ServerTLS(cert),
+		Logger:   n.log,
+		ResetKey: &n.resetKey,
+		NodeID:   n.id,
+		Keys:     keys,
+		// In tests a handler's panic fails the test (invariant's rule).
+		RethrowPanics: testing.Testing(),
+		PeerHandler:   handlers.Peer,
+		RawHandler:    handlers.Raw,
 	}, n.clientHandler)
 	if err != nil {
 		return fmt.Errorf("node: quic server: %w", err)

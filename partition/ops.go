@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/internal/invariant"
 	"slices"
 
 	"github.com/skuldd/skuldd/antientropy"
@@ -79,10 +80,8 @@ func (r *Replica) reserve(queue string, accept func(Head) bool) (id task.ID, ok 
 		e = &entry{q: q, priority: h.Priority, status: task.Ready}
 		r.tasks[h.ID] = e
 	}
-	if e.status != task.Ready || e.reserved {
-		// Cannot happen: the ready index holds exactly the unreserved
-		// ready tasks. Drop the stray item rather than hand it out.
-		r.log.Error("ready index holds a task that is not ready", "task", h.ID)
+	if err := invariant.Check(e.status == task.Ready && !e.reserved, r.log, "the ready index holds exactly the unreserved ready tasks", "task", h.ID, "status", e.status, "reserved", e.reserved); err != nil {
+		// Drop the stray item rather than hand it out.
 		r.popReadyLocked(q, h)
 		return id, false, nil
 	}

@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/internal/invariant"
 	"log/slog"
 	"slices"
 	"sync"
@@ -371,11 +372,9 @@ func (r *Replica) Tick(now int64) []string {
 			return woke
 		}
 		e := r.tasks[it.id]
-		if e == nil || e.due != it.due {
-			// Cannot happen: timers and entries change together. Drop the
-			// stray timer rather than loop on it.
+		if err := invariant.Check(e != nil && e.due == it.due, r.log, "timers and entries change together", "task", it.id); err != nil {
+			// Drop the stray timer rather than loop on it.
 			r.timers.Delete(it)
-			r.log.Error("stray timer", "task", it.id)
 			continue
 		}
 		switch e.status {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/internal/invariant"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -193,10 +194,10 @@ func (g *Group) applyNormal(idx uint64, data []byte) (d delivery, ok, changed bo
 		return delivery{}, false, false // a new leader's empty entry
 	}
 	cmd, err := decodeCommand(data)
-	if err != nil {
-		// Every replica fails the same way on the same bytes, so skipping
-		// keeps them equal; crashing would crash every replica forever.
-		g.log.Error("skipping undecodable log entry", "index", idx, "err", err)
+	if err := invariant.Check(err == nil, g.log, "every committed entry decodes", "index", idx, "err", err); err != nil {
+		// Skip it: every replica fails the same way on the same bytes, so
+		// skipping keeps them equal; crashing would crash every replica
+		// forever.
 		return delivery{}, false, false
 	}
 	res, changed := applyCommand(&g.state, &cmd)

@@ -154,6 +154,11 @@ type ServerConfig struct {
 	// resets them. It runs on the stream's own goroutine, owns the stream
 	// and must close it.
 	RawHandler func(ctx context.Context, rs RawStream)
+	// RethrowPanics leaves a handler's panic unrecovered: a test sets it
+	// (node does in test binaries) so that a bug fails the test where it
+	// is, instead of becoming a CodeInternal answer the test may not
+	// look at.
+	RethrowPanics bool
 	// NodeID is this node's id, sent in hellos; required with PeerHandler.
 	NodeID uint64
 	// Keys are the keys peers and clients must prove (see auth.go).
@@ -660,6 +665,9 @@ func (st *serverStream) handle(id uint64, op Op, body cbor.RawMessage) {
 	w := &responseWriter{st: st, ctx: cs.ctx, id: id, op: op}
 	defer func() {
 		if r := recover(); r != nil {
+			if cs.srv.cfg.RethrowPanics {
+				panic(r)
+			}
 			st.log.Error("wire: handler panicked", "op", op, "id", id, "panic", r, "stack", string(debug.Stack()))
 			_ = w.Error(Errorf(CodeInternal, "internal error: handler panicked"))
 			return

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -616,6 +618,30 @@ func TestHandlerPanicAndNoReply(t *testing.T) {
 	}
 	if err := c.Call(ctx, opEcho, 1, nil); err != nil {
 		t.Fatalf("Call after panics: %v", err)
+	}
+}
+
+// rethrowChild names the environment variable under which
+// TestRethrowPanics runs as the child that panics.
+const rethrowChild = "WIRE_TEST_RETHROW_CHILD"
+
+// With RethrowPanics a handler's panic is not recovered: it takes the
+// process down (a test binary, here a child of this one) with its value.
+func TestRethrowPanics(t *testing.T) {
+	if os.Getenv(rethrowChild) == "1" {
+		_, addr := startServer(t, newTestHandler(), func(cfg *ServerConfig) { cfg.RethrowPanics = true })
+		c := dial(t, addr)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		_ = c.Call(ctx, opPanic, nil, nil)
+		time.Sleep(testTimeout) // the panic ends the process first
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRethrowPanics$")
+	cmd.Env = append(os.Environ(), rethrowChild+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "panic: test handler panic") {
+		t.Fatalf("child: %v; want it to die of the handler's panic; output:\n%s", err, out)
 	}
 }
 
