@@ -526,15 +526,6 @@ type DepDoneRequest struct {
 	Tasks []task.ID `cbor:"2,keyasint"`
 }
 
-// ClaimEntry is one entry of a replica's claim set.
-type ClaimEntry struct {
-	Task  task.ID `cbor:"1,keyasint"`
-	Index uint32  `cbor:"2,keyasint"`
-	Start int64   `cbor:"3,keyasint"`
-	End   int64   `cbor:"4,keyasint"`
-	Epoch uint64  `cbor:"5,keyasint,omitempty"`
-}
-
 // PromiseRequest asks for a promise of Epoch to Candidate for Part.
 type PromiseRequest struct {
 	Part      int    `cbor:"1,keyasint"`
@@ -547,13 +538,14 @@ type PromiseRequest struct {
 // A refusal is an answer, not an error, so that it can name the epoch the
 // candidate must pass: Refused, with the epoch the replica promised and
 // the candidate it promised it to.
+//
+// Key 1 was the replica's claim set, retired when the handoff began to
+// carry whole records (the epoch stamps): never reuse it. A claim has one
+// type, task.Claim.
 type PromiseResponse struct {
-	// Claims is no longer sent (the handoff carries whole records since
-	// the epoch stamps); the key is kept so that it is never reused.
-	Claims   []ClaimEntry `cbor:"1,keyasint,omitempty"`
-	Refused  bool         `cbor:"2,keyasint,omitempty"`
-	Promised uint64       `cbor:"3,keyasint,omitempty"`
-	To       uint64       `cbor:"4,keyasint,omitempty"`
+	Refused  bool   `cbor:"2,keyasint,omitempty"`
+	Promised uint64 `cbor:"3,keyasint,omitempty"`
+	To       uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 // RecordMsg is a task's replicated content (see partition.Record).
