@@ -900,9 +900,12 @@ func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := ids(c, 0, 1, 2)
 	placed(t, c, 0, all, 3)
+	const leader = 0
+	if len(leadersSettled(t, c, 0)[all[leader]]) == 0 {
+		t.Fatal("node 0 leads no partition")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
-	const leader = 0
 	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "mr"}}})
 	if err != nil {
 		t.Fatal(err)
