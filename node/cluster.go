@@ -3,11 +3,9 @@ package node
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
@@ -35,15 +33,6 @@ const (
 	// keeps one request in flight per follower, so it batches as well on
 	// two as on one (measured: no difference in datagrams or CPU per task).
 	peerStreams = 2
-	// raftQueueLen is the per-destination queue of outgoing raft messages;
-	// raft retransmits what is dropped when it is full.
-	raftQueueLen = 4096
-	// raftBatchMax bounds the messages sent in one OpRaft request.
-	raftBatchMax = 256
-	// raftRetryPause is how long a raft sender waits after a failed send
-	// before trying the destination again (messages meanwhile are dropped
-	// by raft's own flow control, not queued without bound).
-	raftRetryPause = 100 * time.Millisecond
 )
 
 // addrOf returns the address of node id: from gossip, else from the
@@ -283,115 +272,16 @@ func (n *Node) join(ctx context.Context) (*wire.JoinResponse, error) {
 	}
 }
 
-// raftTransport sends the metadata group's messages over peer
-// connections: a queue and a sender goroutine per destination, so one
-// slow or dead node never delays the others, and Send never blocks.
-type raftTransport struct {
-	n      *Node
-	ctx    context.Context
-	mu     sync.Mutex
-	queues map[uint64]chan []byte
-	wg     sync.WaitGroup
-}
-
-func newRaftTransport(ctx context.Context, n *Node) *raftTransport {
-	return &raftTransport{n: n, ctx: ctx, queues: make(map[uint64]chan []byte)}
-}
+// raftTransport is raftgroup.Transport over the peer carrier.
+type raftTransport struct{ *peer.RaftCarrier }
 
 // Send implements raftgroup.Transport.
-func (t *raftTransport) Send(msgs []raftgroup.Outbound) {
+func (t raftTransport) Send(msgs []raftgroup.Outbound) {
 	for _, m := range msgs {
-		q := t.queue(m.To)
-		if q == nil {
+		if !t.RaftCarrier.Send(m.To, m.Data) {
 			return
 		}
-		select {
-		case q <- m.Data:
-		default:
-			// Full: raft resends what it needs.
-		}
 	}
-}
-
-func (t *raftTransport) queue(to uint64) chan []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ctx.Err() != nil {
-		return nil
-	}
-	q := t.queues[to]
-	if q == nil {
-		q = make(chan []byte, raftQueueLen)
-		t.queues[to] = q
-		t.wg.Go(func() { t.sender(to, q) })
-	}
-	return q
-}
-
-// sender delivers the queue of one destination, many messages per
-// request.
-func (t *raftTransport) sender(to uint64, q chan []byte) {
-	log := t.n.log.With("peer", to)
-	var lastErr string
-	for {
-		var first []byte
-		select {
-		case <-t.ctx.Done():
-			return
-		case first = <-q:
-		}
-		batch := [][]byte{first}
-	drain:
-		for len(batch) < raftBatchMax {
-			select {
-			case m := <-q:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		addr := t.n.addrOf(to)
-		var err error
-		if addr == "" {
-			err = errors.New("address unknown")
-		} else {
-			err = t.n.peers.Call(t.ctx, addr, wire.OpRaft, &wire.RaftBatch{Msgs: batch}, nil)
-		}
-		if err == nil {
-			lastErr = ""
-			continue
-		}
-		if t.ctx.Err() != nil {
-			return
-		}
-		if e := err.Error(); e != lastErr {
-			log.Debug("raft send failed", "addr", addr, "messages", len(batch), "err", err)
-			lastErr = e
-		}
-		select {
-		case <-t.ctx.Done():
-			return
-		case <-time.After(raftRetryPause):
-		}
-	}
-}
-
-// wait waits for the senders, after ctx ended.
-func (t *raftTransport) wait() { t.wg.Wait() }
-
-// gossipNet is member.Net over peer connections.
-type gossipNet struct{ n *Node }
-
-func (g gossipNet) SendPacket(ctx context.Context, addr string, b []byte) error {
-	return g.n.peers.Call(ctx, addr, wire.OpGossip, &wire.GossipPacket{Data: b}, nil)
-}
-
-func (g gossipNet) OpenStream(ctx context.Context, addr string) (net.Conn, error) {
-	c, err := g.n.peers.Get(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	return c.OpenRaw(ctx, wire.RawGossip)
 }
 
 // startMember starts gossip and, when joining, contacts the join list.
@@ -402,7 +292,7 @@ func (n *Node) startMember() error {
 	}
 	mc.ID = n.id
 	mc.Addr = n.addr
-	mc.Net = gossipNet{n}
+	mc.Net = peer.GossipNet{Pool: n.peers}
 	mc.Logger = n.log
 	mc.OnChange = n.membersChanged
 	m, err := member.New(mc)

@@ -55,7 +55,7 @@ type Node struct {
 	peers  *peer.Pool
 	// peerEnd is the node on Config.PeerNet, when it uses one.
 	peerEnd   *peer.MemEndpoint
-	raftTr    *raftTransport
+	raftTr    raftTransport
 	repl      *replicator
 	sums      summaries
 	raftReady chan struct{}
@@ -173,11 +173,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	loopCtx, loopCancel := context.WithCancel(context.Background())
 	n.cancel = loopCancel
-	n.raftTr = newRaftTransport(loopCtx, n)
 	n.repl = newReplicator(loopCtx, n)
 	if err := n.startQUIC(); err != nil {
 		return err
 	}
+	n.raftTr = raftTransport{peer.NewRaftCarrier(loopCtx, n.peers, n.addrOf, n.log)}
 	if err := n.startMember(); err != nil {
 		return err
 	}
@@ -694,8 +694,8 @@ func (n *Node) shutdown() {
 		if n.cancel != nil {
 			n.cancel() // loops and raft senders
 		}
-		if n.raftTr != nil {
-			n.raftTr.wait()
+		if n.raftTr.RaftCarrier != nil {
+			n.raftTr.Wait()
 		}
 		if n.repl != nil {
 			n.repl.wait()

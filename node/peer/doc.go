@@ -1,7 +1,8 @@
 // Package peer owns how a node talks to its peers: the Transport seam
 // (QUIC in production, an in-memory network in tests and the simulation),
 // the pool of outgoing connections, the registry of peer ops each plane
-// fills (Mux), and the network faults tests inject (Faults, a wrapper
+// fills (Mux), the carriers of raft's messages (RaftCarrier) and of
+// gossip (GossipNet), and the network faults tests inject (Faults, a wrapper
 // around any Transport and any handler, so no code path checks for faults
 // itself).
 //
