@@ -15,8 +15,9 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":                {"node", "wire", "task", "clock", "store"},
-	"node":               {"node/peer", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":               {"node/peer", "node/control", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":          {"wire"},
+	"node/control":       {"member", "ring"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant"},

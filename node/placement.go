@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/skuldd/skuldd/node/control"
 	"slices"
 	"sync"
 	"time"
@@ -76,56 +77,24 @@ func (n *Node) failoverLoop(ctx context.Context) {
 		if drifting, _ := n.drifting(); n.departing.Load() || drifting {
 			continue // leaving, or a clock ahead: take nothing over
 		}
-		now := time.Now()
-		for id := range absentSince {
-			if _, ok := states[id]; ok {
-				delete(absentSince, id)
-			}
-		}
+		parts := make([]control.Partition, 0, len(meta.Partitions))
+		mu.Lock()
 		for p, pi := range meta.Partitions {
-			if pi.Leader == 0 || !slices.Contains(pi.Cohort, n.id) {
-				continue
-			}
-			if pi.Leader == n.id {
-				// The registry says we lead: make it so if we do not
-				// (a restart, or a handoff that did not finish here)
-				// -- unless we promised a newer epoch to another node,
-				// which is then taking over.
-				if n.parts[p].Epoch() != 0 || n.leadRuns[p].Load() > 0 {
-					// Leading, or a handoff of its own (a takeover asked
-					// for, a start) is between the CAS and leading.
-					continue
-				}
-				if prom, to := n.parts[p].Promised(); prom > pi.Epoch && to != n.id {
-					continue
-				}
-			} else {
-				st, known := states[pi.Leader]
-				if !known {
-					// Gossip never heard of it (this node restarted after
-					// it died): dead once it stayed unknown a while.
-					since, ok := absentSince[pi.Leader]
-					if !ok {
-						absentSince[pi.Leader] = now
-						continue
-					}
-					if now.Sub(since) < n.cfg.DeadVoterGrace {
-						continue
-					}
-				} else if st == member.Alive || st == member.Suspect {
-					continue
-				}
-				if succ := successor(pi.Cohort, pi.Leader, states, n.id); succ != n.id {
-					continue
-				}
-			}
-			if !liveMajority(pi.Cohort, states) {
-				// This node is the one cut off (it sees most of the cohort
-				// dead): a handoff cannot win, and one still retrying when
-				// the network heals would take the partition from the
-				// leader the others chose meanwhile.
-				continue
-			}
+			prom, to := n.parts[p].Promised()
+			parts = append(parts, control.Partition{
+				Part: p, Leader: pi.Leader, Epoch: pi.Epoch, Cohort: pi.Cohort,
+				Leading: n.parts[p].Epoch() != 0, Handoff: n.leadRuns[p].Load() > 0,
+				Promised: prom, PromisedTo: to, Running: running[p],
+			})
+		}
+		mu.Unlock()
+		var plan []control.Takeover
+		plan, absentSince = control.PlanFailover(control.FailoverInput{
+			Self: n.id, Partitions: parts, States: states, AbsentSince: absentSince,
+			Now: time.Now(), DeadGrace: n.cfg.DeadVoterGrace,
+		})
+		for _, tk := range plan {
+			p := tk.Part
 			mu.Lock()
 			if running[p] {
 				mu.Unlock()
@@ -133,8 +102,7 @@ func (n *Node) failoverLoop(ctx context.Context) {
 			}
 			running[p] = true
 			mu.Unlock()
-			cohort := slices.Clone(pi.Cohort)
-			old := pi.Leader
+			cohort, old := tk.Cohort, tk.Old
 			// The takeover goes on only while its reasons hold: the
 			// registry still names the leader it replaces, gossip still
 			// holds that one dead, and this node sees a majority.
@@ -149,7 +117,7 @@ func (n *Node) failoverLoop(ctx context.Context) {
 				if s := st[old]; s == member.Alive || s == member.Suspect {
 					return fmt.Errorf("its leader, node %d, is back", old)
 				}
-				if !liveMajority(cohort, st) {
+				if !control.LiveMajority(cohort, st) {
 					return fmt.Errorf("this node is cut off from most of the cohort %v", cohort)
 				}
 				return nil
@@ -192,7 +160,7 @@ func (n *Node) fenceCutOff(states map[uint64]member.State, backSince map[uint16]
 			cohort = n.partitionCohort(p)
 		}
 		switch {
-		case leads && !liveMajority(cohort, states):
+		case leads && !control.LiveMajority(cohort, states):
 			delete(backSince, part)
 			if n.heads.fence(part, true) {
 				n.log.Warn("partition leader cut off from a majority of its cohort: granting no claims until it is back", "partition", p, "cohort", cohort)
@@ -238,19 +206,6 @@ func (n *Node) stepDownSuperseded(meta raftgroup.Meta) {
 	}
 }
 
-// liveMajority reports whether gossip holds a majority of cohort alive or
-// suspect (not yet dead); states counts this node alive. An empty cohort
-// (no placement yet) has nobody to be cut off from.
-func liveMajority(cohort []uint64, states map[uint64]member.State) bool {
-	live := 0
-	for _, id := range cohort {
-		if st := states[id]; st == member.Alive || st == member.Suspect {
-			live++
-		}
-	}
-	return len(cohort) == 0 || live >= ring.Majority(len(cohort))
-}
-
 // dropGone closes the peer connections of the members gossip has newly
 // declared dead or gone (peerPool.drop), so that requests waiting on one
 // (a claim or an enqueue forwarded to a leader that crashed) fail over
@@ -268,20 +223,6 @@ func (n *Node) dropGone(gone map[uint64]bool, members []member.Peer) {
 		}
 		gone[p.ID] = true
 	}
-}
-
-// successor is the first live member of cohort other than the old leader
-// (this node counts as live).
-func successor(cohort []uint64, old uint64, states map[uint64]member.State, self uint64) uint64 {
-	for _, id := range cohort {
-		if id == old && id != self {
-			continue
-		}
-		if id == self || states[id] == member.Alive {
-			return id
-		}
-	}
-	return 0
 }
 
 // gossipStates maps node ids to their gossip state.
