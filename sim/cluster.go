@@ -30,10 +30,10 @@ type cluster struct {
 // simNode is one node, running or down, with what outlives its
 // processes: its disk, its faults and its clock.
 type simNode struct {
-	cfg    node.Config // with Join as first started: a restart rejoins the same way
-	fs     *store.MemFS
-	shift  *clock.Shift
-	node   *node.Node // nil while down
+	cfg   node.Config // with Join as first started: a restart rejoins the same way
+	fs    *store.MemFS
+	shift *clock.Shift
+	node  *node.Node // nil while down
 	// inc counts the node's incarnations: a request that began in one
 	// and ended after it died is answered in doubt (the client saw the
 	// connection drop), whatever the dying node's code returned.

@@ -99,7 +99,9 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 }
 
 // ReplayCommand is the command that runs seed again.
-func ReplayCommand(seed uint64) string { return fmt.Sprintf("go test ./sim -run TestSim -seed %d", seed) }
+func ReplayCommand(seed uint64) string {
+	return fmt.Sprintf("go test ./sim -run TestSim -seed %d", seed)
+}
 
 func addrs(n int) []string {
 	out := make([]string, n)
