@@ -24,6 +24,8 @@ type Result struct {
 	Schedule []fault
 	Report   *faults.Report
 	Problems []string
+	// History is what the checkers judged (for a failing seed's report).
+	History *faults.Input
 }
 
 // OK reports whether the run passed every check.
@@ -87,16 +89,26 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	r.finalReads(ctx)
 	rec.phase(faults.PhaseDone, nil)
 	c.close()
+	// memberlist's probe goroutines outlive its Shutdown, each until its
+	// probe timer fires; time stops once a bubble's main goroutine
+	// returns, so the run waits them out here rather than leave them
+	// blocked for good.
+	sleep(ctx, shutdownLinger)
 
-	res.Report = faults.Analyze(rec.input(faults.RunInfo{
+	res.History = rec.input(faults.RunInfo{
 		Seed: int64(seed), Scenario: "sim", Nodes: cfg.Nodes, Addrs: addrs(cfg.Nodes),
 		Partitions: cfg.Partitions, Replicas: cfg.Replicas,
 		SkewBoundMs: cfg.SkewBound.Milliseconds(), MaxDriftMs: (cfg.SkewBound / 2).Milliseconds(),
 		AAEIntervalMs: cfg.AAEInterval.Milliseconds(), TTLMs: cfg.TTL.Milliseconds(), MaxAttempts: cfg.MaxAttempts,
 		Command: ReplayCommand(seed),
-	}))
+	})
+	res.Report = faults.Analyze(res.History)
 	return res, nil
 }
+
+// shutdownLinger is how long goroutines of closed nodes may still wait on
+// their timers (memberlist's probe timeout is well below it).
+const shutdownLinger = 10 * time.Second
 
 // ReplayCommand is the command that runs seed again.
 func ReplayCommand(seed uint64) string {

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/skuldd/skuldd/faults"
 	"github.com/skuldd/skuldd/sim"
 )
 
@@ -61,6 +63,7 @@ func runSeed(t *testing.T, seed uint64) {
 	}
 	if res.Report != nil {
 		_ = res.Report.WriteText(&b)
+		writeExampleHistories(&b, res)
 	}
 	t.Error(b.String())
 }
@@ -80,4 +83,43 @@ func opsLine(res *sim.Result) string {
 		parts = append(parts, fmt.Sprintf("%s %d/%d ok", o.F, o.OK, o.Attempted))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// maxExampleTasks bounds the tasks whose history a failure prints.
+const maxExampleTasks = 3
+
+// writeExampleHistories prints, for the first tasks the anomalies name,
+// every event of theirs with the nemesis events interleaved: what a
+// diagnosis starts from.
+func writeExampleHistories(b *strings.Builder, res *sim.Result) {
+	tasks := map[string]bool{}
+	var order []string
+	for _, c := range res.Report.Checks {
+		for _, a := range c.Anomalies {
+			if a.Count == 0 {
+				continue
+			}
+			for _, ex := range a.Examples {
+				if ex.Task != "" && !tasks[ex.Task] && len(order) < maxExampleTasks {
+					tasks[ex.Task] = true
+					order = append(order, ex.Task)
+				}
+			}
+		}
+	}
+	for _, id := range order {
+		fmt.Fprintf(b, "history of task %s:\n", id)
+		for _, e := range res.History.Events {
+			if e.Task == id || e.Type == faults.Nemesis {
+				line, _ := json.Marshal(e)
+				fmt.Fprintf(b, "  %s\n", line)
+			}
+		}
+		for _, f := range res.History.Finals {
+			if f.Task == id {
+				line, _ := json.Marshal(f)
+				fmt.Fprintf(b, "  final %s\n", line)
+			}
+		}
+	}
 }
