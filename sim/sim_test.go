@@ -21,8 +21,9 @@ var (
 	logFlag   = flag.Bool("simlog", false, "log the nodes to the test log (verbose: for replaying one seed)")
 )
 
-// defaultSeeds is what CI runs: within its three-minute budget on two
-// cores (see the package README figures in the commit that set it).
+// defaultSeeds is what CI runs. Measured on the 2-core CI machine,
+// shared: 150 seeds in 118 s (about 0.8 s a seed, 25 s of virtual time
+// each), so 200 seeds take about 160 s, inside the three-minute budget.
 const defaultSeeds = 200
 
 // TestSim runs -seeds seeds from -seed, each in its own synctest bubble.
