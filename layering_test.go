@@ -36,6 +36,10 @@ var allowedInternal = map[string][]string{
 	// task ids, nothing of a node's insides.
 	"faults":            {"wire", "task"},
 	"faults/cmd/faults": {"faults"},
+	// The seeded simulation runs real nodes in one process, on the
+	// in-memory network and disks, and judges them with the fault
+	// suite's checkers.
+	"sim": {"node", "node/peer", "store", "wire", "task", "clock", "faults"},
 }
 
 // owners names the one package allowed to import each heavyweight

@@ -173,8 +173,15 @@ type Config struct {
 	Faults *Faults
 	// PeerNet, when set, carries the node's peer traffic instead of QUIC:
 	// the node attaches to it at its address (tests and the simulation;
-	// nil in production). Clients still reach the node over QUIC and HTTP.
+	// nil in production). Clients still reach the node over QUIC and HTTP,
+	// unless NoListen.
 	PeerNet *peer.MemNet
+	// NoListen, with PeerNet, starts the node without sockets: no QUIC and
+	// no HTTP listener. The node is at Advertise (else Bind) on PeerNet,
+	// and its clients call Node.Service in the same process. For the
+	// simulation, whose virtual time (testing/synctest) advances only
+	// while every goroutine is blocked on something other than a socket.
+	NoListen bool
 
 	// Pprof serves Go's profiler at /debug/pprof/ on the HTTP port.
 	Pprof bool
@@ -331,6 +338,7 @@ func (c *Config) Validate() error {
 	if err := checkAdvertise(c.Advertise); err != nil {
 		errs = append(errs, err)
 	}
+	check(!c.NoListen || c.PeerNet != nil, "no-listen needs a peer network: without sockets, PeerNet is the node's only way to its peers")
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
 			errs = append(errs, fmt.Errorf("join %q: %w", j, err))

@@ -168,7 +168,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startIDs(); err != nil {
 		return err
 	}
-	if err := n.bind(); err != nil {
+	if n.cfg.NoListen {
+		n.addr = n.cfg.Bind
+		if a := n.cfg.Advertise; a != "" {
+			n.addr = a
+		}
+	} else if err := n.bind(); err != nil {
 		return err
 	}
 	loopCtx, loopCancel := context.WithCancel(context.Background())
@@ -222,8 +227,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	n.wg.Go(func() { n.pressureLoop(loopCtx) })
-	if err := n.serveHTTP(); err != nil {
-		return err
+	if !n.cfg.NoListen {
+		if err := n.serveHTTP(); err != nil {
+			return err
+		}
 	}
 	n.reconcileDeps()
 	n.ready.Store(true)
@@ -233,6 +240,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 // Addr returns the address the node serves on (UDP and TCP, one port).
 func (n *Node) Addr() string { return n.addr }
+
+// Service returns the client API as QUIC and HTTP clients reach it: the
+// coordinator, which retries while the cluster moves, behind the request
+// metrics. In-process clients (the simulation, with Config.NoListen) call
+// it; it is valid after Start returned.
+func (n *Node) Service() wire.Service { return metered{coordinator{n}, n} }
 
 // Config returns the node's configuration; after Start, Partitions and
 // Replicas are the cluster's.
@@ -501,23 +514,53 @@ func (n *Node) loadPartitions() error {
 }
 
 // startQUIC starts the QUIC server: the peer protocol from now on, the
-// client API once the node is ready (its ops refuse before).
+// client API once the node is ready (its ops refuse before). With
+// Config.NoListen there is no server: the client API is Service, and
+// peers reach the node on Config.PeerNet only.
 func (n *Node) startQUIC() error {
-	cert, err := wire.SelfSignedCert()
-	if err != nil {
-		return fmt.Errorf("node: tls: %w", err)
-	}
 	n.clientHandler = wire.ServiceHandler(metered{coordinator{n}, n})
 	n.peerClientHandler = wire.ServiceHandler(n)
-	var keys wire.Keys
-	if n.cfg.ClusterSecret != nil {
-		if keys, err = wire.DeriveKeys(n.cfg.ClusterSecret); err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-	}
 	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
 	// server serves clients only.
 	peerSide := n.peerHandlers()
+	var tr peer.Transport
+	if !n.cfg.NoListen {
+		srv, err := n.newQUICServer(peerSide)
+		if err != nil {
+			return err
+		}
+		n.quicSrv = srv
+		tr = peer.QUIC{Server: srv, Config: wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout}}
+		n.wg.Go(func() {
+			if err := srv.Serve(n.udp); err != nil {
+				n.log.Error("quic server stopped", "err", err)
+			}
+		})
+	}
+	if pn := n.cfg.PeerNet; pn != nil {
+		end, err := pn.Attach(n.addr, n.id, peerSide)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.peerEnd, tr = end, end
+	}
+	n.peers = peer.NewPool(n.cfg.Faults.Wrap(tr), peerDialTimeout, peerCallTimeout)
+	return nil
+}
+
+// newQUICServer returns the QUIC server of the client API and, unless the
+// node uses Config.PeerNet, of peerSide.
+func (n *Node) newQUICServer(peerSide peer.Handlers) (*wire.Server, error) {
+	cert, err := wire.SelfSignedCert()
+	if err != nil {
+		return nil, fmt.Errorf("node: tls: %w", err)
+	}
+	var keys wire.Keys
+	if n.cfg.ClusterSecret != nil {
+		if keys, err = wire.DeriveKeys(n.cfg.ClusterSecret); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 	handlers := peerSide
 	if n.cfg.PeerNet != nil {
 		handlers = peer.Handlers{}
@@ -534,24 +577,9 @@ func (n *Node) startQUIC() error {
 		RawHandler:    handlers.Raw,
 	}, n.clientHandler)
 	if err != nil {
-		return fmt.Errorf("node: quic server: %w", err)
+		return nil, fmt.Errorf("node: quic server: %w", err)
 	}
-	n.quicSrv = srv
-	var tr peer.Transport = peer.QUIC{Server: srv, Config: wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout}}
-	if pn := n.cfg.PeerNet; pn != nil {
-		end, err := pn.Attach(n.addr, n.id, peerSide)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		n.peerEnd, tr = end, end
-	}
-	n.peers = peer.NewPool(n.cfg.Faults.Wrap(tr), peerDialTimeout, peerCallTimeout)
-	n.wg.Go(func() {
-		if err := srv.Serve(n.udp); err != nil {
-			n.log.Error("quic server stopped", "err", err)
-		}
-	})
-	return nil
+	return srv, nil
 }
 
 // serveHTTP starts the HTTP server.

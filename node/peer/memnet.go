@@ -53,6 +53,17 @@ func (m *MemNet) Attach(addr string, id uint64, h Handlers) (*MemEndpoint, error
 	return e, nil
 }
 
+// Disconnect takes the node at addr off the network at once, as a power
+// cut would: its endpoint closes (Close), so nothing it sends or answers
+// from then on arrives anywhere. The simulation disconnects a node it
+// crashes before it images the node's disk, so that every answer the
+// node gave was given before the image. No node at addr: nothing to do.
+func (m *MemNet) Disconnect(addr string) {
+	if e := m.lookup(addr); e != nil {
+		_ = e.Close()
+	}
+}
+
 func (m *MemNet) lookup(addr string) *MemEndpoint {
 	m.mu.Lock()
 	defer m.mu.Unlock()

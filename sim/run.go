@@ -1,0 +1,302 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/skuldd/skuldd/faults"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Result is a finished run: its schedule, the checkers' report, and what
+// went wrong outside the history (a node that would not restart, a run
+// that could not converge or drain).
+type Result struct {
+	Seed     uint64
+	Schedule []fault
+	Report   *faults.Report
+	Problems []string
+	// History is what the checkers judged (for a failing seed's report).
+	History *faults.Input
+}
+
+// OK reports whether the run passed every check.
+func (r *Result) OK() bool { return len(r.Problems) == 0 && r.Report != nil && r.Report.OK() }
+
+// Streams of the seed: the schedule and each client draw from their own,
+// so adding a client leaves the schedule as it was.
+const (
+	streamSchedule = iota
+	streamClients
+)
+
+// Run runs one seed: the cluster, the workload under the seed's fault
+// schedule, heal, convergence, drain and the final reads, then the
+// checkers. It must run inside a testing/synctest bubble (virtual time);
+// outside one it works on real time, slowly. The error is the
+// simulation's own failure: the cluster never formed.
+func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: config: %w", err)
+	}
+	res := &Result{Seed: seed, Schedule: schedule(&cfg, rand.New(rand.NewPCG(seed, streamSchedule)))}
+	rec := newRecorder()
+	rec.phase(faults.PhaseSetup, nil)
+	c, err := newCluster(ctx, &cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	r := &run{cfg: &cfg, c: c, rec: rec, res: res}
+
+	rec.phase(faults.PhaseFaults, res.Schedule)
+	until := time.Now().Add(cfg.FaultTime)
+	var wg sync.WaitGroup
+	stride := cfg.Clients + 1 // the drain is process Clients
+	for k := range cfg.Clients {
+		cl := &client{cfg: &cfg, c: c, rec: rec, rng: rand.New(rand.NewPCG(seed, streamClients+uint64(k))),
+			proc: k, stride: stride, tag: fmt.Sprintf("c%d", k)}
+		wg.Go(func() { cl.run(ctx, until) })
+	}
+	r.nemesis(ctx)
+	wg.Wait()
+
+	healAt := time.Now()
+	c.healLinks()
+	rec.phase(faults.PhaseHeal, nil)
+	if r.converge(ctx) {
+		rec.phase(faults.PhaseConverged, nil)
+	} else {
+		rec.phase(faults.PhaseNotConverged, "replicas still differ")
+	}
+	sleep(ctx, cfg.Quiet-time.Since(healAt))
+	rec.phase(faults.PhaseDrain, nil)
+	r.drain(ctx, stride)
+	// The drain's completions reach every replica by replication or
+	// anti-entropy; the final reads judge what they agree on then.
+	if !r.converge(ctx) {
+		r.problem("replicas still differed %v after the drain", cfg.ConvergeTimeout)
+	}
+	rec.phase(faults.PhaseFinal, nil)
+	r.finalReads(ctx)
+	rec.phase(faults.PhaseDone, nil)
+	c.close()
+	// memberlist's probe goroutines outlive its Shutdown, each until its
+	// probe timer fires; time stops once a bubble's main goroutine
+	// returns, so the run waits them out here rather than leave them
+	// blocked for good.
+	sleep(ctx, shutdownLinger)
+
+	res.History = rec.input(faults.RunInfo{
+		Seed: int64(seed), Scenario: "sim", Nodes: cfg.Nodes, Addrs: addrs(cfg.Nodes),
+		Partitions: cfg.Partitions, Replicas: cfg.Replicas,
+		SkewBoundMs: cfg.SkewBound.Milliseconds(), MaxDriftMs: (cfg.SkewBound / 2).Milliseconds(),
+		AAEIntervalMs: cfg.AAEInterval.Milliseconds(), TTLMs: cfg.TTL.Milliseconds(), MaxAttempts: cfg.MaxAttempts,
+		Command: ReplayCommand(seed),
+	})
+	res.Report = faults.Analyze(res.History)
+	return res, nil
+}
+
+// shutdownLinger is how long goroutines of closed nodes may still wait on
+// their timers (memberlist's probe timeout is well below it).
+const shutdownLinger = 10 * time.Second
+
+// ReplayCommand is the command that runs seed again.
+func ReplayCommand(seed uint64) string {
+	return fmt.Sprintf("go test ./sim -run TestSim -seed %d", seed)
+}
+
+func addrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = addrOf(i)
+	}
+	return out
+}
+
+// run is the state of one Run past setup.
+type run struct {
+	cfg *Config
+	c   *cluster
+	rec *recorder
+	res *Result
+	mu  sync.Mutex // guards res.Problems
+}
+
+func (r *run) problem(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Problems = append(r.res.Problems, fmt.Sprintf(format, args...))
+}
+
+// nemesis applies the schedule: each fault at its time, healed after its
+// length (a killed or crashed node restarted then).
+func (r *run) nemesis(ctx context.Context) {
+	start := time.Now()
+	for _, f := range r.res.Schedule {
+		sleep(ctx, f.At-time.Since(start))
+		if ctx.Err() != nil {
+			return
+		}
+		r.apply(f)
+		r.rec.nemesis("start", f)
+		sleep(ctx, f.For)
+		r.heal(ctx, f)
+		r.rec.nemesis("stop", f)
+	}
+}
+
+func (r *run) apply(f fault) {
+	c := r.c
+	addr, peer := addrOf(f.Node), addrOf(f.Peer)
+	switch f.Kind {
+	case faultIsolate:
+		for i := range r.cfg.Nodes {
+			if i != f.Node {
+				c.faults(i).Block(addr)
+				c.faults(f.Node).Block(addrOf(i))
+			}
+		}
+	case faultDropReplication:
+		c.faults(f.Node).DropReplication(peer)
+	case faultDelay:
+		c.faults(f.Node).Delay(peer, f.Delay)
+		c.faults(f.Peer).Delay(addr, f.Delay)
+	case faultLoseReplies:
+		c.faults(f.Node).LoseReplies(peer)
+	case faultKill:
+		c.kill(f.Node)
+	case faultCrash:
+		c.crash(f.Node, f.Unsynced, f.Seed)
+	case faultClock:
+		c.shiftClock(f.Node, f.Shift)
+	}
+}
+
+// heal undoes f: link faults and clock shifts go, a down node restarts.
+func (r *run) heal(ctx context.Context, f fault) {
+	switch f.Kind {
+	case faultKill, faultCrash:
+		if err := r.c.start(ctx, f.Node); err != nil {
+			r.problem("after %s: %v", f, err)
+		}
+	default:
+		r.c.healLinks()
+	}
+}
+
+// ids returns every task id the history tried to enqueue, in order.
+func (r *run) ids() []task.ID {
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	var out []task.ID
+	for _, e := range r.rec.events {
+		if e.Type == faults.Invoke && e.F == faults.FEnqueue {
+			if id, err := task.ParseID(e.Task); err == nil {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// read returns task id as node i's own replica holds it (r=1), as JSON;
+// nil and found false when the replica lacks it.
+func (r *run) read(ctx context.Context, i int, id task.ID) (view json.RawMessage, found bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	var v *wire.TaskView
+	err = r.c.call(i, func(s wire.Service) (err error) {
+		v, err = s.Get(rctx, &wire.GetRequest{ID: id, R: 1})
+		return err
+	})
+	switch {
+	case errors.Is(err, task.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	b, err := json.Marshal(v)
+	return b, err == nil, err
+}
+
+// converge polls every node's replica of every task until they all agree
+// for convergedPolls polls in a row, within ConvergeTimeout.
+func (r *run) converge(ctx context.Context) bool {
+	deadline := time.Now().Add(r.cfg.ConvergeTimeout)
+	ids := r.ids()
+	agreed := 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if r.agree(ctx, ids) {
+			agreed++
+			if agreed == convergedPolls {
+				return true
+			}
+		} else {
+			agreed = 0
+		}
+		sleep(ctx, r.cfg.PollInterval)
+	}
+	return false
+}
+
+// agree reports whether every node answers the same for every task.
+func (r *run) agree(ctx context.Context, ids []task.ID) bool {
+	for _, id := range ids {
+		var first json.RawMessage
+		for i := range r.cfg.Nodes {
+			v, _, err := r.read(ctx, i, id)
+			if err != nil || (i > 0 && !bytes.Equal(v, first)) {
+				return false
+			}
+			first = v
+		}
+	}
+	return true
+}
+
+// drain claims and completes through every node in turn until no claim
+// has found anything for drainSettle: long enough for every lease to
+// end and every delay to pass. proc is the drain's history process.
+func (r *run) drain(ctx context.Context, stride int) {
+	cfg := r.cfg
+	cl := &client{cfg: cfg, c: r.c, rec: r.rec, rng: rand.New(rand.NewPCG(r.res.Seed, streamClients+uint64(cfg.Clients))),
+		proc: cfg.Clients, stride: stride, tag: "drain"}
+	settle := cfg.TTL + cfg.SkewBound + max(cfg.RetryAfter, cfg.SnoozeDelay) + cfg.PollInterval
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	lastFound := time.Now()
+	for time.Since(lastFound) < settle {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.problem("the drain still found tasks after %v", cfg.DrainTimeout)
+			return
+		}
+		if cl.claimAndWork(ctx, false) {
+			lastFound = time.Now()
+			continue
+		}
+		sleep(ctx, cfg.PollInterval)
+	}
+}
+
+// finalReads reads every task from every node's replica.
+func (r *run) finalReads(ctx context.Context) {
+	for _, id := range r.ids() {
+		for i := range r.cfg.Nodes {
+			v, found, err := r.read(ctx, i, id)
+			fr := faults.FinalRead{Task: id.String(), Node: i + 1, Found: found, View: v}
+			if err != nil {
+				fr.Err = err.Error()
+			}
+			r.rec.final(fr)
+		}
+	}
+}
