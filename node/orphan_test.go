@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -367,5 +368,79 @@ func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
 	g, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: x})
 	if err != nil || g.State != "completed" || len(g.Updates) != 1 {
 		t.Fatalf("task: %+v, %v; want completed with the update", g, err)
+	}
+}
+
+// Found by the simulation: a leader cut off while another took over
+// still believes it leads, and refused an update of the new leader's
+// claim from its own stale replica ("no such claim", or "superseded" by
+// a claim of its own that no majority took): a definite answer that
+// tells a worker holding a live claim to give it up. A refusal from the
+// replica's state now needs a majority to confirm the epoch; without
+// one it is unavailable (in doubt).
+func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := ids(c, 0, 1, 2)
+	placed(t, c, 0, all, 3)
+	const f = 2
+	fLeads := leadersSettled(t, c, 0)[all[f]]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
+	defer cancel()
+	enq, err := c.Client(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "stale", Data: []byte("x")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := enq.Results[0].ID
+	part := partOfForTest(x, nodetest.DefaultPartitions)
+	if !slices.Contains(fLeads, int(part)) {
+		t.Fatalf("the enqueue through F put X in partition %d; F leads %v", part, fLeads)
+	}
+	if cl, err := c.Client(f).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 500}); err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != x {
+		t.Fatalf("claim 0 through F: %+v, %v", cl, err)
+	}
+	v, err := clusterView(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEpoch := v.Partitions[part].Epoch
+
+	// F is cut off from its peers (its clients still reach it); another
+	// node takes the partition over and grants claim 1.
+	c.Isolate(f)
+	newLeader := -1
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, 0)
+		if err != nil {
+			return err
+		}
+		p := v.Partitions[part]
+		if p.Leader == all[f] || p.Epoch <= oldEpoch {
+			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
+		}
+		newLeader = slices.Index(all, p.Leader)
+		return nil
+	})
+	nodetest.WaitFor(t, clusterWait, func() error {
+		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 60_000})
+		if err != nil {
+			return err
+		}
+		if len(r.Tasks) == 0 || r.Tasks[0].ID != x || *r.Tasks[0].Claim != 1 {
+			return fmt.Errorf("claim at the new leader: %+v", r.Tasks)
+		}
+		return nil
+	})
+	reps, err := c.Node(f).Replicas()
+	if err != nil || reps[part].LeadingEpoch != oldEpoch {
+		t.Fatalf("F leads partition %d at epoch %d (%v); the test needs it to believe it still leads at %d", part, reps[part].LeadingEpoch, err, oldEpoch)
+	}
+	// F must not answer for claim 1 from its stale replica.
+	_, err = c.Client(f).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 1, Seq: 0, Data: []byte("live claim")})
+	if !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("update of the new leader's claim through the cut-off leader: %v; want unavailable (in doubt), not a definite refusal", err)
+	}
+	// Through the new leader, claim 1 is live.
+	if _, err := c.Client(newLeader).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 1, Seq: 0, Data: []byte("live claim")}); err != nil {
+		t.Fatalf("update through the new leader: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skuldd/skuldd/ring"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -783,4 +784,54 @@ func (n *Node) fetchRecord(ctx context.Context, node uint64, part uint16, id tas
 // after applying it: nothing of it may be acknowledged.
 func errNotLeading(part uint16) error {
 	return fmt.Errorf("%w: partition %d: this node stopped leading it; retry", wire.ErrUnavailable, part)
+}
+
+// confirmLeading checks with a majority of part's cohort that this node
+// still leads it at the epoch it leads at: each follower gets an empty
+// replication item at that epoch, which a replica that promised a newer
+// epoch refuses. A refusal steps this node down. It returns nil once a
+// majority (this node included) answered yes.
+func (n *Node) confirmLeading(ctx context.Context, part uint16) error {
+	to, ep := n.followers(part)
+	if ep == 0 {
+		return errNotLeading(part)
+	}
+	need := ring.Majority(len(to)+1) - 1 // this node is one
+	if need <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	answers := make(chan error, len(to))
+	for _, f := range to {
+		go func() {
+			addr := n.addrOf(f)
+			if addr == "" {
+				answers <- fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, f)
+				return
+			}
+			var resp wire.ReplicateResponse
+			err := n.peers.Call(ctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{{Part: part, Epoch: ep}}}, &resp)
+			if err == nil && len(resp.Results) == 1 && resp.Results[0].Code != wire.CodeOK {
+				err = &wire.Error{Code: resp.Results[0].Code, Msg: resp.Results[0].Err}
+			}
+			answers <- err
+		}()
+	}
+	yes := 0
+	var errs []error
+	for range to {
+		err := <-answers
+		if err == nil {
+			if yes++; yes >= need {
+				return nil
+			}
+			continue
+		}
+		if errors.Is(err, task.ErrEpoch) && n.parts[part].ResignAt(ep) {
+			n.log.Warn("stepping down: a follower promised a newer epoch", "partition", part, "epoch", ep)
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("%w: partition %d: %d of %d followers confirmed epoch %d: %v", wire.ErrUnavailable, part, yes, need, ep, errors.Join(errs...))
 }

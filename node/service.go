@@ -642,6 +642,34 @@ func leaderErr(err error) error {
 	return err
 }
 
+// stateRefusals are the refusals a leader derives from its replica's
+// state of a task, which a stale replica gets wrong.
+var stateRefusals = []error{
+	task.ErrClaimSuperseded, task.ErrClaimExpired, task.ErrClaimEnded, task.ErrCompleted,
+	task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead,
+}
+
+// refusal returns err, this leader's refusal of an operation on task id,
+// once it confirmed that it still leads the task's partition
+// (confirmLeading); if it cannot, the refusal may come from a stale
+// state, and the answer is unavailable: the client must not take it as
+// final. A leader cut off while another took over still believes it
+// leads; its replica lacks the new leader's writes and holds claims of
+// its own that no majority took, so "superseded by claim 2" there may be
+// false for a claim the new leader granted (found by the simulation).
+// Only a refusal costs the round trip; a write is confirmed by its
+// replication anyway.
+func (n *Node) refusal(ctx context.Context, id task.ID, err error) error {
+	err = leaderErr(err)
+	if !slices.ContainsFunc(stateRefusals, func(e error) bool { return errors.Is(err, e) }) {
+		return err
+	}
+	if cerr := n.confirmLeading(ctx, n.partOf(id)); cerr != nil {
+		return fmt.Errorf("%w: %v; this node could not confirm it still leads the task's partition: %v", wire.ErrUnavailable, err, cerr)
+	}
+	return err
+}
+
 // Renew extends a claim.
 func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
 	if err := n.checkServing(); err != nil {
@@ -665,7 +693,7 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	}
 	c, err := n.replicaOf(req.ID).Renew(req.ID, req.Claim, n.now(), ttl)
 	if err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -689,7 +717,7 @@ func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, 
 		return nil, err
 	}
 	if err := n.replicaOf(req.ID).Update(req.ID, req.Claim, req.Seq, req.Data, n.now()); err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0, partition.Update{Claim: req.Claim, Seq: req.Seq, Data: req.Data})
 	if err != nil {
@@ -725,7 +753,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	part := n.partOf(req.ID)
 	_, st, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	var ship *shipper
 	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
@@ -804,7 +832,7 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 		}
 	}
 	if err := n.replicaOf(req.ID).Fail(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now()); err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -828,7 +856,7 @@ func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, 
 		return nil, err
 	}
 	if err := n.replicaOf(req.ID).Snooze(req.ID, req.Claim, req.DelayMs, n.now()); err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {
@@ -849,7 +877,7 @@ func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack
 		return resp, err
 	}
 	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
-		return nil, leaderErr(err)
+		return nil, n.refusal(ctx, req.ID, err)
 	}
 	acks, err := n.replicateTask(ctx, req.ID, 0)
 	if err != nil {

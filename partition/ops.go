@@ -465,16 +465,15 @@ func (r *Replica) Resign() {
 
 // ResignAt stops the replica from granting claims if it still leads at
 // epoch ep, and reports whether it did: a leader that handed the
-// partition off steps down at once, whether or not the new leader's
-// promise or registry entry reached it yet, and never resigns a later
-// leadership of its own by mistake.
+// partition off, or learnt of a newer epoch, steps down at once, and
+// never resigns a later leadership of its own by mistake.
 func (r *Replica) ResignAt(ep uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ep == 0 || r.epoch != ep {
 		return false
 	}
-	r.log.Info("stepping down: handed off", "epoch", ep)
+	r.log.Info("stepping down", "epoch", ep)
 	r.unpublishLocked()
 	return true
 }
