@@ -187,7 +187,7 @@ func checkAttempts(h *history) *Check {
 		}
 		flags.flush(c)
 		if limit := h.maxAttempts(t); limit > 0 {
-			h.grantsWithinLimit(c, t, limit)
+			h.grantsWithinLimit(c, t, limit, views)
 		}
 		if len(views) > 0 {
 			h.releases(c, t, views)
@@ -201,13 +201,23 @@ func checkAttempts(h *history) *Check {
 // by the attempts its ok reported or by what the history proves: claim
 // ids are dense, so a grant of claim k shows claims 0..k-1 existed and
 // ended (none completed, or k would not exist), and each is an attempt
-// unless a snooze of it took effect or may have. (The workload never
-// requeues, which would reset the count.)
-func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32) {
+// unless a snooze of it took effect or may have, or a final view shows it
+// snoozed: a node releases as a snooze each claim it granted and never
+// answered (the client never saw it, so the history cannot), and such a
+// claim costs no attempt. (The workload never requeues, which would reset
+// the count.)
+func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32, views []taskRead) {
 	snoozed := map[uint32]bool{}
 	for _, o := range t.snoozes {
 		if o.mayHaveApplied() {
 			snoozed[o.claim] = true
+		}
+	}
+	for _, r := range views {
+		for _, f := range r.view.Failures {
+			if f.Snooze {
+				snoozed[f.Claim] = true
+			}
 		}
 	}
 	for _, g := range t.grants {

@@ -152,6 +152,12 @@ func TestAttempts(t *testing.T) {
 			v.Attempts = 3
 		}},
 		{name: "granted after a snoozed and a failed claim", check: check, kind: kindClaimedDead, inject: snoozeThenDead},
+		{name: "granted after a claim the node released unanswered (a snooze only the final state shows)", check: check, kind: kindClaimedDead, inject: func(b *builder) {
+			unansweredThenClaim(b, true)
+		}},
+		{name: "granted after a claim that ended unanswered and unreleased", check: check, kind: kindClaimedDead, want: 1, inject: func(b *builder) {
+			unansweredThenClaim(b, false)
+		}},
 		{name: "acknowledged fail on no replica", check: check, kind: kindReleaseMissing, want: 1, inject: func(b *builder) {
 			v := b.views[taskC]
 			v.Failures = v.Failures[:1]
@@ -228,4 +234,23 @@ func TestIdempotentEnqueue(t *testing.T) {
 			v.Claims = []wire.ClaimView{completed(claimView(0, 105, 2105), 205)}
 		}},
 	})
+}
+
+// unansweredThenClaim rewrites task C (max_attempts 2): claim 0 failed;
+// claim 1 was granted by a node that never answered (no event of it);
+// claim 2 is granted. The final view shows claim 1 snoozed (released
+// unanswered, costing no attempt) if released.
+func unansweredThenClaim(b *builder, released bool) {
+	procs := map[int]bool{}
+	for _, e := range b.events {
+		if e.Task == taskC && e.Claim != nil && *e.Claim == 1 {
+			procs[e.Proc] = true // the claim's ok, the fail's invoke
+		}
+	}
+	b.events = slices.DeleteFunc(b.events, func(e Event) bool { return procs[e.Proc] })
+	b.claim(taskC, 2, 700, 710, OK)
+	v := b.views[taskC]
+	v.Claims = []wire.ClaimView{claimView(0, 105, 205), claimView(1, 305, 305), claimView(2, 705, 800)}
+	v.Failures = []wire.FailureView{{Claim: 0, At: nodeEpochMs + 205}, {Claim: 1, At: nodeEpochMs + 305, Snooze: released}, {Claim: 2, At: nodeEpochMs + 800}}
+	v.Attempts = 2
 }
