@@ -8,9 +8,9 @@
 // with -v). Everything is closed through t.Cleanup.
 //
 // Node 0 founds the cluster; the others join it through the running
-// nodes, over the real QUIC peer transport on loopback (or an in-memory
-// network: PeerNet, TransportEnv), with gossip tuned for one machine
-// ("local") and a fast metadata-shape loop.
+// nodes, over an in-memory peer network (or QUIC on loopback: QUIC,
+// TransportEnv), with gossip tuned for one machine ("local") and a fast
+// metadata-shape loop. Clients reach the nodes over QUIC and HTTP.
 //
 // Concurrency: Node, Addr, Client, HTTP and Config may be called from any
 // goroutine; NewCluster, Stop and Restart call t.Fatal on failure and must
@@ -82,8 +82,11 @@ func PeerNet(net *peer.MemNet) Option { return func(c *node.Config) { c.PeerNet 
 func QUIC() Option { return func(c *node.Config) { c.PeerNet = nil } }
 
 // TransportEnv names the environment variable that picks the peer
-// transport of every test cluster: "mem" runs them all on an in-memory
-// network (peer.MemNet), anything else on QUIC. A PeerNet option wins.
+// transport of every test cluster: by default an in-memory network
+// (peer.MemNet, one per cluster), "quic" for QUIC on loopback. A PeerNet
+// or QUIC option wins. QUIC's own paths are tested in wire, by the tests
+// that force it, by the end-to-end tests of the binary and by the fault
+// suite.
 const TransportEnv = "SKULDD_TEST_TRANSPORT"
 
 // DeadVoterGrace sets how long a metadata voter may be gone before it is
@@ -149,7 +152,7 @@ func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
 		t.Fatalf("nodetest: NewCluster(%d): want 1..%d nodes", n, maxNodes)
 	}
 	c := &Cluster{t: t}
-	if os.Getenv(TransportEnv) == "mem" {
+	if os.Getenv(TransportEnv) != "quic" {
 		c.net = peer.NewMemNet()
 	}
 	for i := range n {
