@@ -311,10 +311,8 @@ func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := ids(c, 0, 1, 2)
 	placed(t, c, 0, all, 3)
-	const leader, coord = 0, 1
-	if len(leadersSettled(t, c, 0)[all[leader]]) == 0 {
-		t.Fatal("node 0 leads no partition")
-	}
+	leader := aLeader(t, c, all)
+	coord := (leader + 1) % 3
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	enq, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "doubt"}}})
