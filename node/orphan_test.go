@@ -51,7 +51,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := ids(c, 0, 1, 2)
 	placed(t, c, 0, all, 3)
-	const f = 2
+	f := aLeader(t, c, all)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
 	defer cancel()
 
@@ -74,7 +74,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	part := partOfForTest(x, nodetest.DefaultPartitions)
-	v, err := clusterView(c, 0)
+	v, err := clusterView(c, (f+1)%3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	// claim 1 is granted.
 	var newLeader int
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := clusterView(c, (f+1)%3)
 		if err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := ids(c, 0, 1, 2)
 	placed(t, c, 0, all, 3)
-	const f = 2
+	f := aLeader(t, c, all)
 	fLeads := leadersSettled(t, c, 0)[all[f]]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
 	defer cancel()
@@ -396,7 +396,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	if cl, err := c.Client(f).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 500}); err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != x {
 		t.Fatalf("claim 0 through F: %+v, %v", cl, err)
 	}
-	v, err := clusterView(c, 0)
+	v, err := clusterView(c, (f+1)%3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	c.Isolate(f)
 	newLeader := -1
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := clusterView(c, (f+1)%3)
 		if err != nil {
 			return err
 		}
