@@ -31,6 +31,10 @@ var allowedInternal = map[string][]string{
 	"clock":              {},
 	"internal/invariant": {},
 	"node/nodetest":      nil, // test harness: may import anything
+	// The tests' shared helpers (waiting, logging): stdlib only. Only
+	// _test.go files and node/nodetest import it, which the lists above
+	// enforce by not naming it.
+	"internal/testkit": {},
 	// The fault-testing tool drives the real binary from outside (HTTP,
 	// processes, network namespaces); it reads the wire's JSON views and
 	// task ids, nothing of a node's insides.
