@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -108,16 +109,11 @@ func skulddBin(t *testing.T) string {
 }
 
 // poll calls cond every interval until it returns true; it fails the test
-// with what if timeout passes first. It is the one place these tests wait.
+// with what if timeout passes first. The e2e tests poll a child process,
+// so they choose their interval (testkit.WaitEvery).
 func poll(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(interval)
-	}
+	testkit.WaitEvery(t, timeout, interval, testkit.Cond(what, cond))
 }
 
 // lockedBuffer is a goroutine-safe buffer for a child's output.

@@ -9,25 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// waitFor polls fn until it returns nil or timeout passes, then fails
-// with fn's last error (STYLE.md habit 7: no bare sleeps).
-func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	const poll = 2 * time.Millisecond
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(poll)
-	}
-}
+	"github.com/skuldd/skuldd/internal/testkit"
+)
 
 // arrival is one datagram a test endpoint received.
 type arrival struct {
@@ -119,7 +103,7 @@ func pump(t *testing.T, r *Relay, eps []*endpoint, from, to, count int) {
 			sent++
 		}
 		want := base + uint64(sent)
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			if got := r.Stats().Received; got < want {
 				return fmt.Errorf("relay received %d; want %d", got, want)
 			}
@@ -135,7 +119,7 @@ func TestRelayTransparent(t *testing.T) {
 	nodes := r.Nodes()
 	const count = 200
 	pump(t, r, eps, 0, 1, count)
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := len(eps[1].arrivals()); got != count {
 			return fmt.Errorf("node 2 got %d datagrams; want %d", got, count)
 		}
@@ -148,7 +132,7 @@ func TestRelayTransparent(t *testing.T) {
 	}
 	// Node 2 answers the address it saw.
 	eps[1].send(t, nodes[0].Relay, 7)
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		got := eps[0].arrivals()
 		if len(got) != 1 {
 			return fmt.Errorf("node 1 got %d answers; want 1", len(got))
@@ -175,7 +159,7 @@ func TestRelayDrops(t *testing.T) {
 	if st.Dropped < 500 || st.Dropped > 700 {
 		t.Errorf("dropped %d of %d; want about 600", st.Dropped, count)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got, want := len(eps[1].arrivals()), count-int(st.Dropped); got != want {
 			return fmt.Errorf("delivered %d; want %d (sent %d, dropped %d)", got, want, count, st.Dropped)
 		}
@@ -195,7 +179,7 @@ func TestRelayDuplicates(t *testing.T) {
 	if st.Duplicated < 140 || st.Duplicated > 260 {
 		t.Errorf("duplicated %d of %d; want about 200", st.Duplicated, count)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		seen := make(map[uint32]int)
 		for _, a := range eps[1].arrivals() {
 			seen[a.seq]++
@@ -226,7 +210,7 @@ func TestRelayDelays(t *testing.T) {
 		sent[i] = time.Now()
 		eps[0].send(t, dst, uint32(i))
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := len(eps[1].arrivals()); got != count {
 			return fmt.Errorf("delivered %d; want %d", got, count)
 		}
@@ -262,7 +246,7 @@ func TestRelayChaosScope(t *testing.T) {
 	pump(t, r, eps, 0, 1, 100) // 1 -> 2: untouched
 	pump(t, r, eps, 0, 2, 100) // 1 -> 3: all dropped
 	pump(t, r, eps, 2, 1, 100) // 3 -> 2: all dropped
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := len(eps[1].arrivals()); got != 100 {
 			return fmt.Errorf("node 2 got %d; want the 100 node 1 sent", got)
 		}
@@ -276,7 +260,7 @@ func TestRelayChaosScope(t *testing.T) {
 	}
 	r.Heal()
 	pump(t, r, eps, 0, 2, 10)
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := len(eps[2].arrivals()); got != 10 {
 			return fmt.Errorf("after heal node 3 got %d; want 10", got)
 		}
@@ -289,7 +273,7 @@ func TestRelayUnknownSender(t *testing.T) {
 	eps, r := relayFixture(t, 2)
 	stranger := newEndpoint(t)
 	stranger.send(t, r.Nodes()[1].Relay, 1)
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if st := r.Stats(); st.Unknown != 1 {
 			return fmt.Errorf("unknown %d; want 1", st.Unknown)
 		}

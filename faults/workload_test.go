@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -125,7 +126,7 @@ func TestLoopHistoryShape(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { l.Run(context.Background(), stop); close(done) }()
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		em.mu.Lock()
 		defer em.mu.Unlock()
 		n := 0
@@ -142,7 +143,7 @@ func TestLoopHistoryShape(t *testing.T) {
 	fake.mu.Lock()
 	fake.down = true
 	fake.mu.Unlock()
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		em.mu.Lock()
 		defer em.mu.Unlock()
 		if n := len(em.events); n == 0 || em.events[n-1].Type != Info {

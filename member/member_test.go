@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skuldd/skuldd/internal/testkit"
 )
 
 // detectTimeout bounds how long any membership change may take to be seen
@@ -31,7 +33,7 @@ func TestJoinThroughOneSeed(t *testing.T) {
 	n := newMemNet()
 	ms := startCluster(t, n, 3)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	for _, m := range ms {
 		got := m.Members()
@@ -55,7 +57,7 @@ func TestLeaveIsReportedAsLeft(t *testing.T) {
 	n := newMemNet()
 	ms := startCluster(t, n, 3)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	if err := ms[2].Leave(5 * time.Second); err != nil {
 		t.Fatalf("Leave: %v", err)
@@ -74,7 +76,7 @@ func TestLeaveIsReportedAsLeft(t *testing.T) {
 	}
 	want := map[uint64]State{1: Alive, 2: Alive, 3: Left}
 	for _, m := range ms[:2] {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, want) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, want) })
 	}
 	// Left is final: failure detection must not turn it into Dead.
 	time.Sleep(time.Second)
@@ -91,7 +93,7 @@ func TestCrashIsReportedAsDead(t *testing.T) {
 	n := newMemNet()
 	ms := startCluster(t, n, 3)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	n.detach(testAddr(3))
 	if err := ms[2].Shutdown(); err != nil {
@@ -99,7 +101,7 @@ func TestCrashIsReportedAsDead(t *testing.T) {
 	}
 	want := map[uint64]State{1: Alive, 2: Alive, 3: Dead}
 	for _, m := range ms[:2] {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, want) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, want) })
 	}
 }
 
@@ -110,19 +112,19 @@ func TestCutOffIsDeadThenAliveAfterHeal(t *testing.T) {
 	n := newMemNet()
 	ms := startCluster(t, n, 3)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	n.setCut(testAddr(3), true)
 	want := map[uint64]State{1: Alive, 2: Alive, 3: Dead}
 	for _, m := range ms[:2] {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, want) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, want) })
 	}
-	waitFor(t, detectTimeout, func() error {
+	testkit.WaitFor(t, detectTimeout, func() error {
 		return viewIs(ms[2], map[uint64]State{1: Dead, 2: Dead, 3: Alive})
 	})
 	n.setCut(testAddr(3), false)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 }
 
@@ -144,11 +146,11 @@ func TestLongPartitionHealsThroughReconnect(t *testing.T) {
 		}
 	}
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	n.setCut(testAddr(3), true)
 	for _, m := range ms[:2] {
-		waitFor(t, detectTimeout, func() error {
+		testkit.WaitFor(t, detectTimeout, func() error {
 			return viewIs(m, map[uint64]State{1: Alive, 2: Alive, 3: Dead})
 		})
 	}
@@ -156,7 +158,7 @@ func TestLongPartitionHealsThroughReconnect(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	n.setCut(testAddr(3), false)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 }
 
@@ -171,12 +173,12 @@ func TestDeadPeersAreForgotten(t *testing.T) {
 	if _, err := m2.Join([]string{testAddr(1)}); err != nil {
 		t.Fatalf("Join: %v", err)
 	}
-	waitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1, 2)) })
+	testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1, 2)) })
 	n.detach(testAddr(2))
 	if err := m2.Shutdown(); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	waitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1)) })
+	testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1)) })
 }
 
 // A crashed member restarted with the same ID and address rejoins and is
@@ -186,7 +188,7 @@ func TestRestartWithSameIDRejoins(t *testing.T) {
 	n := newMemNet()
 	ms := startCluster(t, n, 3)
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
 	n.detach(testAddr(3))
 	if err := ms[2].Shutdown(); err != nil {
@@ -194,7 +196,7 @@ func TestRestartWithSameIDRejoins(t *testing.T) {
 	}
 	want := map[uint64]State{1: Alive, 2: Alive, 3: Dead}
 	for _, m := range ms[:2] {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, want) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, want) })
 	}
 
 	cfg := testConfig(t, n, 3)
@@ -204,9 +206,9 @@ func TestRestartWithSameIDRejoins(t *testing.T) {
 		t.Fatalf("Join after restart: %v", err)
 	}
 	for _, m := range []*Member{ms[0], ms[1], again} {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2, 3)) })
 	}
-	waitFor(t, detectTimeout, func() error {
+	testkit.WaitFor(t, detectTimeout, func() error {
 		for _, p := range ms[0].Members() {
 			if p.ID == 3 && string(p.Meta) != "restarted" {
 				return fmt.Errorf("node 1 sees meta %q for node 3; want %q", p.Meta, "restarted")
@@ -228,19 +230,19 @@ func TestSetMetaPropagates(t *testing.T) {
 	if _, err := m2.Join([]string{testAddr(1)}); err != nil {
 		t.Fatalf("Join: %v", err)
 	}
-	waitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1, 2)) })
+	testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m1, allAlive(1, 2)) })
 	before := changes.Load()
 	if err := m2.SetMeta([]byte("v2")); err != nil {
 		t.Fatalf("SetMeta: %v", err)
 	}
-	waitFor(t, detectTimeout, func() error {
+	testkit.WaitFor(t, detectTimeout, func() error {
 		got := m1.Members()[1].Meta
 		if !bytes.Equal(got, []byte("v2")) {
 			return fmt.Errorf("node 1 sees meta %q for node 2; want %q", got, "v2")
 		}
 		return nil
 	})
-	waitFor(t, detectTimeout, func() error {
+	testkit.WaitFor(t, detectTimeout, func() error {
 		if changes.Load() == before {
 			return errors.New("OnChange not called after the meta update")
 		}
@@ -355,7 +357,7 @@ func TestGarbagePacketsAreHarmless(t *testing.T) {
 	}
 	ms[0].DeliverPacket(testAddr(2), make([]byte, MaxPacketSize+1))
 	for _, m := range ms {
-		waitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2)) })
+		testkit.WaitFor(t, detectTimeout, func() error { return viewIs(m, allAlive(1, 2)) })
 	}
 }
 

@@ -1,7 +1,6 @@
 package member
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,8 @@ import (
 	"net"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/skuldd/skuldd/internal/testkit"
 )
 
 // memNet connects Members in one process: packets go straight to the
@@ -96,7 +96,7 @@ func testConfig(t *testing.T, n *memNet, id uint64) Config {
 	cfg.Addr = testAddr(id)
 	cfg.Meta = []byte(fmt.Sprintf("meta-%d", id))
 	cfg.Net = n.endpoint(cfg.Addr)
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testkit.LoggerAt(t, slog.LevelDebug)
 	return cfg
 }
 
@@ -132,23 +132,6 @@ func startCluster(t *testing.T, n *memNet, size int) []*Member {
 	return ms
 }
 
-// waitFor polls cond until it returns nil or timeout passes, then fails
-// the test with cond's last error.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // viewIs reports how m's view differs from want (ID -> state), or nil.
 func viewIs(m *Member, want map[uint64]State) error {
 	got := m.Members()
@@ -179,41 +162,4 @@ func stateOf(m *Member, id uint64) State {
 		}
 	}
 	return 0
-}
-
-// testLogger collects debug logs in memory and prints them only if the
-// test failed. (Logging straight to t.Log would panic when one of
-// memberlist's timers logs after the test ended.)
-func testLogger(t *testing.T) *slog.Logger {
-	w := &lockedBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs of node:\n%s", w.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// lockedBuffer is a concurrency-safe buffer that keeps at most
-// lockedBufferMax bytes, dropping the rest.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-const lockedBufferMax = 4 << 20
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len()+len(p) <= lockedBufferMax {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

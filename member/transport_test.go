@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skuldd/skuldd/internal/testkit"
 )
 
 // blockingNet blocks every send until its context ends, like a peer whose
@@ -116,7 +118,7 @@ func TestFailingPeerBacksOff(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := tr.droppedPackets(); got != writes {
 			return fmt.Errorf("dropped %d packets; want all %d", got, writes)
 		}
@@ -146,7 +148,7 @@ func TestIdleSendersRetire(t *testing.T) {
 			t.Fatalf("WriteTo: %v", err)
 		}
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if n := peers(); n != 0 {
 			return fmt.Errorf("%d senders still running; want 0", n)
 		}
@@ -155,7 +157,7 @@ func TestIdleSendersRetire(t *testing.T) {
 	if _, err := tr.WriteTo([]byte("x"), "10.0.0.1:7000"); err != nil {
 		t.Fatalf("WriteTo after retire: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := cn.sends.Load(); got != 11 {
 			return fmt.Errorf("%d packets sent; want 11", got)
 		}

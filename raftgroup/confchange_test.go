@@ -11,6 +11,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/store"
 )
 
@@ -143,7 +144,7 @@ func TestDecideConfChange(t *testing.T) {
 // waitConfig waits until g's configuration is voters and learners.
 func waitConfig(t *testing.T, id uint64, g *Group, voters, learners []uint64) {
 	t.Helper()
-	waitFor(t, testWait, func() error {
+	testkit.WaitFor(t, testWait, func() error {
 		v, l := g.Config()
 		if !slices.Equal(v, voters) || !slices.Equal(l, learners) {
 			return fmt.Errorf("node %d: config voters %v learners %v; want voters %v learners %v", id, v, l, voters, learners)
@@ -231,7 +232,7 @@ func TestConfChangeRefusesWhatRaftCannotApply(t *testing.T) {
 	if err := g.node.ProposeConfChange(ctx, cc); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, testWait, func() error {
+	testkit.WaitFor(t, testWait, func() error {
 		if got := g.Meta().Applied; got <= before {
 			return fmt.Errorf("applied %d; want past %d", got, before)
 		}
@@ -292,7 +293,7 @@ func TestConfChangeLifecycle(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, testWait, func() error { // compaction follows the snapshot
+	testkit.WaitFor(t, testWait, func() error { // compaction follows the snapshot
 		if first, _ := g1.storage.FirstIndex(); first <= 2 {
 			return fmt.Errorf("leader's log starts at %d: not compacted", first)
 		}
@@ -348,7 +349,7 @@ func TestConfChangeLifecycle(t *testing.T) {
 	want := c.groups[r].Meta()
 	c.restart(r)
 	waitConfig(t, r, c.groups[r], survivors, nil)
-	waitFor(t, testWait, func() error { return sameContent(c.groups[r].Meta(), want) })
+	testkit.WaitFor(t, testWait, func() error { return sameContent(c.groups[r].Meta(), want) })
 	prev := want.Partitions[1].Epoch
 	if err := c.groups[r].CAS(ctx, CAS{Partition: 1, PrevEpoch: prev, Epoch: prev + 1, Cohort: survivors, Leader: r}); err != nil {
 		t.Fatalf("cas from the restarted node: %v", err)
@@ -385,7 +386,7 @@ func TestConfChangeRemoveSelf(t *testing.T) {
 	waitConfig(t, lead, g, rest, nil)
 	wantErr(t, "cas on a removed node", g.CAS(ctx, CAS{Partition: 0, PrevEpoch: 0, Epoch: 1, Cohort: rest, Leader: rest[0]}), ErrRemoved)
 	wantErr(t, "add learner on a removed node", g.AddLearner(ctx, 7), ErrRemoved)
-	waitFor(t, testWait, func() error {
+	testkit.WaitFor(t, testWait, func() error {
 		if st := g.node.Status(); st.RaftState != raft.StateFollower {
 			return fmt.Errorf("removed leader is %v", st.RaftState)
 		}
@@ -441,7 +442,7 @@ func TestConfChangeDroppedIsProposedAgain(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- g.AddLearner(ctx, 6) }()
-	waitFor(t, testWait, func() error {
+	testkit.WaitFor(t, testWait, func() error {
 		last, _ := g.storage.LastIndex()
 		if last < base+2 {
 			return fmt.Errorf("leader's log ends at %d; want %d", last, base+2)

@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/store"
 )
 
@@ -32,7 +33,7 @@ func singleConfig(t *testing.T, st *store.Store) Config {
 	cfg.NodeID = 1
 	cfg.Peers = []uint64{1}
 	cfg.Store = st
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testkit.Logger(t)
 	return cfg
 }
 
@@ -228,7 +229,7 @@ func TestRestartRestoresMeta(t *testing.T) {
 				st = openStore(t, fs)
 				cfg.Store = st
 				g = startGroup(t, cfg)
-				waitFor(t, testWait, func() error {
+				testkit.WaitFor(t, testWait, func() error {
 					if got := g.Meta(); got.Applied < before.Applied {
 						return fmt.Errorf("applied %d of %d", got.Applied, before.Applied)
 					}
@@ -324,7 +325,7 @@ func TestCloseFailsPendingProposals(t *testing.T) {
 		_, err := g.Init(ctx, ClusterConfig{ClusterID: "c", Partitions: 1, Replicas: 1})
 		errc <- err
 	}()
-	waitFor(t, testWait, func() error {
+	testkit.WaitFor(t, testWait, func() error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if len(g.mu.waiters) == 0 {

@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/store"
 )
 
@@ -28,34 +28,6 @@ const (
 	// memStepTimeout bounds one delivery into Group.Step.
 	memStepTimeout = time.Second
 )
-
-// testLogger sends logs to t.Log, so they show only for failing tests (or
-// with -v). Its cleanup runs after every cleanup registered later (groups
-// closing), and lines logged after the test ended are dropped.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testLogWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testLogWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -78,23 +50,6 @@ func testStore(t *testing.T) *store.Store {
 type nopTransport struct{}
 
 func (nopTransport) Send([]Outbound) {}
-
-// waitFor polls f until it returns nil, failing the test with f's last
-// error after timeout.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v: %v", timeout, err)
-		}
-		time.Sleep(testTick / 2) // the poll interval, not a wait for an event
-	}
-}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
@@ -233,7 +188,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, ids []uint64, tweak func(*Config)) *cluster {
 	c := &cluster{
-		t: t, ids: slices.Clone(ids), boot: slices.Clone(ids), log: testLogger(t), net: newMemNet(t), tweak: tweak,
+		t: t, ids: slices.Clone(ids), boot: slices.Clone(ids), log: testkit.Logger(t), net: newMemNet(t), tweak: tweak,
 		stores: map[uint64]*store.Store{}, groups: map[uint64]*Group{},
 	}
 	for _, id := range ids {
@@ -308,7 +263,7 @@ func (c *cluster) restart(id uint64) {
 func (c *cluster) leader() uint64 {
 	c.t.Helper()
 	var lead uint64
-	waitFor(c.t, testWait, func() error {
+	testkit.WaitFor(c.t, testWait, func() error {
 		lead = 0
 		for id, g := range c.groups {
 			l := g.Leader()
@@ -342,7 +297,7 @@ func (c *cluster) follower(lead uint64) uint64 {
 // want (Applied may differ: the state is what must agree).
 func (c *cluster) converged(want Meta) {
 	c.t.Helper()
-	waitFor(c.t, testWait, func() error {
+	testkit.WaitFor(c.t, testWait, func() error {
 		for id, g := range c.groups {
 			if err := sameContent(g.Meta(), want); err != nil {
 				return fmt.Errorf("node %d: %w", id, err)

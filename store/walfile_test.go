@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -315,17 +317,12 @@ func TestStoreLogZeroedAndReplayed(t *testing.T) {
 		}
 	}
 	// A step starts with a new log's first write; wait for one to end.
-	var logName string
-	var logSize int64
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		logName, logSize = newestLog(t, dir)
-		if logSize >= walZeroStep {
-			break
+	testkit.WaitEvery(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if logName, logSize := newestLog(t, dir); logSize < walZeroStep {
+			return fmt.Errorf("the newest log %s has %d bytes: no zeros written ahead of it", logName, logSize)
 		}
-	}
-	if logSize < walZeroStep {
-		t.Fatalf("the newest log %s has %d bytes: no zeros written ahead of it", logName, logSize)
-	}
+		return nil
+	})
 
 	check := func(what string, s *Store) {
 		t.Helper()

@@ -22,6 +22,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/quic-go/quic-go"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -100,19 +101,6 @@ func (h *testHandler) Serve(ctx context.Context, req *Request, w ResponseWriter)
 // testMaxFrame is the MaxFrame of the test servers and clients.
 const testMaxFrame = 1 << 20
 
-// testLogger returns a logger that writes to t.Log, so logs show for
-// failing tests only and next to the right test.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 // startServer runs a Server with h on a fresh loopback port and returns its
 // address. Cleanup closes it and checks that Serve returned nil.
 func startServer(t testing.TB, h Handler, mod func(*ServerConfig)) (*Server, string) {
@@ -121,7 +109,7 @@ func startServer(t testing.TB, h Handler, mod func(*ServerConfig)) (*Server, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := ServerConfig{TLS: ServerTLS(cert), MaxFrame: testMaxFrame, Logger: testLogger(t)}
+	cfg := ServerConfig{TLS: ServerTLS(cert), MaxFrame: testMaxFrame, Logger: testkit.LoggerAt(t, slog.LevelDebug)}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -162,23 +150,6 @@ func dial(t testing.TB, addr string) *Conn {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// waitFor polls f until it returns nil or timeout passes, then fails with
-// f's last error.
-func waitFor(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // recv runs f and returns its error, failing the test if it takes longer
@@ -316,7 +287,7 @@ func TestSlowStreamDoesNotHoldCalls(t *testing.T) {
 	}()
 	// The callback holds the first frame; the queue behind it fills, and
 	// then the stream's reader waits too.
-	waitFor(t, testTimeout, func() error {
+	testkit.WaitFor(t, testTimeout, func() error {
 		s := c.streams[c.calls]
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -593,7 +564,7 @@ func TestConnCloseFailsPending(t *testing.T) {
 		t.Fatalf("Call after Close = %v, want ErrUnavailable", err)
 	}
 	// The server notices the connection is gone and ends its handler.
-	waitFor(t, testTimeout, func() error {
+	testkit.WaitFor(t, testTimeout, func() error {
 		if h.unblockd.Load() != 1 {
 			return errors.New("handler still blocked")
 		}
@@ -662,7 +633,7 @@ func TestMaxInflightPerConn(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, testTimeout, func() error {
+	testkit.WaitFor(t, testTimeout, func() error {
 		if n := h.active.Load(); n < limit {
 			return fmt.Errorf("%d handlers running, want %d", n, limit)
 		}
@@ -728,7 +699,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		<-h.blocked
 		// Cleanup closes the Conn, then the Server, and waits for Serve.
 	})
-	waitFor(t, testTimeout, func() error {
+	testkit.WaitFor(t, testTimeout, func() error {
 		if n := runtime.NumGoroutine(); n > before {
 			return fmt.Errorf("%d goroutines, %d before", n, before)
 		}

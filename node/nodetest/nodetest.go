@@ -24,12 +24,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/wire"
@@ -485,67 +485,19 @@ func (c *Cluster) closeAll() {
 
 // WaitFor calls f until it returns nil, polling every few milliseconds,
 // and fails the test with f's last error if timeout passes first. It is
-// the one place tests wait: they never sleep bare (STYLE.md habit 7).
+// testkit.WaitFor, the one place tests wait: they never sleep bare
+// (STYLE.md habit 7).
 func WaitFor(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	if err := Poll(timeout, f); err != nil {
-		t.Fatalf("nodetest: condition not met within %v: %v", timeout, err)
-	}
+	testkit.WaitFor(t, timeout, f)
 }
-
-// pollInterval is the pause between WaitFor's attempts: short against the
-// harness's 10ms timers.
-const pollInterval = 5 * time.Millisecond
 
 // Poll is WaitFor without the test: it calls f until it returns nil or
 // timeout passes, and returns nil or f's last error. It may be called from
 // any goroutine.
-func Poll(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			return err
-		}
-		time.Sleep(pollInterval) // the documented polling pause
-	}
-}
+func Poll(timeout time.Duration, f func() error) error { return testkit.Poll(timeout, f) }
 
 // Logger returns a logger that writes to t.Log at Info level, so logs show
 // only for failing tests (or with -v). Lines logged after the test's
 // cleanups have run are dropped: t.Log would panic on them.
-func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(newTBWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-// tbWriter is the io.Writer behind Logger: a slog text handler writes each
-// record in one Write, which becomes one t.Log line.
-type tbWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func newTBWriter(t testing.TB) *tbWriter {
-	w := &tbWriter{t: t}
-	// Registered first, so it runs after the cleanups registered later
-	// (the nodes closing) and still logs their shutdown.
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return w
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
+func Logger(t testing.TB) *slog.Logger { return testkit.Logger(t) }
