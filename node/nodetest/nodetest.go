@@ -473,13 +473,32 @@ func (c *Cluster) restart(i int, join bool) {
 	c.start(i, m, addr)
 }
 
-// closeAll stops every running node; it is the cluster's cleanup.
+// closeAll stops every running node, as the cluster's cleanup. It first
+// cuts every node off from every other (the test is over; nothing it
+// checked depends on the nodes reaching each other now), then closes them
+// one at a time. Without the cut, a node dials the ones closed before it
+// (a raft message, a probe) and, as QUIC ignores ICMP, waits out the peer
+// dial timeout (2s) when it closes in turn: seconds of every test spent
+// on teardown. With it, each Close still runs its whole shutdown (its
+// handoffs and its gossip leave fail at once) and returns in tens of
+// milliseconds.
 func (c *Cluster) closeAll() {
-	c.mu.Lock()
-	n := len(c.members)
-	c.mu.Unlock()
+	n := c.Len()
+	for i := range n {
+		c.cutOff(i)
+	}
 	for i := range n {
 		c.Stop(i)
+	}
+}
+
+// cutOff blocks traffic to and from node i's address at every other node.
+func (c *Cluster) cutOff(i int) {
+	addr := c.Addr(i)
+	for j := range c.Len() {
+		if f := c.Faults(j); j != i && f != nil && addr != "" {
+			f.Block(addr)
+		}
 	}
 }
 
