@@ -89,7 +89,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 		body   string
 		err    error
 	}
-	answers := make(chan answer, 1)
+	answers := make(chan answer, 2)
 	go func() {
 		st, b, err := postHTTP(c, f, "/v1/update", map[string]any{"id": x.String(), "claim": 0, "seq": 1, "data": []byte("orphan 0/1")})
 		answers <- answer{"update", st, b, err}
@@ -140,18 +140,40 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	}
 
 	// F thaws, still cut off: it serves what queued with its old state,
-	// and then a completion, one after the other (their order fixed).
+	// and then a completion, one after the other (their order fixed: the
+	// completion is sent once F's own replica holds the update). Each is
+	// written to F's store at once but answered only when F's coordinator
+	// stops retrying it (up to 10s), so the answers are awaited together,
+	// rather than one 10s wait after the other; both before the network
+	// heals.
 	c.Faults(f).Thaw()
-	check := func(a answer) {
-		t.Helper()
+	// orphans: F's own replica holds updates updates, in state state (any
+	// if "").
+	orphans := func(state string, updates int) func() error {
+		return func() error {
+			local, err := c.Client(f).Get(ctx, &wire.GetRequest{ID: x, R: 1})
+			if err != nil {
+				return err
+			}
+			if (state != "" && local.State != state) || len(local.Updates) != updates {
+				return fmt.Errorf("the thawed leader's own replica: state %s updates %+v; want state %q with %d updates", local.State, local.Updates, state, updates)
+			}
+			return nil
+		}
+	}
+	nodetest.WaitFor(t, clusterWait, orphans("", 2))
+	go func() {
+		st, b, err := postHTTP(c, f, "/v1/complete", map[string]any{"id": x.String(), "claim": 0, "seq": 2})
+		answers <- answer{"complete", st, b, err}
+	}()
+	nodetest.WaitFor(t, clusterWait, orphans("completed", 2))
+	for range 2 {
+		a := <-answers
 		if a.err == nil && a.status/100 == 2 {
 			t.Fatalf("the cut-off leader acknowledged the %s: %d %s", a.what, a.status, a.body)
 		}
 		t.Logf("%s on the thawed leader: %d %s %v", a.what, a.status, a.body, a.err)
 	}
-	check(<-answers)
-	st, b, err := postHTTP(c, f, "/v1/complete", map[string]any{"id": x.String(), "claim": 0, "seq": 2})
-	check(answer{"complete", st, b, err})
 	// It did write them to its own store: the case this test is about.
 	local, err := c.Client(f).Get(ctx, &wire.GetRequest{ID: x, R: 1})
 	if err != nil {
