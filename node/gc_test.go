@@ -19,10 +19,19 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// gcRetention is the retention of the garbage-collection tests: long
-// enough that a test sees its tasks before they go, short enough not to
-// wait long.
-const gcRetention = time.Second
+// gcRetention is the retention of the garbage-collection tests. They
+// never wait it out: the nodes of a test's cluster share one clock, which
+// gcClock's age moves past the retention, so what completed before is
+// old enough to collect and what completed after is not, however slow
+// the machine.
+const gcRetention = time.Hour
+
+// gcClock returns the option that gives a cluster's nodes one clock, and
+// age, which moves that clock forward past gcRetention.
+func gcClock() (opt nodetest.Option, age func()) {
+	clk := clock.NewShift(clock.Real{}, 0)
+	return nodetest.Clock(clk), func() { clk.Set(clk.By() + gcRetention + time.Minute) }
+}
 
 // gcEnqueue enqueues one task through node i's client (so its id is in a
 // partition node i leads) in its own queue, and returns its id.
@@ -114,7 +123,8 @@ func allReplicas(c *nodetest.Cluster, nodes []int, want bool, ids ...task.ID) er
 // when it returns; a collected dep counts as completed for a task that
 // names it later; and a collected task reads as not found.
 func TestClusterGC(t *testing.T) {
-	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+	withClock, age := gcClock()
+	c := nodetest.NewCluster(t, 3, withClock, func(cfg *node.Config) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = 100 * time.Millisecond
 	})
@@ -135,15 +145,16 @@ func TestClusterGC(t *testing.T) {
 	gcRun(t, c, 0, "gc-d", d)
 	gcRun(t, c, 2, "gc-f", f)
 	chain := []task.ID{a, b, cc, f}
-	// Every replica has everything before retention passes (the
+	// Every replica has everything while nothing is old enough (the
 	// completions were acknowledged by a majority; the third replica may
 	// lag a moment).
-	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, true, d, e) })
+	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, true, append(chain, d, e)...) })
 
 	// Node 2 goes down before anything is old enough, and misses the
 	// collection.
 	const victim = 2
 	c.Kill(victim)
+	age()
 	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1}, false, chain...) })
 	if err := allReplicas(c, []int{0, 1}, true, d, e); err != nil {
 		t.Fatalf("the chain with an open task was collected: %v", err)
@@ -176,6 +187,7 @@ func TestClusterGC(t *testing.T) {
 
 	// Once e completes, d and e go too (after their retention).
 	gcRun(t, c, 1, "gc-e", e)
+	age()
 	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, false, d, e) })
 
 	// A replica counts what it collected once its pass ends, which may be
@@ -239,7 +251,8 @@ func gcMetric(t *testing.T, c *nodetest.Cluster, i int) int64 {
 // go, by queue and with a sample, and collects nothing; the GC op then
 // collects exactly that, on every leader, and a second run finds nothing.
 func TestClusterGCDryRun(t *testing.T) {
-	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+	withClock, age := gcClock()
+	c := nodetest.NewCluster(t, 3, withClock, func(cfg *node.Config) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = time.Hour // only the op collects
 	})
@@ -256,7 +269,7 @@ func TestClusterGCDryRun(t *testing.T) {
 	gcRun(t, c, 0, "dry-dep", dep)
 	open := gcEnqueue(t, c, 1, "dry-open", dep)
 	fresh := gcEnqueue(t, c, 2, "dry-fresh")
-	time.Sleep(gcRetention + 100*time.Millisecond)
+	age()
 	gcRun(t, c, 2, "dry-fresh", fresh) // completed, but within retention
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
@@ -307,7 +320,8 @@ func TestClusterGCDryRun(t *testing.T) {
 // holds the task; a read of all three replicas answers not found (never
 // the follower's copy) and repairs the follower.
 func TestClusterGCReadRepair(t *testing.T) {
-	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+	withClock, age := gcClock()
+	c := nodetest.NewCluster(t, 3, withClock, func(cfg *node.Config) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = time.Hour
 		cfg.AAEInterval = time.Hour
@@ -332,7 +346,7 @@ func TestClusterGCReadRepair(t *testing.T) {
 		}
 	}
 	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, true, x) })
-	time.Sleep(gcRetention + 100*time.Millisecond)
+	age()
 	for _, i := range others {
 		c.Faults(i).DropReplication(c.Addr(follower))
 	}
@@ -411,7 +425,8 @@ func TestAwayLongerThanHorizon(t *testing.T) {
 // GCComponentMax is held whole (counted, nothing of it collected); one
 // within the bound goes.
 func TestClusterGCComponentBound(t *testing.T) {
-	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+	withClock, age := gcClock()
+	c := nodetest.NewCluster(t, 3, withClock, func(cfg *node.Config) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = time.Hour // only the op collects
 		cfg.GCComponentMax = 3
@@ -428,7 +443,7 @@ func TestClusterGCComponentBound(t *testing.T) {
 	big := []task.ID{bigDep, run(1, "bound-big-1", bigDep), run(2, "bound-big-2", bigDep), run(0, "bound-big-3", bigDep)}
 	smallDep := run(1, "bound-small-dep")
 	small := []task.ID{smallDep, run(2, "bound-small-1", smallDep), run(0, "bound-small-2", smallDep)}
-	time.Sleep(gcRetention + 100*time.Millisecond)
+	age()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	resp, err := c.Client(0).GC(ctx, &wire.GCRequest{})

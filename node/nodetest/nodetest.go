@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/peer"
@@ -92,6 +93,13 @@ const TransportEnv = "SKULDD_TEST_TRANSPORT"
 // DeadVoterGrace sets how long a metadata voter may be gone before it is
 // replaced.
 func DeadVoterGrace(d time.Duration) Option { return func(c *node.Config) { c.DeadVoterGrace = d } }
+
+// Clock sets the clock the node reads wall time from. Pass one
+// clock.Shift to every node of a cluster to move their clocks together:
+// a test then makes a retention, a horizon or a lease pass by setting the
+// shift instead of sleeping through it, and the nodes' clocks never
+// disagree (their drift checks see no skew).
+func Clock(clk clock.Clock) Option { return func(c *node.Config) { c.Clock = clk } }
 
 // testConfig returns the harness defaults for a node of t with data in dir.
 func testConfig(t testing.TB, i int, dir string) node.Config {
