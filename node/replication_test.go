@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -1347,20 +1348,56 @@ func TestClusterSlowFollowers(t *testing.T) {
 // (the other one set far out of reach).
 func TestClusterLostDependencyNotice(t *testing.T) {
 	tests := []struct {
-		name      string
-		outage    time.Duration
+		name   string
+		outage time.Duration // 0: until the notice gave up retrying
+		// reconcile is the ReconcileInterval.
 		reconcile time.Duration
 	}{
 		{"retried notice", 300 * time.Millisecond, time.Hour},
-		{"reconcile", 3 * time.Second, time.Second}, // longer than the retries (0.25+0.5+1 s)
+		{"reconcile", 0, 200 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { lostNotice(t, tc.outage, tc.reconcile) })
 	}
 }
 
+// noticeGaveUp is what a node logs when it stops retrying a dependency
+// notice and leaves it to the reconcile (deps.go, notifyDependents).
+const noticeGaveUp = "dependency notice to another leader failed; the reconcile will retry"
+
+// gaveUpLog is a slog.Handler that passes every record on and records the
+// deps (attribute "dep") of the records whose message is noticeGaveUp.
+type gaveUpLog struct {
+	slog.Handler
+	deps *sync.Map // dep id string -> true
+}
+
+func (h gaveUpLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == noticeGaveUp {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "dep" {
+				h.deps.Store(a.Value.String(), true)
+			}
+			return true
+		})
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h gaveUpLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return gaveUpLog{h.Handler.WithAttrs(as), h.deps}
+}
+
+func (h gaveUpLog) WithGroup(name string) slog.Handler {
+	return gaveUpLog{h.Handler.WithGroup(name), h.deps}
+}
+
 func lostNotice(t *testing.T, outage, reconcile time.Duration) {
-	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) { cfg.ReconcileInterval = reconcile })
+	var gaveUp sync.Map
+	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+		cfg.ReconcileInterval = reconcile
+		cfg.Logger = slog.New(gaveUpLog{cfg.Logger.Handler(), &gaveUp})
+	})
 	all := ids(c, 0, 1, 2)
 	placed(t, c, 0, all, 3)
 	v, err := clusterView(c, 0)
@@ -1398,7 +1435,18 @@ func lostNotice(t *testing.T, outage, reconcile time.Duration) {
 	if _, err := c.Client(a).Complete(ctx, &wire.CompleteRequest{ID: dep, Claim: *cl.Tasks[0].Claim}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(outage)
+	if outage > 0 {
+		time.Sleep(outage) // the outage itself, not a wait for an event
+	} else {
+		// Past the notice's retries (0.25+0.5+1 s): only the reconcile
+		// can tell the dependent now.
+		nodetest.WaitFor(t, clusterWait, func() error {
+			if _, ok := gaveUp.Load(dep.String()); !ok {
+				return fmt.Errorf("the notice of %s is still being retried", dep)
+			}
+			return nil
+		})
+	}
 	g, err := c.Client(b).Get(ctx, &wire.GetRequest{ID: dependent})
 	if err != nil || g.State != "blocked" {
 		t.Fatalf("dependent while its leader was cut off from the dep's: %+v, %v; want blocked", g, err)
