@@ -153,8 +153,7 @@ func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
 	}
 	// It holds its partitions again, as the others do.
-	placed(t, c, 0, all, 3)
-	placed(t, c, 1, all, 3)
+	placedOn(t, c, []int{0, 1}, all, 3)
 }
 
 // A whole cluster killed at once (a power cut) and started again, every

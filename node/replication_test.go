@@ -25,35 +25,53 @@ import (
 // in flight).
 func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
 	t.Helper()
+	placedOn(t, c, []int{i}, want, size)
+}
+
+// placedOn is placed seen from each of nodes, over one quiet period:
+// every node's view must hold and stay unchanged.
+func placedOn(t testing.TB, c *nodetest.Cluster, nodes []int, want []uint64, size int) {
+	t.Helper()
 	var stableSince time.Time
-	var last []wire.PartitionView
+	last := make([][]wire.PartitionView, len(nodes))
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, i)
-		if err != nil {
-			return err
-		}
-		for _, p := range v.Partitions {
-			if len(p.Cohort) != size {
-				return fmt.Errorf("partition %d cohort %v, want %d members", p.Partition, p.Cohort, size)
+		for k, i := range nodes {
+			v, err := clusterView(c, i)
+			if err != nil {
+				return err
 			}
-			for _, id := range p.Cohort {
-				if !slices.Contains(want, id) {
-					return fmt.Errorf("partition %d cohort %v holds %d, not one of %v", p.Partition, p.Cohort, id, want)
-				}
+			if err := placedView(i, v, want, size); err != nil {
+				return err
 			}
-			// Settled: moves end with the ring's first member leading.
-			if p.Leader != p.Cohort[0] {
-				return fmt.Errorf("partition %d leader %d, cohort %v: still moving", p.Partition, p.Leader, p.Cohort)
+			if !slices.EqualFunc(v.Partitions, last[k], func(a, b wire.PartitionView) bool { return a.Epoch == b.Epoch }) {
+				last[k], stableSince = v.Partitions, time.Now()
 			}
-		}
-		if !slices.EqualFunc(v.Partitions, last, func(a, b wire.PartitionView) bool { return a.Epoch == b.Epoch }) {
-			last, stableSince = v.Partitions, time.Now()
 		}
 		if time.Since(stableSince) < placementQuiet {
 			return fmt.Errorf("placement changed %v ago", time.Since(stableSince))
 		}
 		return nil
 	})
+}
+
+// placedView reports how node i's view v falls short of placed's
+// condition, or nil.
+func placedView(i int, v *wire.ClusterResponse, want []uint64, size int) error {
+	for _, p := range v.Partitions {
+		if len(p.Cohort) != size {
+			return fmt.Errorf("node %d: partition %d cohort %v, want %d members", i, p.Partition, p.Cohort, size)
+		}
+		for _, id := range p.Cohort {
+			if !slices.Contains(want, id) {
+				return fmt.Errorf("node %d: partition %d cohort %v holds %d, not one of %v", i, p.Partition, p.Cohort, id, want)
+			}
+		}
+		// Settled: moves end with the ring's first member leading.
+		if p.Leader != p.Cohort[0] {
+			return fmt.Errorf("node %d: partition %d leader %d, cohort %v: still moving", i, p.Partition, p.Leader, p.Cohort)
+		}
+	}
+	return nil
 }
 
 // aLeader returns the index of a node that leads a partition, once
