@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 
 	"github.com/skuldd/skuldd/faults"
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/sim"
 )
 
@@ -42,7 +43,7 @@ func TestSim(t *testing.T) {
 func runSeed(t *testing.T, seed uint64) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if *logFlag {
-		log = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		log = testkit.LoggerAt(t, slog.LevelDebug)
 	}
 	res, err := sim.Run(context.Background(), sim.DefaultConfig(), seed, log)
 	if err != nil {
@@ -67,14 +68,6 @@ func runSeed(t *testing.T, seed uint64) {
 		writeExampleHistories(&b, res)
 	}
 	t.Error(b.String())
-}
-
-// tWriter writes log lines to t.Log.
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // opsLine summarises the run's operations: attempted/ok per op.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -55,16 +56,14 @@ func TestRaftCarrier(t *testing.T) {
 			t.Fatal("Send refused before the context ended")
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		mu.Lock()
-		k := len(got)
-		mu.Unlock()
-		if k == n || time.Now().After(deadline) {
-			break
+		defer mu.Unlock()
+		if len(got) != n {
+			return fmt.Errorf("delivered %d of %d messages", len(got), n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	mu.Lock()
 	if len(got) != n || got[0] != "m0" || got[n-1] != fmt.Sprintf("m%d", n-1) || batches >= n {
 		t.Fatalf("delivered %d messages in %d batches; want all %d, in order, batched", len(got), batches, n)

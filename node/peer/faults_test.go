@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/skuldd/skuldd/internal/testkit"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -180,9 +181,7 @@ func TestFaultsFreeze(t *testing.T) {
 	f.Freeze()
 	passed := make(chan error, 1)
 	go func() { passed <- f.Gate(context.Background()) }()
-	for f.Held() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, testkit.Cond("one request held at the gate", func() bool { return f.Held() == 1 }))
 	select {
 	case err := <-passed:
 		t.Fatalf("passed the gate while frozen: %v", err)
