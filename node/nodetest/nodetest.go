@@ -484,12 +484,13 @@ func (c *Cluster) restart(i int, join bool) {
 // closeAll stops every running node, as the cluster's cleanup. It first
 // cuts every node off from every other (the test is over; nothing it
 // checked depends on the nodes reaching each other now), then closes them
-// one at a time. Without the cut, a node dials the ones closed before it
-// (a raft message, a probe) and, as QUIC ignores ICMP, waits out the peer
-// dial timeout (2s) when it closes in turn: seconds of every test spent
-// on teardown. With it, each Close still runs its whole shutdown (its
-// handoffs and its gossip leave fail at once) and returns in tens of
-// milliseconds.
+// one at a time. Without the cut, closing cost seconds of every test: a
+// node's Close hands its partitions to the others, and a handoff to a
+// peer that is itself closing or gone waits out the handoff timeout
+// (15s, seen with four nodes on either transport); over QUIC a node also
+// waits out the 2s dial timeout for a peer closed before it (QUIC ignores
+// ICMP). With the cut, each Close still runs its whole shutdown (its
+// handoffs and gossip leave fail at once) and returns in milliseconds.
 func (c *Cluster) closeAll() {
 	n := c.Len()
 	for i := range n {
