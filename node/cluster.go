@@ -38,7 +38,7 @@ const (
 // addrOf returns the address of node id: from gossip, else from the
 // metadata registry, else "" when unknown.
 func (n *Node) addrOf(id uint64) string {
-	if m := n.member; m != nil {
+	if m := n.gossip(); m != nil {
 		if addr, _, ok := m.Lookup(id); ok && addr != "" {
 			return addr
 		}
@@ -71,6 +71,18 @@ func (n *Node) raftGroup() *raftgroup.Group {
 	select {
 	case <-n.raftReady:
 		return n.raft
+	default:
+		return nil
+	}
+}
+
+// gossip returns the gossip member once it exists: the peer handlers run
+// from the start of the transport, before it does (a peer's gossip can
+// reach a restarting node first), and read it through here.
+func (n *Node) gossip() *member.Member {
+	select {
+	case <-n.memberReady:
+		return n.member
 	default:
 		return nil
 	}
@@ -186,7 +198,7 @@ func (n *Node) serveGossip(_ context.Context, req *wire.Request, w wire.Response
 		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "gossip packet: %v", err))
 		return
 	}
-	if m := n.member; m != nil {
+	if m := n.gossip(); m != nil {
 		m.DeliverPacket(req.Remote.String(), p.Data)
 	}
 	_ = w.Reply(nil)
@@ -208,9 +220,10 @@ func (n *Node) serveExportOp(ctx context.Context, req *wire.Request, w wire.Resp
 
 // rawHandler serves the raw streams peers open.
 func (n *Node) rawHandler(_ context.Context, rs wire.RawStream) {
+	m := n.gossip()
 	switch {
-	case rs.Kind == wire.RawGossip && n.member != nil:
-		n.member.DeliverStream(rs.Conn)
+	case rs.Kind == wire.RawGossip && m != nil:
+		m.DeliverStream(rs.Conn)
 	default:
 		_ = rs.Close()
 	}
@@ -300,6 +313,7 @@ func (n *Node) startMember() error {
 		return fmt.Errorf("node: gossip: %w", err)
 	}
 	n.member = m
+	close(n.memberReady)
 	return nil
 }
 

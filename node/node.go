@@ -59,9 +59,11 @@ type Node struct {
 	repl      *replicator
 	sums      summaries
 	raftReady chan struct{}
-	learnedMu sync.Mutex
-	learned   map[uint64]string
-	shapeKick chan struct{}
+	// memberReady is closed once member is set (gossip).
+	memberReady chan struct{}
+	learnedMu   sync.Mutex
+	learned     map[uint64]string
+	shapeKick   chan struct{}
 	// clientHandler serves the client API, on client connections and for
 	// requests peers forward.
 	clientHandler wire.Handler
@@ -131,7 +133,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
-		raftReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
+		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		drift: &driftWatch{det: det}, exitc: make(chan error, 1),
 	}, nil
