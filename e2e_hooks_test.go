@@ -19,10 +19,9 @@ import (
 func TestTestBuildHooks(t *testing.T) {
 	bin := skulddTestBin(t)
 	dir := t.TempDir()
-	n, err := launch(t, bin, dir, freePort(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// startNodeBin picks another port if the one it chose was taken
+	// meanwhile (by the tests of other packages running alongside).
+	n := startNodeBin(t, bin, dir, 0)
 	base := "http://" + n.addr
 
 	var clk struct {
@@ -67,18 +66,12 @@ func TestTestBuildHooks(t *testing.T) {
 	if !errors.As(n.waitErr, &ee) || ee.ExitCode() != 137 {
 		t.Fatalf("exit after the crash hook: %v; want status 137", n.waitErr)
 	}
-	n, err = launch(t, bin, dir, freePort(t))
-	if err != nil {
-		t.Fatalf("restart after the crash: %v", err)
-	}
+	n = startNodeBin(t, bin, dir, 0)
 	for _, id := range ids {
 		hookJSON(t, "GET", "http://"+n.addr+"/v1/tasks/"+id, "", &struct{}{})
 	}
 
-	prod, err := launch(t, skulddBin(t), t.TempDir(), freePort(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod := startNodeBin(t, skulddBin(t), t.TempDir(), 0)
 	resp, err := http.Get("http://" + prod.addr + "/debug/clock")
 	if err != nil {
 		t.Fatal(err)
