@@ -103,23 +103,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 
 	// Another node takes X's partition over; claim 0 expires there and
 	// claim 1 is granted.
-	var newLeader int
-	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, (f+1)%3)
-		if err != nil {
-			return err
-		}
-		p := v.Partitions[part]
-		if p.Leader == all[f] || p.Epoch <= oldEpoch {
-			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
-		}
-		for i, id := range all {
-			if id == p.Leader {
-				newLeader = i
-			}
-		}
-		return nil
-	})
+	newLeader := awaitTakeover(t, c, all, f, part, oldEpoch)
 	var claim1 *wire.TaskView
 	nodetest.WaitFor(t, clusterWait, func() error {
 		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "orphan", TTLMs: 60_000})
@@ -427,19 +411,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	// F is cut off from its peers (its clients still reach it); another
 	// node takes the partition over and grants claim 1.
 	c.Isolate(f)
-	newLeader := -1
-	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, (f+1)%3)
-		if err != nil {
-			return err
-		}
-		p := v.Partitions[part]
-		if p.Leader == all[f] || p.Epoch <= oldEpoch {
-			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
-		}
-		newLeader = slices.Index(all, p.Leader)
-		return nil
-	})
+	newLeader := awaitTakeover(t, c, all, f, part, oldEpoch)
 	nodetest.WaitFor(t, clusterWait, func() error {
 		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 60_000})
 		if err != nil {
@@ -463,4 +435,24 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	if _, err := c.Client(newLeader).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 1, Seq: 0, Data: []byte("live claim")}); err != nil {
 		t.Fatalf("update through the new leader: %v", err)
 	}
+}
+
+// awaitTakeover waits until another node than f leads part at an epoch
+// above oldEpoch, seen through a node other than f, and returns its index.
+func awaitTakeover(t *testing.T, c *nodetest.Cluster, all []uint64, f int, part uint16, oldEpoch uint64) int {
+	t.Helper()
+	newLeader := -1
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := clusterView(c, (f+1)%3)
+		if err != nil {
+			return err
+		}
+		p := v.Partitions[part]
+		if p.Leader == all[f] || p.Epoch <= oldEpoch {
+			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
+		}
+		newLeader = slices.Index(all, p.Leader)
+		return nil
+	})
+	return newLeader
 }

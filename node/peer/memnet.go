@@ -124,6 +124,20 @@ func (e *MemEndpoint) add(c *memConn) bool {
 	return true
 }
 
+// enter counts one more handler running here, unless the endpoint is
+// closed. Under the endpoint's lock, so that Close, which marks the
+// endpoint closed under it before it waits, never misses one; the caller
+// must call handlers.Done when the handler returns.
+func (e *MemEndpoint) enter() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.handlers.Add(1)
+	return true
+}
+
 func (e *MemEndpoint) remove(c *memConn) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -206,16 +220,9 @@ func (c *memConn) start(op wire.Op, req any, buffer int, gone <-chan struct{}) (
 	if h == nil {
 		return nil, fmt.Errorf("%w: peer: %s serves no peer requests", wire.ErrUnavailable, c.to.addr)
 	}
-	// Register the handler under the endpoint's lock, so that Close,
-	// which marks the endpoint closed under it before it waits, never
-	// misses one.
-	c.to.mu.Lock()
-	if c.to.closed {
-		c.to.mu.Unlock()
+	if !c.to.enter() {
 		return nil, errMemClosed
 	}
-	c.to.handlers.Add(1)
-	c.to.mu.Unlock()
 	answers := make(chan memAnswer, buffer)
 	w := &memWriter{answers: answers, ctx: c.ctx, gone: gone}
 	r := &wire.Request{Op: op, PeerID: c.from.id, Body: body, Remote: memAddr(c.from.addr)}
@@ -315,13 +322,9 @@ func (c *memConn) OpenRaw(ctx context.Context, kind byte) (net.Conn, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("%w: peer: %s takes no raw streams", wire.ErrUnavailable, c.to.addr)
 	}
-	c.to.mu.Lock()
-	if c.to.closed {
-		c.to.mu.Unlock()
+	if !c.to.enter() {
 		return nil, errMemClosed
 	}
-	c.to.handlers.Add(1)
-	c.to.mu.Unlock()
 	near, far := net.Pipe()
 	local := &pipeConn{Conn: near, local: memAddr(c.from.addr), remote: memAddr(c.to.addr)}
 	remote := &pipeConn{Conn: far, local: memAddr(c.to.addr), remote: memAddr(c.from.addr)}
