@@ -80,12 +80,17 @@ func (n *Node) failoverLoop(ctx context.Context) {
 		parts := make([]control.Partition, 0, len(meta.Partitions))
 		mu.Lock()
 		for p, pi := range meta.Partitions {
-			prom, to := n.parts[p].Promised()
-			parts = append(parts, control.Partition{
+			cp := control.Partition{
 				Part: p, Leader: pi.Leader, Epoch: pi.Epoch, Cohort: pi.Cohort,
 				Leading: n.parts[p].Epoch() != 0, Handoff: n.leadRuns[p].Load() > 0,
-				Promised: prom, PromisedTo: to, Running: running[p],
-			})
+				Running: running[p],
+			}
+			if pi.Leader == n.id {
+				// The planner reads the promise only then; it takes the
+				// replica's lock, which writes hold.
+				cp.Promised, cp.PromisedTo = n.parts[p].Promised()
+			}
+			parts = append(parts, cp)
 		}
 		mu.Unlock()
 		var plan []control.Takeover
