@@ -14,10 +14,12 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
-	"cli":                {"node", "wire", "task", "clock", "store"},
-	"node":               {"node/peer", "node/control", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
-	"node/peer":          {"wire"},
-	"node/control":       {"member", "ring"},
+	"cli":          {"node", "wire", "task", "clock", "store"},
+	"node":         {"node/peer", "node/control", "node/replication", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node/peer":    {"wire"},
+	"node/control": {"member", "ring"},
+	// The replication data plane: shipping, anti-entropy, the carry, GC.
+	"node/replication":   {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant"},

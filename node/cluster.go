@@ -117,9 +117,6 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	replica(wire.OpPromise, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.PromiseRequest) (any, error) {
 		return n.servePromise(r)
 	}))
-	replica(wire.OpReplicate, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReplicateRequest) (any, error) {
-		return n.serveReplicate(req.PeerID, r)
-	}))
 	replica(wire.OpTakeover, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.TakeoverRequest) (any, error) {
 		return nil, n.serveTakeover(ctx, r)
 	}))
@@ -132,22 +129,10 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	replica(wire.OpDepDone, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.DepDoneRequest) (any, error) {
 		return nil, n.serveDepDone(r)
 	}))
-	replica(wire.OpAAENodes, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAERequest) (any, error) {
-		return n.serveAAENodes(r)
-	}))
-	replica(wire.OpAAEBuckets, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAERequest) (any, error) {
-		return n.serveAAEBuckets(r)
-	}))
-	replica(wire.OpAAEFetch, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.AAEFetchRequest) (any, error) {
-		return n.serveAAEFetch(r)
-	}))
 	replica(wire.OpRelease, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
 		return nil, n.serveRelease(req.PeerID, r)
 	}))
-	replica(wire.OpGCInfo, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.GCInfoRequest) (any, error) {
-		return n.serveGCInfo(r)
-	}))
-	replica(wire.OpExport, wire.HandlerFunc(n.serveExportOp))
+	n.repl.Register(mux, n.loaded)
 	// The rest are client ops another node forwards: served here only.
 	mux.Fallback(wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
 		if req.Op >= wire.OpRaft {
@@ -202,20 +187,6 @@ func (n *Node) serveGossip(_ context.Context, req *wire.Request, w wire.Response
 		m.DeliverPacket(req.Remote.String(), p.Data)
 	}
 	_ = w.Reply(nil)
-}
-
-// serveExportOp streams a partition's pages to a puller.
-func (n *Node) serveExportOp(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
-	var r wire.ExportRequest
-	if err := wire.Unmarshal(req.Body, &r); err != nil {
-		_ = w.Error(wire.Errorf(wire.CodeBadFrame, "%s: %v", req.Op, err))
-		return
-	}
-	if err := n.serveExport(ctx, &r, w.Send); err != nil {
-		_ = w.Error(err)
-		return
-	}
-	_ = w.Reply(&wire.ExportPage{Done: true})
 }
 
 // rawHandler serves the raw streams peers open.
@@ -500,6 +471,6 @@ func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
 		resp.Partitions = append(resp.Partitions, wire.PartitionView{Partition: p, Cohort: slices.Clone(pi.Cohort), Leader: pi.Leader, Epoch: pi.Epoch})
 	}
 	resp.Clock = n.clockView()
-	resp.AAE = n.aaeView()
+	resp.AAE = n.repl.AAEView()
 	return resp, nil
 }

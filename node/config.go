@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"github.com/skuldd/skuldd/node/peer"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -133,9 +134,9 @@ func (n *Node) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
 // written, replicated to a majority of dep's cohort, and then relied on.
 func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []task.ID) (bool, error) {
 	part := n.partOf(dep)
-	to, ep := n.followers(part)
+	to, ep := n.repl.Followers(part)
 	if ep == 0 {
-		return false, errNotLeading(part)
+		return false, replication.NotLeading(part)
 	}
 	n.deps.add(dep) // before the edges are written: see depSet
 	done, d, err := n.parts[part].AddDependents(dep, dependents)
@@ -160,7 +161,7 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 		return done, d.Wait()
 	}
 	rec := wire.RecordMsg{ID: dep, Dependents: dependents}
-	if _, err := n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{rec}, n.wholeRecord(part, dep)).finish(ctx, d); err != nil {
+	if _, err := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{rec}, n.repl.WholeRecord(part, dep)).Finish(ctx, d); err != nil {
 		return false, err
 	}
 	return done, nil
@@ -285,7 +286,9 @@ func (n *Node) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16]
 func (n *Node) markDepDone(dep task.ID, ids []task.ID) {
 	now := n.now()
 	for _, id := range ids {
-		if err := n.replicaOf(id).DepDone(id, dep, now); err != nil {
+		part := n.partOf(id)
+		wr, err := n.parts[part].DepDoneApply(id, dep, now)
+		if err != nil {
 			// Not found: an enqueue that recorded its edges and then
 			// failed; nothing waits.
 			if !errors.Is(err, task.ErrNotFound) {
@@ -293,7 +296,7 @@ func (n *Node) markDepDone(dep task.ID, ids []task.ID) {
 			}
 			continue
 		}
-		n.replicateQuietly(id)
+		n.repl.ReplicateQuietly(part, wr)
 	}
 }
 
@@ -306,7 +309,7 @@ func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
 	var errs []error
 	for _, id := range r.Tasks {
 		if p := n.partOf(id); !n.leads(p) {
-			errs = append(errs, errNotLeading(p))
+			errs = append(errs, replication.NotLeading(p))
 			continue
 		}
 		mine = append(mine, id)

@@ -19,6 +19,11 @@
 // headIndex.mu. No lock is held
 // across I/O other than the partition's own store reads and batch applies.
 //
+// The planes live beside it, each behind a small host interface that node
+// implements: node/replication (shipping writes, quorum reads, transfers,
+// anti-entropy, the carry, garbage collection: replHost) and
+// node/control (the leadership control plane's decisions).
+//
 // Peers are reached through node/peer: the transport (QUIC, or
 // Config.PeerNet in tests), the connection pool, and the op registry on
 // which node registers the handler of each peer op (registerPeerOps).

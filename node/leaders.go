@@ -98,7 +98,7 @@ func (n *Node) lead(ctx context.Context, part int, cohort []uint64, still func()
 				return fmt.Errorf("handoff of partition %d abandoned after %d attempts: %w", part, attempt-1, err)
 			}
 		}
-		res, err := epoch.Run(ctx, h, voters{n}, carrier{n}, registry{n.raft})
+		res, err := epoch.Run(ctx, h, voters{n}, n.repl, registry{n.raft})
 		if err == nil {
 			// The carry left this replica holding exactly what the
 			// handoff carried, before the CAS made the epoch current.

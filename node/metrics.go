@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -187,38 +188,43 @@ var nodeScalars = []scalar[*Node]{
 
 	// Anti-entropy.
 	newScalar("skuldd_aae_rounds_total", promCounter, "Anti-entropy rounds this node ran as a partition leader.",
-		func(n *Node) float64 { return float64(n.aae.rounds.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.AAERounds.Load() })),
 	newScalar("skuldd_aae_in_sync_total", promCounter, "Anti-entropy rounds that found the replicas equal.",
-		func(n *Node) float64 { return float64(n.aae.inSync.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.AAEInSync.Load() })),
 	newScalar("skuldd_aae_records_pulled_total", promCounter, "Records anti-entropy fetched from followers and merged here.",
-		func(n *Node) float64 { return float64(n.aae.pulled.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.AAEPulled.Load() })),
 	newScalar("skuldd_aae_records_pushed_total", promCounter, "Records anti-entropy sent to followers to merge.",
-		func(n *Node) float64 { return float64(n.aae.pushed.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.AAEPushed.Load() })),
 	newScalar("skuldd_aae_bytes_total", promCounter, "Bytes of anti-entropy tree exchanges.",
-		func(n *Node) float64 { return float64(n.aae.bytes.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.AAEBytes.Load() })),
 	newScalar("skuldd_aae_tree_bytes", promGauge, "Memory of this node's anti-entropy trees (fixed by their shape).",
-		func(n *Node) float64 { return float64(n.aaeView().TreeBytes) }),
+		func(n *Node) float64 {
+			if n.repl == nil {
+				return 0
+			}
+			return float64(n.repl.AAEView().TreeBytes)
+		}),
 
 	// Replication, as a leader and as a follower. Over the request
 	// counts, the seconds give the mean round trip a leader sees and a
 	// follower's mean merge and sync wait: a round trip much longer than
 	// the two is time in transit and in run queues.
 	newScalar("skuldd_replication_requests_total", promCounter, "Replication requests this node sent to followers (each carries many writes).",
-		replRead(func(rp *replicator) int64 { return rp.requests.Load() })),
+		replRead(func(st *replication.Stats) int64 { return st.Requests.Load() })),
 	newScalar("skuldd_replication_items_total", promCounter, "Partition items those requests carried (one per write per follower).",
-		replRead(func(rp *replicator) int64 { return rp.items.Load() })),
+		replRead(func(st *replication.Stats) int64 { return st.Items.Load() })),
 	newScalar("skuldd_replication_records_total", promCounter, "Task records those items carried.",
-		replRead(func(rp *replicator) int64 { return rp.records.Load() })),
+		replRead(func(st *replication.Stats) int64 { return st.Records.Load() })),
 	newScalar("skuldd_replication_failed_total", promCounter, "Replication requests that failed whole (unreachable follower, timeout, shutdown).",
-		replRead(func(rp *replicator) int64 { return rp.failed.Load() })),
+		replRead(func(st *replication.Stats) int64 { return st.Failed.Load() })),
 	newScalar("skuldd_replica_requests_total", promCounter, "Replication requests this node served as a follower.",
-		replRead(func(rp *replicator) int64 { return rp.served.Load() })),
+		replRead(func(st *replication.Stats) int64 { return st.Served.Load() })),
 	newScalar("skuldd_replication_seconds_total", promCounter, "Time replication requests this node sent spent waiting for the follower's answer.",
-		replSeconds(func(rp *replicator) int64 { return rp.inFlight.Load() })),
+		replSeconds(func(st *replication.Stats) int64 { return st.InFlightNanos.Load() })),
 	newScalar("skuldd_replica_merge_seconds_total", promCounter, "Time this node, as a follower, spent merging replication requests' records.",
-		replSeconds(func(rp *replicator) int64 { return rp.mergeNanos.Load() })),
+		replSeconds(func(st *replication.Stats) int64 { return st.MergeNanos.Load() })),
 	newScalar("skuldd_replica_sync_wait_seconds_total", promCounter, "Time this node, as a follower, spent waiting for merged records to be durable before answering.",
-		replSeconds(func(rp *replicator) int64 { return rp.syncNanos.Load() })),
+		replSeconds(func(st *replication.Stats) int64 { return st.SyncNanos.Load() })),
 
 	// The log's syncs, and the CPU contention that holds them.
 	newScalar("skuldd_wal_syncs_total", promCounter, "Fsyncs of this node's write-ahead log.",
@@ -238,13 +244,13 @@ var nodeScalars = []scalar[*Node]{
 
 	// Garbage collection.
 	newScalar("skuldd_gc_passes_total", promCounter, "Garbage-collection passes this node ran over the partitions it leads.",
-		func(n *Node) float64 { return float64(n.gc.passes.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.GCPasses.Load() })),
 	newScalar("skuldd_gc_collected_total", promCounter, "Tasks this node garbage-collected as a partition leader.",
-		func(n *Node) float64 { return float64(n.gc.collected.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.GCCollected.Load() })),
 	newScalar("skuldd_gc_held_total", promCounter, "Candidates kept because their dependency component had an open, recent or changed task.",
-		func(n *Node) float64 { return float64(n.gc.held.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.GCHeld.Load() })),
 	newScalar("skuldd_gc_tombstones_expired_total", promCounter, "Tombstones dropped after the tombstone horizon.",
-		func(n *Node) float64 { return float64(n.gc.expired.Load()) }),
+		replRead(func(st *replication.Stats) int64 { return st.GCExpired.Load() })),
 }
 
 // raftView is what the raft families read: the metadata group, once it
@@ -278,18 +284,19 @@ var clockScalars = []scalar[*wire.ClockView]{
 		func(cv *wire.ClockView) float64 { return boolValue(cv.Drifting) }),
 }
 
-// replRead reads a replicator counter; 0 before the replicator exists.
-func replRead(f func(*replicator) int64) func(*Node) float64 {
+// replRead reads a replication plane counter; 0 before the plane exists.
+func replRead(f func(*replication.Stats) int64) func(*Node) float64 {
 	return func(n *Node) float64 {
 		if n.repl == nil {
 			return 0
 		}
-		return float64(f(n.repl))
+		return float64(f(n.repl.Stats()))
 	}
 }
 
-// replSeconds reads a replicator counter of nanoseconds, in seconds.
-func replSeconds(f func(*replicator) int64) func(*Node) float64 {
+// replSeconds reads a replication plane counter of nanoseconds, in
+// seconds.
+func replSeconds(f func(*replication.Stats) int64) func(*Node) float64 {
 	nanos := replRead(f)
 	return func(n *Node) float64 { return time.Duration(nanos(n)).Seconds() }
 }

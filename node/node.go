@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/skuldd/skuldd/node/peer"
 	"log/slog"
 	"math"
 	"net"
@@ -25,6 +24,8 @@ import (
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/httpapi"
 	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -54,9 +55,10 @@ type Node struct {
 	member *member.Member
 	peers  *peer.Pool
 	// peerEnd is the node on Config.PeerNet, when it uses one.
-	peerEnd   *peer.MemEndpoint
-	raftTr    raftTransport
-	repl      *replicator
+	peerEnd *peer.MemEndpoint
+	raftTr  raftTransport
+	// repl is the replication data plane (node/replication).
+	repl      *replication.Plane
 	sums      summaries
 	raftReady chan struct{}
 	// memberReady is closed once member is set (gossip).
@@ -104,11 +106,6 @@ type Node struct {
 
 	// drift watches this node's clock against its peers'.
 	drift *driftWatch
-	// aae counts anti-entropy work.
-	aae aaeStats
-	// gc counts garbage collection; gcMu runs one pass at a time.
-	gc   gcStats
-	gcMu sync.Mutex
 	// reqs counts and times client requests (GET /metrics).
 	reqs requestMetrics
 	// leadRuns counts, by partition, the handoffs this node is running
@@ -180,7 +177,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	loopCtx, loopCancel := context.WithCancel(context.Background())
 	n.cancel = loopCancel
-	n.repl = newReplicator(loopCtx, n)
+	if n.repl, err = replication.New(loopCtx, n.replicationConfig(), replHost{n}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	if err := n.startQUIC(); err != nil {
 		return err
 	}
@@ -224,8 +223,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.failoverLoop(loopCtx) })
 	n.wg.Go(func() { n.placementLoop(loopCtx) })
 	n.wg.Go(func() { n.zombieLoop(loopCtx) })
-	n.wg.Go(func() { n.aaeLoop(loopCtx) })
-	n.wg.Go(func() { n.gcLoop(loopCtx) })
+	n.wg.Go(func() { n.repl.AAELoop(loopCtx) })
+	n.wg.Go(func() { n.repl.GCLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	n.wg.Go(func() { n.pressureLoop(loopCtx) })
@@ -728,7 +727,7 @@ func (n *Node) shutdown() {
 			n.raftTr.Wait()
 		}
 		if n.repl != nil {
-			n.repl.wait()
+			n.repl.Wait()
 		}
 		if n.member != nil {
 			if err := n.member.Shutdown(); err != nil {

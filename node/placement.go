@@ -3,12 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/skuldd/skuldd/node/control"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/wire"
@@ -433,7 +433,7 @@ func (n *Node) servePull(ctx context.Context, req *wire.PullRequest) (*wire.Pull
 		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, req.From)
 	}
 	began := time.Now()
-	k, err := n.pullPartition(ctx, addr, req.From, uint16(req.Part))
+	k, err := n.repl.PullPartition(ctx, addr, req.From, uint16(req.Part))
 	if err != nil {
 		return nil, err
 	}

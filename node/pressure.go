@@ -116,7 +116,7 @@ func copyHistogram(h *metrics.Float64Histogram) *metrics.Float64Histogram {
 // sync.
 func (n *Node) replicatesWrites() bool {
 	for p := range n.parts {
-		if to, ep := n.followers(uint16(p)); ep > 0 && len(to) > 0 {
+		if to, ep := n.repl.Followers(uint16(p)); ep > 0 && len(to) > 0 {
 			return true
 		}
 	}

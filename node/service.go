@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
@@ -38,14 +39,6 @@ func (n *Node) partOf(id task.ID) uint16 { return ring.PartitionOf(id[:], n.cfg.
 
 // replicaOf returns the replica of id's partition.
 func (n *Node) replicaOf(id task.ID) *partition.Replica { return n.parts[n.partOf(id)] }
-
-// checkID rejects the zero id, which is never assigned.
-func checkID(id task.ID) error {
-	if id.IsZero() {
-		return fmt.Errorf("%w: the zero id is reserved", task.ErrInvalid)
-	}
-	return nil
-}
 
 func (n *Node) checkServing() error {
 	if n.stopping.Load() {
@@ -259,7 +252,7 @@ func (n *Node) depState(dep task.ID) (completed bool, err error) {
 			if errors.Is(err, task.ErrNotFound) {
 				// Collected reads as not found; the leader's tombstone
 				// says it completed.
-				if infos, lerr := n.gcLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 && infos[0].Status == partition.GCCollected {
+				if infos, lerr := n.repl.GCLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 && infos[0].Status == partition.GCCollected {
 					return true, nil
 				}
 				return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
@@ -293,11 +286,11 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 	// One partition: write here, on this goroutine. Several: all at once,
 	// so their syncs share fsyncs.
 	write := func(p uint16, ts []partition.NewTask) (int, error) {
-		need := n.needAcks(p, w)
-		var s *shipper
-		to, ep := n.followers(p)
+		need := n.repl.NeedAcks(p, w)
+		var s *replication.Shipment
+		to, ep := n.repl.Followers(p)
 		if ep == 0 {
-			return 0, errNotLeading(p)
+			return 0, replication.NotLeading(p)
 		}
 		if len(to) == 0 {
 			return 1, n.parts[p].Enqueue(ts, now)
@@ -315,15 +308,15 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		// client-supplied id may turn out to conflict with a stored task,
 		// and then nothing may reach the followers: write here first.
 		if !checked {
-			s = n.ship(p, need, recs, nil)
+			s = n.repl.Ship(p, need, recs, nil)
 		}
 		if err := n.parts[p].Enqueue(ts, now); err != nil {
 			return 0, err
 		}
 		if s == nil {
-			s = n.ship(p, need, recs, nil)
+			s = n.repl.Ship(p, need, recs, nil)
 		}
-		return s.finish(ctx, nil)
+		return s.Finish(ctx, nil)
 	}
 	if len(byPart) == 1 {
 		for p, ts := range byPart {
@@ -347,20 +340,6 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 	}
 	wg.Wait()
 	return acks, errors.Join(errs...)
-}
-
-// needAcks is the number of durable replicas a write of part waits for:
-// the request's w, or a majority of the partition's cohort. A cohort in
-// the middle of a move (old and new members) counts as it is.
-func (n *Node) needAcks(part uint16, w int) int {
-	size := len(n.partitionCohort(int(part)))
-	if size == 0 {
-		size = 1
-	}
-	if w == 0 {
-		return ring.Majority(size)
-	}
-	return min(w, size)
 }
 
 // checkNewDeps runs after new tasks are durable: a dep that completed
@@ -476,7 +455,7 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 // some claims were applied ends the batch early with what it has (those
 // claims stand and must be answered); an error before any is returned.
 func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
-	c := &claimed{}
+	c := &claimed{n: n}
 	if drifting, _ := n.drifting(); drifting {
 		return c, nil // no lease by a clock that is ahead: the others grant
 	}
@@ -496,15 +475,15 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 		c.views = append(c.views, n.grantedView(g))
 		c.pending = append(c.pending, p)
 		part := n.partOf(g.Spec.ID)
-		var s *shipper
-		if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
+		var s *replication.Shipment
+		if to, ep := n.repl.Followers(part); len(to) > 0 || ep == 0 {
 			st := g.State
 			id := g.Spec.ID
 			// The spec without payload lets a follower index the claim
 			// without reading the spec back (partition.Record.Meta).
 			meta := *g.Spec
 			meta.Data = nil
-			s = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, n.wholeRecord(part, id))
+			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, n.repl.WholeRecord(part, id))
 		}
 		c.ships = append(c.ships, s)
 	}
@@ -514,9 +493,10 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 // claimed is what claimBatch granted: applied locally, shipped to the
 // followers, not yet acknowledged.
 type claimed struct {
+	n       *Node
 	views   []wire.TaskView
 	pending []*store.Pending
-	ships   []*shipper
+	ships   []*replication.Shipment
 }
 
 // wait waits until every claim is durable here and on enough replicas,
@@ -533,16 +513,16 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 	var firstErr error
 	for i, v := range c.views {
 		if s := c.ships[i]; s != nil {
-			if _, err := s.finish(ctx, nil); err != nil {
+			if _, err := s.Finish(ctx, nil); err != nil {
 				if firstErr == nil {
 					firstErr = err
 				}
-				s.n.releaseUnanswered(v.ID, *v.Claim)
+				c.n.releaseUnanswered(v.ID, *v.Claim)
 				continue
 			}
 			// A lease that ran out while its replication was slow is
 			// nobody's: the task may already be claimed again.
-			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= s.n.now() {
+			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= c.n.now() {
 				continue
 			}
 		}
@@ -566,11 +546,12 @@ func (n *Node) releaseUnanswered(id task.ID, idx uint32) {
 		if !n.leads(part) {
 			return
 		}
-		if err := n.parts[part].Snooze(id, idx, 0, n.now()); err != nil {
+		wr, err := n.parts[part].SnoozeApply(id, idx, 0, n.now())
+		if err != nil {
 			n.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
 			return
 		}
-		n.replicateQuietly(id)
+		n.repl.ReplicateQuietly(part, wr)
 	})
 }
 
@@ -651,7 +632,7 @@ var stateRefusals = []error{
 
 // refusal returns err, this leader's refusal of an operation on task id,
 // once it confirmed that it still leads the task's partition
-// (confirmLeading); if it cannot, the refusal may come from a stale
+// (replication.Plane.ConfirmLeading); if it cannot, the refusal may come from a stale
 // state, and the answer is unavailable: the client must not take it as
 // final. A leader cut off while another took over still believes it
 // leads; its replica lacks the new leader's writes and holds claims of
@@ -664,7 +645,7 @@ func (n *Node) refusal(ctx context.Context, id task.ID, err error) error {
 	if !slices.ContainsFunc(stateRefusals, func(e error) bool { return errors.Is(err, e) }) {
 		return err
 	}
-	if cerr := n.confirmLeading(ctx, n.partOf(id)); cerr != nil {
+	if cerr := n.repl.ConfirmLeading(ctx, n.partOf(id)); cerr != nil {
 		return fmt.Errorf("%w: %v; this node could not confirm it still leads the task's partition: %v", wire.ErrUnavailable, err, cerr)
 	}
 	return err
@@ -675,7 +656,7 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.RenewRequest, wire.RenewResponse](ctx, n, n.partOf(req.ID), wire.OpRenew, req); handled {
@@ -691,11 +672,12 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
 		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
 	}
-	c, err := n.replicaOf(req.ID).Renew(req.ID, req.Claim, n.now(), ttl)
+	part := n.partOf(req.ID)
+	c, wr, err := n.parts[part].RenewApply(req.ID, req.Claim, n.now(), ttl)
 	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	acks, err := n.replicateTask(ctx, req.ID, 0)
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
 	if err != nil {
 		return nil, err
 	}
@@ -707,7 +689,7 @@ func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, 
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.UpdateRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpUpdate, req); handled {
@@ -716,10 +698,12 @@ func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, 
 	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
 		return nil, err
 	}
-	if err := n.replicaOf(req.ID).Update(req.ID, req.Claim, req.Seq, req.Data, n.now()); err != nil {
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].UpdateApply(req.ID, req.Claim, req.Seq, req.Data, n.now())
+	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	acks, err := n.replicateTask(ctx, req.ID, 0, partition.Update{Claim: req.Claim, Seq: req.Seq, Data: req.Data})
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +717,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.CompleteRequest, wire.CompleteResponse](ctx, n, n.partOf(req.ID), wire.OpComplete, req); handled {
@@ -751,16 +735,12 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 		}
 	}
 	part := n.partOf(req.ID)
-	_, st, done, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
+	_, wr, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
 	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	var ship *shipper
-	if to, ep := n.followers(part); len(to) > 0 || ep == 0 {
-		rec := partition.Record{ID: req.ID, State: &st}
-		ship = n.ship(part, n.needAcks(part, 0), []wire.RecordMsg{recordToWire(rec)}, n.wholeRecord(part, req.ID))
-	}
-	resp := &wire.CompleteResponse{Acks: 1}
+	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{replication.ToWire(wr.Rec)}, n.repl.WholeRecord(part, req.ID))
+	resp := &wire.CompleteResponse{}
 	var next *claimed
 	if req.Next != nil {
 		next, err = n.claimBatch(req.Next.Queue, ttl, count)
@@ -771,11 +751,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	}
 	// Every write here was applied before any wait, so one fsync can
 	// cover the completion and the claims.
-	if ship != nil {
-		if resp.Acks, err = ship.finish(ctx, done); err != nil {
-			return nil, err
-		}
-	} else if err := done.Wait(); err != nil {
+	if resp.Acks, err = ship.Finish(ctx, wr.Durable); err != nil {
 		return nil, err
 	}
 	if resp.Next, err = next.wait(ctx); err != nil {
@@ -804,11 +780,12 @@ func (n *Node) reconcileDeps() {
 			}
 			for _, d := range sp.Deps {
 				if done, err := n.depState(d); err == nil && done {
-					if err := r.DepDone(id, d, now); err != nil {
+					wr, err := r.DepDoneApply(id, d, now)
+					if err != nil {
 						n.log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
 						continue
 					}
-					n.replicateQuietly(id)
+					n.repl.ReplicateQuietly(r.Part(), wr)
 				}
 			}
 		}
@@ -820,7 +797,7 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.FailRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpFail, req); handled {
@@ -831,10 +808,12 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 			return nil, err
 		}
 	}
-	if err := n.replicaOf(req.ID).Fail(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now()); err != nil {
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].FailApply(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now())
+	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	acks, err := n.replicateTask(ctx, req.ID, 0)
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
 	if err != nil {
 		return nil, err
 	}
@@ -846,7 +825,7 @@ func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, 
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.SnoozeRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpSnooze, req); handled {
@@ -855,10 +834,12 @@ func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, 
 	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
 		return nil, err
 	}
-	if err := n.replicaOf(req.ID).Snooze(req.ID, req.Claim, req.DelayMs, n.now()); err != nil {
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].SnoozeApply(req.ID, req.Claim, req.DelayMs, n.now())
+	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	acks, err := n.replicateTask(ctx, req.ID, 0)
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
 	if err != nil {
 		return nil, err
 	}
@@ -870,16 +851,18 @@ func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if resp, handled, err := forward[wire.RequeueRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpRequeue, req); handled {
 		return resp, err
 	}
-	if err := n.replicaOf(req.ID).Requeue(req.ID, n.now()); err != nil {
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].RequeueApply(req.ID, n.now())
+	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	acks, err := n.replicateTask(ctx, req.ID, 0)
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
 	if err != nil {
 		return nil, err
 	}
@@ -891,7 +874,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
-	if err := checkID(req.ID); err != nil {
+	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
 	if req.R < 0 {
@@ -908,11 +891,16 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 	n.catchUp()
 	part := n.partOf(req.ID)
 	var v wire.TaskView
-	if to, _ := n.followers(part); len(to) > 0 && req.R != 1 {
-		var err error
-		if v, err = n.readReplicas(ctx, part, req.ID, to, req.R); err != nil {
+	if to, _ := n.repl.Followers(part); len(to) > 0 && req.R != 1 {
+		rec, err := n.repl.ReadReplicas(ctx, part, req.ID, to, req.R)
+		if err != nil {
 			return nil, err
 		}
+		ups := make([]store.Update, len(rec.Updates))
+		for i, u := range rec.Updates {
+			ups[i] = store.Update(u)
+		}
+		v = n.view(rec.Spec, rec.Spec.Data, rec.State, ups, n.now())
 	} else {
 		sp, err := n.store.FullSpec(part, req.ID)
 		if errors.Is(err, store.ErrNotFound) {

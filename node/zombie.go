@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -103,7 +104,7 @@ func (n *Node) serveRelease(peer uint64, r *wire.ReleaseRequest) error {
 		return fmt.Errorf("%w: node %d asks to release for node %d", task.ErrInvalid, peer, r.Node)
 	}
 	if !n.leads(r.Part) {
-		return errNotLeading(r.Part)
+		return replication.NotLeading(r.Part)
 	}
 	if slices.Contains(n.partitionCohort(int(r.Part)), r.Node) {
 		return fmt.Errorf("%w: node %d is in partition %d's cohort", task.ErrInvalid, r.Node, r.Part)

@@ -180,6 +180,30 @@ func (s *stream) ship(what string, now int64, id task.ID, withSpec bool, ups ...
 	converged(s.t, what, s.l, s.sl, s.f, s.sf)
 }
 
+// shipWrite sends the record an applied write returned, without reading
+// the leader's store, once the write is durable: the record must be what
+// the leader's store then holds of the task's state (and of the entry the
+// write appended), and the follower must converge with the leader.
+func (s *stream) shipWrite(what string, now int64, w partition.Write) {
+	s.t.Helper()
+	if err := w.Wait(); err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+	read := record(s.t, s.l, w.Rec.ID, false)
+	if w.Rec.State == nil || !read.State.Equal(w.Rec.State) {
+		s.t.Fatalf("%s: the write returned state %+v; the store holds %+v", what, w.Rec.State, read.State)
+	}
+	for _, u := range w.Rec.Updates {
+		got, err := s.sl.Update(0, w.Rec.ID, u.Claim, u.Seq)
+		if err != nil || string(got) != string(u.Data) {
+			s.t.Fatalf("%s: the write returned entry %d/%d %q; the store holds %q (%v)", what, u.Claim, u.Seq, u.Data, got, err)
+		}
+	}
+	s.shipped = append(s.shipped, w.Rec)
+	merge(s.t, s.f, 1, now, w.Rec)
+	converged(s.t, what, s.l, s.sl, s.f, s.sf)
+}
+
 // shipNew sends the records of new tasks, with their specs, in one call.
 func (s *stream) shipNew(what string, now int64, ids ...task.ID) {
 	s.t.Helper()
@@ -978,22 +1002,16 @@ func TestShipWithoutReading(t *testing.T) {
 	// state CompleteApply returns.
 	ga := mustClaim(t, l, "q", now)
 	s.ship("claim a", now, a, false)
-	newly, st, d, err := l.CompleteApply(a, ga.Claim.Index, nil, now+1)
+	newly, w, err := l.CompleteApply(a, ga.Claim.Index, nil, now+1)
 	if err != nil || !newly {
 		t.Fatalf("complete a: newly %v, %v", newly, err)
 	}
-	if err := d.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if read := record(t, l, a, false); !read.State.Equal(&st) {
-		t.Fatalf("CompleteApply returned %+v; the store holds %+v", st, *read.State)
-	}
-	merge(t, s.f, 1, now+1, partition.Record{ID: a, State: &st})
-	converged(t, "complete a", l, sl, s.f, sf)
+	st := *w.Rec.State
+	s.shipWrite("complete a", now+1, w)
 	// A repeat returns the same state.
-	if newly, again, d, err := l.CompleteApply(a, ga.Claim.Index, nil, now+2); err != nil || newly || !again.Equal(&st) {
-		t.Fatalf("repeated complete: newly %v, state %+v, %v", newly, again, err)
-	} else if err := d.Wait(); err != nil {
+	if newly, again, err := l.CompleteApply(a, ga.Claim.Index, nil, now+2); err != nil || newly || !again.Rec.State.Equal(&st) {
+		t.Fatalf("repeated complete: newly %v, record %+v, %v", newly, again.Rec, err)
+	} else if err := again.Wait(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -1010,6 +1028,49 @@ func TestShipWithoutReading(t *testing.T) {
 		t.Fatalf("second claim: %v claim %d", gb2.Spec.ID, gb2.Claim.Index)
 	}
 	s.ship("claim b again", now+4, b, false)
+}
+
+// TestApplyWrites: every leader write returns the record to ship with
+// its durability handle (one write pipeline: node ships while the local
+// sync runs, and never reads the record back); a follower fed only those
+// records converges with the leader after each, repeats included.
+func TestApplyWrites(t *testing.T) {
+	sl, sf := newStore(t), newStore(t)
+	s := &stream{t: t, l: leader(t, sl), f: follower(t, sf), sl: sl, sf: sf}
+	l := s.l
+	a, b, c := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 1), task.MakeID(t0, 1, 2)
+	now := t0
+	dep := spec(c, "q", 1, 3)
+	dep.Deps = []task.ID{a}
+	enqueue(t, l, now, spec(a, "q", 5, 1), spec(b, "q", 3, 3), dep)
+	s.shipNew("enqueue", now, a, b, c)
+	must := func(w partition.Write, err error) partition.Write {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	ga := mustClaim(t, l, "q", now)
+	s.ship("claim a", now, a, false)
+	_, w, err := l.RenewApply(a, ga.Claim.Index, now+1, 5000)
+	s.shipWrite("renew a", now+1, must(w, err))
+	s.shipWrite("update a", now+2, must(l.UpdateApply(a, ga.Claim.Index, 0, []byte("half"), now+2)))
+	s.shipWrite("update a again", now+2, must(l.UpdateApply(a, ga.Claim.Index, 0, []byte("half"), now+3)))
+	if _, err := l.UpdateApply(a, ga.Claim.Index, 0, []byte("other"), now+3); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("update with other data: %v; want a conflict", err)
+	}
+	s.shipWrite("fail a: dead after one attempt", now+4, must(l.FailApply(a, ga.Claim.Index, "boom", nil, now+4)))
+	s.shipWrite("requeue a", now+5, must(l.RequeueApply(a, now+5)))
+	ga = mustClaim(t, l, "q", now+6)
+	s.ship("claim a again", now+6, a, false)
+	s.shipWrite("snooze a", now+7, must(l.SnoozeApply(a, ga.Claim.Index, 0, now+7)))
+	ga = mustClaim(t, l, "q", now+8)
+	s.ship("claim a a third time", now+8, a, false)
+	_, w, err = l.CompleteApply(a, ga.Claim.Index, nil, now+9)
+	s.shipWrite("complete a", now+9, must(w, err))
+	s.shipWrite("dep of c done", now+10, must(l.DepDoneApply(c, a, now+10)))
+	s.shipWrite("dep of c done again", now+11, must(l.DepDoneApply(c, a, now+11)))
 }
 
 // TestClaimMeta: a claim record carrying the spec without payload (Meta)
@@ -1087,15 +1148,15 @@ func TestClaimMeta(t *testing.T) {
 			converged(t, "claim", s.l, sl, s.f, sf)
 			// The follower indexed the claim: the completion that follows
 			// merges from its hot cache, and the task is gone from both.
-			newly, st, d, err := s.l.CompleteApply(a, g.Claim.Index, nil, now+2)
+			newly, w, err := s.l.CompleteApply(a, g.Claim.Index, nil, now+2)
 			if err != nil || !newly {
 				t.Fatalf("complete: newly %v, %v", newly, err)
 			}
-			if err := d.Wait(); err != nil {
+			if err := w.Wait(); err != nil {
 				t.Fatal(err)
 			}
 			before = sf.Lookups()
-			merge(t, s.f, 1, now+2, partition.Record{ID: a, State: &st})
+			merge(t, s.f, 1, now+2, w.Rec)
 			if n := sf.Lookups() - before; n != 0 {
 				t.Fatalf("follower looked up the store %d times merging the completion", n)
 			}

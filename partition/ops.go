@@ -185,41 +185,56 @@ func (r *Replica) checkStampLocked(id task.ID, st *task.State) error {
 
 // Renew extends claim idx of task id to now+ttl.
 func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
+	c, w, err := r.RenewApply(id, idx, now, ttl)
+	if err != nil {
+		return c, err
+	}
+	return c, w.Wait()
+}
+
+// RenewApply is Renew without the wait (see Write).
+func (r *Replica) RenewApply(id task.ID, idx uint32, now, ttl int64) (task.Claim, Write, error) {
 	var out task.Claim
-	err := r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+	w, err := r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		c, err := st.Renew(idx, now, ttl)
 		out = c
 		return err == nil, err
 	})
-	return out, err
+	return out, w, err
 }
 
 // Update appends progress entry seq to claim idx's history. A repeat of
 // an entry with the same data succeeds without a write.
 func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now int64) error {
+	return waited(r.UpdateApply(id, idx, seq, data, now))
+}
+
+// UpdateApply is Update without the wait (see Write): its record is the
+// task's state and the entry.
+func (r *Replica) UpdateApply(id task.ID, idx uint32, seq uint64, data []byte, now int64) (Write, error) {
 	r.mu.Lock()
 	if err := r.checkLeaderLocked(); err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	sp, st, err := r.loadLocked(id)
 	if err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	if err := r.checkStampLocked(id, &st); err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	next, err := r.nextSeqLocked(id, idx)
 	if err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	dup, err := st.CheckUpdate(idx, seq, next)
 	if err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	// A key below next is held. The key next is not, by definition of
 	// next, unless the hot cache's count lags behind keys merged past a
@@ -232,14 +247,16 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		if !dup {
 			r.forgetNextSeqLocked(id) // the count lagged: recount it
 		}
+		rec := updateRecord(id, &st, idx, seq, data)
 		r.mu.Unlock()
 		if string(old) != string(data) {
-			return fmt.Errorf("%w: update seq %d of claim %d exists with other data", task.ErrConflict, seq, idx)
+			return Write{}, fmt.Errorf("%w: update seq %d of claim %d exists with other data", task.ErrConflict, seq, idx)
 		}
-		return r.cfg.Store.Barrier() // the repeat is acknowledged once the original is durable
+		// The repeat is acknowledged once the original is durable.
+		return Write{Rec: rec, Durable: barrier{r.cfg.Store}}, nil
 	case dup || !errors.Is(err, store.ErrNotFound):
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	// The key is not stored: its item is new to the tree. The first
 	// write of an epoch to the task stamps its state too: the update
@@ -248,7 +265,7 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 	if err := b.PutUpdate(r.cfg.Part, sp.ID, idx, seq, data); err != nil {
 		r.mu.Unlock()
 		b.Close()
-		return err
+		return Write{}, err
 	}
 	restamp := st.Stamp != r.epoch
 	var oldState antientropy.Digest
@@ -258,13 +275,13 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 		if err := b.PutState(r.cfg.Part, sp.ID, &st); err != nil {
 			r.mu.Unlock()
 			b.Close()
-			return err
+			return Write{}, err
 		}
 	}
 	p, err := b.Apply()
 	if err != nil {
 		r.mu.Unlock()
-		return err
+		return Write{}, err
 	}
 	r.tree.Add(sp.ID, antientropy.UpdateItem(sp.ID, idx, seq, data))
 	if restamp {
@@ -277,8 +294,16 @@ func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now in
 			e.hot.nextSeq = next + 1 // seq == next: the history grew by one
 		}
 	}
+	rec := updateRecord(id, &st, idx, seq, data)
 	r.mu.Unlock()
-	return p.Wait()
+	return Write{Rec: rec, Durable: p}, nil
+}
+
+// updateRecord is task id's record of state st and one progress entry.
+func updateRecord(id task.ID, st *task.State, idx uint32, seq uint64, data []byte) Record {
+	rec := stateRecord(id, st)
+	rec.Updates = []Update{{Claim: idx, Seq: seq, Data: data}}
+	return rec
 }
 
 // forgetNextSeqLocked drops the hot cache's count of task id's contiguous
@@ -293,19 +318,16 @@ func (r *Replica) forgetNextSeqLocked(id task.ID) {
 // the claim's history). It returns newly=true when this call completed the
 // task, false for a repeat of the same completion.
 func (r *Replica) Complete(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, err error) {
-	newly, _, d, err := r.CompleteApply(id, idx, seq, now)
+	newly, w, err := r.CompleteApply(id, idx, seq, now)
 	if err != nil {
 		return false, err
 	}
-	return newly, d.Wait()
+	return newly, w.Wait()
 }
 
-// CompleteApply is Complete without the wait: the caller waits on the
-// returned Durable before acknowledging the completion. It also returns
-// the task's state as completed, so the caller ships it without reading
-// it back (a completed task is no longer indexed or cached).
-func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, st task.State, d Durable, err error) {
-	d, err = r.mutateApply(id, now, func(_ *task.Spec, cur *task.State) (bool, error) {
+// CompleteApply is Complete without the wait (see Write).
+func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) (newly bool, w Write, err error) {
+	w, err = r.mutateApply(id, now, func(_ *task.Spec, cur *task.State) (bool, error) {
 		next, err := r.nextSeqLocked(id, idx)
 		if err != nil {
 			return false, err
@@ -315,18 +337,20 @@ func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) 
 			s = *seq
 		}
 		newly, err = cur.Complete(idx, s, next, now)
-		if err == nil {
-			st = cur.Clone()
-		}
 		return newly, err
 	})
-	return newly, st, d, err
+	return newly, w, err
 }
 
 // Fail ends claim idx as a failed attempt. The task is retried after
 // retryAfter ms (nil: exponential backoff), or is dead after max attempts.
 func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) error {
-	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+	return waited(r.FailApply(id, idx, reason, retryAfter, now))
+}
+
+// FailApply is Fail without the wait (see Write).
+func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		// Attempts(false) already counts claim idx, the one failing now.
 		wait := r.backoff(st.Attempts(false))
 		if retryAfter != nil {
@@ -349,7 +373,12 @@ func (r *Replica) backoff(failed uint32) int64 {
 // Snooze ends claim idx without counting an attempt; the task is ready
 // again after delay ms.
 func (r *Replica) Snooze(id task.ID, idx uint32, delay, now int64) error {
-	return r.mutate(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+	return waited(r.SnoozeApply(id, idx, delay, now))
+}
+
+// SnoozeApply is Snooze without the wait (see Write).
+func (r *Replica) SnoozeApply(id task.ID, idx uint32, delay, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		done, err := st.End(idx, task.Release{At: now, Snooze: true, Until: now + delay})
 		return done, err
 	})
@@ -357,7 +386,12 @@ func (r *Replica) Snooze(id task.ID, idx uint32, delay, now int64) error {
 
 // Requeue makes a dead task ready again.
 func (r *Replica) Requeue(id task.ID, now int64) error {
-	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+	return waited(r.RequeueApply(id, now))
+}
+
+// RequeueApply is Requeue without the wait (see Write).
+func (r *Replica) RequeueApply(id task.ID, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
 		if status, _ := task.Derive(sp, st, now, r.skew); status != task.Dead {
 			return false, fmt.Errorf("%w: %s is %s", task.ErrNotDead, id, status)
 		}
@@ -368,7 +402,12 @@ func (r *Replica) Requeue(id task.ID, now int64) error {
 
 // DepDone records that dep, a dependency of task id, completed.
 func (r *Replica) DepDone(id, dep task.ID, now int64) error {
-	return r.mutate(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+	return waited(r.DepDoneApply(id, dep, now))
+}
+
+// DepDoneApply is DepDone without the wait (see Write).
+func (r *Replica) DepDoneApply(id, dep task.ID, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
 		if !slices.Contains(sp.Deps, dep) {
 			return false, fmt.Errorf("%w: %s does not depend on %s", task.ErrInvalid, id, dep)
 		}

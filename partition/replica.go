@@ -793,15 +793,12 @@ func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, d antientropy.Dig
 	r.refreshHotLocked(sp, st, d)
 }
 
-// mutate runs fn on the task's spec and state under the lock; if fn
-// returns write=true the new state is written, and the call returns after
-// it is durable.
-func (r *Replica) mutate(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) error {
-	p, err := r.mutateApply(id, now, fn)
+// waited waits for an applied write: the waiting form of an ...Apply op.
+func waited(w Write, err error) error {
 	if err != nil {
 		return err
 	}
-	return p.Wait()
+	return w.Wait()
 }
 
 // Durable is what a write returns before it is durable: Wait blocks until
@@ -814,40 +811,59 @@ type barrier struct{ s *store.Store }
 
 func (b barrier) Wait() error { return b.s.Barrier() }
 
-// mutateApply is mutate without the wait: the write is applied, and the
-// caller waits on the result before acknowledging it.
+// Write is a leader's write as applied to its replica, before it is
+// durable: the task's record as the write left it (its state, and the
+// progress entry an update appended), which the leader ships to the
+// followers while its own sync runs, and the Durable it waits on before
+// acknowledging the write. Rec holds a copy: the caller may keep it.
+type Write struct {
+	Rec Record
+	Durable
+}
+
+// mutateApply runs fn on the task's spec and state under the lock; if fn
+// returns write=true the new state is written (applied, not yet durable),
+// and the caller ships its record and waits on it before acknowledging
+// it. A repeat of a write already made writes nothing; its record is the
+// task's state as it is.
 //
 // Only the leader writes a task's state: the write is stamped with its
 // epoch (see "Epochs and orphans" in the package doc).
-func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) (Durable, error) {
+func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *task.State) (write bool, err error)) (Write, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.checkLeaderLocked(); err != nil {
-		return nil, err
+		return Write{}, err
 	}
 	sp, st, err := r.loadLocked(id)
 	if err != nil {
-		return nil, err
+		return Write{}, err
 	}
 	if err := r.checkStampLocked(id, &st); err != nil {
-		return nil, err
+		return Write{}, err
 	}
 	old := r.stateDigestLocked(id, &st) // before fn changes st
 	write, err := fn(sp, &st)
 	if err != nil {
-		return nil, err
+		return Write{}, err
 	}
 	if !write {
 		// A repeat of a write already made: acknowledge it only once that
 		// write is durable.
-		return barrier{r.cfg.Store}, nil
+		return Write{Rec: stateRecord(id, &st), Durable: barrier{r.cfg.Store}}, nil
 	}
 	st.Stamp = r.epoch
 	p, err := r.writeStateLocked(sp, old, &st, now)
 	if err != nil {
-		return nil, err
+		return Write{}, err
 	}
-	return p, nil
+	return Write{Rec: stateRecord(id, &st), Durable: p}, nil
+}
+
+// stateRecord is task id's record of state st alone, on a copy of st.
+func stateRecord(id task.ID, st *task.State) Record {
+	c := st.Clone()
+	return Record{ID: id, State: &c}
 }
 
 // Release drops the replica's data: this node left the partition's cohort

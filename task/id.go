@@ -27,6 +27,14 @@ func (id ID) Compare(o ID) int { return bytes.Compare(id[:], o[:]) }
 // IsZero reports whether id is the zero id, which is never assigned.
 func (id ID) IsZero() bool { return id == ID{} }
 
+// Check rejects the zero id (ErrInvalid): no request may name it.
+func (id ID) Check() error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: the zero id is reserved", ErrInvalid)
+	}
+	return nil
+}
+
 // Millis returns the Unix millisecond time the id was created at.
 func (id ID) Millis() int64 { return int64(binary.BigEndian.Uint64(id[0:8])) }
 
@@ -71,10 +79,7 @@ func ParseID(s string) (ID, error) {
 	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
 		return id, fmt.Errorf("%w: malformed id %q: not hex", ErrInvalid, truncate(s, 64))
 	}
-	if id.IsZero() {
-		return id, fmt.Errorf("%w: the zero id is reserved", ErrInvalid)
-	}
-	return id, nil
+	return id, id.Check()
 }
 
 func truncate(s string, n int) string {

@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/skuldd/skuldd/partition"
@@ -61,76 +60,10 @@ const (
 	tombExpireInterval = time.Hour
 )
 
-// aliveInterval is how often a node records that it is up, so that a
-// restart can tell how long it was away (checkAway).
-const aliveInterval = time.Minute
-
-// ErrAwayTooLong refuses to start a node that was down longer than half
-// the tombstone horizon.
-var ErrAwayTooLong = errors.New("this node was away too long for the tombstone horizon")
-
-// checkAway refuses to start a node of a multi-node cluster that was down
-// longer than half the TombstoneHorizon with task data: its replicas may hold tasks
-// the others collected and whose tombstones they have since dropped, and
-// anti-entropy would bring those back. It runs once the metadata is
-// loaded and before the partitions are.
-func (n *Node) checkAway() error {
-	at, found, err := n.store.Alive()
-	if err != nil || !found {
-		return err
-	}
-	// Tombstones written just after the node left expire a horizon
-	// later: a node back after more than half of it could find them gone
-	// before anti-entropy brings them, so half is the limit.
-	away := time.Duration(n.now()-at) * time.Millisecond
-	if away <= n.cfg.TombstoneHorizon/2 {
-		return nil
-	}
-	if m := n.raft.Meta(); len(m.Members) <= 1 {
-		return nil // no peer to bring anything back to
-	}
-	for p := range n.cfg.Partitions {
-		has, err := n.store.HasTasks(uint16(p))
-		if err != nil {
-			return err
-		}
-		if has {
-			return fmt.Errorf("node: %w: down for %v (since %s), more than half the horizon %v: its copies may hold "+
-				"tasks the cluster garbage-collected and soon has no tombstones of, which would come back. Move the data dir "+
-				"%s away and start the node empty with --join (its peers hold every acknowledged write); or, if no task was "+
-				"collected meanwhile, start it with --tombstone-horizon above %v",
-				ErrAwayTooLong, away.Round(time.Second), time.UnixMilli(at).UTC().Format(time.RFC3339),
-				n.cfg.TombstoneHorizon, n.cfg.DataDir, 2*(away.Round(time.Hour)+time.Hour))
-		}
-	}
-	return nil
-}
-
-// aliveLoop records, now and every aliveInterval, that the node is up.
-func (n *Node) aliveLoop(ctx context.Context) {
-	t := time.NewTicker(aliveInterval)
-	defer t.Stop()
-	for {
-		if err := n.store.PutAlive(n.now()); err != nil {
-			n.log.Warn("recording that the node is up failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// gcStats counts garbage collection, for metrics.
-type gcStats struct {
-	passes, collected, held, expired atomic.Int64
-}
-
-// gcLoop runs background passes over the partitions this node leads and
+// GCLoop runs background passes over the partitions this node leads and
 // expires old tombstones.
-func (n *Node) gcLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.GCInterval)
+func (p *Plane) GCLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.GCInterval)
 	defer t.Stop()
 	cursors := map[uint16]task.ID{}
 	var expired time.Time
@@ -140,67 +73,43 @@ func (n *Node) gcLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if n.departing.Load() {
+		if p.host.Departing() {
 			continue
 		}
 		// Tombstones expire whether or not this node collects: it may
 		// hold tombstones its peers sent.
-		if n.cfg.Retention > 0 {
-			n.gcMu.Lock()
-			resp, err := n.gcLocal(ctx, false, cursors)
-			n.gcMu.Unlock()
+		if p.cfg.Retention > 0 {
+			resp, err := p.gcPass(ctx, false, cursors)
 			if err != nil && ctx.Err() == nil {
-				n.log.Warn("garbage collection pass failed", "err", err)
+				p.log.Warn("garbage collection pass failed", "err", err)
 			}
 			if resp != nil && resp.Collected > 0 {
-				n.log.Info("garbage collected", "tasks", resp.Collected, "held", resp.Held, "unreached", resp.Unreached)
+				p.log.Info("garbage collected", "tasks", resp.Collected, "held", resp.Held, "unreached", resp.Unreached)
 			}
 		}
 		if time.Since(expired) >= tombExpireInterval {
 			expired = time.Now()
-			n.expireTombs()
+			p.expireTombs()
 		}
 	}
 }
 
 // expireTombs drops the tombstones older than the horizon from every
 // replica here.
-func (n *Node) expireTombs() {
-	before := n.now() - n.cfg.TombstoneHorizon.Milliseconds()
-	for _, r := range n.parts {
+func (p *Plane) expireTombs() {
+	before := p.now() - p.cfg.TombstoneHorizon.Milliseconds()
+	for part := range p.cfg.Partitions {
+		r := p.host.Replica(uint16(part))
 		k, err := r.ExpireTombs(before)
-		n.gc.expired.Add(int64(k))
+		p.stats.GCExpired.Add(int64(k))
 		if err != nil {
-			n.log.Warn("expiring tombstones failed", "partition", r.Part(), "err", err)
+			p.log.Warn("expiring tombstones failed", "partition", r.Part(), "err", err)
 		}
 	}
 }
 
-// GC is the client op: a whole pass now over every partition of the
-// cluster (each leader its own), or a dry run of one.
-func (n *Node) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if n.cfg.Retention == 0 {
-		return nil, fmt.Errorf("%w: garbage collection is disabled on this node (--retention 0)", task.ErrInvalid)
-	}
-	n.catchUp()
-	n.gcMu.Lock()
-	resp, err := n.gcLocal(ctx, req.DryRun, nil)
-	n.gcMu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	err = fanOut(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { addGC(resp, r) })
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
-// addGC adds r's counts to into.
-func addGC(into, r *wire.GCResponse) {
+// AddGC adds r's counts to into.
+func AddGC(into, r *wire.GCResponse) {
 	into.Partitions += r.Partitions
 	into.Candidates += r.Candidates
 	into.Collectable += r.Collectable
@@ -228,24 +137,33 @@ func sortGCQueues(qs []wire.GCQueue) {
 	slices.SortFunc(qs, func(a, b wire.GCQueue) int { return strings.Compare(a.Queue, b.Queue) })
 }
 
-// gcLocal runs one pass over the partitions this node leads. With cursors
-// (the background loop) each partition's scan is bounded by gcScanStates
-// and resumes from its cursor; without, every partition is scanned whole.
-// dry only counts.
-func (n *Node) gcLocal(ctx context.Context, dry bool, cursors map[uint16]task.ID) (*wire.GCResponse, error) {
+// GCPass runs a whole pass now over the partitions this node leads
+// (every partition scanned whole), or a dry run that only counts: the
+// client op's part on this node.
+func (p *Plane) GCPass(ctx context.Context, dry bool) (*wire.GCResponse, error) {
+	return p.gcPass(ctx, dry, nil)
+}
+
+// gcPass runs one pass over the partitions this node leads, one pass at
+// a time. With cursors (the background loop) each partition's scan is
+// bounded by gcScanStates and resumes from its cursor; without, every
+// partition is scanned whole. dry only counts.
+func (p *Plane) gcPass(ctx context.Context, dry bool, cursors map[uint16]task.ID) (*wire.GCResponse, error) {
+	p.gcMu.Lock()
+	defer p.gcMu.Unlock()
 	g := &gcRun{
-		n: n, ctx: ctx, dry: dry, now: n.now(),
+		p: p, ctx: ctx, dry: dry, now: p.now(),
 		resp:    &wire.GCResponse{DryRun: dry, Queues: []wire.GCQueue{}, Sample: []task.ID{}},
 		decided: map[task.ID]bool{},
 		queues:  map[string]int64{},
 	}
-	g.cutoff = g.now - n.cfg.Retention.Milliseconds()
+	g.cutoff = g.now - p.cfg.Retention.Milliseconds()
 	g.resp.Cutoff = g.cutoff
-	n.gc.passes.Add(1)
+	p.stats.GCPasses.Add(1)
 	var errs []error
-	for p := range n.parts {
-		part := uint16(p)
-		if !n.leads(part) {
+	for i := range p.cfg.Partitions {
+		part := uint16(i)
+		if !p.leads(part) {
 			continue
 		}
 		g.resp.Partitions++
@@ -260,14 +178,14 @@ func (n *Node) gcLocal(ctx context.Context, dry bool, cursors map[uint16]task.ID
 		g.resp.Queues = append(g.resp.Queues, wire.GCQueue{Queue: q, Tasks: k})
 	}
 	sortGCQueues(g.resp.Queues)
-	n.gc.collected.Add(g.resp.Collected)
-	n.gc.held.Add(g.resp.Held)
+	p.stats.GCCollected.Add(g.resp.Collected)
+	p.stats.GCHeld.Add(g.resp.Held)
 	return g.resp, errors.Join(errs...)
 }
 
 // gcRun is one pass.
 type gcRun struct {
-	n      *Node
+	p      *Plane
 	ctx    context.Context
 	dry    bool
 	now    int64
@@ -283,7 +201,7 @@ type gcRun struct {
 
 // partition scans part for candidates and collects what may go.
 func (g *gcRun) partition(part uint16, cursors map[uint16]task.ID) error {
-	r := g.n.parts[part]
+	r := g.p.host.Replica(part)
 	from, scan := task.ID{}, 0
 	if cursors != nil {
 		from, scan = cursors[part], gcScanStates
@@ -348,7 +266,7 @@ func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
 		// partitions led here); other leaders collect theirs.
 		byPart := map[uint16][]partition.GCInfo{}
 		for _, m := range members {
-			if p := g.n.partOf(m.ID); m.Status == partition.GCCompleted && g.n.leads(p) {
+			if p := g.p.partOf(m.ID); m.Status == partition.GCCompleted && g.p.leads(p) {
 				byPart[p] = append(byPart[p], m)
 			}
 		}
@@ -390,7 +308,7 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 				if _, seen := members[id]; seen || queued[id] {
 					continue
 				}
-				if len(members)+len(frontier) >= g.n.cfg.GCComponentMax {
+				if len(members)+len(frontier) >= g.p.cfg.GCComponentMax {
 					return false
 				}
 				queued[id] = true
@@ -408,16 +326,16 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 		return members, v
 	}
 	tooLarge := func() (map[task.ID]partition.GCInfo, gcVerdict) {
-		g.n.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", g.n.cfg.GCComponentMax)
+		g.p.log.Warn("dependency component too large to garbage-collect; held", "task", c.ID, "over", g.p.cfg.GCComponentMax)
 		return stop(gcHeld)
 	}
 	if !next(members[c.ID]) {
 		return tooLarge()
 	}
 	for len(frontier) > 0 {
-		infos, err := g.n.gcLookup(g.ctx, frontier)
+		infos, err := g.p.GCLookup(g.ctx, frontier)
 		if err != nil {
-			g.n.log.Debug("garbage collection: a component's member could not be looked up", "task", c.ID, "err", err)
+			g.p.log.Debug("garbage collection: a component's member could not be looked up", "task", c.ID, "err", err)
 			return stop(gcUnreached)
 		}
 		frontier = frontier[:0]
@@ -445,7 +363,7 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 // rest. A dry run only counts.
 func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) {
 	if !g.dry {
-		k, err := g.n.collectHere(g.ctx, part, ms)
+		k, err := g.p.collectHere(g.ctx, part, ms)
 		switch {
 		case errors.Is(err, partition.ErrEdgesChanged) && alone && len(ms) > 1:
 			// One of them gained a dependent: collect the others one by
@@ -458,7 +376,7 @@ func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) {
 			g.resp.Held++
 			return
 		case err != nil:
-			g.n.log.Debug("garbage collection: collect failed; the next pass tries again", "partition", part, "tasks", len(ms), "err", err)
+			g.p.log.Debug("garbage collection: collect failed; the next pass tries again", "partition", part, "tasks", len(ms), "err", err)
 			g.resp.Unreached++
 			return
 		}
@@ -478,15 +396,15 @@ func (g *gcRun) collect(part uint16, ms []partition.GCInfo, alone bool) {
 // collectHere collects tasks ms of part, which this node leads, and ships
 // their tombstones to the cohort. It returns how many it collected. A
 // follower the tombstones do not reach gets them from anti-entropy.
-func (n *Node) collectHere(ctx context.Context, part uint16, ms []partition.GCInfo) (int, error) {
+func (p *Plane) collectHere(ctx context.Context, part uint16, ms []partition.GCInfo) (int, error) {
 	ids := make([]task.ID, len(ms))
 	edges := make(map[task.ID]int, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
 		edges[m.ID] = len(m.Dependents)
 	}
-	now := n.now()
-	d, err := n.parts[part].Collect(ids, edges, now)
+	now := p.now()
+	d, err := p.host.Replica(part).Collect(ids, edges, now)
 	if err != nil {
 		return 0, err
 	}
@@ -496,31 +414,31 @@ func (n *Node) collectHere(ctx context.Context, part uint16, ms []partition.GCIn
 	recs := make([]wire.RecordMsg, len(ids))
 	for i, id := range ids {
 		recs[i] = wire.RecordMsg{ID: id, Tomb: now}
-		n.deps.take(id)
+		p.host.Collected(id)
 	}
-	if _, err := n.ship(part, n.needAcks(part, 0), recs, nil).finish(ctx, nil); err != nil {
-		n.log.Warn("garbage collection: tombstones not acknowledged by a majority; anti-entropy will spread them",
+	if _, err := p.Ship(part, p.NeedAcks(part, 0), recs, nil).Finish(ctx, nil); err != nil {
+		p.log.Warn("garbage collection: tombstones not acknowledged by a majority; anti-entropy will spread them",
 			"partition", part, "tasks", len(ids), "err", err)
 	}
 	return len(ids), nil
 }
 
-// gcLookup asks what the leaders of ids' partitions hold of them: this
+// GCLookup asks what the leaders of ids' partitions hold of them: this
 // node's replicas for the partitions it leads, OpGCInfo for the others.
-func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo, error) {
+func (p *Plane) GCLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo, error) {
 	byAddr := map[string][]task.ID{}
 	var out []partition.GCInfo
 	for _, id := range ids {
-		part := n.partOf(id)
-		if n.leads(part) {
-			infos, err := n.parts[part].GCInfo([]task.ID{id})
+		part := p.partOf(id)
+		if p.leads(part) {
+			infos, err := p.host.Replica(part).GCInfo([]task.ID{id})
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, infos...)
 			continue
 		}
-		addr, err := n.leaderAddr(part)
+		addr, err := p.leaderAddr(part)
 		if err != nil {
 			return nil, err
 		}
@@ -532,7 +450,7 @@ func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo,
 		for rest := byAddr[addr]; len(rest) > 0; {
 			chunk := rest[:min(len(rest), gcLookupIDs)]
 			var resp wire.GCInfoResponse
-			if err := n.peers.Call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
+			if err := p.host.Peers().Call(ctx, addr, wire.OpGCInfo, &wire.GCInfoRequest{IDs: chunk}, &resp); err != nil {
 				return nil, fmt.Errorf("garbage-collection lookup at %s: %w", addr, err)
 			}
 			if len(resp.Tasks) == 0 || len(resp.Tasks) > len(chunk) {
@@ -553,15 +471,12 @@ func (n *Node) gcLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo,
 }
 
 // leaderAddr returns the address of part's leader, another node.
-func (n *Node) leaderAddr(part uint16) (string, error) {
-	var leader uint64
-	if ls := n.leaders(); int(part) < len(ls) {
-		leader = ls[part]
-	}
-	if leader == 0 || leader == n.id {
+func (p *Plane) leaderAddr(part uint16) (string, error) {
+	leader := p.host.LeaderOf(part)
+	if leader == 0 || leader == p.cfg.Self {
 		return "", fmt.Errorf("%w: partition %d has no leader right now", wire.ErrUnavailable, part)
 	}
-	addr := n.addrOf(leader)
+	addr := p.host.AddrOf(leader)
 	if addr == "" {
 		return "", fmt.Errorf("%w: the address of node %d, leader of partition %d, is unknown", wire.ErrUnavailable, leader, part)
 	}
@@ -570,21 +485,21 @@ func (n *Node) leaderAddr(part uint16) (string, error) {
 
 // serveGCInfo is OpGCInfo: what this leader holds of the ids asked, all
 // of partitions it leads.
-func (n *Node) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error) {
+func (p *Plane) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error) {
 	if len(r.IDs) > gcLookupIDs {
 		return nil, fmt.Errorf("%w: %d ids in one garbage-collection lookup (at most %d)", task.ErrInvalid, len(r.IDs), gcLookupIDs)
 	}
 	resp := &wire.GCInfoResponse{Tasks: make([]wire.GCTask, len(r.IDs))}
 	size := 0
 	for i, id := range r.IDs {
-		if err := checkID(id); err != nil {
+		if err := id.Check(); err != nil {
 			return nil, err
 		}
-		part := n.partOf(id)
-		if !n.leads(part) {
-			return nil, fmt.Errorf("%w: node %d does not lead partition %d", wire.ErrUnavailable, n.id, part)
+		part := p.partOf(id)
+		if !p.leads(part) {
+			return nil, fmt.Errorf("%w: node %d does not lead partition %d", wire.ErrUnavailable, p.cfg.Self, part)
 		}
-		infos, err := n.parts[part].GCInfo([]task.ID{id})
+		infos, err := p.host.Replica(part).GCInfo([]task.ID{id})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"context"
@@ -51,35 +51,33 @@ const (
 	carryOutRounds = 16
 )
 
-// carrier runs the carry for epoch.Run.
-type carrier struct{ n *Node }
-
-// Carry implements epoch.Carrier.
-func (c carrier) Carry(ctx context.Context, cr epoch.Carry) ([]uint64, error) {
-	if err := c.n.carryIn(ctx, uint16(cr.Part), cr); err != nil {
+// Carry implements epoch.Carrier: it runs the carry of a handoff this
+// node runs and returns the new epoch's sealed set.
+func (p *Plane) Carry(ctx context.Context, cr epoch.Carry) ([]uint64, error) {
+	if err := p.carryIn(ctx, uint16(cr.Part), cr); err != nil {
 		return nil, err
 	}
-	return c.n.carryOut(ctx, uint16(cr.Part), cr)
+	return p.carryOut(ctx, uint16(cr.Part), cr)
 }
 
 // carryIn brings the old cohort's promisers' records into this replica,
 // by the rules above. It needs the records of a majority of the old
 // cohort (this replica counts if it is a member) with a sealed member
 // among them.
-func (n *Node) carryIn(ctx context.Context, part uint16, cr epoch.Carry) error {
+func (p *Plane) carryIn(ctx context.Context, part uint16, cr epoch.Carry) error {
 	if len(cr.Old) == 0 {
 		return nil // never led: nothing was written
 	}
 	legacy := len(cr.Sealed) == 0 // led before sealed sets were kept: every member is trusted
 	sealed := func(id uint64) bool { return legacy || slices.Contains(cr.Sealed, id) }
-	selfSealed := sealed(n.id) && slices.Contains(cr.Old, n.id)
+	selfSealed := sealed(p.cfg.Self) && slices.Contains(cr.Old, p.cfg.Self)
 	type result struct {
 		id  uint64
 		err error
 	}
 	var asked []uint64
 	for _, id := range cr.Promised {
-		if id != n.id {
+		if id != p.cfg.Self {
 			asked = append(asked, id)
 		}
 	}
@@ -98,12 +96,12 @@ func (n *Node) carryIn(ctx context.Context, part uint16, cr epoch.Carry) error {
 		go func() {
 			mctx, cancel := context.WithTimeout(ctx, carryMemberTimeout)
 			defer cancel()
-			results <- result{id, n.aaeRounds(mctx, part, id, mode)}
+			results <- result{id, p.aaeRounds(mctx, part, id, mode)}
 		}()
 	}
 	got := map[uint64]bool{}
-	if slices.Contains(cr.Old, n.id) {
-		got[n.id] = true
+	if slices.Contains(cr.Old, p.cfg.Self) {
+		got[p.cfg.Self] = true
 	}
 	var errs []error
 	for range asked {
@@ -130,11 +128,11 @@ func (n *Node) carryIn(ctx context.Context, part uint16, cr epoch.Carry) error {
 // carryOut makes the members of the new cohort hold exactly this
 // replica's records and returns those that do (this node included): once
 // a majority does, the others get carryGrace.
-func (n *Node) carryOut(ctx context.Context, part uint16, cr epoch.Carry) ([]uint64, error) {
-	sealedSet := []uint64{n.id}
+func (p *Plane) carryOut(ctx context.Context, part uint16, cr epoch.Carry) ([]uint64, error) {
+	sealedSet := []uint64{p.cfg.Self}
 	var asked []uint64
 	for _, id := range cr.Cohort {
-		if id != n.id {
+		if id != p.cfg.Self {
 			asked = append(asked, id)
 		}
 	}
@@ -149,7 +147,7 @@ func (n *Node) carryOut(ctx context.Context, part uint16, cr epoch.Carry) ([]uin
 	octx, cancel := context.WithTimeout(ctx, carryMemberTimeout)
 	defer cancel()
 	for _, id := range asked {
-		go func() { results <- result{id, n.carryTo(octx, part, id, cr.Epoch)} }()
+		go func() { results <- result{id, p.carryTo(octx, part, id, cr.Epoch)} }()
 	}
 	var grace <-chan time.Time
 	var errs []error
@@ -180,10 +178,10 @@ wait:
 
 // carryTo runs leader rounds with peer at ep until its tree equals this
 // replica's.
-func (n *Node) carryTo(ctx context.Context, part uint16, peer, ep uint64) error {
+func (p *Plane) carryTo(ctx context.Context, part uint16, peer, ep uint64) error {
 	var cur antientropy.Cursor
 	for range carryOutRounds {
-		res, err := n.aaeRound(ctx, part, peer, cur, leaderMode(ep, peer))
+		res, err := p.aaeRound(ctx, part, peer, cur, leaderMode(ep, peer))
 		if err != nil {
 			return err
 		}
@@ -199,15 +197,15 @@ func (n *Node) carryTo(ctx context.Context, part uint16, peer, ep uint64) error 
 // or repairs every difference it found (not truncated). Unlike the
 // background rounds, it is not bounded per interval: a handoff needs the
 // whole exchange.
-func (n *Node) aaeRounds(ctx context.Context, part uint16, peer uint64, mode aaeMode) error {
+func (p *Plane) aaeRounds(ctx context.Context, part uint16, peer uint64, mode aaeMode) error {
 	var cur antientropy.Cursor
 	for round := 1; ; round++ {
-		res, err := n.aaeRound(ctx, part, peer, cur, mode)
+		res, err := p.aaeRound(ctx, part, peer, cur, mode)
 		if err != nil {
 			return err
 		}
 		if res.InSync || !res.Truncated {
-			n.log.Debug("carry in", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "pull", len(res.Pull))
+			p.log.Debug("carry in", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "pull", len(res.Pull))
 			return nil
 		}
 		cur = res.Next

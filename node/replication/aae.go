@@ -1,10 +1,9 @@
-package node
+package replication
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/skuldd/skuldd/antientropy"
@@ -40,14 +39,9 @@ const (
 	aaeMaxBucketEntries = 1 << 22
 )
 
-// aaeStats counts anti-entropy work, for ctl cluster and metrics.
-type aaeStats struct {
-	rounds, inSync, pulled, pushed, bytes atomic.Int64
-}
-
-// aaeLoop runs anti-entropy rounds for the partitions this node leads.
-func (n *Node) aaeLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.AAEInterval)
+// AAELoop runs anti-entropy rounds for the partitions this node leads.
+func (p *Plane) AAELoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.AAEInterval)
 	defer t.Stop()
 	type link struct {
 		part uint16
@@ -60,22 +54,22 @@ func (n *Node) aaeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for p := range n.parts {
-			part := uint16(p)
-			to, ep := n.followers(part)
+		for i := range p.cfg.Partitions {
+			part := uint16(i)
+			to, ep := p.Followers(part)
 			for _, f := range to {
 				l := link{part, f}
 				for range aaeMaxRounds {
-					res, err := n.aaeRound(ctx, part, f, cursors[l], leaderMode(ep, f))
+					res, err := p.aaeRound(ctx, part, f, cursors[l], leaderMode(ep, f))
 					if err != nil {
-						if errors.Is(err, task.ErrEpoch) && n.parts[part].Epoch() == ep {
+						if errors.Is(err, task.ErrEpoch) && p.host.Replica(part).Epoch() == ep {
 							// The follower holds a newer leader's writes
 							// or promised a newer epoch: this one is done.
-							n.log.Warn("stepping down: anti-entropy met a newer epoch", "partition", part, "epoch", ep, "peer", f, "err", err)
-							n.parts[part].Resign()
+							p.log.Warn("stepping down: anti-entropy met a newer epoch", "partition", part, "epoch", ep, "peer", f, "err", err)
+							p.host.Replica(part).Resign()
 						}
 						if ctx.Err() == nil {
-							n.log.Debug("anti-entropy round failed", "partition", part, "peer", f, "err", err)
+							p.log.Debug("anti-entropy round failed", "partition", part, "peer", f, "err", err)
 						}
 						break
 					}
@@ -115,35 +109,35 @@ func leaderMode(ep, peer uint64) aaeMode {
 
 // aaeRound compares part's replica here with peer's and repairs what
 // differs, as mode says.
-func (n *Node) aaeRound(ctx context.Context, part uint16, peer uint64, from antientropy.Cursor, mode aaeMode) (antientropy.Result, error) {
-	addr := n.addrOf(peer)
+func (p *Plane) aaeRound(ctx context.Context, part uint16, peer uint64, from antientropy.Cursor, mode aaeMode) (antientropy.Result, error) {
+	addr := p.host.AddrOf(peer)
 	if addr == "" {
 		return antientropy.Result{}, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, peer)
 	}
-	r := n.parts[part]
+	r := p.host.Replica(part)
 	local := r.TreeSnapshot()
-	remote := &aaeRemote{n: n, addr: addr, part: part, shape: local.Shape()}
+	remote := &aaeRemote{p: p, addr: addr, part: part, shape: local.Shape()}
 	list := func(_ context.Context, buckets []int) ([][]antientropy.Entry, error) { return r.ListBuckets(buckets) }
-	res, err := antientropy.Diff(ctx, local, remote, list, n.cfg.AAE.Limits, from)
-	n.aae.rounds.Add(1)
-	n.aae.bytes.Add(int64(res.Stats.BytesSent + res.Stats.BytesReceived))
+	res, err := antientropy.Diff(ctx, local, remote, list, p.cfg.AAE.Limits, from)
+	p.stats.AAERounds.Add(1)
+	p.stats.AAEBytes.Add(int64(res.Stats.BytesSent + res.Stats.BytesReceived))
 	if err != nil {
 		return res, err
 	}
 	if res.InSync {
-		n.aae.inSync.Add(1)
+		p.stats.AAEInSync.Add(1)
 		return res, nil
 	}
 	// Pull what the peer holds differently and merge it here, then push
 	// this replica's versions of everything that differed.
 	pulled := taskIDs(res.Pull)
 	if len(pulled) > 0 {
-		if err := n.aaePull(ctx, addr, part, mode.pull, pulled); err != nil {
+		if err := p.aaePull(ctx, addr, part, mode.pull, pulled); err != nil {
 			return res, err
 		}
 	}
 	if mode.reset {
-		if err := n.aaeReset(part, mode.pull, taskIDs(res.Push), pulled); err != nil {
+		if err := p.aaeReset(part, mode.pull, taskIDs(res.Push), pulled); err != nil {
 			return res, err
 		}
 	}
@@ -158,10 +152,10 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, peer uint64, from anti
 			ids = append(ids, id)
 		}
 	}
-	if err := n.aaePush(ctx, addr, part, mode.ep, ids); err != nil {
+	if err := p.aaePush(ctx, addr, part, mode.ep, ids); err != nil {
 		return res, err
 	}
-	n.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(ids))
+	p.log.Debug("anti-entropy repaired", "partition", part, "peer", peer, "pulled", len(res.Pull), "pushed", len(ids))
 	return res, nil
 }
 
@@ -169,7 +163,7 @@ func (n *Node) aaeRound(ctx context.Context, part uint16, peer uint64, from anti
 // push (this replica holds them, the peer differs or lacks them) that
 // the peer lacks (not in pulled): src's word is that no such state
 // counts. Each becomes the zero state without updates; its spec stays.
-func (n *Node) aaeReset(part uint16, src partition.Source, push, pulled []task.ID) error {
+func (p *Plane) aaeReset(part uint16, src partition.Source, push, pulled []task.ID) error {
 	had := make(map[task.ID]bool, len(pulled))
 	for _, id := range pulled {
 		had[id] = true
@@ -183,7 +177,7 @@ func (n *Node) aaeReset(part uint16, src partition.Source, push, pulled []task.I
 	if len(recs) == 0 {
 		return nil
 	}
-	d, _, err := n.parts[part].Merge(src, recs, n.now())
+	d, _, err := p.host.Replica(part).Merge(src, recs, p.now())
 	if err != nil {
 		return err
 	}
@@ -194,11 +188,11 @@ func (n *Node) aaeReset(part uint16, src partition.Source, push, pulled []task.I
 // each response here as it comes, as src: memory is bounded by a response
 // (an export page), not by the round. A record stamped above src.Epoch
 // fails the pull with task.ErrEpoch: a newer leader wrote it.
-func (n *Node) aaePull(ctx context.Context, addr string, part uint16, src partition.Source, ids []task.ID) error {
+func (p *Plane) aaePull(ctx context.Context, addr string, part uint16, src partition.Source, ids []task.ID) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), aaeFetchIDs)]
 		var resp wire.AAEFetchResponse
-		if err := n.peers.Call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
+		if err := p.host.Peers().Call(ctx, addr, wire.OpAAEFetch, &wire.AAEFetchRequest{Part: part, IDs: chunk}, &resp); err != nil {
 			return err
 		}
 		if resp.Done <= 0 || resp.Done > len(chunk) {
@@ -210,17 +204,17 @@ func (n *Node) aaePull(ctx context.Context, addr string, part uint16, src partit
 		}
 		recs := make([]partition.Record, len(resp.Records))
 		for i, m := range resp.Records {
-			recs[i] = recordFromWire(m)
+			recs[i] = FromWire(m)
 		}
-		n.noteDependents(resp.Records) // before the edges are written: see depSet
-		d, errs, err := n.parts[part].Merge(src, recs, n.now())
+		p.host.NoteDependents(resp.Records) // before the edges are written: see depSet
+		d, errs, err := p.host.Replica(part).Merge(src, recs, p.now())
 		if err != nil {
 			return err
 		}
 		if err := d.Wait(); err != nil {
 			return err
 		}
-		n.aae.pulled.Add(int64(len(recs)))
+		p.stats.AAEPulled.Add(int64(len(recs)))
 		for _, e := range errs {
 			if errors.Is(e, task.ErrEpoch) {
 				return fmt.Errorf("partition %d: pull: %w", part, e)
@@ -233,19 +227,19 @@ func (n *Node) aaePull(ctx context.Context, addr string, part uint16, src partit
 // aaePush sends this replica's records of ids to the node at addr, read a
 // few at a time and sent in requests bounded like replication batches, at
 // this leader's epoch.
-func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
+func (p *Plane) aaePush(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
 	var pending []wire.RecordMsg
 	size := 0
 	for len(ids) > 0 || len(pending) > 0 {
 		for len(ids) > 0 && len(pending) < replBatchMax && size < replBatchBytes {
 			chunk := ids[:min(len(ids), aaeReadIDs)]
 			ids = ids[len(chunk):]
-			recs, err := n.parts[part].Records(chunk)
+			recs, err := p.host.Replica(part).Records(chunk)
 			if err != nil {
 				return err
 			}
 			for _, r := range recs {
-				m := recordToWire(r)
+				m := ToWire(r)
 				pending = append(pending, m)
 				size += recordBytes(m)
 			}
@@ -254,11 +248,11 @@ func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64,
 			return nil
 		}
 		item := wire.ReplicateItem{Part: part, Epoch: ep, Records: pending}
-		n.aae.pushed.Add(int64(len(pending)))
+		p.stats.AAEPushed.Add(int64(len(pending)))
 		pending, size = nil, 0
 		var resp wire.ReplicateResponse
 		cctx, cancel := context.WithTimeout(ctx, replTimeout)
-		err := n.peers.Call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
+		err := p.host.Peers().Call(cctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{item}}, &resp)
 		cancel()
 		if err != nil {
 			return err
@@ -278,7 +272,7 @@ func (n *Node) aaePush(ctx context.Context, addr string, part uint16, ep uint64,
 
 // aaeRemote is a peer's replica of a partition, over the peer protocol.
 type aaeRemote struct {
-	n     *Node
+	p     *Plane
 	addr  string
 	part  uint16
 	shape antientropy.Shape
@@ -287,7 +281,7 @@ type aaeRemote struct {
 func (a *aaeRemote) Nodes(ctx context.Context, level int, idx []int) ([]antientropy.Digest, error) {
 	body := antientropy.NodesRequest{Shape: a.shape, Level: level, Idx: idx}.Append(nil)
 	var resp wire.AAEResponse
-	if err := a.n.peers.Call(ctx, a.addr, wire.OpAAENodes, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+	if err := a.p.host.Peers().Call(ctx, a.addr, wire.OpAAENodes, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
 		return nil, err
 	}
 	return antientropy.DecodeDigests(resp.Body, len(idx))
@@ -296,7 +290,7 @@ func (a *aaeRemote) Nodes(ctx context.Context, level int, idx []int) ([]antientr
 func (a *aaeRemote) Buckets(ctx context.Context, buckets []int) ([][]antientropy.Entry, error) {
 	body := antientropy.BucketsRequest{Shape: a.shape, Buckets: buckets}.Append(nil)
 	var resp wire.AAEBucketsResponse
-	if err := a.n.peers.Call(ctx, a.addr, wire.OpAAEBuckets, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
+	if err := a.p.host.Peers().Call(ctx, a.addr, wire.OpAAEBuckets, &wire.AAERequest{Part: a.part, Body: body}, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Lists) != len(buckets) {
@@ -314,15 +308,15 @@ func (a *aaeRemote) Buckets(ctx context.Context, buckets []int) ([][]antientropy
 }
 
 // serveAAENodes answers a peer's request for tree digests.
-func (n *Node) serveAAENodes(r *wire.AAERequest) (*wire.AAEResponse, error) {
-	if int(r.Part) >= len(n.parts) {
+func (p *Plane) serveAAENodes(r *wire.AAERequest) (*wire.AAEResponse, error) {
+	if int(r.Part) >= p.cfg.Partitions {
 		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
 	}
 	req, err := antientropy.DecodeNodesRequest(r.Body)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
 	}
-	ds, err := n.parts[r.Part].AnswerNodes(req)
+	ds, err := p.host.Replica(r.Part).AnswerNodes(req)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
 	}
@@ -330,18 +324,18 @@ func (n *Node) serveAAENodes(r *wire.AAERequest) (*wire.AAEResponse, error) {
 }
 
 // serveAAEBuckets answers a peer's request for bucket entry lists.
-func (n *Node) serveAAEBuckets(r *wire.AAERequest) (*wire.AAEBucketsResponse, error) {
-	if int(r.Part) >= len(n.parts) {
+func (p *Plane) serveAAEBuckets(r *wire.AAERequest) (*wire.AAEBucketsResponse, error) {
+	if int(r.Part) >= p.cfg.Partitions {
 		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
 	}
 	req, err := antientropy.DecodeBucketsRequest(r.Body)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
 	}
-	if len(req.Buckets) > n.cfg.AAE.Limits.BucketsPerRound {
-		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %d buckets in one request, limit %d", len(req.Buckets), n.cfg.AAE.Limits.BucketsPerRound)
+	if len(req.Buckets) > p.cfg.AAE.Limits.BucketsPerRound {
+		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %d buckets in one request, limit %d", len(req.Buckets), p.cfg.AAE.Limits.BucketsPerRound)
 	}
-	lists, err := n.parts[r.Part].AnswerBuckets(req)
+	lists, err := p.host.Replica(r.Part).AnswerBuckets(req)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "anti-entropy: %v", err)
 	}
@@ -355,8 +349,8 @@ func (n *Node) serveAAEBuckets(r *wire.AAERequest) (*wire.AAEBucketsResponse, er
 
 // serveAAEFetch answers a peer's request for whole records, stopping
 // early to stay inside a frame.
-func (n *Node) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, error) {
-	if int(r.Part) >= len(n.parts) {
+func (p *Plane) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, error) {
+	if int(r.Part) >= p.cfg.Partitions {
 		return nil, fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
 	}
 	if len(r.IDs) == 0 || len(r.IDs) > aaeFetchIDs {
@@ -367,14 +361,14 @@ func (n *Node) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, e
 	resp := &wire.AAEFetchResponse{}
 	size := 0
 	for _, id := range r.IDs {
-		recs, err := n.parts[r.Part].Records([]task.ID{id})
+		recs, err := p.host.Replica(r.Part).Records([]task.ID{id})
 		if err != nil {
 			return nil, err
 		}
 		grow := 0
 		ms := make([]wire.RecordMsg, len(recs))
 		for i, rec := range recs {
-			ms[i] = recordToWire(rec)
+			ms[i] = ToWire(rec)
 			grow += recordBytes(ms[i])
 		}
 		if resp.Done > 0 && size+grow > exportPageBytes {
@@ -387,15 +381,6 @@ func (n *Node) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, e
 	return resp, nil
 }
 
-// AAERoot returns the root digest of this node's replica of part, for
-// tests and status: equal roots mean equal records.
-func (n *Node) AAERoot(part int) (string, error) {
-	if part < 0 || part >= len(n.parts) {
-		return "", fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, part)
-	}
-	return n.parts[part].TreeSnapshot().Root().String(), nil
-}
-
 // taskIDs converts anti-entropy ids (raw id bytes) to task ids.
 func taskIDs(ids []antientropy.ID) []task.ID {
 	out := make([]task.ID, len(ids))
@@ -405,41 +390,14 @@ func taskIDs(ids []antientropy.ID) []task.ID {
 	return out
 }
 
-// aaeView is the anti-entropy counters for ctl cluster.
-func (n *Node) aaeView() *wire.AAEView {
+// AAEView is the anti-entropy counters for ctl cluster.
+func (p *Plane) AAEView() *wire.AAEView {
 	v := &wire.AAEView{
-		Rounds: n.aae.rounds.Load(), InSync: n.aae.inSync.Load(),
-		Pulled: n.aae.pulled.Load(), Pushed: n.aae.pushed.Load(), Bytes: n.aae.bytes.Load(),
+		Rounds: p.stats.AAERounds.Load(), InSync: p.stats.AAEInSync.Load(),
+		Pulled: p.stats.AAEPulled.Load(), Pushed: p.stats.AAEPushed.Load(), Bytes: p.stats.AAEBytes.Load(),
 	}
-	for _, r := range n.parts {
-		v.TreeBytes += int64(r.TreeBytes())
+	for part := range p.cfg.Partitions {
+		v.TreeBytes += int64(p.host.Replica(uint16(part)).TreeBytes())
 	}
 	return v
-}
-
-// ReplicaState is this node's replica of one partition, as the fault
-// suite's convergence check reads it: replicas of a partition that hold
-// the same records have the same Root.
-type ReplicaState struct {
-	Partition int  `json:"partition"`
-	Held      bool `json:"held"`
-	// LeadingEpoch is the epoch this replica leads at (0: a follower).
-	LeadingEpoch uint64 `json:"leading_epoch"`
-	// Promised is the highest epoch it promised.
-	Promised uint64 `json:"promised"`
-	Root     string `json:"root"`
-}
-
-// Replicas reports this node's replica of every partition.
-func (n *Node) Replicas() ([]ReplicaState, error) {
-	out := make([]ReplicaState, len(n.parts))
-	for p, r := range n.parts {
-		held, err := n.Holds(p)
-		if err != nil {
-			return nil, err
-		}
-		prom, _ := r.Promised()
-		out[p] = ReplicaState{Partition: p, Held: held, LeadingEpoch: r.Epoch(), Promised: prom, Root: r.TreeSnapshot().Root().String()}
-	}
-	return out, nil
 }

@@ -1,0 +1,99 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Garbage collection runs in node/replication (each leader's passes, the
+// tombstones' expiry); here are the client op, which runs a pass on every
+// leader, and the guard against a node back from longer than the
+// tombstones last (checkAway).
+
+// aliveInterval is how often a node records that it is up, so that a
+// restart can tell how long it was away (checkAway).
+const aliveInterval = time.Minute
+
+// ErrAwayTooLong refuses to start a node that was down longer than half
+// the tombstone horizon.
+var ErrAwayTooLong = errors.New("this node was away too long for the tombstone horizon")
+
+// checkAway refuses to start a node of a multi-node cluster that was down
+// longer than half the TombstoneHorizon with task data: its replicas may hold tasks
+// the others collected and whose tombstones they have since dropped, and
+// anti-entropy would bring those back. It runs once the metadata is
+// loaded and before the partitions are.
+func (n *Node) checkAway() error {
+	at, found, err := n.store.Alive()
+	if err != nil || !found {
+		return err
+	}
+	// Tombstones written just after the node left expire a horizon
+	// later: a node back after more than half of it could find them gone
+	// before anti-entropy brings them, so half is the limit.
+	away := time.Duration(n.now()-at) * time.Millisecond
+	if away <= n.cfg.TombstoneHorizon/2 {
+		return nil
+	}
+	if m := n.raft.Meta(); len(m.Members) <= 1 {
+		return nil // no peer to bring anything back to
+	}
+	for p := range n.cfg.Partitions {
+		has, err := n.store.HasTasks(uint16(p))
+		if err != nil {
+			return err
+		}
+		if has {
+			return fmt.Errorf("node: %w: down for %v (since %s), more than half the horizon %v: its copies may hold "+
+				"tasks the cluster garbage-collected and soon has no tombstones of, which would come back. Move the data dir "+
+				"%s away and start the node empty with --join (its peers hold every acknowledged write); or, if no task was "+
+				"collected meanwhile, start it with --tombstone-horizon above %v",
+				ErrAwayTooLong, away.Round(time.Second), time.UnixMilli(at).UTC().Format(time.RFC3339),
+				n.cfg.TombstoneHorizon, n.cfg.DataDir, 2*(away.Round(time.Hour)+time.Hour))
+		}
+	}
+	return nil
+}
+
+// aliveLoop records, now and every aliveInterval, that the node is up.
+func (n *Node) aliveLoop(ctx context.Context) {
+	t := time.NewTicker(aliveInterval)
+	defer t.Stop()
+	for {
+		if err := n.store.PutAlive(n.now()); err != nil {
+			n.log.Warn("recording that the node is up failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// GC is the client op: a whole pass now over every partition of the
+// cluster (each leader its own), or a dry run of one.
+func (n *Node) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if n.cfg.Retention == 0 {
+		return nil, fmt.Errorf("%w: garbage collection is disabled on this node (--retention 0)", task.ErrInvalid)
+	}
+	n.catchUp()
+	resp, err := n.repl.GCPass(ctx, req.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	err = fanOut(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { replication.AddGC(resp, r) })
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
