@@ -22,17 +22,19 @@ var allowedInternal = map[string][]string{
 	"node/replication":   {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
-	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant"},
-	"raftgroup":          {"store", "internal/invariant"},
+	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
+	"raftgroup":          {"store", "internal/invariant", "internal/cbormode"},
 	"antientropy":        {},
-	"store":              {"task", "clock"},
-	"wire":               {"task", "clock"},
+	"store":              {"task", "clock", "internal/cbormode"},
+	"wire":               {"task", "clock", "internal/cbormode"},
 	"epoch":              {},
 	"ring":               {},
 	"task":               {"clock"},
 	"clock":              {},
 	"internal/invariant": {},
-	"node/nodetest":      nil, // test harness: may import anything
+	// skuldd's CBOR encoding and decoders, configured once.
+	"internal/cbormode": {},
+	"node/nodetest":     nil, // test harness: may import anything
 	// The tests' shared helpers (waiting, logging): stdlib only. Only
 	// _test.go files and node/nodetest import it, which the lists above
 	// enforce by not naming it.

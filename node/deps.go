@@ -160,8 +160,8 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 	if len(to) == 0 {
 		return done, d.Wait()
 	}
-	rec := wire.RecordMsg{ID: dep, Dependents: dependents}
-	if _, err := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{rec}, n.repl.WholeRecord(part, dep)).Finish(ctx, d); err != nil {
+	rec := task.Record{ID: dep, Dependents: dependents}
+	if _, err := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{rec}, n.repl.WholeRecord(part, dep)).Finish(ctx, d); err != nil {
 		return false, err
 	}
 	return done, nil
@@ -323,7 +323,7 @@ func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
 // drops the ones the records show completed (or collected): their leader told the
 // dependents (or the reconcile will), so the set does not grow with every
 // dependency this replica ever held.
-func (n *Node) noteDependents(recs []wire.RecordMsg) {
+func (n *Node) noteDependents(recs []task.Record) {
 	for _, r := range recs {
 		switch {
 		case r.Tomb != 0 || r.State != nil && r.State.Completion != nil:

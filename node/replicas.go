@@ -7,7 +7,6 @@ import (
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
-	"github.com/skuldd/skuldd/wire"
 )
 
 // replicationConfig is the replication plane's part of the node's
@@ -29,7 +28,7 @@ func (h replHost) Replica(part uint16) *partition.Replica { return h.n.parts[par
 func (h replHost) Cohort(part int) []uint64               { return h.n.partitionCohort(part) }
 func (h replHost) AddrOf(id uint64) string                { return h.n.addrOf(id) }
 func (h replHost) Peers() *peer.Pool                      { return h.n.peers }
-func (h replHost) NoteDependents(recs []wire.RecordMsg)   { h.n.noteDependents(recs) }
+func (h replHost) NoteDependents(recs []task.Record)      { h.n.noteDependents(recs) }
 func (h replHost) Collected(id task.ID)                   { h.n.deps.take(id) }
 func (h replHost) Departing() bool                        { return h.n.departing.Load() }
 

@@ -295,13 +295,13 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		if len(to) == 0 {
 			return 1, n.parts[p].Enqueue(ts, now)
 		}
-		recs := make([]wire.RecordMsg, len(ts))
+		recs := make([]task.Record, len(ts))
 		checked := false
 		for i := range ts {
 			if !ts[i].State.IsZero() {
 				ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
 			}
-			recs[i] = wire.RecordMsg{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
+			recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
 			checked = checked || ts[i].CheckExisting
 		}
 		// Ship while the local write syncs, so the two overlap; but a
@@ -480,10 +480,10 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 			st := g.State
 			id := g.Spec.ID
 			// The spec without payload lets a follower index the claim
-			// without reading the spec back (partition.Record.Meta).
+			// without reading the spec back (task.Record.Meta).
 			meta := *g.Spec
 			meta.Data = nil
-			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{{ID: id, State: &st, Meta: &meta}}, n.repl.WholeRecord(part, id))
+			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{{ID: id, State: &st, Meta: &meta}}, n.repl.WholeRecord(part, id))
 		}
 		c.ships = append(c.ships, s)
 	}
@@ -739,7 +739,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	if err != nil {
 		return nil, n.refusal(ctx, req.ID, err)
 	}
-	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []wire.RecordMsg{replication.ToWire(wr.Rec)}, n.repl.WholeRecord(part, req.ID))
+	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{wr.Rec}, n.repl.WholeRecord(part, req.ID))
 	resp := &wire.CompleteResponse{}
 	var next *claimed
 	if req.Next != nil {
@@ -896,11 +896,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 		if err != nil {
 			return nil, err
 		}
-		ups := make([]store.Update, len(rec.Updates))
-		for i, u := range rec.Updates {
-			ups[i] = store.Update(u)
-		}
-		v = n.view(rec.Spec, rec.Spec.Data, rec.State, ups, n.now())
+		v = n.view(rec.Spec, rec.Spec.Data, rec.State, rec.Updates, n.now())
 	} else {
 		sp, err := n.store.FullSpec(part, req.ID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -930,9 +926,9 @@ func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.Task
 	if err != nil {
 		return wire.TaskView{}, err
 	}
-	var ups []store.Update
+	var ups []task.Update
 	if withUpdates {
-		err = n.store.Updates(part, sp.ID, func(u store.Update) bool {
+		err = n.store.Updates(part, sp.ID, func(u task.Update) bool {
 			ups = append(ups, u)
 			return true
 		})
@@ -945,7 +941,7 @@ func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.Task
 
 // view builds a task's client view. Only the contiguous prefix of each
 // claim's updates (seq 0, 1, 2, ... without a gap) is visible.
-func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []store.Update, now int64) wire.TaskView {
+func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now int64) wire.TaskView {
 	status, _ := task.Derive(sp, st, now, n.cfg.SkewBound.Milliseconds())
 	live := status == task.Claimed
 	v := wire.TaskView{

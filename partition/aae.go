@@ -134,7 +134,7 @@ func (r *Replica) snapshot() *store.Snapshot {
 
 // Records returns the whole records (spec with payload, merged state,
 // every update, every dependent) of the tasks of ids that this partition
-// holds, in id order, and Record{ID, Tomb} for those it holds a
+// holds, in id order, and task.Record{ID, Tomb} for those it holds a
 // tombstone of (gc.go); other ids are skipped, repeats ignored.
 // They are what anti-entropy pulls from a peer or pushes to it, and
 // Merge takes them: merging a whole record is idempotent, and a replica
@@ -146,13 +146,13 @@ func (r *Replica) snapshot() *store.Snapshot {
 // the records' bytes, payloads included: the caller bounds len(ids) (Diff
 // bounds them by Limits.IDsPerRound; a sender with large payloads asks in
 // smaller chunks).
-func (r *Replica) Records(ids []task.ID) (_ []Record, err error) {
+func (r *Replica) Records(ids []task.ID) (_ []task.Record, err error) {
 	sorted := slices.Clone(ids)
 	slices.SortFunc(sorted, task.ID.Compare)
 	sorted = slices.Compact(sorted)
 	snap := r.cfg.Store.NewSnapshot()
 	defer closeSnapshot(snap, &err)
-	recs := make([]Record, 0, len(sorted))
+	recs := make([]task.Record, 0, len(sorted))
 	err = snap.ExportTasks(r.cfg.Part, sorted, func(t store.TaskExport) (bool, error) {
 		recs = append(recs, exportRecord(t))
 		return true, nil
@@ -165,7 +165,7 @@ func (r *Replica) Records(ids []task.ID) (_ []Record, err error) {
 	if len(recs) < len(sorted) {
 		n := len(recs)
 		for _, id := range sorted {
-			if _, held := slices.BinarySearchFunc(recs[:n], id, func(r Record, id task.ID) int { return r.ID.Compare(id) }); held {
+			if _, held := slices.BinarySearchFunc(recs[:n], id, func(r task.Record, id task.ID) int { return r.ID.Compare(id) }); held {
 				continue
 			}
 			at, found, err := snap.Tomb(r.cfg.Part, id)
@@ -173,11 +173,11 @@ func (r *Replica) Records(ids []task.ID) (_ []Record, err error) {
 				return nil, fmt.Errorf("partition %d: records: %w", r.cfg.Part, err)
 			}
 			if found {
-				recs = append(recs, Record{ID: id, Tomb: at})
+				recs = append(recs, task.Record{ID: id, Tomb: at})
 			}
 		}
 		if len(recs) > n {
-			slices.SortFunc(recs, func(a, b Record) int { return a.ID.Compare(b.ID) })
+			slices.SortFunc(recs, func(a, b task.Record) int { return a.ID.Compare(b.ID) })
 		}
 	}
 	return recs, nil
@@ -191,13 +191,10 @@ func closeSnapshot(snap *store.Snapshot, err *error) {
 }
 
 // exportRecord turns a stored task into a whole Record.
-func exportRecord(t store.TaskExport) Record {
-	rec := Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents, Full: true}
+func exportRecord(t store.TaskExport) task.Record {
+	rec := task.Record{ID: t.Spec.ID, Spec: t.Spec, State: &t.State, Dependents: t.Dependents, Full: true}
 	if len(t.Updates) > 0 {
-		rec.Updates = make([]Update, len(t.Updates))
-		for i, u := range t.Updates {
-			rec.Updates[i] = Update(u)
-		}
+		rec.Updates = t.Updates
 	}
 	return rec
 }

@@ -43,7 +43,7 @@ func checkTree(t *testing.T, what string, r *partition.Replica, s *store.Store) 
 
 // wholeRecords reads the whole records of ids from r, as anti-entropy
 // ships them.
-func wholeRecords(t *testing.T, r *partition.Replica, ids ...task.ID) []partition.Record {
+func wholeRecords(t *testing.T, r *partition.Replica, ids ...task.ID) []task.Record {
 	t.Helper()
 	recs, err := r.Records(ids)
 	if err != nil {
@@ -58,7 +58,7 @@ func wholeRecords(t *testing.T, r *partition.Replica, ids ...task.ID) []partitio
 // appends the whole records of the tasks written to *shipped, as
 // anti-entropy would read them at that moment. It returns the time
 // reached.
-func workLeader(t *testing.T, l *partition.Replica, shipped *[]partition.Record) int64 {
+func workLeader(t *testing.T, l *partition.Replica, shipped *[]task.Record) int64 {
 	t.Helper()
 	now := t0
 	ids := make([]task.ID, 6)
@@ -119,7 +119,7 @@ func workLeader(t *testing.T, l *partition.Replica, shipped *[]partition.Record)
 func TestTreeSameRecordsAnyOrder(t *testing.T) {
 	sl := newStore(t)
 	l := leader(t, sl)
-	var shipped []partition.Record
+	var shipped []task.Record
 	now := workLeader(t, l, &shipped)
 	want := l.TreeSnapshot()
 	checkTree(t, "leader", l, sl)
@@ -128,8 +128,8 @@ func TestTreeSameRecordsAnyOrder(t *testing.T) {
 	slices.Reverse(reversed)
 	shuffled := slices.Clone(shipped)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	one := func(recs []partition.Record) [][]partition.Record {
-		out := make([][]partition.Record, len(recs))
+	one := func(recs []task.Record) [][]task.Record {
+		out := make([][]task.Record, len(recs))
 		for i := range recs {
 			out[i] = recs[i : i+1]
 		}
@@ -137,13 +137,13 @@ func TestTreeSameRecordsAnyOrder(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		calls [][]partition.Record
+		calls [][]task.Record
 	}{
 		{"in order, one per call", one(shipped)},
 		{"reversed, one per call", one(reversed)},
-		{"shuffled, in one call", [][]partition.Record{shuffled}},
-		{"twice in one call", [][]partition.Record{append(slices.Clone(shipped), reversed...)}},
-		{"latest only", [][]partition.Record{wholeRecords(t, l, shipped[0].ID, shipped[1].ID, shipped[2].ID, shipped[3].ID, shipped[4].ID, shipped[5].ID)}},
+		{"shuffled, in one call", [][]task.Record{shuffled}},
+		{"twice in one call", [][]task.Record{append(slices.Clone(shipped), reversed...)}},
+		{"latest only", [][]task.Record{wholeRecords(t, l, shipped[0].ID, shipped[1].ID, shipped[2].ID, shipped[3].ID, shipped[4].ID, shipped[5].ID)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,7 +383,7 @@ func TestAAEConcurrentWrites(t *testing.T) {
 func allIDs(t *testing.T, r *partition.Replica) []task.ID {
 	t.Helper()
 	var ids []task.ID
-	if err := r.Export(task.ID{}, func(rec partition.Record) (bool, error) { ids = append(ids, rec.ID); return true, nil }); err != nil {
+	if err := r.Export(task.ID{}, func(rec task.Record) (bool, error) { ids = append(ids, rec.ID); return true, nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -530,7 +530,7 @@ func TestTreeReload(t *testing.T) {
 	}
 	s := open()
 	l := leader(t, s)
-	var shipped []partition.Record
+	var shipped []task.Record
 	workLeader(t, l, &shipped)
 	fillLeader(t, l, 200, rand.New(rand.NewPCG(3, 3)))
 	before := l.TreeSnapshot()
@@ -549,7 +549,7 @@ func TestTreeReload(t *testing.T) {
 func TestTreeRelease(t *testing.T) {
 	sl, sf := newStore(t), newStore(t)
 	l, f := leader(t, sl), follower(t, sf)
-	var shipped []partition.Record
+	var shipped []task.Record
 	now := workLeader(t, l, &shipped)
 	merge(t, f, 1, now, shipped...)
 	if err := f.Release(); err != nil {
@@ -604,7 +604,7 @@ func TestTreeMemoryConstant(t *testing.T) {
 func TestTreeUnchangedByRefusals(t *testing.T) {
 	sl, sf := newStore(t), newStore(t)
 	l, f := leader(t, sl), follower(t, sf)
-	var shipped []partition.Record
+	var shipped []task.Record
 	now := workLeader(t, l, &shipped)
 	a, fresh := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 100)
 	ge := mustClaim(t, l, "q", now)
@@ -621,7 +621,7 @@ func TestTreeUnchangedByRefusals(t *testing.T) {
 	completedClaim.Spec, completedClaim.Updates, completedClaim.Dependents = nil, nil, nil
 	completedClaim.State = &task.State{Claims: append(slices.Clone(completedClaim.State.Claims), task.Claim{Index: 9, Start: now, End: now + ttl}), Stamp: completedClaim.State.Stamp}
 	eState := wholeRecords(t, l, e)[0].State // an update comes with its task's state
-	refused := func(r *partition.Replica, recs ...partition.Record) error {
+	refused := func(r *partition.Replica, recs ...task.Record) error {
 		d, errs, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, recs, now)
 		if err != nil {
 			return err
@@ -638,19 +638,19 @@ func TestTreeUnchangedByRefusals(t *testing.T) {
 		want error // nil: accepted without a change
 	}{
 		{"merge: another spec under a held id", f, func(r *partition.Replica) error {
-			return refused(r, partition.Record{ID: a, Spec: other})
+			return refused(r, task.Record{ID: a, Spec: other})
 		}, task.ErrConflict},
 		{"merge: unknown task without spec", f, func(r *partition.Replica) error {
-			return refused(r, partition.Record{ID: fresh, State: &task.State{}})
+			return refused(r, task.Record{ID: fresh, State: &task.State{}})
 		}, task.ErrNotFound},
 		{"merge: other data under a held update key", f, func(r *partition.Replica) error {
-			return refused(r, partition.Record{ID: e, State: eState, Updates: []partition.Update{{Claim: ge.Claim.Index, Seq: 0, Data: []byte("y")}}})
+			return refused(r, task.Record{ID: e, State: eState, Updates: []task.Update{{Claim: ge.Claim.Index, Seq: 0, Data: []byte("y")}}})
 		}, task.ErrConflict},
 		{"merge: a new claim on a completed task", f, func(r *partition.Replica) error {
 			return refused(r, completedClaim)
 		}, task.ErrCompleted},
 		{"merge: malformed state", f, func(r *partition.Replica) error {
-			return refused(r, partition.Record{ID: e, State: &task.State{DepsDone: []task.ID{fresh, a}}})
+			return refused(r, task.Record{ID: e, State: &task.State{DepsDone: []task.ID{fresh, a}}})
 		}, task.ErrInvalid},
 		{"merge below the fence", l, func(r *partition.Replica) error {
 			_, _, err := r.Merge(partition.Source{}, wholeRecords(t, l, allIDs(t, l)...), now)
@@ -736,7 +736,7 @@ func TestUpdateAfterGap(t *testing.T) {
 	if err := l.Update(id, idx, 0, []byte("zero"), t0); err != nil {
 		t.Fatal(err)
 	}
-	merge(t, l, 1, t0, partition.Record{ID: id, State: record(t, l, id, false).State, Updates: []partition.Update{{Claim: idx, Seq: 2, Data: []byte("two")}}})
+	merge(t, l, 1, t0, task.Record{ID: id, State: record(t, l, id, false).State, Updates: []task.Update{{Claim: idx, Seq: 2, Data: []byte("two")}}})
 	checkTree(t, "merged past a gap", l, s)
 	steps := []struct {
 		seq  uint64

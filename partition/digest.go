@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/fxamacker/cbor/v2"
-
 	"github.com/skuldd/skuldd/antientropy"
+	"github.com/skuldd/skuldd/internal/cbormode"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 )
@@ -48,13 +47,7 @@ import (
 // built by a merge (empty). The encoding is pinned by
 // TestItemEncodingFrozen: a change there needs a new item kind or domain
 // in antientropy.
-var hashEnc = func() cbor.UserBufferEncMode {
-	em, err := cbor.CoreDetEncOptions().UserBufferEncMode()
-	if err != nil {
-		panic(fmt.Sprintf("partition: cbor hash encoding: %v", err))
-	}
-	return em
-}()
+var hashEnc = cbormode.Enc
 
 // hashBufs recycles encoding buffers: digests are computed on every write,
 // under the replica's lock, and by Load and ListBuckets outside it.

@@ -139,7 +139,7 @@ func TestExportDigest(t *testing.T) {
 	rec := store.TaskExport{
 		Spec:       vectorSpec(),
 		State:      *vectorState(),
-		Updates:    []store.Update{{Claim: 0, Seq: 0, Data: []byte("a")}, {Claim: 0, Seq: 1}},
+		Updates:    []task.Update{{Claim: 0, Seq: 0, Data: []byte("a")}, {Claim: 0, Seq: 1}},
 		Dependents: []task.ID{dep},
 	}
 	want := antientropy.Fold(specDigest(rec.Spec), stateDigest(vectorID, &rec.State),

@@ -26,9 +26,10 @@
 //
 // Every cohort member holds a replica with the same indexes; only the
 // leader's grants claims (Epoch() > 0) and publishes heads, so a follower
-// that wins a handoff serves at once. The leader applies a write locally,
-// reads the task back as a Record (spec once, merged state, new updates)
-// and ships it; a follower merges it (Merge) and acknowledges after the
+// that wins a handoff serves at once. The leader applies a write locally
+// and ships the task.Record the write returns (Write: the merged state,
+// the new update; the spec once, with the enqueue) while its own sync
+// runs; a follower merges it (Merge) and acknowledges after the
 // returned Durable is waited on. Merge relies on the data model being
 // CRDTs (DESIGN.md, "Data model"), so these hold whatever the order,
 // repetition or source of the records (live replication, Export, later
@@ -152,7 +153,7 @@
 //
 // Collect deletes completed tasks whole and leaves a tombstone for each;
 // a tombstone is one tree item (antientropy.TombItem), listed by
-// ListBuckets and returned by Records as Record{ID, Tomb}, so anti-entropy
+// ListBuckets and returned by Records as task.Record{ID, Tomb}, so anti-entropy
 // spreads it and never brings the task back; ExpireTombs drops tombstones
 // past the horizon. gc.go has the conventions and what Merge does with a
 // tombstone.

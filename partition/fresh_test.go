@@ -110,16 +110,16 @@ func TestFreshSpecCacheReclaim(t *testing.T) {
 func TestFreshSpecLeavesWhenNotReady(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rec  func(id task.ID) partition.Record
+		rec  func(id task.ID) task.Record
 	}{
-		{"completed elsewhere", func(id task.ID) partition.Record {
-			return partition.Record{ID: id, State: &task.State{
+		{"completed elsewhere", func(id task.ID) task.Record {
+			return task.Record{ID: id, State: &task.State{
 				Claims:     []task.Claim{{Index: 0, Start: t0, End: t0 + 60_000, Epoch: 1}},
 				Completion: &task.Completion{Claim: 0, At: t0 + 1},
 			}}
 		}},
-		{"collected elsewhere", func(id task.ID) partition.Record {
-			return partition.Record{ID: id, Tomb: t0 + 1}
+		{"collected elsewhere", func(id task.ID) task.Record {
+			return task.Record{ID: id, Tomb: t0 + 1}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 //   - a replica holding the tombstone and one still holding the task
 //     differ (TombItem is not the digest of any record), so anti-entropy
 //     names the id. ListBuckets lists a tombstoned id with TombItem as
-//     its digest, and Records returns Record{ID, Tomb: at} for it, so the
+//     its digest, and Records returns task.Record{ID, Tomb: at} for it, so the
 //     tombstone is pulled or pushed like any record.
 //
 // INVARIANT: a partition never holds a task and a tombstone of the same
@@ -204,7 +204,7 @@ type collected struct {
 // gc.go). Every task must be completed: an open task (ErrNotCollectable)
 // or an unknown one (task.ErrNotFound) fails the whole call, which then
 // writes nothing. An id already collected is skipped (a retry). The
-// caller waits on the Durable and ships Record{ID: id, Tomb: now} of each
+// caller waits on the Durable and ships task.Record{ID: id, Tomb: now} of each
 // id to the cohort (or Records(ids) after the wait).
 //
 // edges, if not nil, is how many dependents (reverse edges) each id had
@@ -339,7 +339,7 @@ func (m *merger) tombstoned(id task.ID) (bool, error) {
 }
 
 // tomb stages a tombstone record (see the comment at the top of gc.go).
-func (m *merger) tomb(rec *Record) error {
+func (m *merger) tomb(rec *task.Record) error {
 	r, id := m.r, rec.ID
 	at, found := m.tombs[id]
 	if !found {

@@ -229,7 +229,7 @@ func TestGCInfo(t *testing.T) {
 		wantGCInfo(t, fmt.Sprintf("after reload, %d", i), in, want[i])
 	}
 	// A tombstone merged: collected there too.
-	merge(t, f, 1, t0+60, partition.Record{ID: gcC, Tomb: t0 + 50})
+	merge(t, f, 1, t0+60, task.Record{ID: gcC, Tomb: t0 + 50})
 	wantGCInfo(t, "follower after the tombstone", gcInfos(t, f, gcC)[0], want[0])
 }
 
@@ -252,7 +252,7 @@ func TestCollectedStatus(t *testing.T) {
 	want("reloaded", loaded(t, config(sl), t0+101), map[task.ID]bool{gcA: true, gcC: false})
 
 	want("follower before the tombstone", f, map[task.ID]bool{gcA: false})
-	merge(t, f, 1, t0+101, partition.Record{ID: gcA, Tomb: t0 + 100}, partition.Record{ID: unknown, Tomb: t0 + 100})
+	merge(t, f, 1, t0+101, task.Record{ID: gcA, Tomb: t0 + 100}, task.Record{ID: unknown, Tomb: t0 + 100})
 	want("follower after the tombstones", f, map[task.ID]bool{gcA: true, unknown: true, gcC: false})
 
 	if n, err := l.ExpireTombs(t0 + 101); err != nil || n != 1 {
@@ -294,11 +294,11 @@ func TestAddDependentsCollected(t *testing.T) {
 
 	// A replica that held the task and merged its tombstone, and a fresh
 	// one that only ever got the tombstone.
-	merge(t, f, 1, t0+6, partition.Record{ID: gcC, Tomb: t0 + 5})
+	merge(t, f, 1, t0+6, task.Record{ID: gcC, Tomb: t0 + 5})
 	check("follower", f, sf, gcC, t0+5)
 	sn := newStore(t)
 	fresh := follower(t, sn)
-	merge(t, fresh, 1, t0+6, partition.Record{ID: gcC, Tomb: t0 + 5})
+	merge(t, fresh, 1, t0+6, task.Record{ID: gcC, Tomb: t0 + 5})
 	check("fresh replica", fresh, sn, gcC, t0+5)
 
 	// An unknown dep is still not found, not collected.
@@ -336,7 +336,7 @@ func exportSource(t *testing.T, collect []int, segs ...exportSegment) (*partitio
 	s := newStore(t)
 	l := leader(t, s)
 	var specs []*task.Spec
-	var tombs []partition.Record
+	var tombs []task.Record
 	var want []exported
 	i := 0
 	for _, seg := range segs {
@@ -351,7 +351,7 @@ func exportSource(t *testing.T, collect []int, segs ...exportSegment) (*partitio
 				want = append(want, exported{id: id})
 			} else {
 				at := t0 + 1 + int64(i%977)
-				tombs = append(tombs, partition.Record{ID: id, Tomb: at})
+				tombs = append(tombs, task.Record{ID: id, Tomb: at})
 				want = append(want, exported{id: id, tomb: at})
 			}
 			i++
@@ -394,10 +394,10 @@ func exportSource(t *testing.T, collect []int, segs ...exportSegment) (*partitio
 // exportFrom runs r.Export from from and returns every record, checking
 // that ids strictly increase and each record is whole or a bare
 // tombstone.
-func exportFrom(t *testing.T, r *partition.Replica, from task.ID) []partition.Record {
+func exportFrom(t *testing.T, r *partition.Replica, from task.ID) []task.Record {
 	t.Helper()
-	var out []partition.Record
-	err := r.Export(from, func(rec partition.Record) (bool, error) {
+	var out []task.Record
+	err := r.Export(from, func(rec task.Record) (bool, error) {
 		out = append(out, rec)
 		return true, nil
 	})
@@ -423,7 +423,7 @@ func exportFrom(t *testing.T, r *partition.Replica, from task.ID) []partition.Re
 }
 
 // wantExport checks got against want, record by record.
-func wantExport(t *testing.T, what string, got []partition.Record, want []exported) {
+func wantExport(t *testing.T, what string, got []task.Record, want []exported) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d records; want %d", what, len(got), len(want))
@@ -436,10 +436,10 @@ func wantExport(t *testing.T, what string, got []partition.Record, want []export
 }
 
 // exportPrefix exports from from and stops after k records.
-func exportPrefix(t *testing.T, r *partition.Replica, from task.ID, k int) []partition.Record {
+func exportPrefix(t *testing.T, r *partition.Replica, from task.ID, k int) []task.Record {
 	t.Helper()
-	var out []partition.Record
-	err := r.Export(from, func(rec partition.Record) (bool, error) {
+	var out []task.Record
+	err := r.Export(from, func(rec task.Record) (bool, error) {
 		out = append(out, rec)
 		return len(out) < k, nil
 	})
@@ -481,7 +481,7 @@ func TestExportTombstones(t *testing.T) {
 	// An error stops the export and is returned.
 	boom := errors.New("boom")
 	calls := 0
-	err := l.Export(task.ID{}, func(partition.Record) (bool, error) { calls++; return true, boom })
+	err := l.Export(task.ID{}, func(task.Record) (bool, error) { calls++; return true, boom })
 	if !errors.Is(err, boom) || calls != 1 {
 		t.Errorf("export with a failing fn: %v after %d calls; want %v after 1", err, calls, boom)
 	}
@@ -496,7 +496,7 @@ func lookup(want []exported, id task.ID) (exported, bool) {
 	return want[i], true
 }
 
-func countKinds(recs []partition.Record) (tombs, tasks int) {
+func countKinds(recs []task.Record) (tombs, tasks int) {
 	for _, r := range recs {
 		if r.Tomb != 0 {
 			tombs++

@@ -208,7 +208,7 @@ func TestCollectTreeAndAAE(t *testing.T) {
 	if _, err := f.Collect([]task.ID{gcA}, nil, t0+9); !errors.Is(err, partition.ErrNotLeader) {
 		t.Errorf("collect at a follower: %v; want %v", err, partition.ErrNotLeader)
 	}
-	merge(t, f, 1, t0+9, partition.Record{ID: gcC, Tomb: t0 + 9}, partition.Record{ID: gcA, Tomb: t0 + 9})
+	merge(t, f, 1, t0+9, task.Record{ID: gcC, Tomb: t0 + 9}, task.Record{ID: gcA, Tomb: t0 + 9})
 	if lt, ft := l.TreeSnapshot(), f.TreeSnapshot(); !lt.Equal(ft) {
 		t.Fatalf("both collected: %v and %v", lt.Root(), ft.Root())
 	}
@@ -224,7 +224,7 @@ func TestMergeAfterCollect(t *testing.T) {
 	collect(t, l, t0+50, gcA, gcC)
 	root := l.TreeSnapshot().Root()
 
-	stateOnly := partition.Record{ID: gcA, State: old[0].State}
+	stateOnly := task.Record{ID: gcA, State: old[0].State}
 	merge(t, l, 1, t0+60, append(old, stateOnly)...)
 	if l.TreeSnapshot().Root() != root {
 		t.Error("merging a collected task's records changed the tree")
@@ -244,7 +244,7 @@ func TestMergeAfterCollect(t *testing.T) {
 		{"same", t0 + 40, t0 + 40},
 	}
 	for _, tc := range tombTests {
-		merge(t, l, 1, t0+60, partition.Record{ID: gcA, Tomb: tc.at})
+		merge(t, l, 1, t0+60, task.Record{ID: gcA, Tomb: tc.at})
 		if at, _, _ := sl.Tomb(0, gcA); at != tc.want {
 			t.Errorf("%s: tombstone at %d; want %d", tc.name, at, tc.want)
 		}
@@ -255,7 +255,7 @@ func TestMergeAfterCollect(t *testing.T) {
 
 	// A tombstone and the old record in one call, in any order: the
 	// tombstone wins.
-	merge(t, f, 1, t0+60, old[0], partition.Record{ID: gcA, Tomb: t0 + 50}, old[1], partition.Record{ID: gcC, Tomb: t0 + 50})
+	merge(t, f, 1, t0+60, old[0], task.Record{ID: gcA, Tomb: t0 + 50}, old[1], task.Record{ID: gcC, Tomb: t0 + 50})
 	wantCollected(t, sf, gcA, t0+50)
 	wantCollected(t, sf, gcC, t0+50)
 	if !l.TreeSnapshot().Equal(f.TreeSnapshot()) {
@@ -264,19 +264,19 @@ func TestMergeAfterCollect(t *testing.T) {
 	checkTree(t, "follower", f, sf)
 
 	// A tombstone of an open task held: deleted anyway (logged).
-	merge(t, f, 1, t0+60, partition.Record{ID: gcB, Tomb: t0 + 61})
+	merge(t, f, 1, t0+60, task.Record{ID: gcB, Tomb: t0 + 61})
 	wantCollected(t, sf, gcB, t0+61)
 	wantCounts(t, f, "q", map[task.Status]int64{})
 	checkTree(t, "follower after open tombstone", f, sf)
 
 	// A tombstone of an unknown id is kept, so the task never arrives.
 	unknown := task.MakeID(t0, 1, 40)
-	merge(t, f, 1, t0+60, partition.Record{ID: unknown, Tomb: t0 + 62})
-	merge(t, f, 1, t0+60, partition.Record{ID: unknown, Spec: spec(unknown, "q", 0, 1)})
+	merge(t, f, 1, t0+60, task.Record{ID: unknown, Tomb: t0 + 62})
+	merge(t, f, 1, t0+60, task.Record{ID: unknown, Spec: spec(unknown, "q", 0, 1)})
 	wantCollected(t, sf, unknown, t0+62)
 	checkTree(t, "follower after unknown tombstone", f, sf)
 
-	invalid := []partition.Record{
+	invalid := []task.Record{
 		{ID: gcB, Tomb: t0, State: &task.State{}},
 		{ID: gcB, Tomb: t0, Spec: spec(gcB, "q", 1, 3)},
 		{ID: gcB, Tomb: t0, Dependents: []task.ID{gcDep}},
@@ -345,7 +345,7 @@ func TestExpireTombs(t *testing.T) {
 	l, sl, f, sf := gcLeader(t)
 	collect(t, l, t0+100, gcA)
 	collect(t, l, t0+500, gcC)
-	merge(t, f, 1, t0, partition.Record{ID: gcA, Tomb: t0 + 100}, partition.Record{ID: gcC, Tomb: t0 + 500})
+	merge(t, f, 1, t0, task.Record{ID: gcA, Tomb: t0 + 100}, task.Record{ID: gcC, Tomb: t0 + 500})
 
 	tests := []struct {
 		before    int64
@@ -381,7 +381,7 @@ func TestExpireTombs(t *testing.T) {
 		}
 	}
 	// Past the horizon, a tombstone is not written back.
-	merge(t, f, 1, t0, partition.Record{ID: gcA, Tomb: t0 + 100})
+	merge(t, f, 1, t0, task.Record{ID: gcA, Tomb: t0 + 100})
 	if _, found, _ := sf.Tomb(0, gcA); found {
 		t.Error("expired tombstone written back")
 	}
@@ -424,9 +424,9 @@ func TestCollectable(t *testing.T) {
 func TestMergeTombWithNewerRecord(t *testing.T) {
 	_, _, f, sf := gcLeader(t)
 	st := task.State{Claims: []task.Claim{{Index: 0, Start: t0 + 1, End: t0 + ttl, Epoch: 1}}}
-	newer := partition.Record{ID: gcB, State: &st, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("late")}},
+	newer := task.Record{ID: gcB, State: &st, Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("late")}},
 		Dependents: []task.ID{gcDep}}
-	for _, order := range [][]partition.Record{
+	for _, order := range [][]task.Record{
 		{{ID: gcB, Tomb: t0 + 50}, newer},
 		{newer, {ID: gcB, Tomb: t0 + 50}},
 	} {

@@ -13,52 +13,6 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Record is one task as replication ships it: the leader reads it back
-// after a local write (Replica.Record) and each follower merges it
-// (Replica.Merge); Export streams whole records to a new cohort member.
-// Records come from the network, so Merge validates what it relies on.
-type Record struct {
-	ID task.ID `cbor:"1,keyasint" json:"id"`
-	// Spec is the task's spec with its payload; nil when the receiver is
-	// known to hold the task (a spec never changes once written).
-	Spec *task.Spec `cbor:"2,keyasint,omitempty" json:"spec,omitempty"`
-	// State is the sender's whole merged state; nil when unchanged.
-	State *task.State `cbor:"3,keyasint,omitempty" json:"state,omitempty"`
-	// Updates are progress entries to add to the task's grow-only set.
-	Updates []Update `cbor:"4,keyasint,omitempty" json:"updates,omitempty"`
-	// Dependents are tasks to add to the grow-only set of those waiting on
-	// this one: the reverse dependency edges, kept in this task's
-	// partition so its leader can tell them when it completes.
-	Dependents []task.ID `cbor:"5,keyasint,omitempty" json:"dependents,omitempty"`
-	// Tomb, when not 0, makes the record a tombstone: the task was
-	// garbage-collected at Tomb (Unix ms) and the record carries nothing
-	// else (see gc.go). A replica merging it deletes the task if it holds
-	// it and keeps the tombstone; a replica holding a tombstone accepts
-	// any other record of the id without writing it.
-	Tomb int64 `cbor:"6,keyasint,omitempty" json:"tomb,omitempty"`
-	// Meta, on a record without Spec, is the task's spec without its
-	// payload: a leader sends it with a claim, so that a replica holding
-	// the task untouched (see untouchedReadyLocked) indexes the claim
-	// without reading its own spec back. A replica that holds the task
-	// otherwise ignores it and reads its own.
-	Meta *task.Spec `cbor:"7,keyasint,omitempty" json:"meta,omitempty"`
-	// Full says Updates is every update the sender holds for the task
-	// (Records and Export read whole records): a receiver that takes the
-	// sender's state in place of its own (see Merge) takes this set in
-	// place of its updates too. A record shipped after one write carries
-	// only that write's updates and is not Full.
-	Full bool `cbor:"8,keyasint,omitempty" json:"full,omitempty"`
-}
-
-// Update is one progress entry, keyed (Claim, Seq). A key has one value:
-// only claim Claim's holder writes it, and the leader refuses other data
-// under a key it holds.
-type Update struct {
-	Claim uint32 `cbor:"1,keyasint" json:"claim"`
-	Seq   uint64 `cbor:"2,keyasint" json:"seq"`
-	Data  []byte `cbor:"3,keyasint,omitempty" json:"data,omitempty"`
-}
-
 // CompletedError is a replica's refusal of a record that carries a claim
 // on a task it knows to be completed (DESIGN.md, "Operations", claim). It
 // wraps task.ErrCompleted and carries the completion, so the leader can
@@ -77,7 +31,7 @@ func (e *CompletedError) Error() string {
 // Unwrap makes errors.Is(err, task.ErrCompleted) hold.
 func (e *CompletedError) Unwrap() error { return task.ErrCompleted }
 
-// Record returns task id as the leader ships it after a local write: its
+// task.Record returns task id as the leader ships it after a local write: its
 // current merged state (from the hot cache of a claimed task, else the
 // store), its spec with payload if withSpec, and updates. It fails with
 // task.ErrNotFound for an unknown task.
@@ -87,17 +41,17 @@ func (e *CompletedError) Unwrap() error { return task.ErrCompleted }
 // shipping a claim it just granted must not hand the claim out if
 // State.Completion is set: a completion merged in after the claim was
 // written, and followers accept a claim that comes with a completion.
-func (r *Replica) Record(id task.ID, withSpec bool, updates ...Update) (Record, error) {
-	rec := Record{ID: id, Updates: updates}
+func (r *Replica) Record(id task.ID, withSpec bool, updates ...task.Update) (task.Record, error) {
+	rec := task.Record{ID: id, Updates: updates}
 	if withSpec {
 		// The spec is immutable: read it, with its payload, before taking
 		// the lock.
 		sp, err := r.cfg.Store.FullSpec(r.cfg.Part, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return Record{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+			return task.Record{}, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 		}
 		if err != nil {
-			return Record{}, fmt.Errorf("partition %d: record %s: %w", r.cfg.Part, id, err)
+			return task.Record{}, fmt.Errorf("partition %d: record %s: %w", r.cfg.Part, id, err)
 		}
 		rec.Spec = sp
 	}
@@ -116,7 +70,7 @@ func (r *Replica) Record(id task.ID, withSpec bool, updates ...Update) (Record, 
 	}
 	r.mu.Unlock()
 	if err != nil {
-		return Record{}, err
+		return task.Record{}, err
 	}
 	rec.State = &st
 	return rec, nil
@@ -173,7 +127,7 @@ type Source struct {
 // or other data under an update key of a joined record), task.ErrEpoch
 // (a record stamped above src.Epoch), and a *CompletedError for a new
 // claim on a task this replica knows to be completed.
-func (r *Replica) Merge(src Source, recs []Record, now int64) (Durable, []error, error) {
+func (r *Replica) Merge(src Source, recs []task.Record, now int64) (Durable, []error, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// A replica that leads at an epoch it never promised (see Promise)
@@ -240,7 +194,7 @@ func (r *Replica) Merge(src Source, recs []Record, now int64) (Durable, []error,
 }
 
 // merge stages one record: a tombstone or a task's data.
-func (m *merger) merge(rec *Record) (refused, err error) {
+func (m *merger) merge(rec *task.Record) (refused, err error) {
 	if err := m.r.checkRecord(rec); err != nil {
 		return err, nil
 	}
@@ -300,7 +254,7 @@ type edgeKey struct{ dep, dependent task.ID }
 // record stages rec's writes in the batch. refused is the record's
 // refusal (nothing of it staged); err is a store failure that aborts the
 // call.
-func (m *merger) record(rec *Record) (refused, err error) {
+func (m *merger) record(rec *task.Record) (refused, err error) {
 	r := m.r
 	if _, collected := m.tombs[rec.ID]; collected {
 		// A tombstone of this call collects the task: the batch deletes
@@ -370,7 +324,7 @@ func (m *merger) record(rec *Record) (refused, err error) {
 			return &CompletedError{ID: rec.ID, Claim: c, Completion: *cur.st.Completion}, nil
 		}
 	}
-	var adds []Update
+	var adds []task.Update
 	var drops []updateKey
 	switch take {
 	case takeJoin:
@@ -431,7 +385,7 @@ const (
 
 // decide says what rec's state and updates do to cur's: the rules of
 // "Epochs and orphans" (package doc). refused is the record's refusal.
-func (m *merger) decide(cur *merging, rec *Record) (take taking, refused error) {
+func (m *merger) decide(cur *merging, rec *task.Record) (take taking, refused error) {
 	if rec.State == nil {
 		return takeNone, nil // spec, edges or meta only
 	}
@@ -462,14 +416,14 @@ func (m *merger) decide(cur *merging, rec *Record) (take taking, refused error) 
 // (adds), and the update keys it holds that rec lacks or holds with other
 // data (drops): taking the record in place of this replica's task makes
 // its update set rec's.
-func (m *merger) replaceUpdates(rec *Record, cur *merging) (adds []Update, drops []updateKey, err error) {
+func (m *merger) replaceUpdates(rec *task.Record, cur *merging) (adds []task.Update, drops []updateKey, err error) {
 	want := make(map[updateKey][]byte, len(rec.Updates))
 	for _, u := range rec.Updates {
 		want[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
 	}
 	held := make(map[updateKey][]byte)
 	if !cur.isNew {
-		err = m.r.cfg.Store.Updates(m.r.cfg.Part, rec.ID, func(u store.Update) bool {
+		err = m.r.cfg.Store.Updates(m.r.cfg.Part, rec.ID, func(u task.Update) bool {
 			held[updateKey{rec.ID, u.Claim, u.Seq}] = u.Data
 			return true
 		})
@@ -526,7 +480,7 @@ func (m *merger) dropUpdates(id task.ID, cur *merging, drops []updateKey) error 
 
 // putNew stages the update keys and the edges of task id that this
 // replica lacks (see newUpdates and newEdges), with their tree items.
-func (m *merger) putNew(id task.ID, cur *merging, ups []Update, dependents []task.ID) error {
+func (m *merger) putNew(id task.ID, cur *merging, ups []task.Update, dependents []task.ID) error {
 	part := m.r.cfg.Part
 	for _, u := range ups {
 		if err := m.b.PutUpdate(part, id, u.Claim, u.Seq, u.Data); err != nil {
@@ -550,7 +504,7 @@ func (m *merger) putNew(id task.ID, cur *merging, ups []Update, dependents []tas
 // edges yet, neither in the store nor staged by this call. Writing a held
 // edge again would be harmless to the store but would add its item to
 // the tree a second time. A task new in this call has no stored edge.
-func (m *merger) newEdges(rec *Record, isNew bool) ([]task.ID, error) {
+func (m *merger) newEdges(rec *task.Record, isNew bool) ([]task.ID, error) {
 	if len(rec.Dependents) == 0 {
 		return nil, nil
 	}
@@ -612,7 +566,7 @@ func (m *merger) putSpec(sp *task.Spec) error {
 // item is in the tree already); with other data the record is refused: a
 // key has one value, and the one held is kept rather than silently
 // replaced. A task new in this call (isNew) has no stored update to read.
-func (m *merger) newUpdates(rec *Record, isNew bool) (adds []Update, refused, err error) {
+func (m *merger) newUpdates(rec *task.Record, isNew bool) (adds []task.Update, refused, err error) {
 	var inRec map[updateKey][]byte // rec's own keys, against duplicates within it
 	if len(rec.Updates) > 1 {
 		inRec = make(map[updateKey][]byte, len(rec.Updates))
@@ -714,7 +668,7 @@ func (nothing) Wait() error { return nil }
 
 // checkRecord checks what Merge relies on in any record: that it is of
 // this partition, names one task, and carries a well-formed state.
-func (r *Replica) checkRecord(rec *Record) error {
+func (r *Replica) checkRecord(rec *task.Record) error {
 	if rec.ID.IsZero() {
 		return fmt.Errorf("%w: record of the zero id", task.ErrInvalid)
 	}
@@ -847,7 +801,7 @@ const (
 
 // Export calls fn with the whole record (spec with payload, state, every
 // stored update, reverse edges) of each task of the partition with id >=
-// from, and the tombstone record (Record{ID, Tomb}) of each collected
+// from, and the tombstone record (task.Record{ID, Tomb}) of each collected
 // one, in id order, until fn returns false or an error; it is how a
 // partition is copied to a new cohort member, tombstones included so the
 // copy never takes a collected task back from an older replica.
@@ -856,9 +810,9 @@ const (
 // each from one snapshot. A write that lands meanwhile may or may not be
 // in what it returns; the receiver merges CRDTs and gets the write by live
 // replication as well.
-func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
+func (r *Replica) Export(from task.ID, fn func(task.Record) (bool, error)) error {
 	for {
-		var chunk []Record
+		var chunk []task.Record
 		size, full := 0, false
 		err := r.cfg.Store.ExportPartition(r.cfg.Part, from, func(t store.TaskExport) (bool, error) {
 			size += len(t.Spec.Data)
@@ -875,7 +829,7 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 		// The tombstones up to the chunk's last task (all of them when
 		// the tasks ran out), at most exportChunkTombs: the chunk ends
 		// at whichever of the two scans stopped first.
-		var tombs []Record
+		var tombs []task.Record
 		tombsFull := false
 		err = r.cfg.Store.Tombs(r.cfg.Part, from, func(id task.ID, at int64) (bool, error) {
 			if full && id.Compare(chunk[len(chunk)-1].ID) > 0 {
@@ -885,7 +839,7 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 				tombsFull = true
 				return false, nil
 			}
-			tombs = append(tombs, Record{ID: id, Tomb: at})
+			tombs = append(tombs, task.Record{ID: id, Tomb: at})
 			return true, nil
 		})
 		if err != nil {
@@ -904,7 +858,7 @@ func (r *Replica) Export(from task.ID, fn func(Record) (bool, error)) error {
 		// task record merged after its tombstone is a no-op.
 		i, j := 0, 0
 		for i < len(chunk) || j < len(tombs) {
-			var rec Record
+			var rec task.Record
 			if j == len(tombs) || i < len(chunk) && chunk[i].ID.Compare(tombs[j].ID) < 0 {
 				rec = chunk[i]
 				i++

@@ -42,7 +42,7 @@ func follower(t *testing.T, s *store.Store) *partition.Replica {
 
 // merge merges recs at epoch ep and waits for the write; it fails the test
 // on any error, per record or not.
-func merge(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...partition.Record) {
+func merge(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...task.Record) {
 	t.Helper()
 	errs := mergeErrs(t, r, ep, now, recs...)
 	for i, err := range errs {
@@ -54,14 +54,14 @@ func merge(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...par
 
 // mergeErrs merges recs shipped by the leader of epoch ep, waits, and
 // returns the per-record errors.
-func mergeErrs(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...partition.Record) []error {
+func mergeErrs(t *testing.T, r *partition.Replica, ep uint64, now int64, recs ...task.Record) []error {
 	t.Helper()
 	return mergeSrcErrs(t, r, partition.Source{Epoch: ep, Authority: ep}, now, recs...)
 }
 
 // mergeSrc merges recs from src and waits; it fails the test on any
 // error, per record or not.
-func mergeSrc(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...partition.Record) {
+func mergeSrc(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...task.Record) {
 	t.Helper()
 	for i, err := range mergeSrcErrs(t, r, src, now, recs...) {
 		if err != nil {
@@ -72,7 +72,7 @@ func mergeSrc(t *testing.T, r *partition.Replica, src partition.Source, now int6
 
 // mergeSrcErrs merges recs from src, waits, and returns the per-record
 // errors.
-func mergeSrcErrs(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...partition.Record) []error {
+func mergeSrcErrs(t *testing.T, r *partition.Replica, src partition.Source, now int64, recs ...task.Record) []error {
 	t.Helper()
 	d, errs, err := r.Merge(src, recs, now)
 	if err != nil {
@@ -88,7 +88,7 @@ func mergeSrcErrs(t *testing.T, r *partition.Replica, src partition.Source, now 
 }
 
 // record reads a task back from the leader.
-func record(t *testing.T, r *partition.Replica, id task.ID, withSpec bool, ups ...partition.Update) partition.Record {
+func record(t *testing.T, r *partition.Replica, id task.ID, withSpec bool, ups ...task.Update) task.Record {
 	t.Helper()
 	rec, err := r.Record(id, withSpec, ups...)
 	if err != nil {
@@ -99,17 +99,17 @@ func record(t *testing.T, r *partition.Replica, id task.ID, withSpec bool, ups .
 
 // dump reads every task of partition 0 from s (not through a replica):
 // the spec with payload, the state and the updates.
-func dump(t *testing.T, s *store.Store) []partition.Record {
+func dump(t *testing.T, s *store.Store) []task.Record {
 	t.Helper()
-	var out []partition.Record
+	var out []task.Record
 	err := s.ScanPartition(0, task.ID{}, func(tr store.TaskRecord) (bool, error) {
 		sp, err := s.FullSpec(0, tr.Spec.ID)
 		if err != nil {
 			return false, err
 		}
-		rec := partition.Record{ID: sp.ID, Spec: sp, State: &tr.State}
-		err = s.Updates(0, sp.ID, func(u store.Update) bool {
-			rec.Updates = append(rec.Updates, partition.Update(u))
+		rec := task.Record{ID: sp.ID, Spec: sp, State: &tr.State}
+		err = s.Updates(0, sp.ID, func(u task.Update) bool {
+			rec.Updates = append(rec.Updates, u)
 			return true
 		})
 		out = append(out, rec)
@@ -147,7 +147,7 @@ func converged(t *testing.T, what string, a *partition.Replica, sa *store.Store,
 	}
 }
 
-func fmtRecord(r partition.Record) string {
+func fmtRecord(r task.Record) string {
 	return fmt.Sprintf("%+v state %+v updates %d", *r.Spec, *r.State, len(r.Updates))
 }
 
@@ -167,12 +167,12 @@ type stream struct {
 	t       *testing.T
 	l, f    *partition.Replica
 	sl, sf  *store.Store
-	shipped []partition.Record
+	shipped []task.Record
 }
 
 // ship sends task id's record from the leader to the follower, as the node
 // does after a local write, and checks that they agree.
-func (s *stream) ship(what string, now int64, id task.ID, withSpec bool, ups ...partition.Update) {
+func (s *stream) ship(what string, now int64, id task.ID, withSpec bool, ups ...task.Update) {
 	s.t.Helper()
 	rec := record(s.t, s.l, id, withSpec, ups...)
 	s.shipped = append(s.shipped, rec)
@@ -207,7 +207,7 @@ func (s *stream) shipWrite(what string, now int64, w partition.Write) {
 // shipNew sends the records of new tasks, with their specs, in one call.
 func (s *stream) shipNew(what string, now int64, ids ...task.ID) {
 	s.t.Helper()
-	var recs []partition.Record
+	var recs []task.Record
 	for _, id := range ids {
 		recs = append(recs, record(s.t, s.l, id, true))
 	}
@@ -237,7 +237,7 @@ func TestMergeFollowsLeader(t *testing.T) {
 		if err := l.Update(a, 0, uint64(seq), []byte(data), now); err != nil {
 			t.Fatal(err)
 		}
-		s.ship("update a", now, a, false, partition.Update{Claim: 0, Seq: uint64(seq), Data: []byte(data)})
+		s.ship("update a", now, a, false, task.Update{Claim: 0, Seq: uint64(seq), Data: []byte(data)})
 	}
 	if _, err := l.Complete(a, ga.Claim.Index, nil, now+1); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestMergeFollowsLeader(t *testing.T) {
 	f3 := follower(t, sf3)
 	recs := slices.Clone(s.shipped)
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
-	var again []partition.Record
+	var again []task.Record
 	for i, err := range mergeErrs(t, f3, 1, now, recs...) {
 		switch {
 		case err == nil:
@@ -347,7 +347,7 @@ func TestMergeFencing(t *testing.T) {
 	if ep, cand := f.Promised(); ep != 5 || cand != 3 {
 		t.Errorf("Promised = %d, %d; want 5, 3", ep, cand)
 	}
-	d, errs, err := f.Merge(partition.Source{Epoch: 4, Authority: 4}, []partition.Record{rec}, t0)
+	d, errs, err := f.Merge(partition.Source{Epoch: 4, Authority: 4}, []task.Record{rec}, t0)
 	if !errors.Is(err, task.ErrEpoch) || d != nil || errs != nil {
 		t.Fatalf("merge at epoch 4 after promising 5 = %v, %v, %v; want ErrEpoch", d, errs, err)
 	}
@@ -363,7 +363,7 @@ func TestMergeFencing(t *testing.T) {
 	if err := f.Lead(7); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Merge(partition.Source{Epoch: 6, Authority: 6}, []partition.Record{rec}, t0); !errors.Is(err, task.ErrEpoch) {
+	if _, _, err := f.Merge(partition.Source{Epoch: 6, Authority: 6}, []task.Record{rec}, t0); !errors.Is(err, task.ErrEpoch) {
 		t.Errorf("merge at epoch 6 on a leader of epoch 7 = %v; want ErrEpoch", err)
 	}
 }
@@ -403,7 +403,7 @@ func TestMergeRefusesClaimOnCompleted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := storedState(t, sf, id)
 			st := tc.st
-			errs := mergeErrs(t, f, 1, t0+2, partition.Record{ID: id, State: &st})
+			errs := mergeErrs(t, f, 1, t0+2, task.Record{ID: id, State: &st})
 			if !tc.refused {
 				if errs != nil {
 					t.Fatalf("merge = %v; want accepted", errs[0])
@@ -428,7 +428,7 @@ func TestMergeRefusesClaimOnCompleted(t *testing.T) {
 	// accepted, and the replicas converge.
 	withBoth := staleClaim
 	withBoth.Completion = &completion
-	merge(t, f, 1, t0+3, partition.Record{ID: id, State: &withBoth})
+	merge(t, f, 1, t0+3, task.Record{ID: id, State: &withBoth})
 	st := storedState(t, sf, id)
 	if len(st.Claims) != 2 || st.Completion == nil || *st.Completion != completion {
 		t.Errorf("state after merging claim and completion = %+v", st)
@@ -462,17 +462,17 @@ func TestMergeRefusals(t *testing.T) {
 	// As the leader of epoch 1 ships it: stamped 1; an update comes with
 	// its task's state.
 	knownState := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}, Stamp: 1}
-	merge(t, f, 1, t0, partition.Record{ID: known, Spec: spec(known, "q", 0, 3), State: &knownState,
-		Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("x")}}})
+	merge(t, f, 1, t0, task.Record{ID: known, Spec: spec(known, "q", 0, 3), State: &knownState,
+		Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("x")}}})
 
-	withSpec := func(n int, mod func(*task.Spec)) partition.Record {
+	withSpec := func(n int, mod func(*task.Spec)) task.Record {
 		sp := spec(id(n), "q", 0, 3)
 		if mod != nil {
 			mod(sp)
 		}
-		return partition.Record{ID: sp.ID, Spec: sp}
+		return task.Record{ID: sp.ID, Spec: sp}
 	}
-	withState := func(n int, st task.State) partition.Record {
+	withState := func(n int, st task.State) task.Record {
 		r := withSpec(n, nil)
 		r.State = &st
 		return r
@@ -488,14 +488,14 @@ func TestMergeRefusals(t *testing.T) {
 	wrong := idIn(1, 4, 0)
 	cases := []struct {
 		name string
-		rec  partition.Record
+		rec  task.Record
 		want error // nil: merged
 	}{
 		{"new task", withSpec(1, nil), nil},
-		{"unknown without spec", partition.Record{ID: id(2)}, task.ErrNotFound},
-		{"zero id", partition.Record{}, task.ErrInvalid},
-		{"other partition", partition.Record{ID: wrong, Spec: spec(wrong, "q", 0, 3)}, task.ErrInvalid},
-		{"spec of another id", partition.Record{ID: id(3), Spec: spec(id(4), "q", 0, 3)}, task.ErrInvalid},
+		{"unknown without spec", task.Record{ID: id(2)}, task.ErrNotFound},
+		{"zero id", task.Record{}, task.ErrInvalid},
+		{"other partition", task.Record{ID: wrong, Spec: spec(wrong, "q", 0, 3)}, task.ErrInvalid},
+		{"spec of another id", task.Record{ID: id(3), Spec: spec(id(4), "q", 0, 3)}, task.ErrInvalid},
 		{"claims out of order", withState(5, task.State{Claims: claims(1, 0)}), task.ErrInvalid},
 		{"claim index twice", withState(6, task.State{Claims: claims(0, 0)}), task.ErrInvalid},
 		{"claim index at the limit", withState(7, task.State{Claims: claims(math.MaxUint32)}), task.ErrInvalid},
@@ -509,24 +509,24 @@ func TestMergeRefusals(t *testing.T) {
 				sp.Deps = append(sp.Deps, task.MakeID(1, 1, uint32(i)))
 			}
 		}), task.ErrInvalid},
-		{"other spec under a known id", partition.Record{ID: known, Spec: other}, task.ErrConflict},
-		{"same spec again", partition.Record{ID: known, Spec: spec(known, "q", 0, 3)}, nil},
-		{"other payload under a known id", partition.Record{ID: known, Spec: func() *task.Spec {
+		{"other spec under a known id", task.Record{ID: known, Spec: other}, task.ErrConflict},
+		{"same spec again", task.Record{ID: known, Spec: spec(known, "q", 0, 3)}, nil},
+		{"other payload under a known id", task.Record{ID: known, Spec: func() *task.Spec {
 			sp := spec(known, "q", 0, 3)
 			sp.Data = []byte("other")
 			return sp
 		}()}, task.ErrConflict},
 		{"new task's spec again", withSpec(1, nil), nil},
 		{"new task's spec again, other payload", withSpec(1, func(sp *task.Spec) { sp.Data = []byte("other") }), task.ErrConflict},
-		{"update with other data", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
-		{"one key twice in a record", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 2, Data: []byte("a")}, {Claim: 0, Seq: 2, Data: []byte("b")}}}, task.ErrConflict},
-		{"conflict refuses the whole record", partition.Record{ID: known, State: &task.State{Claims: claims(0, 1), Stamp: 1},
-			Updates: []partition.Update{{Claim: 1, Seq: 0, Data: []byte("new")}, {Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
-		{"new update", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
-		{"same update again", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
-		{"update merged earlier in the call", partition.Record{ID: known, State: &knownState, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("Z")}}}, task.ErrConflict},
+		{"update with other data", task.Record{ID: known, State: &knownState, Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
+		{"one key twice in a record", task.Record{ID: known, State: &knownState, Updates: []task.Update{{Claim: 0, Seq: 2, Data: []byte("a")}, {Claim: 0, Seq: 2, Data: []byte("b")}}}, task.ErrConflict},
+		{"conflict refuses the whole record", task.Record{ID: known, State: &task.State{Claims: claims(0, 1), Stamp: 1},
+			Updates: []task.Update{{Claim: 1, Seq: 0, Data: []byte("new")}, {Claim: 0, Seq: 0, Data: []byte("y")}}}, task.ErrConflict},
+		{"new update", task.Record{ID: known, State: &knownState, Updates: []task.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
+		{"same update again", task.Record{ID: known, State: &knownState, Updates: []task.Update{{Claim: 0, Seq: 1, Data: []byte("z")}}}, nil},
+		{"update merged earlier in the call", task.Record{ID: known, State: &knownState, Updates: []task.Update{{Claim: 0, Seq: 1, Data: []byte("Z")}}}, task.ErrConflict},
 	}
-	recs := make([]partition.Record, len(cases))
+	recs := make([]task.Record, len(cases))
 	for i, tc := range cases {
 		recs[i] = tc.rec
 	}
@@ -553,7 +553,7 @@ func TestMergeRefusals(t *testing.T) {
 		t.Errorf("known task's state = %+v; want %+v", st, knownState)
 	}
 	var ups []string
-	if err := s.Updates(0, known, func(u store.Update) bool {
+	if err := s.Updates(0, known, func(u task.Update) bool {
 		ups = append(ups, fmt.Sprintf("%d/%d=%s", u.Claim, u.Seq, u.Data))
 		return true
 	}); err != nil {
@@ -568,7 +568,7 @@ func TestMergeRefusals(t *testing.T) {
 	wantCounts(t, f, "q", map[task.Status]int64{task.Ready: 1, task.Claimed: 1})
 
 	// A call whose every record is refused still returns a Durable.
-	if errs := mergeErrs(t, f, 1, t0, partition.Record{ID: id(2)}); errs == nil || !errors.Is(errs[0], task.ErrNotFound) {
+	if errs := mergeErrs(t, f, 1, t0, task.Record{ID: id(2)}); errs == nil || !errors.Is(errs[0], task.ErrNotFound) {
 		t.Errorf("all refused: %v", errs)
 	}
 	// Record of an unknown task, with or without its spec.
@@ -638,14 +638,14 @@ func TestExportMerge(t *testing.T) {
 	}
 
 	all := 0
-	if err := l.Export(task.ID{}, func(partition.Record) (bool, error) { all++; return true, nil }); err != nil || all != n {
+	if err := l.Export(task.ID{}, func(task.Record) (bool, error) { all++; return true, nil }); err != nil || all != n {
 		t.Fatalf("export of everything = %d records, %v; want %d", all, err, n)
 	}
 	var from, last task.ID
 	chunks := 0
 	for {
-		var chunk []partition.Record
-		err := l.Export(from, func(rec partition.Record) (bool, error) {
+		var chunk []task.Record
+		err := l.Export(from, func(rec task.Record) (bool, error) {
 			chunk = append(chunk, rec)
 			return len(chunk) < chunkSize, nil
 		})
@@ -698,13 +698,13 @@ func TestExportMerge(t *testing.T) {
 
 // replicate ships a task's record as the node does: without the spec,
 // and again with it if the follower does not know the task yet.
-func replicate(l, f *partition.Replica, id task.ID, now int64, ups ...partition.Update) error {
+func replicate(l, f *partition.Replica, id task.ID, now int64, ups ...task.Update) error {
 	rec, err := l.Record(id, false, ups...)
 	if err != nil {
 		return err
 	}
 	for range 2 {
-		d, errs, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{rec}, now)
+		d, errs, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []task.Record{rec}, now)
 		if err != nil {
 			return err
 		}
@@ -752,7 +752,7 @@ func TestExportConcurrentWrites(t *testing.T) {
 				t.Errorf("claim: %v, %v", g, err)
 				return
 			}
-			u := partition.Update{Claim: g.Claim.Index, Seq: 0, Data: []byte("u")}
+			u := task.Update{Claim: g.Claim.Index, Seq: 0, Data: []byte("u")}
 			if err := l.Update(g.Spec.ID, u.Claim, u.Seq, u.Data, t0); err != nil {
 				t.Errorf("update: %v", err)
 				return
@@ -765,8 +765,8 @@ func TestExportConcurrentWrites(t *testing.T) {
 	})
 	var from task.ID
 	for {
-		var chunk []partition.Record
-		if err := l.Export(from, func(rec partition.Record) (bool, error) {
+		var chunk []task.Record
+		if err := l.Export(from, func(rec task.Record) (bool, error) {
 			chunk = append(chunk, rec)
 			return len(chunk) < 50, nil
 		}); err != nil {
@@ -835,7 +835,7 @@ func TestFollowerBecomesLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old leader is cut off.
-	if _, _, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{record(t, l, live.Spec.ID, false)}, t0+1); !errors.Is(err, task.ErrEpoch) {
+	if _, _, err := f.Merge(partition.Source{Epoch: 1, Authority: 1}, []task.Record{record(t, l, live.Spec.ID, false)}, t0+1); !errors.Is(err, task.ErrEpoch) {
 		t.Errorf("merge from the old leader = %v; want ErrEpoch", err)
 	}
 
@@ -897,13 +897,13 @@ func TestMergeOnLeader(t *testing.T) {
 	enqueue(t, l, t0, spec(low, "q", 1, 3))
 	take()
 
-	merge(t, l, 1, t0, partition.Record{ID: high, Spec: spec(high, "q", 5, 3)})
+	merge(t, l, 1, t0, task.Record{ID: high, Spec: spec(high, "q", 5, 3)})
 	if got, want := take(), []string{fmt.Sprintf("q 5 %v true", high)}; !slices.Equal(got, want) {
 		t.Errorf("heads after merging a better task = %v; want %v", got, want)
 	}
 	// A claim of the head granted elsewhere (merged in) moves the head.
 	claimed := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}}
-	merge(t, l, 1, t0, partition.Record{ID: high, State: &claimed})
+	merge(t, l, 1, t0, task.Record{ID: high, State: &claimed})
 	if got, want := take(), []string{fmt.Sprintf("q 1 %v true", low)}; !slices.Equal(got, want) {
 		t.Errorf("heads after merging a claim of the head = %v; want %v", got, want)
 	}
@@ -920,7 +920,7 @@ func TestMergeOnLeader(t *testing.T) {
 	if err := l.Update(low, 0, 0, []byte("a"), t0+1); err != nil {
 		t.Fatal(err)
 	}
-	merge(t, l, 1, t0+1, partition.Record{ID: low, State: record(t, l, low, false).State, Updates: []partition.Update{{Claim: 0, Seq: 1, Data: []byte("b")}}})
+	merge(t, l, 1, t0+1, task.Record{ID: low, State: record(t, l, low, false).State, Updates: []task.Update{{Claim: 0, Seq: 1, Data: []byte("b")}}})
 	if err := l.Update(low, 0, 2, []byte("c"), t0+1); err != nil {
 		t.Errorf("update after a merged one = %v; want the history to be 2 long", err)
 	}
@@ -940,7 +940,7 @@ func TestRecordEncoding(t *testing.T) {
 	id := task.MakeID(t0, 1, 0)
 	sp := spec(id, "q", -3, 2)
 	sp.Deps = []task.ID{task.MakeID(1, 1, 1)}
-	full := partition.Record{
+	full := task.Record{
 		ID:   id,
 		Spec: sp,
 		State: &task.State{
@@ -948,9 +948,9 @@ func TestRecordEncoding(t *testing.T) {
 			Releases:   []task.Release{{Claim: 0, At: t0 + 1, Reason: "r"}},
 			Completion: &task.Completion{Claim: 0, Seq: 1, At: t0 + 2},
 		},
-		Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("u")}},
+		Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("u")}},
 	}
-	for _, rec := range []partition.Record{full, {ID: id}} {
+	for _, rec := range []task.Record{full, {ID: id}} {
 		b, err := em.Marshal(rec)
 		if err != nil {
 			t.Fatal(err)
@@ -962,7 +962,7 @@ func TestRecordEncoding(t *testing.T) {
 		if rec.Spec == nil && len(keys) != 1 {
 			t.Errorf("a bare record encodes %d keys; want 1 (the id)", len(keys))
 		}
-		var got partition.Record
+		var got task.Record
 		if err := dm.Unmarshal(b, &got); err != nil {
 			t.Fatal(err)
 		}
@@ -973,7 +973,7 @@ func TestRecordEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = partition.Record{}
+		got = task.Record{}
 		if err := json.Unmarshal(j, &got); err != nil {
 			t.Fatal(err)
 		}

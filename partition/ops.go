@@ -203,13 +203,13 @@ func (r *Replica) RenewApply(id task.ID, idx uint32, now, ttl int64) (task.Claim
 	return out, w, err
 }
 
-// Update appends progress entry seq to claim idx's history. A repeat of
+// task.Update appends progress entry seq to claim idx's history. A repeat of
 // an entry with the same data succeeds without a write.
 func (r *Replica) Update(id task.ID, idx uint32, seq uint64, data []byte, now int64) error {
 	return waited(r.UpdateApply(id, idx, seq, data, now))
 }
 
-// UpdateApply is Update without the wait (see Write): its record is the
+// UpdateApply is task.Update without the wait (see Write): its record is the
 // task's state and the entry.
 func (r *Replica) UpdateApply(id task.ID, idx uint32, seq uint64, data []byte, now int64) (Write, error) {
 	r.mu.Lock()
@@ -300,9 +300,9 @@ func (r *Replica) UpdateApply(id task.ID, idx uint32, seq uint64, data []byte, n
 }
 
 // updateRecord is task id's record of state st and one progress entry.
-func updateRecord(id task.ID, st *task.State, idx uint32, seq uint64, data []byte) Record {
+func updateRecord(id task.ID, st *task.State, idx uint32, seq uint64, data []byte) task.Record {
 	rec := stateRecord(id, st)
-	rec.Updates = []Update{{Claim: idx, Seq: seq, Data: data}}
+	rec.Updates = []task.Update{{Claim: idx, Seq: seq, Data: data}}
 	return rec
 }
 

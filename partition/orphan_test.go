@@ -37,7 +37,7 @@ func promiseAll(t *testing.T, ep, candidate uint64, rs ...*partition.Replica) {
 func updatesOf(t *testing.T, s *store.Store, id task.ID) []string {
 	t.Helper()
 	var out []string
-	if err := s.Updates(0, id, func(u store.Update) bool {
+	if err := s.Updates(0, id, func(u task.Update) bool {
 		out = append(out, string(rune('0'+u.Claim))+"/"+string(rune('0'+u.Seq))+"="+string(u.Data))
 		return true
 	}); err != nil {
@@ -280,7 +280,7 @@ func TestLeaderWritesStamp(t *testing.T) {
 	// update restamps it.
 	old := storedState(t, sa, id)
 	old.Stamp = 2
-	mergeSrc(t, a, partition.Source{Epoch: 4, Authority: 4}, t0, partition.Record{ID: id, State: &old, Full: true})
+	mergeSrc(t, a, partition.Source{Epoch: 4, Authority: 4}, t0, task.Record{ID: id, State: &old, Full: true})
 	if err := a.Update(id, g.Claim.Index, 0, []byte("u"), t0+1); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestLeaderWritesStamp(t *testing.T) {
 	// A newer leader's state of the other task (merged as its records
 	// would be, through a higher epoch) makes this one stop.
 	newer := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 5}}, Stamp: 5}
-	mergeSrc(t, a, partition.Source{Epoch: 5, Authority: 5, From: 1}, t0+1, partition.Record{ID: other, State: &newer})
+	mergeSrc(t, a, partition.Source{Epoch: 5, Authority: 5, From: 1}, t0+1, task.Record{ID: other, State: &newer})
 	if _, err := a.Renew(other, 0, t0+2, ttl); !errors.Is(err, partition.ErrNotLeader) {
 		t.Errorf("renew of a task a newer leader wrote = %v; want ErrNotLeader", err)
 	}
@@ -315,7 +315,7 @@ func TestMergeRetriedEnqueueConverges(t *testing.T) {
 	first.EnqueuedAt, first.NotBefore = t0, t0+100
 	retry := *first
 	retry.EnqueuedAt, retry.NotBefore = t0+5000, t0+5100
-	mergeSrc(t, b, partition.Source{Epoch: 1, Authority: 1, From: 2}, t0, partition.Record{ID: id, Spec: first})
+	mergeSrc(t, b, partition.Source{Epoch: 1, Authority: 1, From: 2}, t0, task.Record{ID: id, Spec: first})
 	promiseAll(t, 2, 1, a, b)
 	if err := a.Lead(2); err != nil {
 		t.Fatal(err)

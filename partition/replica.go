@@ -817,7 +817,7 @@ func (b barrier) Wait() error { return b.s.Barrier() }
 // followers while its own sync runs, and the Durable it waits on before
 // acknowledging the write. Rec holds a copy: the caller may keep it.
 type Write struct {
-	Rec Record
+	Rec task.Record
 	Durable
 }
 
@@ -861,9 +861,9 @@ func (r *Replica) mutateApply(id task.ID, now int64, fn func(sp *task.Spec, st *
 }
 
 // stateRecord is task id's record of state st alone, on a copy of st.
-func stateRecord(id task.ID, st *task.State) Record {
+func stateRecord(id task.ID, st *task.State) task.Record {
 	c := st.Clone()
-	return Record{ID: id, State: &c}
+	return task.Record{ID: id, State: &c}
 }
 
 // Release drops the replica's data: this node left the partition's cohort

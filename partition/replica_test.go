@@ -559,7 +559,7 @@ func TestUpdate(t *testing.T) {
 		}
 	}
 	var got []string
-	if err := s.Updates(0, id, func(u store.Update) bool { got = append(got, string(u.Data)); return true }); err != nil {
+	if err := s.Updates(0, id, func(u task.Update) bool { got = append(got, string(u.Data)); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []string{"a", "b", "c"}) {
@@ -710,7 +710,7 @@ func TestHeldIDsSurviveReload(t *testing.T) {
 		if err := r.Enqueue([]partition.NewTask{{Spec: other, CheckExisting: true}}, t0+10); !errors.Is(err, task.ErrConflict) {
 			t.Errorf("another task under held id %v after reload = %v; want ErrConflict", id, err)
 		}
-		d, errs, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, []partition.Record{{ID: id, Spec: other}}, t0+10)
+		d, errs, err := r.Merge(partition.Source{Epoch: 1, Authority: 1}, []task.Record{{ID: id, Spec: other}}, t0+10)
 		if err != nil {
 			t.Fatalf("merge: %v", err)
 		}
@@ -850,7 +850,7 @@ func TestAddDependents(t *testing.T) {
 		t.Errorf("follower edges = %v; want %v", got, rec.Dependents)
 	}
 	var exported []task.ID
-	if err := f.Export(task.ID{}, func(x partition.Record) (bool, error) { exported = append(exported, x.Dependents...); return true, nil }); err != nil {
+	if err := f.Export(task.ID{}, func(x task.Record) (bool, error) { exported = append(exported, x.Dependents...); return true, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(exported, rec.Dependents) {
@@ -1533,6 +1533,6 @@ func TestRelease(t *testing.T) {
 		t.Errorf("after release, promised = %d; want 1", ep)
 	}
 	// Merging the record again (the partition moved back) restores it.
-	merge(t, r, 1, t0+1, partition.Record{ID: id, Spec: spec(id, "q", 0, 3)})
+	merge(t, r, 1, t0+1, task.Record{ID: id, Spec: spec(id, "q", 0, 3)})
 	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fxamacker/cbor/v2"
+	"github.com/skuldd/skuldd/internal/cbormode"
 )
 
 // The raft log entries and snapshots of this group are CBOR with integer
@@ -100,30 +100,12 @@ const (
 )
 
 var (
-	encMode cbor.EncMode
-	decMode cbor.DecMode
-)
-
-func init() {
-	var err error
-	if encMode, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
-		panic(err)
-	}
+	encMode = cbormode.Enc
 	// Entries come from peers through the log; bound what decoding may
 	// allocate, and refuse fields this version does not know rather than
 	// apply half a command.
-	dopts := cbor.DecOptions{
-		MaxNestedLevels:   maxNestedLevels,
-		MaxArrayElements:  maxArrayElements,
-		MaxMapPairs:       maxMapPairs,
-		IndefLength:       cbor.IndefLengthForbidden,
-		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
-		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
-	}
-	if decMode, err = dopts.DecMode(); err != nil {
-		panic(err)
-	}
-}
+	decMode = cbormode.MustDec(cbormode.Limits{Nested: maxNestedLevels, Array: maxArrayElements, MapPairs: maxMapPairs, StrictFields: true})
+)
 
 func marshalVersioned(version byte, v any) ([]byte, error) {
 	b, err := encMode.Marshal(v)

@@ -17,7 +17,7 @@ import (
 type TaskExport struct {
 	Spec       *task.Spec
 	State      task.State
-	Updates    []Update
+	Updates    []task.Update
 	Dependents []task.ID
 }
 
@@ -159,8 +159,8 @@ func exportEdges(ei *pebble.Iterator, id []byte) ([]task.ID, error) {
 }
 
 // exportUpdates advances ui past task id's updates and returns them.
-func exportUpdates(ui *pebble.Iterator, id []byte) ([]Update, error) {
-	var ups []Update
+func exportUpdates(ui *pebble.Iterator, id []byte) ([]task.Update, error) {
+	var ups []task.Update
 	for ; ui.Valid(); ui.Next() {
 		k := ui.Key()
 		if len(k) != 3+task.IDLen+12 {
@@ -174,7 +174,7 @@ func exportUpdates(ui *pebble.Iterator, id []byte) ([]Update, error) {
 			break
 		}
 		rest := k[3+task.IDLen:]
-		ups = append(ups, Update{
+		ups = append(ups, task.Update{
 			Claim: binary.BigEndian.Uint32(rest[0:4]),
 			Seq:   binary.BigEndian.Uint64(rest[4:12]),
 			Data:  append([]byte(nil), ui.Value()...),

@@ -50,7 +50,7 @@ func TestExportPartition(t *testing.T) {
 					}
 				}
 				if i%3 == 0 {
-					rec.Updates = []store.Update{
+					rec.Updates = []task.Update{
 						{Claim: 0, Seq: 0, Data: []byte("a")},
 						{Claim: 0, Seq: 1}, // an empty payload
 						{Claim: 1, Seq: 7, Data: []byte("gap")},

@@ -12,8 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/fxamacker/cbor/v2"
 
+	"github.com/skuldd/skuldd/internal/cbormode"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -214,28 +214,11 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 var (
-	encMode cbor.EncMode
-	decMode cbor.DecMode
-)
-
-func init() {
-	var err error
-	if encMode, err = cbor.CoreDetEncOptions().EncMode(); err != nil {
-		panic(err)
-	}
+	encMode = cbormode.Enc
 	// Stored records were written by this code, but a damaged file must
 	// still not exhaust memory: bound what decoding may allocate.
-	dopts := cbor.DecOptions{
-		MaxNestedLevels:  16,
-		MaxArrayElements: 1 << 20,
-		MaxMapPairs:      1 << 16,
-		IndefLength:      cbor.IndefLengthForbidden,
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-	}
-	if decMode, err = dopts.DecMode(); err != nil {
-		panic(err)
-	}
-}
+	decMode = cbormode.MustDec(cbormode.Limits{Nested: 16, Array: 1 << 20, MapPairs: 1 << 16})
+)
 
 // encode returns the version byte followed by v's CBOR.
 func encode(v any) ([]byte, error) {

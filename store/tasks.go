@@ -227,23 +227,16 @@ func (s *Store) State(part uint16, id task.ID) (st task.State, found bool, err e
 	return st, true, nil
 }
 
-// Update is one stored progress update.
-type Update struct {
-	Claim uint32
-	Seq   uint64
-	Data  []byte
-}
-
 // Updates calls fn for each stored update of task id, ordered by (claim,
 // seq), until fn returns false.
-func (s *Store) Updates(part uint16, id task.ID, fn func(Update) bool) error {
+func (s *Store) Updates(part uint16, id task.ID, fn func(task.Update) bool) error {
 	prefix := taskKey(kindUpdate, part, id)
 	return s.scan(prefix, prefixEnd(prefix), func(k, v []byte) (bool, error) {
 		rest := k[len(prefix):]
 		if len(rest) != 12 {
 			return false, fmt.Errorf("%w: update key of %d bytes", ErrCorrupt, len(k))
 		}
-		u := Update{
+		u := task.Update{
 			Claim: binary.BigEndian.Uint32(rest[0:4]),
 			Seq:   binary.BigEndian.Uint64(rest[4:12]),
 			Data:  append([]byte(nil), v...),
@@ -252,7 +245,7 @@ func (s *Store) Updates(part uint16, id task.ID, fn func(Update) bool) error {
 	})
 }
 
-// Update reads one update, or ErrNotFound.
+// task.Update reads one update, or ErrNotFound.
 func (s *Store) Update(part uint16, id task.ID, claim uint32, seq uint64) ([]byte, error) {
 	return s.get(updateKey(part, id, claim, seq))
 }

@@ -162,7 +162,7 @@ func TestUpdatesAndNextSeq(t *testing.T) {
 	})
 
 	var got []u
-	err := s.Updates(7, id, func(up store.Update) bool {
+	err := s.Updates(7, id, func(up task.Update) bool {
 		if want := fmt.Sprintf("%d/%d", up.Claim, up.Seq); string(up.Data) != want {
 			t.Errorf("update %d/%d data %q; want %q", up.Claim, up.Seq, up.Data, want)
 		}
@@ -179,7 +179,7 @@ func TestUpdatesAndNextSeq(t *testing.T) {
 
 	// fn returning false stops the walk.
 	n := 0
-	if err := s.Updates(7, id, func(store.Update) bool { n++; return n < 2 }); err != nil || n != 2 {
+	if err := s.Updates(7, id, func(task.Update) bool { n++; return n < 2 }); err != nil || n != 2 {
 		t.Errorf("early stop: %d calls, %v; want 2", n, err)
 	}
 

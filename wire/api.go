@@ -497,8 +497,8 @@ type AAEFetchRequest struct {
 // ids asked for (unknown ids left out): a response stops early to stay
 // inside a frame, and the asker asks again for the rest.
 type AAEFetchResponse struct {
-	Records []RecordMsg `cbor:"1,keyasint"`
-	Done    int         `cbor:"2,keyasint"`
+	Records []task.Record `cbor:"1,keyasint"`
+	Done    int           `cbor:"2,keyasint"`
 }
 
 // ReleaseRequest asks Part's leader whether Node, no longer in its cohort,
@@ -548,39 +548,12 @@ type PromiseResponse struct {
 	To       uint64 `cbor:"4,keyasint,omitempty"`
 }
 
-// RecordMsg is a task's replicated content (see partition.Record).
-type RecordMsg struct {
-	ID      task.ID     `cbor:"1,keyasint"`
-	Spec    *task.Spec  `cbor:"2,keyasint,omitempty"`
-	State   *task.State `cbor:"3,keyasint,omitempty"`
-	Updates []UpdateMsg `cbor:"4,keyasint,omitempty"`
-	// Dependents are reverse dependency edges to add.
-	Dependents []task.ID `cbor:"5,keyasint,omitempty"`
-	// Tomb, when set, says the task was collected at this time (Unix ms):
-	// the record carries nothing else (see partition.Record).
-	Tomb int64 `cbor:"6,keyasint,omitempty"`
-	// Meta is the task's spec without payload, sent with a claim (see
-	// partition.Record).
-	Meta *task.Spec `cbor:"7,keyasint,omitempty"`
-	// Full says Updates is every update the sender holds for the task (a
-	// whole record), so a receiver may take the sender's set in place of
-	// its own (see partition.Record).
-	Full bool `cbor:"8,keyasint,omitempty"`
-}
-
-// UpdateMsg is one progress entry.
-type UpdateMsg struct {
-	Claim uint32 `cbor:"1,keyasint"`
-	Seq   uint64 `cbor:"2,keyasint"`
-	Data  []byte `cbor:"3,keyasint"`
-}
-
 // ReplicateItem is a batch of records of one partition at its leader's
 // epoch.
 type ReplicateItem struct {
-	Part    uint16      `cbor:"1,keyasint"`
-	Epoch   uint64      `cbor:"2,keyasint"`
-	Records []RecordMsg `cbor:"3,keyasint"`
+	Part    uint16        `cbor:"1,keyasint"`
+	Epoch   uint64        `cbor:"2,keyasint"`
+	Records []task.Record `cbor:"3,keyasint"`
 }
 
 // ReplicateRequest carries many items; the response says, per item, what
@@ -620,8 +593,8 @@ type ExportRequest struct {
 
 // ExportPage is a page of an export; Done ends it.
 type ExportPage struct {
-	Records []RecordMsg `cbor:"1,keyasint"`
-	Done    bool        `cbor:"2,keyasint,omitempty"`
+	Records []task.Record `cbor:"1,keyasint"`
+	Done    bool          `cbor:"2,keyasint,omitempty"`
 	// Epoch is the epoch the exporting replica led its partition at when
 	// it read the page (0: it did not lead): the receiver takes a page
 	// only from a leader, as that leader's word (partition.Source).

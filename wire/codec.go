@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/fxamacker/cbor/v2"
+	"github.com/skuldd/skuldd/internal/cbormode"
 )
 
 // Decoding limits. They apply to every CBOR item wire decodes: frame
@@ -37,48 +37,10 @@ var (
 	// sorted map keys, no indefinite lengths). Tags are forbidden because
 	// the decoder forbids them: an encoding that emits one (a big.Int
 	// bignum, say) fails at the sender rather than at the peer.
-	cborEnc cbor.UserBufferEncMode
+	cborEnc = cbormode.Enc
 	// cborDec decodes untrusted input with the limits above.
-	cborDec cbor.DecMode
+	cborDec = cbormode.MustDec(cbormode.Limits{Nested: maxNestedLevels, Array: maxArrayElements, MapPairs: maxMapPairs})
 )
-
-func init() {
-	eo := cbor.CoreDetEncOptions()
-	eo.TagsMd = cbor.TagsForbidden
-	em, err := eo.UserBufferEncMode()
-	if err != nil {
-		panic(fmt.Sprintf("wire: cbor encode options: %v", err))
-	}
-	cborEnc = em
-
-	do := cbor.DecOptions{
-		// A map with a repeated key is ambiguous (which value wins?);
-		// reject it rather than pick one.
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		MaxNestedLevels:  maxNestedLevels,
-		MaxArrayElements: maxArrayElements,
-		MaxMapPairs:      maxMapPairs,
-		// Indefinite lengths are never produced by CoreDetEncOptions and
-		// would let a peer stream an item of unknown size.
-		IndefLength: cbor.IndefLengthForbidden,
-		// No tags: none of our messages use them, and each tag is a code
-		// path (bignums, times, registered types) a peer could poke at.
-		TagsMd: cbor.TagsForbidden,
-		// Text must be valid UTF-8.
-		UTF8: cbor.UTF8RejectInvalid,
-		// Unknown map keys are ignored, so a newer peer may add optional
-		// fields without breaking an older one.
-		ExtraReturnErrors: cbor.ExtraDecErrorNone,
-		// task.ID and similar types decode through UnmarshalBinary from a
-		// byte string.
-		BinaryUnmarshaler: cbor.BinaryUnmarshalerByteString,
-	}
-	dm, err := do.DecMode()
-	if err != nil {
-		panic(fmt.Sprintf("wire: cbor decode options: %v", err))
-	}
-	cborDec = dm
-}
 
 // Marshal encodes v with deterministic CBOR (RFC 8949 core deterministic
 // encoding, no tags). The result is freshly allocated and owned by the

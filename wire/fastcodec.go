@@ -56,51 +56,10 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 		b = task.AppendCBORHead(b, cborMajorArray, uint64(len(it.Records)))
 		for j := range it.Records {
 			var ok bool
-			if b, ok = it.Records[j].appendCBOR(b); !ok {
+			if b, ok = it.Records[j].AppendCBOR(b); !ok {
 				return b, false
 			}
 		}
-	}
-	return b, true
-}
-
-func (m *RecordMsg) appendCBOR(b []byte) ([]byte, bool) {
-	n := presentCount(true, m.Spec != nil, m.State != nil, len(m.Updates) > 0, len(m.Dependents) > 0, m.Tomb != 0, m.Meta != nil, m.Full)
-	b = append(b, cborMajorMap|n, 1)
-	b = task.AppendCBORID(b, m.ID)
-	if m.Spec != nil {
-		b = m.Spec.AppendCBOR(append(b, 2))
-	}
-	if m.State != nil {
-		b = m.State.AppendCBOR(append(b, 3))
-	}
-	if len(m.Updates) > 0 {
-		b = append(b, 4)
-		b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Updates)))
-		for _, u := range m.Updates {
-			if u.Data == nil {
-				return b, false
-			}
-			b = append(b, cborMajorMap|3, 1)
-			b = task.AppendCBORHead(b, cborMajorUint, uint64(u.Claim))
-			b = append(b, 2)
-			b = task.AppendCBORHead(b, cborMajorUint, u.Seq)
-			b = append(b, 3)
-			b = task.AppendCBORHead(b, cborMajorBytes, uint64(len(u.Data)))
-			b = append(b, u.Data...)
-		}
-	}
-	if len(m.Dependents) > 0 {
-		b = task.AppendCBORIDs(append(b, 5), m.Dependents)
-	}
-	if m.Tomb != 0 {
-		b = task.AppendCBORInt(append(b, 6), m.Tomb)
-	}
-	if m.Meta != nil {
-		b = m.Meta.AppendCBOR(append(b, 7))
-	}
-	if m.Full {
-		b = append(b, 8, cborTrue)
 	}
 	return b, true
 }
@@ -122,46 +81,7 @@ func (it *ReplicateItem) decodeCBOR(r *task.CBORReader) {
 		case 2:
 			it.Epoch = r.Uint64()
 		case 3:
-			it.Records = task.ReadList(r, (*RecordMsg).decodeCBOR)
-		}
-	})
-}
-
-func (m *RecordMsg) decodeCBOR(r *task.CBORReader) {
-	r.Fields(8, func(k uint64) {
-		switch k {
-		case 1:
-			m.ID = r.ID()
-		case 2:
-			m.Spec = new(task.Spec)
-			m.Spec.DecodeCBOR(r)
-		case 3:
-			m.State = new(task.State)
-			m.State.DecodeCBOR(r)
-		case 4:
-			m.Updates = task.ReadList(r, (*UpdateMsg).decodeCBOR)
-		case 5:
-			m.Dependents = r.IDs()
-		case 6:
-			m.Tomb = r.Int64()
-		case 7:
-			m.Meta = new(task.Spec)
-			m.Meta.DecodeCBOR(r)
-		case 8:
-			m.Full = r.Bool()
-		}
-	})
-}
-
-func (u *UpdateMsg) decodeCBOR(r *task.CBORReader) {
-	r.Fields(3, func(k uint64) {
-		switch k {
-		case 1:
-			u.Claim = r.Uint32()
-		case 2:
-			u.Seq = r.Uint64()
-		case 3:
-			u.Data = r.Bytes()
+			it.Records = task.ReadList(r, (*task.Record).DecodeCBOR)
 		}
 	})
 }

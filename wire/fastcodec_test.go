@@ -64,8 +64,8 @@ func (s replSource) state() *task.State {
 	return st
 }
 
-func (s replSource) record() RecordMsg {
-	m := RecordMsg{ID: s.id(), Dependents: s.ids()}
+func (s replSource) record() task.Record {
+	m := task.Record{ID: s.id(), Dependents: s.ids()}
 	if s.rng.IntN(4) == 0 {
 		m.Tomb = s.i64()
 		return m
@@ -79,7 +79,7 @@ func (s replSource) record() RecordMsg {
 		m.State = s.state()
 	}
 	for range s.rng.IntN(3) {
-		m.Updates = append(m.Updates, UpdateMsg{Claim: uint32(s.i64()), Seq: uint64(s.i64()), Data: bytes.Repeat([]byte{3}, 1+s.rng.IntN(30))})
+		m.Updates = append(m.Updates, task.Update{Claim: uint32(s.i64()), Seq: uint64(s.i64()), Data: bytes.Repeat([]byte{3}, 1+s.rng.IntN(30))})
 	}
 	m.Full = s.rng.IntN(2) == 0
 	return m
@@ -88,7 +88,7 @@ func (s replSource) record() RecordMsg {
 func (s replSource) request() *ReplicateRequest {
 	req := &ReplicateRequest{Items: []ReplicateItem{}}
 	for range 1 + s.rng.IntN(3) {
-		it := ReplicateItem{Part: uint16(s.i64()), Epoch: uint64(s.i64()), Records: []RecordMsg{}}
+		it := ReplicateItem{Part: uint16(s.i64()), Epoch: uint64(s.i64()), Records: []task.Record{}}
 		for range 1 + s.rng.IntN(3) {
 			it.Records = append(it.Records, s.record())
 		}
@@ -189,7 +189,7 @@ var fastBodies = []struct {
 	{"ReplicateRequest", func(s replSource) canonicalBody { return s.request() }, []canonicalBody{
 		&ReplicateRequest{},
 		&ReplicateRequest{Items: []ReplicateItem{{Part: 1}}},
-		&ReplicateRequest{Items: []ReplicateItem{{Records: []RecordMsg{{Updates: []UpdateMsg{{Claim: 1}}}}}}},
+		&ReplicateRequest{Items: []ReplicateItem{{Records: []task.Record{{Updates: []task.Update{{Claim: 1}}}}}}},
 	}},
 	{"ReplicateResponse", func(s replSource) canonicalBody { return s.replicateResponse() }, []canonicalBody{&ReplicateResponse{}}},
 	{"EnqueueRequest", func(s replSource) canonicalBody { return s.enqueueRequest() }, []canonicalBody{&EnqueueRequest{W: 2}}},
@@ -302,7 +302,7 @@ func FuzzFastDecode(f *testing.F) {
 // zero would otherwise pass TestFastCodecsMatchLibrary and be dropped).
 func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &RecordMsg{}: 8, &UpdateMsg{}: 3,
+		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &task.Record{}: 8, &task.Update{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		&EnqueueRequest{}: 2, &EnqueueTask{}: 10, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,

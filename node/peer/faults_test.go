@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+
 	"github.com/skuldd/skuldd/internal/testkit"
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -34,7 +36,7 @@ func newFaultPair(t *testing.T) *faultPair {
 	}
 	mux.HandleFunc(wire.OpExport, func(_ context.Context, req *wire.Request, w wire.ResponseWriter) {
 		for range 5 {
-			if err := w.Send(&wire.ExportPage{Records: make([]wire.RecordMsg, 3), Epoch: 1}); err != nil {
+			if err := w.Send(&wire.ExportPage{Records: make([]task.Record, 3), Epoch: 1}); err != nil {
 				return
 			}
 		}

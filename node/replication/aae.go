@@ -168,10 +168,10 @@ func (p *Plane) aaeReset(part uint16, src partition.Source, push, pulled []task.
 	for _, id := range pulled {
 		had[id] = true
 	}
-	var recs []partition.Record
+	var recs []task.Record
 	for _, id := range push {
 		if !had[id] {
-			recs = append(recs, partition.Record{ID: id, State: &task.State{}, Full: true})
+			recs = append(recs, task.Record{ID: id, State: &task.State{}, Full: true})
 		}
 	}
 	if len(recs) == 0 {
@@ -202,9 +202,9 @@ func (p *Plane) aaePull(ctx context.Context, addr string, part uint16, src parti
 		if len(resp.Records) == 0 {
 			continue
 		}
-		recs := make([]partition.Record, len(resp.Records))
+		recs := make([]task.Record, len(resp.Records))
 		for i, m := range resp.Records {
-			recs[i] = FromWire(m)
+			recs[i] = m
 		}
 		p.host.NoteDependents(resp.Records) // before the edges are written: see depSet
 		d, errs, err := p.host.Replica(part).Merge(src, recs, p.now())
@@ -228,7 +228,7 @@ func (p *Plane) aaePull(ctx context.Context, addr string, part uint16, src parti
 // few at a time and sent in requests bounded like replication batches, at
 // this leader's epoch.
 func (p *Plane) aaePush(ctx context.Context, addr string, part uint16, ep uint64, ids []task.ID) error {
-	var pending []wire.RecordMsg
+	var pending []task.Record
 	size := 0
 	for len(ids) > 0 || len(pending) > 0 {
 		for len(ids) > 0 && len(pending) < replBatchMax && size < replBatchBytes {
@@ -239,7 +239,7 @@ func (p *Plane) aaePush(ctx context.Context, addr string, part uint16, ep uint64
 				return err
 			}
 			for _, r := range recs {
-				m := ToWire(r)
+				m := r
 				pending = append(pending, m)
 				size += recordBytes(m)
 			}
@@ -366,9 +366,9 @@ func (p *Plane) serveAAEFetch(r *wire.AAEFetchRequest) (*wire.AAEFetchResponse, 
 			return nil, err
 		}
 		grow := 0
-		ms := make([]wire.RecordMsg, len(recs))
+		ms := make([]task.Record, len(recs))
 		for i, rec := range recs {
-			ms[i] = ToWire(rec)
+			ms[i] = rec
 			grow += recordBytes(ms[i])
 		}
 		if resp.Done > 0 && size+grow > exportPageBytes {

@@ -411,9 +411,9 @@ func (p *Plane) collectHere(ctx context.Context, part uint16, ms []partition.GCI
 	if err := d.Wait(); err != nil {
 		return 0, err // not even durable here
 	}
-	recs := make([]wire.RecordMsg, len(ids))
+	recs := make([]task.Record, len(ids))
 	for i, id := range ids {
-		recs[i] = wire.RecordMsg{ID: id, Tomb: now}
+		recs[i] = task.Record{ID: id, Tomb: now}
 		p.host.Collected(id)
 	}
 	if _, err := p.Ship(part, p.NeedAcks(part, 0), recs, nil).Finish(ctx, nil); err != nil {

@@ -90,7 +90,7 @@ type Host interface {
 	Peers() *peer.Pool
 	// NoteDependents is told of records about to be merged here, before
 	// their reverse edges are written (node's dependency notices).
-	NoteDependents(recs []wire.RecordMsg)
+	NoteDependents(recs []task.Record)
 	// Collected is told of each task this node garbage-collected.
 	Collected(id task.ID)
 	// Departing reports whether the node is handing off its partitions

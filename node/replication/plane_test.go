@@ -9,7 +9,6 @@ import (
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/internal/testkit"
-	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -85,21 +84,6 @@ func TestNeedAcks(t *testing.T) {
 	}
 }
 
-func TestRecordWireRoundTrip(t *testing.T) {
-	id := task.MakeID(1_700_000_000_000, 1, 2)
-	rec := partition.Record{
-		ID: id, Spec: &task.Spec{ID: id, Queue: "q", Data: []byte("payload")}, State: &task.State{Stamp: 3},
-		Updates:    []partition.Update{{Claim: 1, Seq: 2, Data: []byte("u")}, {Claim: 1, Seq: 3}},
-		Dependents: []task.ID{task.MakeID(1_700_000_000_001, 1, 0)}, Tomb: 0, Meta: &task.Spec{ID: id, Queue: "q"}, Full: true,
-	}
-	if got := FromWire(ToWire(rec)); !reflect.DeepEqual(got, rec) {
-		t.Fatalf("round trip = %+v; want %+v", got, rec)
-	}
-	if got := FromWire(ToWire(partition.Record{ID: id, Tomb: 9})); got.Tomb != 9 || got.State != nil || got.Updates != nil {
-		t.Fatalf("tombstone round trip = %+v", got)
-	}
-}
-
 func TestNextID(t *testing.T) {
 	for _, tc := range []struct{ in, want task.ID }{
 		{task.ID{}, task.ID{task.IDLen - 1: 1}},
@@ -113,27 +97,27 @@ func TestNextID(t *testing.T) {
 }
 
 func TestSameRecordAndTombOf(t *testing.T) {
-	leader := &partition.Record{State: &task.State{Stamp: 2}, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("a")}}}
+	leader := &task.Record{State: &task.State{Stamp: 2}, Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("a")}}}
 	for _, tc := range []struct {
 		name string
-		rec  *partition.Record
+		rec  *task.Record
 		want bool
 	}{
 		{"missing", nil, false},
-		{"equal", &partition.Record{State: &task.State{Stamp: 2}, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("a")}}}, true},
-		{"other state", &partition.Record{State: &task.State{Stamp: 1}, Updates: leader.Updates}, false},
-		{"fewer updates", &partition.Record{State: &task.State{Stamp: 2}}, false},
-		{"other data", &partition.Record{State: &task.State{Stamp: 2}, Updates: []partition.Update{{Claim: 0, Seq: 0, Data: []byte("b")}}}, false},
+		{"equal", &task.Record{State: &task.State{Stamp: 2}, Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("a")}}}, true},
+		{"other state", &task.Record{State: &task.State{Stamp: 1}, Updates: leader.Updates}, false},
+		{"fewer updates", &task.Record{State: &task.State{Stamp: 2}}, false},
+		{"other data", &task.Record{State: &task.State{Stamp: 2}, Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("b")}}}, false},
 	} {
 		if got := sameRecord(tc.rec, leader); got != tc.want {
 			t.Errorf("%s: sameRecord = %v; want %v", tc.name, got, tc.want)
 		}
 	}
-	recs := map[uint64]*partition.Record{1: nil, 2: {Tomb: 50}, 3: {Tomb: 40}, 4: {State: &task.State{}}}
+	recs := map[uint64]*task.Record{1: nil, 2: {Tomb: 50}, 3: {Tomb: 40}, 4: {State: &task.State{}}}
 	if got := tombOf(recs); got != 40 {
 		t.Errorf("tombOf = %d; want the earliest, 40", got)
 	}
-	if got := tombOf(map[uint64]*partition.Record{1: nil}); got != 0 {
+	if got := tombOf(map[uint64]*task.Record{1: nil}); got != 0 {
 		t.Errorf("tombOf without tombstones = %d; want 0", got)
 	}
 }

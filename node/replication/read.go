@@ -23,7 +23,7 @@ import (
 // the leader repairs those with its record. A task only a follower holds
 // (an enqueue acknowledged with a small w) is taken from it without its
 // state, which no line of writes of this leader vouches for.
-func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, followers []uint64, r int) (*partition.Record, error) {
+func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, followers []uint64, r int) (*task.Record, error) {
 	ep := p.host.Replica(part).Epoch()
 	if ep == 0 {
 		return nil, NotLeading(part)
@@ -37,7 +37,7 @@ func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, follo
 	}
 	type answer struct {
 		node uint64
-		rec  *partition.Record
+		rec  *task.Record
 		err  error
 	}
 	answers := make(chan answer, len(followers))
@@ -51,7 +51,7 @@ func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, follo
 	if err != nil {
 		return nil, err
 	}
-	recs := map[uint64]*partition.Record{p.cfg.Self: local}
+	recs := map[uint64]*task.Record{p.cfg.Self: local}
 	read := 1
 	for range followers {
 		if read >= r {
@@ -75,7 +75,7 @@ func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, follo
 	// A tombstone is authoritative (partition/gc.go): the task was
 	// collected, and the replicas still holding it missed that.
 	if tomb := tombOf(recs); tomb != 0 {
-		rec := partition.Record{ID: id, Tomb: tomb}
+		rec := task.Record{ID: id, Tomb: tomb}
 		for node, r := range recs {
 			if r == nil || r.Tomb == 0 {
 				p.repairReplica(node, part, ep, rec)
@@ -101,7 +101,7 @@ func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, follo
 
 // localRecord reads task id's whole record from this replica (nil: it
 // does not hold it; a Record with Tomb set: it holds its tombstone).
-func (p *Plane) localRecord(part uint16, id task.ID) (*partition.Record, error) {
+func (p *Plane) localRecord(part uint16, id task.ID) (*task.Record, error) {
 	recs, err := p.host.Replica(part).Records([]task.ID{id})
 	if err != nil || len(recs) == 0 {
 		return nil, err
@@ -113,12 +113,12 @@ func (p *Plane) localRecord(part uint16, id task.ID) (*partition.Record, error) 
 // follower's record among recs: its spec (a write without a line of
 // writes), not its state. It returns the task as this replica then holds
 // it, or nil if no follower held it either.
-func (p *Plane) adoptSpec(part uint16, ep uint64, id task.ID, recs map[uint64]*partition.Record) (*partition.Record, error) {
+func (p *Plane) adoptSpec(part uint16, ep uint64, id task.ID, recs map[uint64]*task.Record) (*task.Record, error) {
 	for node, rec := range recs {
 		if rec == nil || rec.Spec == nil {
 			continue
 		}
-		d, _, err := p.host.Replica(part).Merge(partition.Source{Epoch: ep, Floor: ep, From: node}, []partition.Record{*rec}, p.now())
+		d, _, err := p.host.Replica(part).Merge(partition.Source{Epoch: ep, Floor: ep, From: node}, []task.Record{*rec}, p.now())
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (p *Plane) adoptSpec(part uint16, ep uint64, id task.ID, recs map[uint64]*p
 
 // sameRecord reports whether a follower's record holds what the leader's
 // does: the same state and updates (nil: the follower lacks the task).
-func sameRecord(rec, leader *partition.Record) bool {
+func sameRecord(rec, leader *task.Record) bool {
 	if rec == nil || rec.State == nil || leader.State == nil || !rec.State.Equal(leader.State) || len(rec.Updates) != len(leader.Updates) {
 		return false
 	}
@@ -148,19 +148,19 @@ func sameRecord(rec, leader *partition.Record) bool {
 // replica of part, which takes it in place of its own (the leader's
 // word). Best effort: a failed repair is retried by the next read or
 // write of the task, or by anti-entropy.
-func (p *Plane) repairReplica(node uint64, part uint16, ep uint64, rec partition.Record) {
+func (p *Plane) repairReplica(node uint64, part uint16, ep uint64, rec task.Record) {
 	if node == p.cfg.Self { // a tombstone this replica lacks: grow-only
-		if d, _, err := p.host.Replica(part).Merge(partition.Source{Epoch: ep, Floor: ep, From: p.cfg.Self}, []partition.Record{rec}, p.now()); err == nil {
+		if d, _, err := p.host.Replica(part).Merge(partition.Source{Epoch: ep, Floor: ep, From: p.cfg.Self}, []task.Record{rec}, p.now()); err == nil {
 			_ = d.Wait()
 		}
 		return
 	}
-	p.links.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []wire.RecordMsg{ToWire(rec)}}, done: make(chan replAck, 1)})
+	p.links.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []task.Record{rec}}, done: make(chan replAck, 1)})
 }
 
 // tombOf returns the earliest deletion time among the tombstones in recs
 // (0: none).
-func tombOf(recs map[uint64]*partition.Record) int64 {
+func tombOf(recs map[uint64]*task.Record) int64 {
 	var at int64
 	for _, r := range recs {
 		if r != nil && r.Tomb != 0 && (at == 0 || r.Tomb < at) {
@@ -173,7 +173,7 @@ func tombOf(recs map[uint64]*partition.Record) int64 {
 // fetchRecord reads task id's record from node's replica of part (nil:
 // that replica does not hold it; a Record with Tomb set: it holds the
 // task's tombstone).
-func (p *Plane) fetchRecord(ctx context.Context, node uint64, part uint16, id task.ID) (*partition.Record, error) {
+func (p *Plane) fetchRecord(ctx context.Context, node uint64, part uint16, id task.ID) (*task.Record, error) {
 	addr := p.host.AddrOf(node)
 	if addr == "" {
 		return nil, fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, node)
@@ -186,7 +186,7 @@ func (p *Plane) fetchRecord(ctx context.Context, node uint64, part uint16, id ta
 	}
 	for _, m := range resp.Records {
 		if m.ID == id {
-			r := FromWire(m)
+			r := m
 			return &r, nil
 		}
 	}

@@ -30,9 +30,9 @@ func (p *Plane) serveReplicate(peer uint64, req *wire.ReplicateRequest) (*wire.R
 			res.Code, res.Err = wire.CodeInvalid, fmt.Sprintf("partition %d out of range", it.Part)
 			continue
 		}
-		recs := make([]partition.Record, len(it.Records))
+		recs := make([]task.Record, len(it.Records))
 		for j, m := range it.Records {
-			recs[j] = FromWire(m)
+			recs[j] = m
 		}
 		p.host.NoteDependents(it.Records) // before the edges are written: see depSet
 		d, recErrs, err := p.host.Replica(it.Part).Merge(partition.Source{Epoch: it.Epoch, Authority: it.Epoch, From: peer}, recs, now)
@@ -87,11 +87,11 @@ func (p *Plane) serveExport(ctx context.Context, req *wire.ExportRequest, send f
 		}
 		return send(page)
 	}
-	err := r.Export(req.From, func(rec partition.Record) (bool, error) {
+	err := r.Export(req.From, func(rec task.Record) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		page.Records = append(page.Records, ToWire(rec))
+		page.Records = append(page.Records, rec)
 		pageBytes += recordBytes(page.Records[len(page.Records)-1])
 		if len(page.Records) == limit || pageBytes >= exportPageBytes {
 			pageBytes = 0
@@ -128,9 +128,9 @@ func (p *Plane) PullPartition(ctx context.Context, addr string, src uint64, part
 				if len(pg.Records) == 0 {
 					return nil
 				}
-				recs := make([]partition.Record, len(pg.Records))
+				recs := make([]task.Record, len(pg.Records))
 				for i, m := range pg.Records {
-					recs[i] = FromWire(m)
+					recs[i] = m
 				}
 				p.host.NoteDependents(pg.Records)
 				if pg.Epoch == 0 {

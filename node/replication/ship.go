@@ -78,7 +78,7 @@ type Shipment struct {
 	acks chan replAck
 	// retry rebuilds a follower's records whole, for a follower that
 	// answered not-found (see Ship).
-	retry func() ([]wire.RecordMsg, error)
+	retry func() ([]task.Record, error)
 	to    []uint64
 	ep    uint64
 	// notLeading: this node did not lead the partition when shipping, so
@@ -91,7 +91,7 @@ type Shipment struct {
 // task, or holds an older line of writes than this leader's and takes
 // this one in place of it only with every update (partition.Merge). A
 // partition without followers costs nothing.
-func (p *Plane) Ship(part uint16, w int, recs []wire.RecordMsg, whole func() ([]wire.RecordMsg, error)) *Shipment {
+func (p *Plane) Ship(part uint16, w int, recs []task.Record, whole func() ([]task.Record, error)) *Shipment {
 	s := &Shipment{p: p, part: part, w: w, retry: whole}
 	s.to, s.ep = p.Followers(part)
 	if s.ep == 0 {
@@ -171,13 +171,13 @@ func (s *Shipment) Finish(ctx context.Context, local partition.Durable) (int, er
 // the cohort) hold it durably, this one included: the one write pipeline
 // of every leader op that changes one task.
 func (p *Plane) Replicate(ctx context.Context, part uint16, w int, wr partition.Write) (int, error) {
-	return p.Ship(part, p.NeedAcks(part, w), []wire.RecordMsg{ToWire(wr.Rec)}, p.WholeRecord(part, wr.Rec.ID)).Finish(ctx, wr.Durable)
+	return p.Ship(part, p.NeedAcks(part, w), []task.Record{wr.Rec}, p.WholeRecord(part, wr.Rec.ID)).Finish(ctx, wr.Durable)
 }
 
 // WholeRecord returns what rebuilds task id's record whole, for a
 // Shipment's retry.
-func (p *Plane) WholeRecord(part uint16, id task.ID) func() ([]wire.RecordMsg, error) {
-	return func() ([]wire.RecordMsg, error) {
+func (p *Plane) WholeRecord(part uint16, id task.ID) func() ([]task.Record, error) {
+	return func() ([]task.Record, error) {
 		recs, err := p.host.Replica(part).Records([]task.ID{id})
 		if err != nil {
 			return nil, err
@@ -185,24 +185,8 @@ func (p *Plane) WholeRecord(part uint16, id task.ID) func() ([]wire.RecordMsg, e
 		if len(recs) == 0 {
 			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 		}
-		return []wire.RecordMsg{ToWire(recs[0])}, nil
+		return []task.Record{recs[0]}, nil
 	}
-}
-
-func ToWire(r partition.Record) wire.RecordMsg {
-	m := wire.RecordMsg{ID: r.ID, Spec: r.Spec, State: r.State, Dependents: r.Dependents, Tomb: r.Tomb, Meta: r.Meta, Full: r.Full}
-	for _, u := range r.Updates {
-		m.Updates = append(m.Updates, wire.UpdateMsg{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
-	}
-	return m
-}
-
-func FromWire(m wire.RecordMsg) partition.Record {
-	r := partition.Record{ID: m.ID, Spec: m.Spec, State: m.State, Dependents: m.Dependents, Tomb: m.Tomb, Meta: m.Meta, Full: m.Full}
-	for _, u := range m.Updates {
-		r.Updates = append(r.Updates, partition.Update{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
-	}
-	return r
 }
 
 // ReplicateQuietly replicates an applied write no client waits for (a
@@ -230,7 +214,7 @@ func itemBytes(it *replItem) int {
 // recordBytesOverhead is a generous bound on a record's fixed fields.
 const recordBytesOverhead = 256
 
-func recordBytes(r wire.RecordMsg) int {
+func recordBytes(r task.Record) int {
 	n := recordBytesOverhead
 	if r.Spec != nil {
 		n += len(r.Spec.Data)
