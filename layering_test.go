@@ -17,7 +17,7 @@ var allowedInternal = map[string][]string{
 	"cli":                {"node", "wire", "task", "clock", "store"},
 	"node":               {"node/peer", "node/control", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":          {"wire"},
-	"node/control":       {"member", "ring"},
+	"node/control":       {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant"},
