@@ -1,7 +1,9 @@
 // Package node is the composition root of one skuldd process: it owns the
 // node's lifecycle (Start, Close), wires the store, the metadata raft group,
-// the partition replicas, partition leadership and the QUIC and HTTP
-// servers together, and coordinates every client operation.
+// the partition replicas, the leadership control plane (node/control:
+// failover, placement, zombies, the clock, the metadata group's voters,
+// the epoch handoff, which node serves as control.Host) and the QUIC and
+// HTTP servers together, and coordinates every client operation.
 //
 // A single node is a cluster of one, not a separate code path: it hosts P
 // partitions whose cohorts come from ring over the members the metadata
