@@ -12,8 +12,9 @@ import (
 // Host is the rest of the node as the control plane sees it: node
 // implements it over its replicas, its metadata group, gossip, its peer
 // pool and the replication data plane. Every method is safe for
-// concurrent use. The loops call it only after Start; the peer-op
-// handlers only once the replicas are loaded (node's loaded gate).
+// concurrent use. Control calls it from StartClock on, when the metadata
+// group, gossip, the peer pool and the replicas all exist, and from the
+// peer-op handlers, which node serves once the replicas are loaded.
 type Host interface {
 	Replicas
 	Cluster
