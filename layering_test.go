@@ -17,7 +17,7 @@ var allowedInternal = map[string][]string{
 	"cli":          {"node", "wire", "task", "clock", "store"},
 	"node":         {"node/peer", "node/control", "node/replication", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
-	"node/control": {"member", "ring"},
+	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
 	// The replication data plane: shipping, anti-entropy, the carry, GC.
 	"node/replication":   {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	"member":             {},

@@ -115,13 +115,13 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	}))
 	replica := func(op wire.Op, h wire.Handler) { mux.Handle(op, n.loaded(h)) }
 	replica(wire.OpPromise, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.PromiseRequest) (any, error) {
-		return n.servePromise(r)
+		return n.ctl.ServePromise(r)
 	}))
 	replica(wire.OpTakeover, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.TakeoverRequest) (any, error) {
-		return nil, n.serveTakeover(ctx, r)
+		return nil, n.ctl.ServeTakeover(ctx, r)
 	}))
 	replica(wire.OpPull, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.PullRequest) (any, error) {
-		return n.servePull(ctx, r)
+		return n.ctl.ServePull(ctx, r)
 	}))
 	replica(wire.OpDependents, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.DependentsRequest) (any, error) {
 		return n.serveDependents(ctx, r)
@@ -130,7 +130,7 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 		return nil, n.serveDepDone(r)
 	}))
 	replica(wire.OpRelease, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
-		return nil, n.serveRelease(req.PeerID, r)
+		return nil, n.ctl.ServeRelease(req.PeerID, r)
 	}))
 	n.repl.Register(mux, n.loaded)
 	// The rest are client ops another node forwards: served here only.
@@ -202,7 +202,7 @@ func (n *Node) rawHandler(_ context.Context, rs wire.RawStream) {
 
 // admit adds node id, reachable at addr, to the cluster: it registers it
 // and makes it a learner of the metadata group (the metadata leader
-// promotes learners to voters; see shapeVoters).
+// promotes learners to voters; see node/control's voter loop).
 func (n *Node) admit(ctx context.Context, id uint64, addr string) (*wire.JoinResponse, error) {
 	g := n.raftGroup()
 	if g == nil || !n.ready.Load() {
@@ -278,7 +278,7 @@ func (n *Node) startMember() error {
 	mc.Addr = n.addr
 	mc.Net = peer.GossipNet{Pool: n.peers}
 	mc.Logger = n.log
-	mc.OnChange = n.membersChanged
+	mc.OnChange = n.ctl.MembersChanged
 	m, err := member.New(mc)
 	if err != nil {
 		return fmt.Errorf("node: gossip: %w", err)
@@ -350,81 +350,6 @@ func (n *Node) rejoin() {
 	k, err := n.member.Join(addrs)
 	n.log.Debug("gossip: joining registry members it does not see", "addrs", addrs, "reached", k, "err", err)
 }
-
-// membersChanged wakes the voter loop.
-func (n *Node) membersChanged() {
-	select {
-	case n.shapeKick <- struct{}{}:
-	default:
-	}
-}
-
-// voterLoop keeps the metadata group's shape while this node is its
-// leader: learners promoted to voters (up to five, an odd number), dead
-// voters replaced after DeadVoterGrace.
-func (n *Node) voterLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.VoterInterval)
-	defer t.Stop()
-	deadSince := make(map[uint64]time.Time)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.shapeKick:
-		}
-		n.shapeVoters(ctx, deadSince)
-	}
-}
-
-func (n *Node) shapeVoters(ctx context.Context, deadSince map[uint64]time.Time) {
-	g := n.raft
-	if g.Leader() != n.id {
-		clear(deadSince)
-		return
-	}
-	now := n.clock.Now()
-	alive := map[uint64]bool{n.id: true}
-	for _, p := range n.member.Members() {
-		if p.State == member.Alive {
-			alive[p.ID] = true
-		}
-	}
-	voters, learners := g.Config()
-	for _, id := range slices.Concat(voters, learners) {
-		if alive[id] {
-			delete(deadSince, id)
-		} else if _, ok := deadSince[id]; !ok {
-			deadSince[id] = now
-		}
-	}
-	steps := raftgroup.PlanVoters(voters, learners, alive, deadSince, now, raftgroup.VoterPolicy{MaxVoters: maxVoters, DeadGrace: n.cfg.DeadVoterGrace})
-	if len(steps) == 0 {
-		return
-	}
-	st := steps[0]
-	cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
-	defer cancel()
-	var err error
-	switch st.Kind {
-	case raftgroup.ConfAddLearner:
-		err = g.AddLearner(cctx, st.ID)
-	case raftgroup.ConfPromote:
-		err = g.Promote(cctx, st.ID)
-	case raftgroup.ConfDemote:
-		err = g.Demote(cctx, st.ID)
-	case raftgroup.ConfRemove:
-		err = g.Remove(cctx, st.ID)
-	}
-	if err != nil {
-		n.log.Warn("metadata group change failed", "step", st.Kind, "peer", st.ID, "err", err)
-		return
-	}
-	n.log.Info("metadata group changed", "step", st.Kind, "peer", st.ID)
-}
-
-// maxVoters is the metadata group's largest voter count (DESIGN.md).
-const maxVoters = 5
 
 // Cluster answers `ctl cluster`.
 func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {

@@ -1,7 +1,9 @@
 // Package node is the composition root of one skuldd process: it owns the
 // node's lifecycle (Start, Close), wires the store, the metadata raft group,
-// the partition replicas, partition leadership and the QUIC and HTTP
-// servers together, and coordinates every client operation.
+// the partition replicas, the leadership control plane (node/control:
+// failover, placement, zombies, the clock, the metadata group's voters,
+// the epoch handoff, which node serves as control.Host) and the QUIC and
+// HTTP servers together, and coordinates every client operation.
 //
 // A single node is a cluster of one, not a separate code path: it hosts P
 // partitions whose cohorts come from ring over the members the metadata
@@ -21,12 +23,14 @@
 //
 // The planes live beside it, each behind a small host interface that node
 // implements: node/replication (shipping writes, quorum reads, transfers,
-// anti-entropy, the carry, garbage collection: replHost) and
-// node/control (the leadership control plane's decisions).
+// anti-entropy, the carry, garbage collection; replHost) and node/control
+// (the epoch handoff, failover, placement moves, zombies, drift stand-by,
+// the metadata group's voters; controlHost). Neither imports node.
 //
 // Peers are reached through node/peer: the transport (QUIC, or
 // Config.PeerNet in tests), the connection pool, and the op registry on
-// which node registers the handler of each peer op (registerPeerOps).
+// which node and each plane register the handlers of their peer ops
+// (registerPeerOps).
 // Test faults wrap the transport and the handlers there; no code path
 // here checks for them.
 //

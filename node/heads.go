@@ -20,9 +20,9 @@ type headIndex struct {
 	queues map[string]*queueHeads
 	// fenced holds the partitions whose heads are kept but not offered:
 	// their leader cannot reach a majority of the cohort, so a claim
-	// there could not be acknowledged (Node.fenceCutOff). best and heads
-	// skip them; a partition stays led, and its heads come back as soon
-	// as the fence lifts.
+	// there could not be acknowledged (control.PlanFence). best and
+	// heads skip them; a partition stays led, and its heads come back as
+	// soon as the fence lifts.
 	fenced map[uint16]bool
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/httpapi"
 	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -65,7 +66,6 @@ type Node struct {
 	memberReady chan struct{}
 	learnedMu   sync.Mutex
 	learned     map[uint64]string
-	shapeKick   chan struct{}
 	// clientHandler serves the client API, on client connections and for
 	// requests peers forward.
 	clientHandler wire.Handler
@@ -104,13 +104,12 @@ type Node struct {
 	// its whole timeout and outlive Close.
 	stopc chan struct{}
 
-	// drift watches this node's clock against its peers'.
-	drift *driftWatch
+	// ctl is the leadership control plane (failover, placement, zombies,
+	// the clock, the metadata group's voters); set at Start, once the
+	// node knows its id.
+	ctl *control.Control
 	// reqs counts and times client requests (GET /metrics).
 	reqs requestMetrics
-	// leadRuns counts, by partition, the handoffs this node is running
-	// (lead): the failover loop leaves a partition alone while one runs.
-	leadRuns []atomic.Int32
 	// exitc receives why the node must exit (ExitOnDrift); buffered.
 	exitc chan error
 
@@ -124,15 +123,14 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
-	det, err := clock.NewDetector(cfg.Drift)
-	if err != nil {
+	if err := controlConfig(cfg, 0).Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
-		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string), shapeKick: make(chan struct{}, 1),
+		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
-		drift: &driftWatch{det: det}, exitc: make(chan error, 1),
+		exitc: make(chan error, 1),
 	}, nil
 }
 
@@ -164,6 +162,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.log = n.cfg.Logger.With("node", n.id)
+	if err := n.startControl(); err != nil {
+		return err
+	}
 	if err := n.startIDs(); err != nil {
 		return err
 	}
@@ -211,18 +212,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.ids.After(r.MaxOwnID())
 	}
 	// The clock is judged before this node leads anything.
-	n.wg.Go(func() { n.clockLoop(loopCtx) })
-	n.awaitClock(ctx)
-	if err := n.electLeaders(ctx); err != nil {
+	n.ctl.StartClock(loopCtx)
+	n.ctl.AwaitClock(ctx)
+	if err := n.ctl.ElectLeaders(ctx); err != nil {
 		return err
 	}
 	n.wg.Go(func() { n.tickLoop(loopCtx) })
 	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
 	n.wg.Go(func() { n.metaLoop(loopCtx) })
-	n.wg.Go(func() { n.voterLoop(loopCtx) })
-	n.wg.Go(func() { n.failoverLoop(loopCtx) })
-	n.wg.Go(func() { n.placementLoop(loopCtx) })
-	n.wg.Go(func() { n.zombieLoop(loopCtx) })
+	n.ctl.Start(loopCtx) // voters, failover, placement, zombies
 	n.wg.Go(func() { n.repl.AAELoop(loopCtx) })
 	n.wg.Go(func() { n.repl.GCLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
@@ -472,7 +470,6 @@ func newClusterID() string {
 // store, on as many goroutines as there are CPUs.
 func (n *Node) loadPartitions() error {
 	n.parts = make([]*partition.Replica, n.cfg.Partitions)
-	n.leadRuns = make([]atomic.Int32, n.cfg.Partitions)
 	// One claim cache budget for all the replicas: only those this node
 	// leads fill it, and which those are changes with the cluster.
 	n.fresh = partition.NewFreshBudget(n.cfg.FreshSpecBytes)
@@ -709,11 +706,9 @@ func (n *Node) shutdown() {
 		// the others we leave, while the transport still works.
 		n.departing.Store(true)
 		if !n.killed.Load() && n.member != nil && n.raftGroup() != nil && n.parts != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
-			if moved, failed := n.handOffAll(ctx); moved+failed > 0 {
+			if moved, failed := n.ctl.HandOffAll(context.Background()); moved+failed > 0 {
 				n.log.Info("handed off partitions", "moved", moved, "failed", failed)
 			}
-			cancel()
 		}
 		if n.member != nil && !n.killed.Load() {
 			if err := n.member.Leave(n.cfg.LeaveTimeout); err != nil {
@@ -749,6 +744,9 @@ func (n *Node) shutdown() {
 			_ = n.udp.Close()
 		}
 		n.wg.Wait()
+		if n.ctl != nil {
+			n.ctl.Wait()
+		}
 		for _, r := range n.parts {
 			if r != nil {
 				r.Resign()
@@ -795,7 +793,7 @@ func (n *Node) noteTimer(due int64) {
 // tick moves every partition's due timers and recomputes nextDue.
 func (n *Node) tick(now int64) {
 	if drifting, _ := n.drifting(); drifting {
-		return // no expiry by a clock that is ahead; clockLoop reruns them
+		return // no expiry by a clock that is ahead; the clock loop reruns them
 	}
 	n.tickMu.Lock()
 	defer n.tickMu.Unlock()

@@ -1,0 +1,117 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+)
+
+// Config is the control plane's knobs. node fills it from node.Config
+// (whose defaults are the defaults) and from its peer timeouts.
+type Config struct {
+	// Self is this node's id. INVARIANT: non-zero (New refuses 0).
+	Self uint64
+	// Logger carries the node's id; control adds the partition.
+	Logger *slog.Logger
+	// Clock is the clock the drift detector judges against the peers'.
+	Clock clock.Clock
+	// Drift configures the drift detector (DESIGN.md, Clock);
+	// Drift.MaxDrift is --max-clock-drift.
+	Drift clock.Config
+	// ClockProbe is how often the clock loop reads the peers' clocks,
+	// and bounds one reading.
+	ClockProbe time.Duration
+	// ExitOnDrift makes a node whose clock drifted exit (Host.Exit)
+	// instead of standing by.
+	ExitOnDrift bool
+	// VoterInterval is how often the metadata leader checks the group's
+	// shape (a membership change checks it at once).
+	VoterInterval time.Duration
+	// DeadVoterGrace is how long a voter may be unreachable before the
+	// metadata leader replaces it, and how long a partition leader gossip
+	// never heard of stays unknown before failover counts it dead.
+	DeadVoterGrace time.Duration
+	// PlacementSettle is how long membership must stay unchanged before
+	// the metadata leader moves partitions.
+	PlacementSettle time.Duration
+	// ZombieCheck is how often a node asks to release the partitions it
+	// holds without being in their cohort.
+	ZombieCheck time.Duration
+	// StartTimeout bounds one takeover failover starts.
+	StartTimeout time.Duration
+	// ElectionBackoff is the base of the random backoff between failed
+	// handoffs; ElectionBackoffMax caps it. INVARIANT: base <= max.
+	ElectionBackoff, ElectionBackoffMax time.Duration
+	// CallTimeout bounds one change of the metadata group's voters.
+	CallTimeout time.Duration
+	// DialTimeout bounds dialing a peer asked to take over or to copy a
+	// partition; the request itself is bounded by its move's deadline.
+	DialTimeout time.Duration
+}
+
+// Validate reports every knob out of range (Self is New's to check: node
+// validates its config before it knows its id).
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"clock probe": c.ClockProbe, "voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
+		"placement settle": c.PlacementSettle, "zombie check": c.ZombieCheck, "start timeout": c.StartTimeout,
+		"election backoff": c.ElectionBackoff, "call timeout": c.CallTimeout, "dial timeout": c.DialTimeout,
+	} {
+		check(d > 0, "control: %s %v must be positive", name, d)
+	}
+	check(c.ElectionBackoffMax >= c.ElectionBackoff, "control: election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
+	check(c.Logger != nil, "control: no logger")
+	check(c.Clock != nil, "control: no clock")
+	if err := c.Drift.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("control: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Placement and failover timing, and the bounds of their work. Not
+// knobs: DESIGN.md's timings are built on them.
+const (
+	// failoverInterval is how often a node checks the leaders of its
+	// cohorts.
+	failoverInterval = 100 * time.Millisecond
+	// placementInterval is how often the metadata leader checks placement.
+	placementInterval = 500 * time.Millisecond
+	// maxMoves bounds the partitions moving at once (and the hand-offs
+	// running at once).
+	maxMoves = 4
+	// moveTimeout bounds one partition move.
+	moveTimeout = 5 * time.Minute
+	// takeoverTimeout bounds a takeover another node asked for.
+	takeoverTimeout = time.Minute
+	// fenceLiftSettle is how long a fenced leader waits, once gossip shows
+	// a majority of the cohort again, before it grants claims: time for
+	// the metadata group to bring it the registry's news (a newer leader
+	// chosen while it was cut off, on which it steps down) first.
+	fenceLiftSettle = time.Second
+	// HandOffTimeout bounds handing off the partitions at a graceful stop
+	// (HandOffAll). With node's ShutdownTimeout and LeaveTimeout it bounds
+	// the whole stop (27 s by default): scripts/cluster.sh and the systemd
+	// unit wait longer than that before they kill.
+	HandOffTimeout = 15 * time.Second
+	// electParallel bounds how many partition handoffs run at once at start.
+	electParallel = 8
+	// clockCheckWait bounds how long a starting node waits for its clock's
+	// first verdict before it goes on without leading anything (its peers
+	// are down: it could not win a handoff anyway; the failover loop leads
+	// what the registry names it for once the clock is judged).
+	clockCheckWait = 10 * time.Second
+	// clockAwaitPolls is how many times per ClockProbe AwaitClock looks
+	// for the first verdict.
+	clockAwaitPolls = 4
+	// maxVoters is the metadata group's largest voter count (DESIGN.md).
+	maxVoters = 5
+)

@@ -1,0 +1,160 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/epoch"
+	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// fakeReplica is a Replica that leads at epoch and promised promised to
+// promisedTo.
+type fakeReplica struct {
+	epoch, promised, promisedTo uint64
+}
+
+func (r *fakeReplica) Epoch() uint64                    { return r.epoch }
+func (r *fakeReplica) Promised() (ep, candidate uint64) { return r.promised, r.promisedTo }
+func (r *fakeReplica) Promise(ep, candidate uint64) error {
+	if ep < r.promised || ep == r.promised && r.promisedTo != candidate {
+		return &epoch.RefusedError{Promised: r.promised, To: r.promisedTo}
+	}
+	r.promised, r.promisedTo = ep, candidate
+	return nil
+}
+func (r *fakeReplica) Lead(ep uint64) error    { r.epoch = ep; return nil }
+func (r *fakeReplica) Resign()                 { r.epoch = 0 }
+func (r *fakeReplica) ResignAt(ep uint64) bool { return false }
+func (r *fakeReplica) Release() error          { return nil }
+
+// fakeHost is a Host over fake replicas and a fixed placement; it
+// reaches no peer.
+type fakeHost struct {
+	parts     []*fakeReplica
+	placement Placement
+	departing bool
+}
+
+func (h *fakeHost) Partitions() int               { return len(h.parts) }
+func (h *fakeHost) Replica(part int) Replica      { return h.parts[part] }
+func (h *fakeHost) HasTasks(uint16) (bool, error) { return true, nil }
+func (h *fakeHost) Fence(uint16, bool) bool       { return false }
+func (h *fakeHost) Fenced(uint16) bool            { return false }
+func (h *fakeHost) Group() Group                  { return nil }
+func (h *fakeHost) Gossip() Gossip                { return nil }
+func (h *fakeHost) Peers() *peer.Pool             { return nil }
+func (h *fakeHost) AddrOf(uint64) string          { return "" }
+func (h *fakeHost) Placement() (Placement, bool)  { return h.placement, true }
+func (h *fakeHost) Departing() bool               { return h.departing }
+func (h *fakeHost) TimersDue()                    {}
+func (h *fakeHost) Exit(error)                    {}
+func (h *fakeHost) Carry(context.Context, epoch.Carry) ([]uint64, error) {
+	return nil, errors.New("no carry here")
+}
+func (h *fakeHost) Pull(context.Context, string, uint64, uint16) (int, error) {
+	return 0, errors.New("no pull here")
+}
+
+const testSelf = 1
+
+// testPeriod is every period and timeout of the tests' Config: the
+// handlers tested here start no loop and wait on none.
+const testPeriod = time.Millisecond
+
+func newTestControl(t *testing.T, h Host) *Control {
+	t.Helper()
+	c, err := New(Config{
+		Self: testSelf, Logger: slog.New(slog.DiscardHandler), Clock: clock.Real{}, Drift: clock.DefaultConfig(),
+		ClockProbe: testPeriod, VoterInterval: testPeriod, DeadVoterGrace: testPeriod, PlacementSettle: testPeriod, ZombieCheck: testPeriod,
+		StartTimeout: testPeriod, ElectionBackoff: testPeriod, ElectionBackoffMax: testPeriod, CallTimeout: testPeriod, DialTimeout: testPeriod,
+	}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestServeRelease(t *testing.T) {
+	const a, b = 2, 3
+	h := &fakeHost{
+		parts:     []*fakeReplica{{epoch: 4}, {}},
+		placement: Placement{Cohorts: [][]uint64{{testSelf, a}, {a, testSelf}}, Leaders: []uint64{testSelf, a}, Epochs: []uint64{4, 2}},
+	}
+	c := newTestControl(t, h)
+	for _, tc := range []struct {
+		name string
+		peer uint64
+		req  wire.ReleaseRequest
+		want error // nil: yes
+	}{
+		{"a zombie asks the leader", b, wire.ReleaseRequest{Part: 0, Node: b}, nil},
+		{"this node asks itself", 0, wire.ReleaseRequest{Part: 0, Node: b}, nil},
+		{"a cohort member asks", a, wire.ReleaseRequest{Part: 0, Node: a}, task.ErrInvalid},
+		{"for another node", a, wire.ReleaseRequest{Part: 0, Node: b}, task.ErrInvalid},
+		{"out of range", b, wire.ReleaseRequest{Part: 9, Node: b}, task.ErrInvalid},
+		{"this node does not lead", b, wire.ReleaseRequest{Part: 1, Node: b}, wire.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.ServeRelease(tc.peer, &tc.req)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("ServeRelease = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestServePromise(t *testing.T) {
+	const a, b = 2, 3
+	h := &fakeHost{parts: []*fakeReplica{{promised: 5, promisedTo: a}}}
+	c := newTestControl(t, h)
+	for _, tc := range []struct {
+		name string
+		req  wire.PromiseRequest
+		want wire.PromiseResponse
+	}{
+		{"below the promise: refused, naming it", wire.PromiseRequest{Epoch: 4, Candidate: b}, wire.PromiseResponse{Refused: true, Promised: 5, To: a}},
+		{"the same epoch to another: refused", wire.PromiseRequest{Epoch: 5, Candidate: b}, wire.PromiseResponse{Refused: true, Promised: 5, To: a}},
+		{"the same epoch to the same: yes", wire.PromiseRequest{Epoch: 5, Candidate: a}, wire.PromiseResponse{}},
+		{"above: yes", wire.PromiseRequest{Epoch: 6, Candidate: b}, wire.PromiseResponse{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.ServePromise(&tc.req)
+			if err != nil || *got != tc.want {
+				t.Fatalf("ServePromise = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := c.ServePromise(&wire.PromiseRequest{Part: 1, Epoch: 9, Candidate: b}); wire.CodeOf(err) != wire.CodeInvalid {
+		t.Fatalf("a promise out of range: %v, want invalid", err)
+	}
+}
+
+// ServeTakeover refuses what it must before it runs a handoff.
+func TestServeTakeoverRefuses(t *testing.T) {
+	const a = 2
+	for _, tc := range []struct {
+		name      string
+		departing bool
+		req       wire.TakeoverRequest
+		code      wire.Code
+	}{
+		{"leaving", true, wire.TakeoverRequest{Cohort: []uint64{testSelf, a}}, wire.CodeOf(wire.ErrUnavailable)},
+		{"out of range", false, wire.TakeoverRequest{Part: 3, Cohort: []uint64{testSelf, a}}, wire.CodeInvalid},
+		{"not in the cohort", false, wire.TakeoverRequest{Cohort: []uint64{a}}, wire.CodeInvalid},
+		{"a member twice", false, wire.TakeoverRequest{Cohort: []uint64{testSelf, a, a}}, wire.CodeInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestControl(t, &fakeHost{parts: []*fakeReplica{{}}, departing: tc.departing})
+			if err := c.ServeTakeover(context.Background(), &tc.req); wire.CodeOf(err) != tc.code {
+				t.Fatalf("ServeTakeover = %v, want code %v", err, tc.code)
+			}
+		})
+	}
+}
