@@ -1,0 +1,262 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Claim takes up to Count of the queue's best ready tasks, waiting up to
+// WaitMs for the first one.
+func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	ttl, count, err := n.claimParams(req)
+	if err != nil {
+		return nil, err
+	}
+	var deadline <-chan time.Time
+	if req.WaitMs > 0 {
+		t := time.NewTimer(time.Duration(req.WaitMs) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
+	for pass := 0; ; pass++ {
+		wake := n.heads.readyChan(req.Queue)
+		if tasks, ok := n.claimRouted(ctx, req, count); ok {
+			resp.Tasks = append(resp.Tasks, tasks...)
+			return resp, nil
+		}
+		c, err := n.claimBatch(req.Queue, ttl, count)
+		if err != nil {
+			return nil, err
+		}
+		tasks, err := c.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp.Tasks = append(resp.Tasks, tasks...)
+		if len(resp.Tasks) == 0 {
+			more, err := n.claimElsewhere(ctx, req, count, pass > 0)
+			if err != nil && deadline == nil {
+				return nil, err
+			}
+			resp.Tasks = append(resp.Tasks, more...)
+		}
+		if len(resp.Tasks) > 0 || deadline == nil {
+			return resp, nil
+		}
+		var poll <-chan time.Time
+		if !isForwarded(ctx) && !n.leadsAll() {
+			t := time.NewTimer(claimPollInterval)
+			poll = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-wake:
+		case <-poll:
+		case <-deadline:
+			return resp, nil
+		case <-ctx.Done():
+			return resp, nil
+		case <-n.stopc:
+			return resp, nil // nothing claimed: the client tries again, elsewhere
+		}
+	}
+}
+
+// claimParams validates a claim request and returns its lease (ms) and
+// count with the defaults applied.
+func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err error) {
+	if err := task.ValidateQueue(req.Queue); err != nil {
+		return 0, 0, err
+	}
+	ttl = req.TTLMs
+	if ttl == 0 {
+		ttl = n.cfg.DefaultTTL.Milliseconds()
+	}
+	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+		return 0, 0, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	}
+	count = max(req.Count, 1)
+	if req.Count < 0 || count > maxClaimCount {
+		return 0, 0, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
+	}
+	if err := checkMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+		return 0, 0, err
+	}
+	return ttl, count, nil
+}
+
+// claimBatch claims up to count of queue's best ready tasks without
+// waiting: the caller waits on the returned writes (waitAll) before
+// answering, so the claims of one request share one fsync. An error after
+// some claims were applied ends the batch early with what it has (those
+// claims stand and must be answered); an error before any is returned.
+func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
+	c := &claimed{n: n}
+	if drifting, _ := n.drifting(); drifting {
+		return c, nil // no lease by a clock that is ahead: the others grant
+	}
+	for len(c.views) < count {
+		g, p, err := n.claimOneApply(queue, ttl)
+		err = leaderErr(err)
+		if err != nil {
+			if len(c.views) == 0 {
+				return nil, err
+			}
+			n.log.Warn("claim stopped early", "queue", queue, "claimed", len(c.views), "err", err)
+			break
+		}
+		if g == nil {
+			break
+		}
+		c.views = append(c.views, n.grantedView(g))
+		c.pending = append(c.pending, p)
+		part := n.partOf(g.Spec.ID)
+		var s *replication.Shipment
+		if to, ep := n.repl.Followers(part); len(to) > 0 || ep == 0 {
+			st := g.State
+			id := g.Spec.ID
+			// The spec without payload lets a follower index the claim
+			// without reading the spec back (task.Record.Meta).
+			meta := *g.Spec
+			meta.Data = nil
+			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{{ID: id, State: &st, Meta: &meta}}, n.repl.WholeRecord(part, id))
+		}
+		c.ships = append(c.ships, s)
+	}
+	return c, nil
+}
+
+// claimed is what claimBatch granted: applied locally, shipped to the
+// followers, not yet acknowledged.
+type claimed struct {
+	n       *Node
+	views   []wire.TaskView
+	pending []*store.Pending
+	ships   []*replication.Shipment
+}
+
+// wait waits until every claim is durable here and on enough replicas,
+// and returns the claims that are; a claim that could not be replicated
+// is left to expire (nobody was told of it).
+func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if err := waitAll(c.pending); err != nil {
+		return nil, err
+	}
+	out := c.views[:0]
+	var firstErr error
+	for i, v := range c.views {
+		if s := c.ships[i]; s != nil {
+			if _, err := s.Finish(ctx, nil); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				c.n.releaseUnanswered(v.ID, *v.Claim)
+				continue
+			}
+			// A lease that ran out while its replication was slow is
+			// nobody's: the task may already be claimed again.
+			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= c.n.now() {
+				continue
+			}
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// releaseUnanswered ends claim idx of task id, which this leader granted
+// and will not answer (too few replicas held it), as a snooze that takes
+// effect now: the task is ready again at once and the claim costs it no
+// attempt, since nobody ever held it. Best effort, in the background: a
+// leader that stepped down meanwhile cannot write it, and then the claim
+// either stays an orphan (no handoff carries it) or expires.
+func (n *Node) releaseUnanswered(id task.ID, idx uint32) {
+	n.wg.Go(func() {
+		part := n.partOf(id)
+		if !n.leads(part) {
+			return
+		}
+		wr, err := n.parts[part].SnoozeApply(id, idx, 0, n.now())
+		if err != nil {
+			n.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
+			return
+		}
+		n.repl.ReplicateQuietly(part, wr)
+	})
+}
+
+// waitAll waits until every write in ps is durable.
+func waitAll(ps []*store.Pending) error {
+	for _, p := range ps {
+		if err := p.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimOneApply claims the best ready task of queue across the partitions
+// this node leads, without waiting for the fsync: the caller waits on the
+// pending write before acknowledging the claim. Picks of one queue are
+// serialised by the queue's pick lock, so concurrent claims take tasks in
+// exact (priority, id) order; the pick only moves the task out of the
+// ready index (Reserve), and the store work and the fsync happen after the
+// lock is released, so claims overlap them.
+func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
+	n.catchUp()
+	pick := n.heads.pickLock(queue)
+	for range maxClaimRaces {
+		pick.Lock()
+		part, _, ok := n.heads.best(queue)
+		if !ok {
+			pick.Unlock()
+			return nil, nil, nil
+		}
+		id, ok, err := n.parts[part].Reserve(queue)
+		pick.Unlock()
+		if errors.Is(err, partition.ErrNotLeader) {
+			continue // stepped down since best(); its heads are gone
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		g, pending, err := n.parts[part].ClaimReserved(id, n.now(), ttl)
+		if err != nil {
+			return nil, nil, err
+		}
+		if g == nil {
+			continue // no longer claimable; pick again
+		}
+		return g, pending, nil
+	}
+	return nil, nil, nil
+}
+
+// grantedView is the view of a task just claimed, with its claim id.
+func (n *Node) grantedView(g *partition.Granted) wire.TaskView {
+	v := n.view(g.Spec, g.Spec.Data, &g.State, nil, n.now())
+	idx := g.Claim.Index
+	v.Claim = &idx
+	return v
+}

@@ -1,0 +1,346 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Get reads a task.
+func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if req.R < 0 {
+		return nil, fmt.Errorf("%w: r=%d is negative", task.ErrInvalid, req.R)
+	}
+	// r=1 reads whatever one replica holds: this node's own, when it is
+	// in the partition's cohort (an operator looking at one replica).
+	local := req.R == 1 && slices.Contains(n.partitionCohort(int(n.partOf(req.ID))), n.id)
+	if !local {
+		if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, n.partOf(req.ID), wire.OpGet, req); handled {
+			return resp, err
+		}
+	}
+	n.catchUp()
+	part := n.partOf(req.ID)
+	var v wire.TaskView
+	if to, _ := n.repl.Followers(part); len(to) > 0 && req.R != 1 {
+		rec, err := n.repl.ReadReplicas(ctx, part, req.ID, to, req.R)
+		if err != nil {
+			return nil, err
+		}
+		v = n.view(rec.Spec, rec.Spec.Data, rec.State, rec.Updates, n.now())
+	} else {
+		sp, err := n.store.FullSpec(part, req.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v, err = n.readView(part, sp, true); err != nil {
+			return nil, err
+		}
+	}
+	// min_seq counts the visible history over all claims: it only grows,
+	// so a client that saw n entries never reads fewer.
+	if req.MinSeq != nil {
+		if have := uint64(len(v.Updates)); have < *req.MinSeq {
+			return nil, fmt.Errorf("%w: history has %d entries, caller saw %d", task.ErrStale, have, *req.MinSeq)
+		}
+	}
+	return &v, nil
+}
+
+// readView reads a task's state and (if withUpdates) its visible updates
+// and builds its view; sp carries the payload.
+func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.TaskView, error) {
+	st, _, err := n.store.State(part, sp.ID)
+	if err != nil {
+		return wire.TaskView{}, err
+	}
+	var ups []task.Update
+	if withUpdates {
+		err = n.store.Updates(part, sp.ID, func(u task.Update) bool {
+			ups = append(ups, u)
+			return true
+		})
+		if err != nil {
+			return wire.TaskView{}, err
+		}
+	}
+	return n.view(sp, sp.Data, &st, ups, n.now()), nil
+}
+
+// view builds a task's client view. Only the contiguous prefix of each
+// claim's updates (seq 0, 1, 2, ... without a gap) is visible.
+func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now int64) wire.TaskView {
+	status, _ := task.Derive(sp, st, now, n.cfg.SkewBound.Milliseconds())
+	live := status == task.Claimed
+	v := wire.TaskView{
+		ID:          sp.ID,
+		Queue:       sp.Queue,
+		Priority:    sp.Priority,
+		Data:        data,
+		Deps:        sp.Deps,
+		State:       status.String(),
+		Claims:      make([]wire.ClaimView, 0, len(st.Claims)),
+		Updates:     []wire.UpdateView{},
+		Group:       sp.Group,
+		Description: sp.Description,
+		MaxAttempts: sp.MaxAttempts,
+		Attempts:    st.Attempts(live),
+		NotBefore:   task.NotBefore(sp, st),
+		EnqueuedAt:  sp.EnqueuedAt,
+	}
+	if v.Deps == nil {
+		v.Deps = []task.ID{}
+	}
+	if v.Data == nil {
+		v.Data = []byte{}
+	}
+	for _, c := range st.Claims {
+		cv := wire.ClaimView{Claim: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
+		if comp := st.Completion; comp != nil && comp.Claim == c.Index {
+			at := comp.At
+			cv.Completed = &at
+		}
+		if r, ok := st.ReleaseOf(c.Index); ok {
+			cv.End = min(cv.End, r.At)
+		}
+		v.Claims = append(v.Claims, cv)
+	}
+	for _, r := range st.Releases {
+		v.Failures = append(v.Failures, wire.FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
+	}
+	var claim uint32
+	var next uint64
+	for i, u := range ups {
+		if i == 0 || u.Claim != claim {
+			claim, next = u.Claim, 0
+		}
+		if u.Seq != next {
+			continue // a gap: later entries of this claim stay hidden
+		}
+		v.Updates = append(v.Updates, wire.UpdateView{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
+		next++
+	}
+	return v
+}
+
+// List streams the tasks matching the filters, partition by partition in
+// id order, a page at a time; nothing is held beyond one page.
+func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	if err := n.checkServing(); err != nil {
+		return err
+	}
+	want, err := listFilter(req)
+	if err != nil {
+		return err
+	}
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return err
+	}
+	page := &wire.ListPage{Tasks: make([]wire.TaskView, 0, listPageSize)}
+	sent := 0
+	skew := n.cfg.SkewBound.Milliseconds()
+	for p := range n.parts {
+		if !mine[uint16(p)] {
+			continue
+		}
+		now := n.now()
+		err := n.store.ScanPartition(uint16(p), task.ID{}, func(rec store.TaskRecord) (bool, error) {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			sp := rec.Spec
+			if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group {
+				return true, nil
+			}
+			if want != nil {
+				if s, _ := task.Derive(sp, &rec.State, now, skew); s != *want {
+					return true, nil
+				}
+			}
+			data := sp.Data
+			if rec.PayloadApart {
+				var err error
+				if data, err = n.store.Data(uint16(p), sp.ID); err != nil {
+					return false, err
+				}
+			}
+			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, nil, now))
+			sent++
+			if len(page.Tasks) == listPageSize {
+				if err := emit(page); err != nil {
+					return false, err
+				}
+				page.Tasks = page.Tasks[:0]
+			}
+			return req.Limit == 0 || sent < req.Limit, nil
+		})
+		if err != nil {
+			return err
+		}
+		if req.Limit > 0 && sent >= req.Limit {
+			break
+		}
+	}
+	if len(page.Tasks) > 0 {
+		if err := emit(page); err != nil {
+			return err
+		}
+		page.Tasks = page.Tasks[:0]
+	}
+	if isForwarded(ctx) {
+		return nil
+	}
+	// Then the partitions other nodes lead, one leader after another.
+	for _, addr := range n.otherLeaders() {
+		if req.Limit > 0 && sent >= req.Limit {
+			break
+		}
+		sub := *req
+		if req.Limit > 0 {
+			sub.Limit = req.Limit - sent
+		}
+		c, err := n.peers.Get(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, addr, err)
+		}
+		err = wire.NewClient(c).List(ctx, &sub, func(pg *wire.ListPage) error {
+			sent += len(pg.Tasks)
+			return emit(pg)
+		})
+		if err != nil {
+			return fmt.Errorf("list at %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// listFilter checks a list request's filters and returns the status it
+// asks for (nil: any).
+func listFilter(req *wire.ListRequest) (*task.Status, error) {
+	if req.Queue != "" {
+		if err := task.ValidateQueue(req.Queue); err != nil {
+			return nil, err
+		}
+	}
+	if err := task.ValidateGroup(req.Group); err != nil {
+		return nil, err
+	}
+	var want *task.Status
+	if req.State != "" {
+		s, err := task.ParseStatus(req.State)
+		if err != nil {
+			return nil, err
+		}
+		want = &s
+	}
+	if req.Limit < 0 {
+		return nil, fmt.Errorf("%w: limit %d is negative", task.ErrInvalid, req.Limit)
+	}
+	return want, nil
+}
+
+// Count counts tasks of a queue (or all queues) in every state.
+func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if req.Queue != "" {
+		if err := task.ValidateQueue(req.Queue); err != nil {
+			return nil, err
+		}
+	}
+	n.catchUp()
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	if err := fanOut(ctx, n, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
+		return nil, err
+	}
+	for _, r := range n.parts {
+		if !mine[r.Part()] {
+			continue
+		}
+		r.Stats(func(q string, c [task.NumStatus]int64) {
+			if req.Queue == "" || q == req.Queue {
+				for _, v := range c {
+					total += v
+				}
+			}
+		})
+	}
+	return &wire.CountResponse{Count: total}, nil
+}
+
+// Queues returns per-queue counts by state.
+func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	n.catchUp()
+	sums := map[string]*[task.NumStatus]int64{}
+	add := func(q string, c [task.NumStatus]int64) {
+		s := sums[q]
+		if s == nil {
+			s = new([task.NumStatus]int64)
+			sums[q] = s
+		}
+		for i, v := range c {
+			s[i] += v
+		}
+	}
+	err := fanOut(ctx, n, wire.OpQueues, req, func(r *wire.QueuesResponse) {
+		for _, q := range r.Queues {
+			var c [task.NumStatus]int64
+			c[task.Ready], c[task.Claimed], c[task.Delayed] = q.Ready, q.Claimed, q.Delayed
+			c[task.Blocked], c[task.Completed], c[task.Dead] = q.Blocked, q.Completed, q.Dead
+			add(q.Queue, c)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range n.parts {
+		if !mine[r.Part()] {
+			continue
+		}
+		r.Stats(add)
+	}
+	resp := &wire.QueuesResponse{Queues: make([]wire.QueueStats, 0, len(sums))}
+	for q, c := range sums {
+		resp.Queues = append(resp.Queues, wire.QueueStats{
+			Queue: q, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
+			Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead],
+		})
+	}
+	slices.SortFunc(resp.Queues, func(a, b wire.QueueStats) int {
+		if a.Queue < b.Queue {
+			return -1
+		}
+		if a.Queue > b.Queue {
+			return 1
+		}
+		return 0
+	})
+	return resp, nil
+}

@@ -1,0 +1,272 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// The writes on one claimed task: each applies on the leader's replica,
+// ships the record the write returns while the local sync runs
+// (replication.Plane.Replicate), and answers once W replicas hold it.
+
+// leaderErr turns a replica's refusal as not the leader (it stepped down
+// between routing the request and writing) into unavailable, which
+// coordinators retry at the new leader, rather than an internal error.
+func leaderErr(err error) error {
+	if errors.Is(err, partition.ErrNotLeader) {
+		return fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
+	}
+	return err
+}
+
+// stateRefusals are the refusals a leader derives from its replica's
+// state of a task, which a stale replica gets wrong.
+var stateRefusals = []error{
+	task.ErrClaimSuperseded, task.ErrClaimExpired, task.ErrClaimEnded, task.ErrCompleted,
+	task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead,
+}
+
+// refusal returns err, this leader's refusal of an operation on task id,
+// once it confirmed that it still leads the task's partition
+// (replication.Plane.ConfirmLeading); if it cannot, the refusal may come from a stale
+// state, and the answer is unavailable: the client must not take it as
+// final. A leader cut off while another took over still believes it
+// leads; its replica lacks the new leader's writes and holds claims of
+// its own that no majority took, so "superseded by claim 2" there may be
+// false for a claim the new leader granted (found by the simulation).
+// Only a refusal costs the round trip; a write is confirmed by its
+// replication anyway.
+func (n *Node) refusal(ctx context.Context, id task.ID, err error) error {
+	err = leaderErr(err)
+	if !slices.ContainsFunc(stateRefusals, func(e error) bool { return errors.Is(err, e) }) {
+		return err
+	}
+	if cerr := n.repl.ConfirmLeading(ctx, n.partOf(id)); cerr != nil {
+		return fmt.Errorf("%w: %v; this node could not confirm it still leads the task's partition: %v", wire.ErrUnavailable, err, cerr)
+	}
+	return err
+}
+
+// Renew extends a claim.
+func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.RenewRequest, wire.RenewResponse](ctx, n, n.partOf(req.ID), wire.OpRenew, req); handled {
+		return resp, err
+	}
+	if drifting, _ := n.drifting(); drifting {
+		return nil, n.errDrifting() // the coordinator retries at the next leader
+	}
+	ttl := req.TTLMs
+	if ttl == 0 {
+		ttl = n.cfg.DefaultTTL.Milliseconds()
+	}
+	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	}
+	part := n.partOf(req.ID)
+	c, wr, err := n.parts[part].RenewApply(req.ID, req.Claim, n.now(), ttl)
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.RenewResponse{End: c.End, Acks: acks}, nil
+}
+
+// Update appends a progress entry.
+func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.UpdateRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpUpdate, req); handled {
+		return resp, err
+	}
+	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
+		return nil, err
+	}
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].UpdateApply(req.ID, req.Claim, req.Seq, req.Data, n.now())
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
+
+// Complete completes a task and tells its dependents; with Next it also
+// claims the next tasks (see wire.CompleteRequest), applying the claims
+// before waiting so that one fsync covers the completion and the claims.
+func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.CompleteRequest, wire.CompleteResponse](ctx, n, n.partOf(req.ID), wire.OpComplete, req); handled {
+		return resp, err
+	}
+	var ttl int64
+	var count int
+	if req.Next != nil {
+		var err error
+		if ttl, count, err = n.claimParams(req.Next); err != nil {
+			return nil, fmt.Errorf("next: %w", err)
+		}
+		if req.Next.WaitMs != 0 {
+			return nil, fmt.Errorf("%w: next: a claim with a completion does not long-poll; claim separately to wait", task.ErrInvalid)
+		}
+	}
+	part := n.partOf(req.ID)
+	_, wr, err := n.parts[part].CompleteApply(req.ID, req.Claim, req.Seq, n.now())
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{wr.Rec}, n.repl.WholeRecord(part, req.ID))
+	resp := &wire.CompleteResponse{}
+	var next *claimed
+	if req.Next != nil {
+		next, err = n.claimBatch(req.Next.Queue, ttl, count)
+		if err != nil {
+			// The completion stands; the worker claims again on its own.
+			n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
+		}
+	}
+	// Every write here was applied before any wait, so one fsync can
+	// cover the completion and the claims.
+	if resp.Acks, err = ship.Finish(ctx, wr.Durable); err != nil {
+		return nil, err
+	}
+	if resp.Next, err = next.wait(ctx); err != nil {
+		n.log.Warn("claim after complete", "queue", req.Next.Queue, "err", err)
+	}
+	// Not only when newly completed: a retry of a completion whose first
+	// attempt failed after the write must still tell the dependents (take
+	// makes it once).
+	if n.deps.take(req.ID) {
+		n.notifyDependents(req.ID)
+	}
+	return resp, nil
+}
+
+// reconcileDeps re-checks every blocked task's deps.
+func (n *Node) reconcileDeps() {
+	now := n.now()
+	for _, r := range n.parts {
+		if !n.leads(r.Part()) {
+			continue // a follower learns of deps done from its leader
+		}
+		for _, id := range r.Blocked() {
+			sp, err := n.store.Spec(r.Part(), id)
+			if err != nil {
+				continue
+			}
+			for _, d := range sp.Deps {
+				if done, err := n.depState(d); err == nil && done {
+					wr, err := r.DepDoneApply(id, d, now)
+					if err != nil {
+						n.log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
+						continue
+					}
+					n.repl.ReplicateQuietly(r.Part(), wr)
+				}
+			}
+		}
+	}
+}
+
+// Fail ends a claim as a failed attempt.
+func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.FailRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpFail, req); handled {
+		return resp, err
+	}
+	if req.RetryAfterMs != nil {
+		if err := checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay); err != nil {
+			return nil, err
+		}
+	}
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].FailApply(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now())
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
+
+// Snooze ends a claim without counting an attempt.
+func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.SnoozeRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpSnooze, req); handled {
+		return resp, err
+	}
+	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
+		return nil, err
+	}
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].SnoozeApply(req.ID, req.Claim, req.DelayMs, n.now())
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
+
+// Requeue makes a dead task ready again.
+func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forward[wire.RequeueRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpRequeue, req); handled {
+		return resp, err
+	}
+	part := n.partOf(req.ID)
+	wr, err := n.parts[part].RequeueApply(req.ID, n.now())
+	if err != nil {
+		return nil, n.refusal(ctx, req.ID, err)
+	}
+	acks, err := n.repl.Replicate(ctx, part, 0, wr)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
