@@ -1,0 +1,128 @@
+package node
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+)
+
+// The node's own loops: the partitions' timers, the cached view of the
+// metadata registry, the dependency reconcile.
+
+// tickLoop moves due timers (delays, claim expiries) every TickInterval.
+func (n *Node) tickLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.tick(clock.UnixMilli(n.clock))
+		}
+	}
+}
+
+// noteTimer lowers nextDue to due: the partitions' OnTimer callback.
+func (n *Node) noteTimer(due int64) {
+	for {
+		cur := n.nextDue.Load()
+		if due >= cur || n.nextDue.CompareAndSwap(cur, due) {
+			return
+		}
+	}
+}
+
+// tick moves every partition's due timers and recomputes nextDue.
+func (n *Node) tick(now int64) {
+	if drifting, _ := n.drifting(); drifting {
+		return // no expiry by a clock that is ahead; the clock loop reruns them
+	}
+	n.tickMu.Lock()
+	defer n.tickMu.Unlock()
+	// Reset first: timers set while the partitions are walked lower it
+	// again through noteTimer, so none is missed.
+	n.nextDue.Store(math.MaxInt64)
+	for _, r := range n.parts {
+		r.Tick(now)
+		if due, ok := r.NextDue(); ok {
+			n.noteTimer(due)
+		}
+	}
+}
+
+// catchUp runs the timers that are due before a request looks at states,
+// so what a claim, a count or a get sees agrees to the millisecond rather
+// than to the tick.
+func (n *Node) catchUp() {
+	if now := n.now(); now >= n.nextDue.Load() {
+		n.tick(now)
+	}
+}
+
+// refreshMeta caches what requests need from the metadata group.
+func (n *Node) refreshMeta() {
+	m := n.raft.Meta()
+	if m.Config == nil {
+		return
+	}
+	// Writes are acknowledged by the partition's cohort as placed in the
+	// registry; the smallest cohort bounds what a request may ask for.
+	size := m.Config.Replicas
+	np := len(m.Partitions)
+	pl := &placementView{cohorts: make([][]uint64, np), leaders: make([]uint64, np), epochs: make([]uint64, np)}
+	for i, p := range m.Partitions {
+		if len(p.Cohort) > 0 {
+			size = min(size, len(p.Cohort))
+		}
+		pl.cohorts[i], pl.leaders[i], pl.epochs[i] = p.Cohort, p.Leader, p.Epoch
+	}
+	n.placement.Store(pl)
+	n.cohort.Store(int32(max(1, size)))
+}
+
+// metaLoop refreshes the cached metadata after every change.
+func (n *Node) metaLoop(ctx context.Context) {
+	for {
+		ch := n.raft.Changed()
+		n.refreshMeta()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// reconcileLoop re-checks blocked tasks' deps every ReconcileInterval.
+func (n *Node) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.reconcileDeps()
+		}
+	}
+}
+
+// placementView is the registry's placement as refreshMeta last saw it.
+type placementView struct {
+	cohorts [][]uint64 // by partition; shared, never modified
+	leaders []uint64   // by partition; 0: none
+	epochs  []uint64   // by partition: the registry's epoch
+}
+
+// leaders returns the registry's leader of every partition, from the copy
+// refreshMeta keeps (a request never copies the metadata group's state).
+// The slice is shared: callers must not modify it.
+func (n *Node) leaders() []uint64 {
+	if pl := n.placement.Load(); pl != nil {
+		return pl.leaders
+	}
+	return nil
+}
