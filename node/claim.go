@@ -31,7 +31,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for pass := 0; ; pass++ {
-		wake := n.heads.readyChan(req.Queue)
+		wake := n.heads.ReadyChan(req.Queue)
 		if tasks, ok := n.claimRouted(ctx, req, count); ok {
 			resp.Tasks = append(resp.Tasks, tasks...)
 			return resp, nil
@@ -222,10 +222,10 @@ func waitAll(ps []*store.Pending) error {
 // lock is released, so claims overlap them.
 func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
 	n.catchUp()
-	pick := n.heads.pickLock(queue)
+	pick := n.heads.PickLock(queue)
 	for range maxClaimRaces {
 		pick.Lock()
-		part, _, ok := n.heads.best(queue)
+		part, _, ok := n.heads.Best(queue)
 		if !ok {
 			pick.Unlock()
 			return nil, nil, nil

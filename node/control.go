@@ -51,8 +51,8 @@ var _ control.Host = controlHost{}
 func (h controlHost) Partitions() int                    { return len(h.n.parts) }
 func (h controlHost) Replica(part int) control.Replica   { return h.n.parts[part] }
 func (h controlHost) HasTasks(part uint16) (bool, error) { return h.n.store.HasTasks(part) }
-func (h controlHost) Fence(part uint16, on bool) bool    { return h.n.heads.fence(part, on) }
-func (h controlHost) Fenced(part uint16) bool            { return h.n.heads.isFenced(part) }
+func (h controlHost) Fence(part uint16, on bool) bool    { return h.n.heads.Fence(part, on) }
+func (h controlHost) Fenced(part uint16) bool            { return h.n.heads.IsFenced(part) }
 func (h controlHost) Group() control.Group               { return h.n.raft }
 func (h controlHost) Peers() *peer.Pool                  { return h.n.peers }
 func (h controlHost) AddrOf(id uint64) string            { return h.n.addrOf(id) }

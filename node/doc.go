@@ -18,7 +18,7 @@
 // id is the fencing token); attempt, a claim that ended without completion.
 //
 // Lock order: a queue's pick lock, then partition.Replica.mu, then
-// headIndex.mu. No lock is held
+// heads.Index.mu. No lock is held
 // across I/O other than the partition's own store reads and batch applies.
 //
 // The planes live beside it, each behind a small host interface that node

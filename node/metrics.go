@@ -184,7 +184,7 @@ var nodeScalars = []scalar[*Node]{
 	newScalar("skuldd_partitions_led", promGauge, "Partitions this node leads.",
 		func(n *Node) float64 { return float64(n.ledCount()) }),
 	newScalar("skuldd_partitions_fenced", promGauge, "Partitions this node leads but grants no claims in: it cannot reach a majority of their cohort.",
-		func(n *Node) float64 { return float64(n.heads.fencedCount()) }),
+		func(n *Node) float64 { return float64(n.heads.FencedCount()) }),
 
 	// Anti-entropy.
 	newScalar("skuldd_aae_rounds_total", promCounter, "Anti-entropy rounds this node ran as a partition leader.",

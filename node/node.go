@@ -17,6 +17,7 @@ import (
 	"github.com/skuldd/skuldd/httpapi"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/control"
+	"github.com/skuldd/skuldd/node/heads"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -39,7 +40,7 @@ type Node struct {
 	raft     *raftgroup.Group
 	parts    []*partition.Replica
 	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
-	heads    *headIndex
+	heads    *heads.Index
 	deps     *depSet
 	ids      *task.IDGen
 
@@ -52,7 +53,7 @@ type Node struct {
 	raftTr  raftTransport
 	// repl is the replication data plane (node/replication).
 	repl      *replication.Plane
-	sums      summaries
+	sums      heads.Summaries
 	raftReady chan struct{}
 	// memberReady is closed once member is set (gossip).
 	memberReady chan struct{}
@@ -119,7 +120,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
 	return &Node{
-		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: newHeadIndex(), deps: newDepSet(), stopc: make(chan struct{}),
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), deps: newDepSet(), stopc: make(chan struct{}),
 		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		exitc: make(chan error, 1),

@@ -303,7 +303,7 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 // bounded fallback of claim routing: one request per other leader at most.
 // With trustIdle it skips the leaders whose fresh summary shows no ready
 // task in the queue: a long poll asks everyone once, and after that
-// relies on the summaries, which bring new work within summaryInterval,
+// relies on the summaries, which bring new work within heads.SummaryInterval,
 // instead of asking every leader every claimPollInterval.
 func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count int, trustIdle bool) ([]wire.TaskView, error) {
 	if isForwarded(ctx) {
@@ -314,7 +314,7 @@ func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count
 	sub.Count = count
 	var last error
 	for _, id := range n.otherLeaderIDs() {
-		if trustIdle && n.sums.idle(id, req.Queue) {
+		if trustIdle && n.sums.Idle(id, req.Queue) {
 			continue
 		}
 		addr := n.addrOf(id)

@@ -257,7 +257,7 @@ func (n *Node) loadPartitions() error {
 			RetryBase:  n.cfg.RetryBase,
 			RetryMax:   n.cfg.RetryMax,
 			Logger:     n.log,
-			OnHead:     n.heads.set,
+			OnHead:     n.heads.Set,
 			OnTimer:    n.noteTimer,
 			Fresh:      n.fresh,
 		})

@@ -1,4 +1,4 @@
-package node
+package heads
 
 import (
 	"sync"
@@ -8,27 +8,27 @@ import (
 	"github.com/skuldd/skuldd/partition"
 )
 
-// headIndex holds, per queue, the best ready task of every partition this
+// Index holds, per queue, the best ready task of every partition this
 // node leads, so a claim finds the best partition in O(log P) and the
 // order across the node's partitions is exact. Partitions publish into it
 // from their OnHead callback, under their own lock.
 //
 // Lock order: a queue's pick lock, then partition.Replica.mu, then
-// headIndex.mu.
-type headIndex struct {
+// Index.mu.
+type Index struct {
 	mu     sync.Mutex
 	queues map[string]*queueHeads
 	// fenced holds the partitions whose heads are kept but not offered:
 	// their leader cannot reach a majority of the cohort, so a claim
-	// there could not be acknowledged (control.PlanFence). best and
-	// heads skip them; a partition stays led, and its heads come back as
+	// there could not be acknowledged (control.PlanFence). Best and
+	// Heads skip them; a partition stays led, and its heads come back as
 	// soon as the fence lifts.
 	fenced map[uint16]bool
 }
 
 type queueHeads struct {
-	// pick serialises claim picks of the queue (see Node.claimOneApply). Lock
-	// order: pick, then partition.Replica.mu, then headIndex.mu.
+	// pick serialises claim picks of the queue (node's claimOneApply). Lock
+	// order: pick, then partition.Replica.mu, then Index.mu.
 	pick   sync.Mutex
 	tree   *btree.BTreeG[partHead]
 	byPart map[uint16]partition.Head
@@ -49,11 +49,11 @@ func partHeadLess(a, b partHead) bool {
 	return a.part < b.part
 }
 
-func newHeadIndex() *headIndex {
-	return &headIndex{queues: map[string]*queueHeads{}, fenced: map[uint16]bool{}}
+func NewIndex() *Index {
+	return &Index{queues: map[string]*queueHeads{}, fenced: map[uint16]bool{}}
 }
 
-func (x *headIndex) queueLocked(q string) *queueHeads {
+func (x *Index) queueLocked(q string) *queueHeads {
 	qh := x.queues[q]
 	if qh == nil {
 		qh = &queueHeads{
@@ -66,9 +66,9 @@ func (x *headIndex) queueLocked(q string) *queueHeads {
 	return qh
 }
 
-// set records part's head for queue (ok=false: it has none). It is the
+// Set records part's head for queue (ok=false: it has none). It is the
 // partitions' OnHead callback: it must not block.
-func (x *headIndex) set(part uint16, queue string, h partition.Head, ok bool) {
+func (x *Index) Set(part uint16, queue string, h partition.Head, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	qh := x.queueLocked(queue)
@@ -85,9 +85,9 @@ func (x *headIndex) set(part uint16, queue string, h partition.Head, ok bool) {
 	qh.ready = make(chan struct{})
 }
 
-// best returns the partition holding queue's best ready task, among the
+// Best returns the partition holding queue's best ready task, among the
 // partitions not fenced.
-func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
+func (x *Index) Best(queue string) (uint16, partition.Head, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	qh := x.queues[queue]
@@ -100,7 +100,7 @@ func (x *headIndex) best(queue string) (uint16, partition.Head, bool) {
 
 // bestLocked is the least head of qh whose partition is not fenced. With
 // no fence (the rule) that is the tree's minimum, found at once.
-func (x *headIndex) bestLocked(qh *queueHeads) (partHead, bool) {
+func (x *Index) bestLocked(qh *queueHeads) (partHead, bool) {
 	if len(x.fenced) == 0 {
 		return qh.tree.Min()
 	}
@@ -116,9 +116,9 @@ func (x *headIndex) bestLocked(qh *queueHeads) (partHead, bool) {
 	return best, found
 }
 
-// heads returns every queue's best ready head, for the summary this node
+// Heads returns every queue's best ready head, for the summary this node
 // gossips to the others: fenced partitions' heads are not advertised.
-func (x *headIndex) heads() map[string]partition.Head {
+func (x *Index) Heads() map[string]partition.Head {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make(map[string]partition.Head, len(x.queues))
@@ -130,10 +130,10 @@ func (x *headIndex) heads() map[string]partition.Head {
 	return out
 }
 
-// fence keeps part's heads out of best and heads (on) or lets them back
+// Fence keeps part's heads out of Best and Heads (on) or lets them back
 // (off), and reports whether that changed anything. Lifting a fence wakes
 // the long-polling claims of every queue part has a head in.
-func (x *headIndex) fence(part uint16, on bool) bool {
+func (x *Index) Fence(part uint16, on bool) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.fenced[part] == on {
@@ -153,30 +153,30 @@ func (x *headIndex) fence(part uint16, on bool) bool {
 	return true
 }
 
-// fencedCount returns how many partitions are fenced.
-func (x *headIndex) fencedCount() int {
+// FencedCount returns how many partitions are fenced.
+func (x *Index) FencedCount() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.fenced)
 }
 
-// isFenced reports whether part is fenced.
-func (x *headIndex) isFenced(part uint16) bool {
+// IsFenced reports whether part is fenced.
+func (x *Index) IsFenced(part uint16) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.fenced[part]
 }
 
-// pickLock returns queue's pick lock.
-func (x *headIndex) pickLock(queue string) *sync.Mutex {
+// PickLock returns queue's pick lock.
+func (x *Index) PickLock(queue string) *sync.Mutex {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return &x.queueLocked(queue).pick
 }
 
-// readyChan returns a channel closed when queue next gains a head. Take it
+// ReadyChan returns a channel closed when queue next gains a head. Take it
 // before looking for work, so a task arriving in between is not missed.
-func (x *headIndex) readyChan(queue string) <-chan struct{} {
+func (x *Index) ReadyChan(queue string) <-chan struct{} {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.queueLocked(queue).ready
