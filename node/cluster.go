@@ -123,16 +123,11 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	replica(wire.OpPull, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.PullRequest) (any, error) {
 		return n.ctl.ServePull(ctx, r)
 	}))
-	replica(wire.OpDependents, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.DependentsRequest) (any, error) {
-		return n.serveDependents(ctx, r)
-	}))
-	replica(wire.OpDepDone, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.DepDoneRequest) (any, error) {
-		return nil, n.serveDepDone(r)
-	}))
 	replica(wire.OpRelease, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
 		return nil, n.ctl.ServeRelease(req.PeerID, r)
 	}))
 	n.repl.Register(mux, n.loaded)
+	n.deps.Register(mux, n.loaded)
 	// The rest are client ops another node forwards: served here only.
 	mux.Fallback(wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
 		if req.Op >= wire.OpRaft {

@@ -105,7 +105,7 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.reconcileDeps()
+			n.deps.Reconcile()
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/skuldd/skuldd/httpapi"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/control"
+	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
@@ -41,8 +42,9 @@ type Node struct {
 	parts    []*partition.Replica
 	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
 	heads    *heads.Index
-	deps     *depSet
-	ids      *task.IDGen
+	// deps is this node's part of the dependency protocol (node/deps).
+	deps *deps.Plane
+	ids  *task.IDGen
 
 	// Cluster plumbing (cluster.go). raftReady is closed once raft is set;
 	// the peer handler may run before that.
@@ -120,7 +122,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
 	return &Node{
-		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), deps: newDepSet(), stopc: make(chan struct{}),
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), stopc: make(chan struct{}),
 		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		exitc: make(chan error, 1),
@@ -174,6 +176,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.repl, err = replication.New(loopCtx, n.replicationConfig(), replHost{n}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	if n.deps, err = deps.New(loopCtx, n.depsConfig(), depsHost{n}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	if err := n.startQUIC(); err != nil {
 		return err
 	}
@@ -196,8 +201,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	close(n.partsLoaded)
-	if err := n.store.DepTargets(n.deps.add); err != nil {
-		return fmt.Errorf("node: load dependency edges: %w", err)
+	if err := n.deps.Load(); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	// The reservation (startIDs) covers every id issued; the ids held
 	// are a second floor, for a data dir from before reservations.
@@ -224,7 +229,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	n.reconcileDeps()
+	n.deps.Reconcile()
 	n.ready.Store(true)
 	n.log.Info("serving", "addr", n.addr, "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
 	return nil
@@ -458,6 +463,9 @@ func (n *Node) shutdown() {
 		}
 		if n.repl != nil {
 			n.repl.Wait()
+		}
+		if n.deps != nil {
+			n.deps.Wait()
 		}
 		if n.member != nil {
 			if err := n.member.Shutdown(); err != nil {

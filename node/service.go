@@ -13,7 +13,6 @@ import (
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/ring"
-	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -159,7 +158,7 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	// Deps outside the batch must exist; their leaders record the new
 	// tasks as waiting on them before the tasks are written, and say which
 	// are completed already (DESIGN.md, Operations: dependencies).
-	if err := n.linkDeps(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
+	if err := n.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
 	got, err := n.writeTasks(ctx, batch, now, req.W)
@@ -169,10 +168,10 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	acks = max(acks, got)
 	// Deps inside the batch exist now: record their edges too. A failure
 	// here leaves the dependents to the reconcile, not the enqueue failed.
-	if err := n.linkDeps(batch, func(d task.ID) bool { return inBatch[d] }, false); err != nil {
+	if err := n.deps.Link(batch, func(d task.ID) bool { return inBatch[d] }, false); err != nil {
 		n.log.Warn("recording dependency edges within a batch; the reconcile will catch the completions", "err", err)
 	}
-	n.checkNewDeps(batch)
+	n.deps.CheckNew(batch)
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(ids))}
 	for i, id := range ids {
 		resp.Results[i] = wire.EnqueueResult{ID: id, Acks: acks}
@@ -231,48 +230,6 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	sp.Deps = deps
 	nt.Spec = sp
 	return nt, nil
-}
-
-// depState reports whether dep exists and is completed.
-func (n *Node) depState(dep task.ID) (completed bool, err error) {
-	part := n.partOf(dep)
-	// A collected task was completed, and a tombstone is forever (up to
-	// the horizon): a local one is the truth.
-	if _, tomb, err := n.store.Tomb(part, dep); err == nil && tomb {
-		return true, nil
-	}
-	if !n.leads(part) {
-		// Asked of the dep's leader: a follower's copy may hold a
-		// completion no majority acknowledged (partition's "Epochs and
-		// orphans"), which must not make a dependent ready.
-		ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
-		defer cancel()
-		v, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, part, wire.OpGet, &wire.GetRequest{ID: dep})
-		if handled {
-			if errors.Is(err, task.ErrNotFound) {
-				// Collected reads as not found; the leader's tombstone
-				// says it completed.
-				if infos, lerr := n.repl.GCLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 && infos[0].Status == partition.GCCollected {
-					return true, nil
-				}
-				return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
-			}
-			if err != nil {
-				return false, err
-			}
-			return v.State == task.Completed.String(), nil
-		}
-	}
-	if _, err := n.store.Spec(part, dep); errors.Is(err, store.ErrNotFound) {
-		return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
-	} else if err != nil {
-		return false, err
-	}
-	st, _, err := n.store.State(part, dep)
-	if err != nil {
-		return false, err
-	}
-	return st.Completion != nil, nil
 }
 
 // writeTasks writes the batch, one store batch per partition, all
@@ -340,27 +297,4 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 	}
 	wg.Wait()
 	return acks, errors.Join(errs...)
-}
-
-// checkNewDeps runs after new tasks are durable: a dep that completed
-// between the pre-check and the write of the reverse edge is caught here
-// (the dep's completer reads edges after writing its completion; the
-// enqueuer reads completions after writing its edges, so one of them sees
-// the other).
-func (n *Node) checkNewDeps(batch []partition.NewTask) {
-	now := n.now()
-	for _, nt := range batch {
-		for _, d := range nt.Spec.Deps {
-			if slices.Contains(nt.State.DepsDone, d) {
-				continue
-			}
-			done, err := n.depState(d)
-			if err != nil || !done {
-				continue
-			}
-			if err := n.replicaOf(nt.Spec.ID).DepDone(nt.Spec.ID, d, now); err != nil {
-				n.log.Warn("marking dependency done", "task", nt.Spec.ID, "dep", d, "err", err)
-			}
-		}
-	}
 }

@@ -162,36 +162,8 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	// Not only when newly completed: a retry of a completion whose first
 	// attempt failed after the write must still tell the dependents (take
 	// makes it once).
-	if n.deps.take(req.ID) {
-		n.notifyDependents(req.ID)
-	}
+	n.deps.Completed(req.ID)
 	return resp, nil
-}
-
-// reconcileDeps re-checks every blocked task's deps.
-func (n *Node) reconcileDeps() {
-	now := n.now()
-	for _, r := range n.parts {
-		if !n.leads(r.Part()) {
-			continue // a follower learns of deps done from its leader
-		}
-		for _, id := range r.Blocked() {
-			sp, err := n.store.Spec(r.Part(), id)
-			if err != nil {
-				continue
-			}
-			for _, d := range sp.Deps {
-				if done, err := n.depState(d); err == nil && done {
-					wr, err := r.DepDoneApply(id, d, now)
-					if err != nil {
-						n.log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
-						continue
-					}
-					n.repl.ReplicateQuietly(r.Part(), wr)
-				}
-			}
-		}
-	}
 }
 
 // Fail ends a claim as a failed attempt.

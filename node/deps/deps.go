@@ -1,4 +1,4 @@
-package node
+package deps
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// depSet holds the ids of tasks that other tasks wait on, so a completion
+// set holds the ids of tasks that other tasks wait on, so a completion
 // reads the reverse edges only when there are some: most tasks are no
 // one's dependency, and an edge scan costs an iterator. Safe for
 // concurrent use.
@@ -26,14 +26,14 @@ import (
 // writes itself under that lock before it looks here. So either the
 // completer sees the dep here and reads the edge, or the enqueuer sees the
 // completion: a notice is never lost between them.
-type depSet struct {
+type set struct {
 	mu  sync.Mutex
 	ids map[task.ID]struct{}
 }
 
-func newDepSet() *depSet { return &depSet{ids: map[task.ID]struct{}{}} }
+func newSet() *set { return &set{ids: map[task.ID]struct{}{}} }
 
-func (d *depSet) add(id task.ID) {
+func (d *set) add(id task.ID) {
 	d.mu.Lock()
 	d.ids[id] = struct{}{}
 	d.mu.Unlock()
@@ -42,7 +42,7 @@ func (d *depSet) add(id task.ID) {
 // take reports whether id is a dependency and forgets it: a completed task
 // completes once, so its dependents are told once; a dependent enqueued
 // later finds the completion itself.
-func (d *depSet) take(id task.ID) bool {
+func (d *set) take(id task.ID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, ok := d.ids[id]
@@ -66,17 +66,14 @@ func (d *depSet) take(id task.ID) bool {
 //     replicates that.
 //  3. What a crash or a partition loses in between (a notice sent to a
 //     leader that moved, an edge written after the completion read) the
-//     enqueue's re-check (checkNewDeps) and the periodic reconcile of
-//     blocked tasks (reconcileDeps) find.
+//     enqueue's re-check (CheckNew) and the periodic reconcile of
+//     blocked tasks (Reconcile) find.
 
-// depCallTimeout bounds one dependency RPC to another leader.
-const depCallTimeout = peerCallTimeout
-
-// linkDeps records, at each dep's leader, the tasks of batch that wait on
+// Link records, at each dep's leader, the tasks of batch that wait on
 // it, for the deps pick selects; with markDone it adds the deps found
 // completed to the tasks' DepsDone (before the tasks are written). An
 // unknown dep fails with task.ErrDepNotFound.
-func (n *Node) linkDeps(batch []partition.NewTask, pick func(task.ID) bool, markDone bool) error {
+func (p *Plane) Link(batch []partition.NewTask, pick func(task.ID) bool, markDone bool) error {
 	waiting := map[task.ID][]int{} // dep -> indexes into batch
 	var order []task.ID
 	for i, nt := range batch {
@@ -95,7 +92,7 @@ func (n *Node) linkDeps(batch []partition.NewTask, pick func(task.ID) bool, mark
 		for k, i := range waiting[d] {
 			ids[k] = batch[i].Spec.ID
 		}
-		done, err := n.addDependents(d, ids)
+		done, err := p.addDependents(d, ids)
 		if err != nil {
 			return err
 		}
@@ -110,21 +107,21 @@ func (n *Node) linkDeps(batch []partition.NewTask, pick func(task.ID) bool, mark
 
 // addDependents records at dep's leader that dependents wait on dep and
 // reports whether dep is completed.
-func (n *Node) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
+func (p *Plane) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
 	// A context of its own: the request being served may be a forwarded
 	// one, which must not be forwarded again, and this is another
 	// partition's business.
-	ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
 	defer cancel()
-	addr, err := n.routeTo(ctx, n.partOf(dep))
+	addr, err := p.host.RouteTo(ctx, p.partOf(dep))
 	if err != nil {
 		return false, err
 	}
 	if addr == "" {
-		return n.addDependentsHere(ctx, dep, dependents)
+		return p.addDependentsHere(ctx, dep, dependents)
 	}
 	var resp wire.DependentsResponse
-	if err := n.peers.Call(ctx, addr, wire.OpDependents, &wire.DependentsRequest{Dep: dep, Dependents: dependents}, &resp); err != nil {
+	if err := p.host.Peers().Call(ctx, addr, wire.OpDependents, &wire.DependentsRequest{Dep: dep, Dependents: dependents}, &resp); err != nil {
 		return false, fmt.Errorf("recording dependents of %s at its leader: %w", dep, err)
 	}
 	return resp.Completed, nil
@@ -132,18 +129,18 @@ func (n *Node) addDependents(dep task.ID, dependents []task.ID) (bool, error) {
 
 // addDependentsHere is addDependents at dep's leader: the edges are
 // written, replicated to a majority of dep's cohort, and then relied on.
-func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []task.ID) (bool, error) {
-	part := n.partOf(dep)
-	to, ep := n.repl.Followers(part)
+func (p *Plane) addDependentsHere(ctx context.Context, dep task.ID, dependents []task.ID) (bool, error) {
+	part := p.partOf(dep)
+	to, ep := p.host.Replication().Followers(part)
 	if ep == 0 {
 		return false, replication.NotLeading(part)
 	}
-	n.deps.add(dep) // before the edges are written: see depSet
-	done, d, err := n.parts[part].AddDependents(dep, dependents)
+	p.set.add(dep) // before the edges are written: see set
+	done, d, err := p.host.Replica(part).AddDependents(dep, dependents)
 	if errors.Is(err, partition.ErrCollected) {
 		// Completed and collected: the dependents start with it done, and
 		// no edge is kept for a task that is gone.
-		n.deps.take(dep)
+		p.set.take(dep)
 		return true, nil
 	}
 	if errors.Is(err, task.ErrNotFound) {
@@ -155,24 +152,24 @@ func (n *Node) addDependentsHere(ctx context.Context, dep task.ID, dependents []
 	if done {
 		// Completed already: the new dependents start with it done, and
 		// no completion is left to notify them.
-		n.deps.take(dep)
+		p.set.take(dep)
 	}
 	if len(to) == 0 {
 		return done, d.Wait()
 	}
 	rec := task.Record{ID: dep, Dependents: dependents}
-	if _, err := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{rec}, n.repl.WholeRecord(part, dep)).Finish(ctx, d); err != nil {
+	if _, err := p.host.Replication().Ship(part, p.host.Replication().NeedAcks(part, 0), []task.Record{rec}, p.host.Replication().WholeRecord(part, dep)).Finish(ctx, d); err != nil {
 		return false, err
 	}
 	return done, nil
 }
 
 // serveDependents is OpDependents at dep's leader.
-func (n *Node) serveDependents(ctx context.Context, r *wire.DependentsRequest) (*wire.DependentsResponse, error) {
-	if len(r.Dependents) == 0 || len(r.Dependents) > n.cfg.MaxBatch {
+func (p *Plane) serveDependents(ctx context.Context, r *wire.DependentsRequest) (*wire.DependentsResponse, error) {
+	if len(r.Dependents) == 0 || len(r.Dependents) > p.cfg.MaxBatch {
 		return nil, fmt.Errorf("%w: %d dependents in one request", task.ErrInvalid, len(r.Dependents))
 	}
-	done, err := n.addDependentsHere(ctx, r.Dep, r.Dependents)
+	done, err := p.addDependentsHere(ctx, r.Dep, r.Dependents)
 	if err != nil {
 		return nil, err
 	}
@@ -185,33 +182,33 @@ func (n *Node) serveDependents(ctx context.Context, r *wire.DependentsRequest) (
 // down for a moment, a partition between leaders) is sent again, after
 // depNoticeBackoff and then twice as long each time, depNoticeAttempts
 // times in all; past that the reconcile of blocked tasks catches it.
-func (n *Node) notifyDependents(dep task.ID) {
+func (p *Plane) notifyDependents(dep task.ID) {
 	byPart := map[uint16][]task.ID{}
-	err := n.store.Dependents(n.partOf(dep), dep, func(id task.ID) bool {
-		p := n.partOf(id)
-		byPart[p] = append(byPart[p], id)
+	err := p.host.Store().Dependents(p.partOf(dep), dep, func(id task.ID) bool {
+		part := p.partOf(id)
+		byPart[part] = append(byPart[part], id)
 		return true
 	})
 	if err != nil {
-		n.log.Warn("reading dependents", "dep", dep, "err", err)
+		p.cfg.Log.Warn("reading dependents", "dep", dep, "err", err)
 	}
-	remote := n.markLedDepDone(dep, byPart)
+	remote := p.markLedDepDone(dep, byPart)
 	if len(remote) == 0 {
 		return
 	}
-	n.wg.Go(func() {
+	p.wg.Go(func() {
 		pause := depNoticeBackoff
 		for attempt := 1; len(remote) > 0; attempt++ {
-			remote = n.sendDepDone(dep, remote)
+			remote = p.sendDepDone(dep, remote)
 			if len(remote) == 0 {
 				return
 			}
 			if attempt == depNoticeAttempts {
-				n.log.Warn("dependency notice to another leader failed; the reconcile will retry", "dep", dep, "partitions", len(remote), "attempts", attempt)
+				p.cfg.Log.Warn("dependency notice to another leader failed; the reconcile will retry", "dep", dep, "partitions", len(remote), "attempts", attempt)
 				return
 			}
 			select {
-			case <-n.stopc:
+			case <-p.ctx.Done():
 				return
 			case <-time.After(pause):
 			}
@@ -228,13 +225,13 @@ const (
 
 // markLedDepDone marks dep done on the tasks of byPart whose partitions
 // this node leads, and returns the others.
-func (n *Node) markLedDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
+func (p *Plane) markLedDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
 	rest := map[uint16][]task.ID{}
-	for p, ids := range byPart {
-		if n.leads(p) {
-			n.markDepDone(dep, ids)
+	for part, ids := range byPart {
+		if p.leads(part) {
+			p.markDepDone(dep, ids)
 		} else {
-			rest[p] = ids
+			rest[part] = ids
 		}
 	}
 	return rest
@@ -243,35 +240,35 @@ func (n *Node) markLedDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint
 // sendDepDone tells the leaders of byPart's partitions (this node for
 // those it leads now) that dep completed, and returns the partitions it
 // could not tell.
-func (n *Node) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
+func (p *Plane) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16][]task.ID {
 	left := map[uint16][]task.ID{}
 	byAddr := map[string][]uint16{}
-	for p, ids := range n.markLedDepDone(dep, byPart) {
-		ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
-		addr, err := n.routeTo(ctx, p)
+	for part, ids := range p.markLedDepDone(dep, byPart) {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
+		addr, err := p.host.RouteTo(ctx, part)
 		cancel()
 		if err != nil || addr == "" {
-			n.log.Debug("dependency notice: no leader to tell yet", "dep", dep, "partition", p, "err", err)
-			left[p] = ids
+			p.cfg.Log.Debug("dependency notice: no leader to tell yet", "dep", dep, "partition", part, "err", err)
+			left[part] = ids
 			continue
 		}
-		byAddr[addr] = append(byAddr[addr], p)
+		byAddr[addr] = append(byAddr[addr], part)
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for addr, parts := range byAddr {
 		var ids []task.ID
-		for _, p := range parts {
-			ids = append(ids, byPart[p]...)
+		for _, part := range parts {
+			ids = append(ids, byPart[part]...)
 		}
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), depCallTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
 			defer cancel()
-			if err := n.peers.Call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
-				n.log.Debug("dependency notice to another leader failed", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
+			if err := p.host.Peers().Call(ctx, addr, wire.OpDepDone, &wire.DepDoneRequest{Dep: dep, Tasks: ids}, nil); err != nil {
+				p.cfg.Log.Debug("dependency notice to another leader failed", "dep", dep, "to", addr, "tasks", len(ids), "err", err)
 				mu.Lock()
-				for _, p := range parts {
-					left[p] = byPart[p]
+				for _, part := range parts {
+					left[part] = byPart[part]
 				}
 				mu.Unlock()
 			}
@@ -283,53 +280,53 @@ func (n *Node) sendDepDone(dep task.ID, byPart map[uint16][]task.ID) map[uint16]
 
 // markDepDone marks dep done on ids, tasks of partitions this node leads,
 // and replicates each change.
-func (n *Node) markDepDone(dep task.ID, ids []task.ID) {
-	now := n.now()
+func (p *Plane) markDepDone(dep task.ID, ids []task.ID) {
+	now := p.now()
 	for _, id := range ids {
-		part := n.partOf(id)
-		wr, err := n.parts[part].DepDoneApply(id, dep, now)
+		part := p.partOf(id)
+		wr, err := p.host.Replica(part).DepDoneApply(id, dep, now)
 		if err != nil {
 			// Not found: an enqueue that recorded its edges and then
 			// failed; nothing waits.
 			if !errors.Is(err, task.ErrNotFound) {
-				n.log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
+				p.cfg.Log.Warn("dependency notice", "task", id, "dep", dep, "err", err)
 			}
 			continue
 		}
-		n.repl.ReplicateQuietly(part, wr)
+		p.host.Replication().ReplicateQuietly(part, wr)
 	}
 }
 
 // serveDepDone is OpDepDone at a dependent's leader.
-func (n *Node) serveDepDone(r *wire.DepDoneRequest) error {
-	if len(r.Tasks) > n.cfg.MaxBatch {
+func (p *Plane) serveDepDone(r *wire.DepDoneRequest) error {
+	if len(r.Tasks) > p.cfg.MaxBatch {
 		return fmt.Errorf("%w: %d tasks in one notice", task.ErrInvalid, len(r.Tasks))
 	}
 	var mine []task.ID
 	var errs []error
 	for _, id := range r.Tasks {
-		if p := n.partOf(id); !n.leads(p) {
-			errs = append(errs, replication.NotLeading(p))
+		if part := p.partOf(id); !p.leads(part) {
+			errs = append(errs, replication.NotLeading(part))
 			continue
 		}
 		mine = append(mine, id)
 	}
-	n.markDepDone(r.Dep, mine)
+	p.markDepDone(r.Dep, mine)
 	return errors.Join(errs...)
 }
 
-// noteDependents adds to the depSet the tasks that merged records name
+// Note adds to the set the tasks that merged records name
 // dependents of, so this replica notifies them if it comes to lead, and
 // drops the ones the records show completed (or collected): their leader told the
 // dependents (or the reconcile will), so the set does not grow with every
 // dependency this replica ever held.
-func (n *Node) noteDependents(recs []task.Record) {
+func (p *Plane) Note(recs []task.Record) {
 	for _, r := range recs {
 		switch {
 		case r.Tomb != 0 || r.State != nil && r.State.Completion != nil:
-			n.deps.take(r.ID)
+			p.set.take(r.ID)
 		case len(r.Dependents) > 0:
-			n.deps.add(r.ID)
+			p.set.add(r.ID)
 		}
 	}
 }
