@@ -3,7 +3,9 @@ package peer
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"reflect"
 	"sync"
 	"time"
 
@@ -12,8 +14,10 @@ import (
 )
 
 // Faults injects network faults into one node's peer traffic, for tests:
-// the in-process harness partitions nodes from each other and slows links
-// with it. It wraps the node's Transport (what the node sends: Wrap) and
+// the in-process harness and the simulation partition nodes (Block, both
+// ways; Cut, one way), drop some messages (DropReplication, DropOp,
+// LoseReplies, CutTransfers), delay (Delay), reorder (Reorder) and
+// duplicate (Duplicate) them, and freeze a node (Freeze) with it. It wraps the node's Transport (what the node sends: Wrap) and
 // its Handlers (what it receives: WrapHandlers), so every peer exchange of
 // the node goes through it, raft, gossip, replication, handoffs and
 // forwarded requests, and no code path checks for faults itself. Faults
@@ -22,7 +26,14 @@ import (
 type Faults struct {
 	mu      sync.Mutex
 	blocked map[string]bool
-	delay   map[string]time.Duration
+	// cut drops what this node sends to an address, one way (Cut).
+	cut   map[string]bool
+	delay map[string]time.Duration
+	// jitter delays each request to an address by its own draw from rng
+	// (Reorder); dup sends each request to an address twice (Duplicate).
+	jitter map[string]time.Duration
+	dup    map[string]bool
+	rng    *rand.Rand
 	// noRepl drops only replication to an address (OpReplicate and the
 	// anti-entropy rounds): the follower misses writes while gossip, raft
 	// and handoffs still reach it.
@@ -55,7 +66,11 @@ type TransferFault struct {
 func NewFaults() *Faults {
 	return &Faults{
 		blocked:     make(map[string]bool),
+		cut:         make(map[string]bool),
 		delay:       make(map[string]time.Duration),
+		jitter:      make(map[string]time.Duration),
+		dup:         make(map[string]bool),
+		rng:         rand.New(rand.NewPCG(0, 0)),
 		noRepl:      make(map[string]bool),
 		dropOps:     make(map[string]map[wire.Op]bool),
 		lostReplies: make(map[string]bool),
@@ -67,6 +82,50 @@ func (f *Faults) Block(addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.blocked[addr] = true
+}
+
+// Unblock undoes Block for addr alone (Heal undoes every fault).
+func (f *Faults) Unblock(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.blocked, addr)
+}
+
+// Cut drops everything this node sends to the node at addr, one way: what
+// addr sends this node still arrives and is answered (the answers are
+// replies, not sends). Each side of a link may then believe the other
+// alive or dead, as behind an asymmetric firewall rule.
+func (f *Faults) Cut(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut[addr] = true
+}
+
+// Reorder delays each request this node sends to the node at addr by its
+// own random share of max, so requests sent one after another arrive in
+// another order (each connection still answers each request once).
+func (f *Faults) Reorder(addr string, max time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jitter[addr] = max
+}
+
+// Duplicate sends every request this node sends to the node at addr
+// twice: the copy arrives after the original was answered, as a
+// retransmission that crossed the answer would, and its own answer is
+// dropped. Streams and raw connections are not duplicated.
+func (f *Faults) Duplicate(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dup[addr] = true
+}
+
+// Seed seeds the draws of Reorder, so that a seeded run draws the same
+// delays in the same order of requests.
+func (f *Faults) Seed(seed uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rng = rand.New(rand.NewPCG(seed, 0))
 }
 
 // Delay delays every request to the node at addr by d.
@@ -187,7 +246,10 @@ func (f *Faults) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.blocked)
+	clear(f.cut)
 	clear(f.delay)
+	clear(f.jitter)
+	clear(f.dup)
 	clear(f.noRepl)
 	clear(f.dropOps)
 	clear(f.lostReplies)
@@ -199,17 +261,32 @@ func (f *Faults) Heal() {
 // fails before it fetches or pushes anything).
 var replicationOps = map[wire.Op]bool{wire.OpReplicate: true, wire.OpAAENodes: true, wire.OpAAEBuckets: true}
 
+// direction says which way a message goes, as faults tell them apart.
+type direction bool
+
+const (
+	sending   direction = true
+	receiving direction = false
+)
+
 // check returns an error if traffic with addr is blocked (for op, when
-// op is not 0), after sleeping the delay set for it.
-func (f *Faults) check(addr string, op wire.Op) error {
+// op is not 0) in direction dir, after sleeping the delay set for it.
+func (f *Faults) check(addr string, op wire.Op, dir direction) error {
 	if f == nil {
 		return nil
 	}
 	f.mu.Lock()
 	blocked, d, noRepl, dropped := f.blocked[addr], f.delay[addr], f.noRepl[addr], f.dropOps[addr][op]
+	cut := f.cut[addr] && dir == sending
+	if max := f.jitter[addr]; max > 0 && dir == sending {
+		d += time.Duration(f.rng.Int64N(int64(max)))
+	}
 	f.mu.Unlock()
 	if blocked {
 		return fmt.Errorf("%w: fault injected: traffic with %s is blocked", wire.ErrUnavailable, addr)
+	}
+	if cut {
+		return fmt.Errorf("%w: fault injected: what this node sends %s is cut", wire.ErrUnavailable, addr)
 	}
 	if noRepl && replicationOps[op] {
 		return fmt.Errorf("%w: fault injected: replication to %s is dropped", wire.ErrUnavailable, addr)
@@ -221,6 +298,13 @@ func (f *Faults) check(addr string, op wire.Op) error {
 		time.Sleep(d)
 	}
 	return nil
+}
+
+// duplicates reports whether requests to addr are sent twice.
+func (f *Faults) duplicates(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dup[addr]
 }
 
 // replyLost returns an error if the answer of a client request forwarded
@@ -280,7 +364,7 @@ func (f *Faults) WrapHandlers(h Handlers) Handlers {
 	out := h
 	if h.Peer != nil {
 		out.Peer = wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
-			if err := f.check(req.Remote.String(), 0); err != nil {
+			if err := f.check(req.Remote.String(), 0, receiving); err != nil {
 				_ = w.Error(err)
 				return
 			}
@@ -289,7 +373,7 @@ func (f *Faults) WrapHandlers(h Handlers) Handlers {
 	}
 	if h.Raw != nil {
 		out.Raw = func(ctx context.Context, rs wire.RawStream) {
-			if f.check(rs.RemoteAddr().String(), 0) != nil {
+			if f.check(rs.RemoteAddr().String(), 0, receiving) != nil {
 				_ = rs.Close()
 				return
 			}
@@ -305,7 +389,7 @@ type faultyTransport struct {
 }
 
 func (t faultyTransport) Dial(ctx context.Context, addr string) (Conn, error) {
-	if err := t.f.check(addr, 0); err != nil {
+	if err := t.f.check(addr, 0, sending); err != nil {
 		return nil, err
 	}
 	c, err := t.tr.Dial(ctx, addr)
@@ -324,17 +408,26 @@ type faultyConn struct {
 }
 
 func (c faultyConn) Call(ctx context.Context, op wire.Op, req, resp any) error {
-	if err := c.f.check(c.addr, op); err != nil {
+	if err := c.f.check(c.addr, op, sending); err != nil {
 		return err
 	}
 	if err := c.Conn.Call(ctx, op, req, resp); err != nil {
 		return err
 	}
+	if c.f.duplicates(c.addr) {
+		// The copy's answer goes nowhere: into a fresh value of the
+		// answer's type, or none.
+		var sink any
+		if resp != nil {
+			sink = reflect.New(reflect.TypeOf(resp).Elem()).Interface()
+		}
+		_ = c.Conn.Call(ctx, op, req, sink)
+	}
 	return c.f.replyLost(c.addr, op)
 }
 
 func (c faultyConn) Stream(ctx context.Context, op wire.Op, req any, each func(body cbor.RawMessage) error) error {
-	if err := c.f.check(c.addr, op); err != nil {
+	if err := c.f.check(c.addr, op, sending); err != nil {
 		return err
 	}
 	if op != wire.OpExport {
@@ -357,7 +450,7 @@ func (c faultyConn) Stream(ctx context.Context, op wire.Op, req any, each func(b
 }
 
 func (c faultyConn) OpenRaw(ctx context.Context, kind byte) (net.Conn, error) {
-	if err := c.f.check(c.addr, 0); err != nil {
+	if err := c.f.check(c.addr, 0, sending); err != nil {
 		return nil, err
 	}
 	return c.Conn.OpenRaw(ctx, kind)

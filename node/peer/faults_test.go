@@ -3,8 +3,11 @@ package peer
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -20,6 +23,8 @@ type faultPair struct {
 	fa, fb *Faults
 	a, b   Transport
 	served map[wire.Op]*atomic.Int64
+	// onServe, when set, is told of each op b serves, in order.
+	onServe func(wire.Op)
 }
 
 func newFaultPair(t *testing.T) *faultPair {
@@ -31,6 +36,9 @@ func newFaultPair(t *testing.T) *faultPair {
 		p.served[op] = new(atomic.Int64)
 		mux.HandleFunc(op, func(_ context.Context, req *wire.Request, w wire.ResponseWriter) {
 			p.served[req.Op].Add(1)
+			if p.onServe != nil {
+				p.onServe(req.Op)
+			}
 			_ = w.Reply(nil)
 		})
 	}
@@ -131,6 +139,96 @@ func TestFaultsDropOp(t *testing.T) {
 	if err := c.Call(ctx, wire.OpRaft, nil, nil); err != nil {
 		t.Fatalf("after heal: %v", err)
 	}
+}
+
+// Cut drops what one side sends, one way: the other side's requests still
+// arrive and are answered.
+func TestFaultsCut(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fb.Cut("a:1") // b sends a nothing; a still reaches b
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); err != nil {
+		t.Fatalf("a to b, with b's sends cut: %v; want it served and answered", err)
+	}
+	back, err := p.b.Dial(ctx, "a:1")
+	if !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("b dials a over its cut: %v, %v; want unavailable", back, err)
+	}
+	p.fb.Heal()
+	p.fa.Cut("b:2")
+	if err := c.Call(ctx, wire.OpRaft, nil, nil); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("a to b over a's cut: %v; want unavailable", err)
+	}
+	if n := p.served[wire.OpRaft].Load(); n != 1 {
+		t.Fatalf("b served %d raft requests; want the one before the cut", n)
+	}
+}
+
+// Duplicate delivers each request twice and answers the caller once.
+func TestFaultsDuplicate(t *testing.T) {
+	p := newFaultPair(t)
+	ctx := context.Background()
+	c := p.dial(t)
+	p.fa.Duplicate("b:2")
+	if err := c.Call(ctx, wire.OpReplicate, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var resp wire.PingResponse
+	if err := c.Call(ctx, wire.OpPing, nil, &resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []wire.Op{wire.OpReplicate, wire.OpPing} {
+		if n := p.served[op].Load(); n != 2 {
+			t.Errorf("%v served %d times; want 2 (the request and its copy)", op, n)
+		}
+	}
+	p.fa.Heal()
+	if err := c.Call(ctx, wire.OpReplicate, nil, nil); err != nil || p.served[wire.OpReplicate].Load() != 3 {
+		t.Fatalf("after heal: %v, served %d; want once more", err, p.served[wire.OpReplicate].Load())
+	}
+}
+
+// Reorder delays each request by its own draw below the bound, in
+// virtual time: two requests sent in order arrive in the other when the
+// first draw is the longer, and a seed fixes the draws.
+func TestFaultsReorder(t *testing.T) {
+	const max = 100 * time.Millisecond
+	// A seed whose first draw is longer than its second.
+	seed := uint64(0)
+	for ; ; seed++ {
+		f := NewFaults()
+		f.Seed(seed)
+		if d1, d2 := f.rng.Int64N(int64(max)), f.rng.Int64N(int64(max)); d1 > d2 {
+			break
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		p := newFaultPair(t)
+		ctx := context.Background()
+		c := p.dial(t)
+		var order []wire.Op
+		var mu sync.Mutex
+		p.onServe = func(op wire.Op) { mu.Lock(); order = append(order, op); mu.Unlock() }
+		p.fa.Seed(seed)
+		p.fa.Reorder("b:2", max)
+		began := time.Now()
+		done := make(chan error, 2)
+		go func() { done <- c.Call(ctx, wire.OpRaft, nil, nil) }()
+		synctest.Wait() // the first is sleeping its draw
+		go func() { done <- c.Call(ctx, wire.OpReplicate, nil, nil) }()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if took := time.Since(began); took >= max {
+			t.Fatalf("both took %v; each is delayed less than %v", took, max)
+		}
+		if want := []wire.Op{wire.OpReplicate, wire.OpRaft}; !slices.Equal(order, want) {
+			t.Fatalf("served in order %v; want %v (the second overtook the first)", order, want)
+		}
+	})
 }
 
 // LoseReplies serves forwarded client requests and loses their answers;
