@@ -15,11 +15,14 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "wire", "task", "clock", "store"},
-	"node":         {"node/peer", "node/control", "node/replication", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/peer", "node/control", "node/replication", "node/metrics", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
 	// The replication data plane: shipping, anti-entropy, the carry, GC.
-	"node/replication":   {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
+	"node/replication": {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
+	// The node's Prometheus registry and exposition: it reads the node
+	// through its Source, the replication plane's Stats among them.
+	"node/metrics":       {"node/replication", "wire", "task"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
@@ -58,9 +61,9 @@ var owners = map[string]string{
 	"go.etcd.io/raft":                 "raftgroup",
 	"github.com/urfave/cli":           "cli",
 	"github.com/hashicorp/memberlist": "member",
-	// The metrics registry is the node's; other packages keep plain
-	// counters that node reads at scrape time.
-	"github.com/prometheus/client_golang": "node",
+	// The metrics registry is node/metrics'; other packages keep plain
+	// counters that it reads, through node, at scrape time.
+	"github.com/prometheus/client_golang": "node/metrics",
 }
 
 // TestLayering enforces the package layering of STYLE.md §3 on non-test

@@ -25,6 +25,7 @@ import (
 	"github.com/skuldd/skuldd/httpapi"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/control"
+	"github.com/skuldd/skuldd/node/metrics"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -108,8 +109,9 @@ type Node struct {
 	// the clock, the metadata group's voters); set at Start, once the
 	// node knows its id.
 	ctl *control.Control
-	// reqs counts and times client requests (GET /metrics).
-	reqs requestMetrics
+	// metrics is the node's registry, served at GET /metrics; it counts
+	// and times client requests (Meter). Set at Start, before the servers.
+	metrics *metrics.Metrics
 	// exitc receives why the node must exit (ExitOnDrift); buffered.
 	exitc chan error
 
@@ -162,6 +164,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.log = n.cfg.Logger.With("node", n.id)
+	n.metrics = metrics.New(metricsSource{n}, n.log)
 	if err := n.startControl(); err != nil {
 		return err
 	}
@@ -244,7 +247,7 @@ func (n *Node) Addr() string { return n.addr }
 // coordinator, which retries while the cluster moves, behind the request
 // metrics. In-process clients (the simulation, with Config.NoListen) call
 // it; it is valid after Start returned.
-func (n *Node) Service() wire.Service { return metered{coordinator{n}, n} }
+func (n *Node) Service() wire.Service { return n.metrics.Meter(coordinator{n}) }
 
 // Config returns the node's configuration; after Start, Partitions and
 // Replicas are the cluster's.
@@ -516,7 +519,7 @@ func (n *Node) loadPartitions() error {
 // Config.NoListen there is no server: the client API is Service, and
 // peers reach the node on Config.PeerNet only.
 func (n *Node) startQUIC() error {
-	n.clientHandler = wire.ServiceHandler(metered{coordinator{n}, n})
+	n.clientHandler = wire.ServiceHandler(n.metrics.Meter(coordinator{n}))
 	n.peerClientHandler = wire.ServiceHandler(n)
 	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
 	// server serves clients only.
@@ -582,11 +585,11 @@ func (n *Node) newQUICServer(peerSide peer.Handlers) (*wire.Server, error) {
 
 // serveHTTP starts the HTTP server.
 func (n *Node) serveHTTP() error {
-	var handler http.Handler = httpapi.New(metered{coordinator{n}, n}, n.health, n.log)
+	var handler http.Handler = httpapi.New(n.metrics.Meter(coordinator{n}), n.health, n.log)
 	{
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("GET /metrics", n.serveMetrics)
+		mux.Handle("GET /metrics", n.metrics)
 		handler = mux
 	}
 	// The test hooks first: pprof's own /debug/pprof/ then takes
