@@ -34,6 +34,10 @@
 // Test faults wrap the transport and the handlers there; no code path
 // here checks for them.
 //
+// GET /metrics is node/metrics': the registry, every family, and the
+// meter of the client API; it reads the node through metricsSource
+// (metrics.go), one line per value.
+//
 // node imports every internal package but cli; only cli (and tests) import
 // node.
 package node

@@ -19,6 +19,7 @@ import (
 	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
+	"github.com/skuldd/skuldd/node/metrics"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -103,8 +104,9 @@ type Node struct {
 	// the clock, the metadata group's voters); set at Start, once the
 	// node knows its id.
 	ctl *control.Control
-	// reqs counts and times client requests (GET /metrics).
-	reqs requestMetrics
+	// metrics is the node's registry, served at GET /metrics; it counts
+	// and times client requests (Meter). Set at Start, before the servers.
+	metrics *metrics.Metrics
 	// exitc receives why the node must exit (ExitOnDrift); buffered.
 	exitc chan error
 
@@ -157,6 +159,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.log = n.cfg.Logger.With("node", n.id)
+	n.metrics = metrics.New(metricsSource{n}, n.log)
 	if err := n.startControl(); err != nil {
 		return err
 	}
@@ -242,7 +245,7 @@ func (n *Node) Addr() string { return n.addr }
 // coordinator, which retries while the cluster moves, behind the request
 // metrics. In-process clients (the simulation, with Config.NoListen) call
 // it; it is valid after Start returned.
-func (n *Node) Service() wire.Service { return metered{coordinator{n}, n} }
+func (n *Node) Service() wire.Service { return n.metrics.Meter(coordinator{n}) }
 
 // Config returns the node's configuration; after Start, Partitions and
 // Replicas are the cluster's.
@@ -256,7 +259,7 @@ func (n *Node) ID() uint64 { return n.id }
 // Config.NoListen there is no server: the client API is Service, and
 // peers reach the node on Config.PeerNet only.
 func (n *Node) startQUIC() error {
-	n.clientHandler = wire.ServiceHandler(metered{coordinator{n}, n})
+	n.clientHandler = wire.ServiceHandler(n.metrics.Meter(coordinator{n}))
 	n.peerClientHandler = wire.ServiceHandler(n)
 	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
 	// server serves clients only.
@@ -322,11 +325,11 @@ func (n *Node) newQUICServer(peerSide peer.Handlers) (*wire.Server, error) {
 
 // serveHTTP starts the HTTP server.
 func (n *Node) serveHTTP() error {
-	var handler http.Handler = httpapi.New(metered{coordinator{n}, n}, n.health, n.log)
+	var handler http.Handler = httpapi.New(n.metrics.Meter(coordinator{n}), n.health, n.log)
 	{
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("GET /metrics", n.serveMetrics)
+		mux.Handle("GET /metrics", n.metrics)
 		handler = mux
 	}
 	// The test hooks first: pprof's own /debug/pprof/ then takes

@@ -30,6 +30,6 @@
 // must not import node, reach into the store, or replicate: the carry and
 // the transfer of a partition are the data plane's, which control drives
 // through Host. It imports partition only for the replica's refusal to
-// lead (ErrNotLeader), and keeps no metrics registry: only node may
-// import prometheus.
+// lead (ErrNotLeader), and keeps no metrics registry: only node/metrics
+// may import prometheus.
 package control

@@ -18,5 +18,6 @@
 // registry's cohorts and leaders, peer addresses, dependency notices)
 // and reaches peers through node/peer. It does not decide who leads or
 // where partitions live (node/control), does not serve clients (node),
-// and keeps no metrics registry: node reads Stats at scrape time.
+// and keeps no metrics registry: node/metrics reads Stats, through node,
+// at scrape time.
 package replication

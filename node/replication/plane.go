@@ -98,8 +98,8 @@ type Host interface {
 	Departing() bool
 }
 
-// Stats are the plane's running totals, read by node's metrics and
-// cluster view at any time.
+// Stats are the plane's running totals, read by node's metrics
+// (node/metrics) and cluster view at any time.
 type Stats struct {
 	// Shipping, as a leader: requests sent to followers, the partition
 	// items and records they carried (items per request is what batching

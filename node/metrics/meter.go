@@ -1,0 +1,112 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// latencyBuckets are the upper bounds of the request-latency histogram,
+// in seconds: durable writes take about a millisecond, long polls up to
+// MaxWait.
+var latencyBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// codeOK is the code label of a request that succeeded.
+const codeOK = "ok"
+
+// observe records one request of op that took d and ended with err.
+func (m *Metrics) observe(op wire.Op, d time.Duration, err error) {
+	code := codeOK
+	if err != nil {
+		code = wire.CodeOf(err).Name()
+	}
+	name := op.String()
+	m.requests.WithLabelValues(name, code).Inc()
+	m.latency.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// Meter returns s with every request counted and timed in
+// skuldd_requests_total and skuldd_request_duration_seconds, by op (and
+// outcome code).
+func (m *Metrics) Meter(s wire.Service) wire.Service { return metered{s, m} }
+
+// metered is a client API with every request counted and timed.
+type metered struct {
+	s wire.Service
+	m *Metrics
+}
+
+func meter[T any](m *Metrics, op wire.Op, f func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := f()
+	m.observe(op, time.Since(start), err)
+	return v, err
+}
+
+func (m metered) Ping(ctx context.Context) (*wire.PingResponse, error) {
+	return meter(m.m, wire.OpPing, func() (*wire.PingResponse, error) { return m.s.Ping(ctx) })
+}
+
+func (m metered) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	return meter(m.m, wire.OpEnqueue, func() (*wire.EnqueueResponse, error) { return m.s.Enqueue(ctx, req) })
+}
+
+func (m metered) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	return meter(m.m, wire.OpClaim, func() (*wire.ClaimResponse, error) { return m.s.Claim(ctx, req) })
+}
+
+func (m metered) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	return meter(m.m, wire.OpRenew, func() (*wire.RenewResponse, error) { return m.s.Renew(ctx, req) })
+}
+
+func (m metered) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpUpdate, func() (*wire.Ack, error) { return m.s.Update(ctx, req) })
+}
+
+func (m metered) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	return meter(m.m, wire.OpComplete, func() (*wire.CompleteResponse, error) { return m.s.Complete(ctx, req) })
+}
+
+func (m metered) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpFail, func() (*wire.Ack, error) { return m.s.Fail(ctx, req) })
+}
+
+func (m metered) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpSnooze, func() (*wire.Ack, error) { return m.s.Snooze(ctx, req) })
+}
+
+func (m metered) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpRequeue, func() (*wire.Ack, error) { return m.s.Requeue(ctx, req) })
+}
+
+func (m metered) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	return meter(m.m, wire.OpGet, func() (*wire.TaskView, error) { return m.s.Get(ctx, req) })
+}
+
+func (m metered) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	_, err := meter(m.m, wire.OpList, func() (struct{}, error) { return struct{}{}, m.s.List(ctx, req, emit) })
+	return err
+}
+
+func (m metered) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	return meter(m.m, wire.OpCount, func() (*wire.CountResponse, error) { return m.s.Count(ctx, req) })
+}
+
+func (m metered) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	return meter(m.m, wire.OpQueues, func() (*wire.QueuesResponse, error) { return m.s.Queues(ctx, req) })
+}
+
+func (m metered) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
+	return meter(m.m, wire.OpLeave, func() (*wire.LeaveResponse, error) { return m.s.Leave(ctx) })
+}
+
+func (m metered) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
+	return meter(m.m, wire.OpCluster, func() (*wire.ClusterResponse, error) { return m.s.Cluster(ctx) })
+}
+
+func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	return meter(m.m, wire.OpGC, func() (*wire.GCResponse, error) { return m.s.GC(ctx, req) })
+}
+
+var _ wire.Service = metered{}
