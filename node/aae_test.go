@@ -19,8 +19,8 @@ import (
 func TestClusterAntiEntropy(t *testing.T) {
 	const interval = time.Second
 	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) { cfg.AAEInterval = interval })
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	const victim = 2
 	for _, i := range []int{0, 1} {
 		c.Faults(i).DropReplication(c.Addr(victim))
@@ -78,7 +78,7 @@ func TestClusterAntiEntropy(t *testing.T) {
 	t.Logf("converged %v after healing (anti-entropy interval %v)", time.Since(healed).Round(time.Millisecond), interval)
 	repaired := int64(0)
 	for i := range 3 {
-		v, err := clusterView(c, i)
+		v, err := c.View(i)
 		if err != nil || v.AAE == nil {
 			t.Fatalf("cluster view of node %d: %+v, %v", i, v, err)
 		}

@@ -19,59 +19,18 @@ import (
 
 // clusterWait bounds every wait of the cluster tests: gossip and raft on
 // loopback settle in well under a second, but -race on two cores is slow.
-const clusterWait = 30 * time.Second
-
-// clusterView asks node i for its view of the cluster.
-func clusterView(c *nodetest.Cluster, i int) (*wire.ClusterResponse, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.Client(i).Cluster(ctx)
-}
-
-// settled reports whether node i sees want members with the given states
-// and voters, and a metadata leader.
-func settled(c *nodetest.Cluster, i int, alive []uint64, voters int) error {
-	v, err := clusterView(c, i)
-	if err != nil {
-		return err
-	}
-	var up []uint64
-	for _, m := range v.Members {
-		if m.State == "alive" {
-			up = append(up, m.ID)
-		}
-	}
-	slices.Sort(up)
-	want := slices.Clone(alive)
-	slices.Sort(want)
-	if !slices.Equal(up, want) {
-		return fmt.Errorf("node %d sees alive %v, want %v (members %+v)", i, up, want, v.Members)
-	}
-	if len(v.Raft.Voters) != voters {
-		return fmt.Errorf("node %d sees voters %v, want %d", i, v.Raft.Voters, voters)
-	}
-	if v.Raft.Leader == 0 {
-		return fmt.Errorf("node %d sees no metadata leader", i)
-	}
-	return nil
-}
-
-func ids(c *nodetest.Cluster, idx ...int) []uint64 {
-	var out []uint64
-	for _, i := range idx {
-		out = append(out, c.Node(i).ID())
-	}
-	return out
-}
+// It is the harness's bound, so the tests' own waits and the harness's
+// view helpers (Placed, LeadersSettled, ...) wait as long.
+const clusterWait = nodetest.ClusterWait
 
 func TestClusterJoin(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
+	all := c.IDs(0, 1, 2)
 	for i := range 3 {
-		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+		nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(i, all, 3) })
 	}
 	// Every node sees the same cluster and the same placement.
-	v0, err := clusterView(c, 0)
+	v0, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +39,7 @@ func TestClusterJoin(t *testing.T) {
 	}
 	for i := 1; i < 3; i++ {
 		nodetest.WaitFor(t, clusterWait, func() error {
-			v, err := clusterView(c, i)
+			v, err := c.View(i)
 			if err != nil {
 				return err
 			}
@@ -99,17 +58,17 @@ func TestClusterJoin(t *testing.T) {
 	}
 	all = append(all, c.Node(j).ID())
 	// Four nodes: still three voters (an odd number), one learner.
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, j, all, 3) })
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(j, all, 3) })
 }
 
 func TestClusterLeaveAndRejoin(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
+	all := c.IDs(0, 1, 2)
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, all, 3) })
 
 	c.Stop(2)
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -122,7 +81,7 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 	})
 	c.Restart(2)
 	for i := range 3 {
-		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+		nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(i, all, 3) })
 	}
 }
 
@@ -133,11 +92,11 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 // graceful leave is not a goodbye forever").
 func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 1, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 1, all, 3)
 	c.Stop(0)
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 1)
+		v, err := c.View(1)
 		if err != nil {
 			return err
 		}
@@ -150,10 +109,10 @@ func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 	})
 	c.RestartAlone(0)
 	for i := range 3 {
-		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+		nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(i, all, 3) })
 	}
 	// It holds its partitions again, as the others do.
-	placedOn(t, c, []int{0, 1}, all, 3)
+	c.PlacedOn(t, []int{0, 1}, all, 3)
 }
 
 // A whole cluster killed at once (a power cut) and started again, every
@@ -165,8 +124,8 @@ func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 // its own.
 func TestClusterKillAllRestart(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	var batch []wire.EnqueueTask
@@ -179,9 +138,9 @@ func TestClusterKillAllRestart(t *testing.T) {
 	}
 	c.KillAll()
 	for i := range 3 {
-		nodetest.WaitFor(t, clusterWait, func() error { return settled(c, i, all, 3) })
+		nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(i, all, 3) })
 	}
-	placed(t, c, 0, all, 3)
+	c.Placed(t, 0, all, 3)
 	for _, res := range r.Results {
 		if _, err := c.Client(2).Get(ctx, &wire.GetRequest{ID: res.ID}); err != nil {
 			t.Fatalf("acknowledged task %s after the restart: %v", res.ID, err)
@@ -191,9 +150,9 @@ func TestClusterKillAllRestart(t *testing.T) {
 
 func TestClusterDeadVoterReplaced(t *testing.T) {
 	c := nodetest.NewCluster(t, 4, nodetest.DeadVoterGrace(500*time.Millisecond))
-	all := ids(c, 0, 1, 2, 3)
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
-	v, err := clusterView(c, 0)
+	all := c.IDs(0, 1, 2, 3)
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, all, 3) })
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +170,7 @@ func TestClusterDeadVoterReplaced(t *testing.T) {
 	gone := c.Node(victim).ID()
 	c.Stop(victim)
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -230,7 +189,7 @@ func TestClusterWrongSecretRefused(t *testing.T) {
 	c := nodetest.NewCluster(t, 2, nodetest.QUIC(), nodetest.Secret(good), func(cfg *node.Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, ids(c, 0, 1), 1) })
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, c.IDs(0, 1), 1) })
 	err := c.TryJoin(nodetest.Secret([]byte("a-wrong-cluster-secret!")), nodetest.StartTimeout(2*time.Second))
 	if err == nil {
 		t.Fatal("a node with the wrong secret joined")
@@ -241,8 +200,8 @@ func TestClusterWrongSecretRefused(t *testing.T) {
 		t.Fatal("a node without a secret joined")
 	}
 	// Nothing changed: still two members, neither side lists the stranger.
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, ids(c, 0, 1), 1) })
-	v, err := clusterView(c, 0)
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, c.IDs(0, 1), 1) })
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +235,7 @@ func (b *logBuffer) String() string {
 // partition: they forward to the leaders and merge what is queue-wide.
 func TestClusterRouting(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 2, ids(c, 0, 1, 2), 3) })
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(2, c.IDs(0, 1, 2), 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	const n = 50

@@ -30,11 +30,11 @@ func TestClusterClockDrift(t *testing.T) {
 		cfg.Clock = clocks[next]
 		next++
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	const drifter = 2
 	ledBefore := 0
-	for _, l := range leaders(t, c, 0) {
+	for _, l := range c.Leaders(t, 0) {
 		if l == all[drifter] {
 			ledBefore++
 		}
@@ -52,7 +52,7 @@ func TestClusterClockDrift(t *testing.T) {
 	}
 	clocks[drifter].by.Store(int64(30 * time.Second))
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, drifter)
+		v, err := c.View(drifter)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func TestClusterClockDrift(t *testing.T) {
 		}
 		return nil
 	})
-	if v, err := clusterView(c, 0); err != nil || v.Clock == nil || v.Clock.Drifting {
+	if v, err := c.View(0); err != nil || v.Clock == nil || v.Clock.Drifting {
 		t.Fatalf("a node with a good clock: %+v, %v", v, err)
 	}
 
@@ -100,7 +100,7 @@ func TestClusterClockDrift(t *testing.T) {
 
 	clocks[drifter].by.Store(0)
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, drifter)
+		v, err := c.View(drifter)
 		if err != nil {
 			return err
 		}
@@ -136,11 +136,11 @@ func TestClusterRestartAheadLeadsNothing(t *testing.T) {
 		cfg.Clock = clocks[next]
 		next++
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
-	victim := busiestLeader(t, c, 0, 3)
+	victim := c.BusiestLeader(t, 0, 3)
 	var batch []wire.EnqueueTask
 	for range 50 {
 		batch = append(batch, wire.EnqueueTask{Queue: "ahead"})
@@ -174,7 +174,7 @@ func TestClusterRestartAheadLeadsNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, victim)
+		v, err := c.View(victim)
 		if err != nil {
 			return err
 		}

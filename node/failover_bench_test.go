@@ -52,8 +52,8 @@ func benchFailover(b *testing.B, backlog int) {
 		for i := range 3 {
 			all = append(all, c.Node(i).ID())
 		}
-		placed(b, c, 0, all, 3)
-		v, err := clusterView(c, 0)
+		c.Placed(b, 0, all, 3)
+		v, err := c.View(0)
 		if err != nil {
 			b.Fatal(err)
 		}

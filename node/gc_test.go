@@ -76,7 +76,7 @@ func gcRun(t *testing.T, c *nodetest.Cluster, i int, queue string, id task.ID) {
 			v, gerr := c.Client(k).Get(dctx, &wire.GetRequest{ID: id, R: 1})
 			t.Logf("node %d's replica of %s: %+v (%v)", k, id, v, gerr)
 		}
-		cv, _ := clusterView(c, i)
+		cv, _ := c.View(i)
 		t.Fatalf("claim of %s through node %d: %v; placement %+v", queue, i, err, cv.Partitions)
 	}
 	if got.ID != id || got.Claim == nil {
@@ -128,8 +128,8 @@ func TestClusterGC(t *testing.T) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = 100 * time.Millisecond
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 
 	// a <- b <- c across the three leaders; d <- e with e left open; f
 	// alone.
@@ -163,7 +163,7 @@ func TestClusterGC(t *testing.T) {
 	// Back: anti-entropy gives it the tombstones; it never gives the
 	// tasks back to the others.
 	c.Restart(victim)
-	placed(t, c, 0, all, 3)
+	c.Placed(t, 0, all, 3)
 	nodetest.WaitFor(t, clusterWait, func() error { return allReplicas(c, []int{0, 1, 2}, false, chain...) })
 	nodetest.WaitFor(t, clusterWait, func() error { return sameRoots(c, 0, 1, 2) })
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
@@ -256,8 +256,8 @@ func TestClusterGCDryRun(t *testing.T) {
 		cfg.Retention = gcRetention
 		cfg.GCInterval = time.Hour // only the op collects
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	var done []task.ID
 	for i := range 6 {
 		q := fmt.Sprintf("dry-%d", i)
@@ -327,13 +327,13 @@ func TestClusterGCReadRepair(t *testing.T) {
 		cfg.AAEInterval = time.Hour
 		cfg.TombstoneHorizon = 10 * time.Hour
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	x := gcEnqueue(t, c, 0, "rr")
 	gcRun(t, c, 0, "rr", x)
 	// The follower to cut off: any node but x's leader (placement, not
 	// the test, decides which node that is).
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestClusterGCReadRepair(t *testing.T) {
 // anything back to and starts.
 func TestAwayLongerThanHorizon(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	gcEnqueue(t, c, 0, "away")
 	const victim = 2
 	nodetest.WaitFor(t, clusterWait, func() error {
@@ -435,7 +435,7 @@ func TestClusterGCComponentBound(t *testing.T) {
 		cfg.GCInterval = time.Hour // only the op collects
 		cfg.GCComponentMax = 3
 	})
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	// big: a dep with three dependents (4 tasks); small: a dep with two
 	// (3 tasks). All completed, on several leaders.
 	run := func(i int, q string, deps ...task.ID) task.ID {

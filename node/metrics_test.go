@@ -272,7 +272,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 // flight per follower: the next one takes what queued meanwhile).
 func TestClusterReplicationMetrics(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	before := make([]map[string]float64, 3)

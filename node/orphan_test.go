@@ -49,15 +49,15 @@ func postHTTP(c *nodetest.Cluster, i int, path string, body any) (int, string, e
 // claim 0's.
 func TestClusterFrozenLeaderOrphans(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	f := aLeader(t, c, all)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	f := c.ALeader(t, all)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
 	defer cancel()
 
 	// X in a partition F leads (an enqueue through F picks one), once
 	// leadership settled: F must still lead it when it freezes.
-	fLeads := leadersSettled(t, c, 0)[all[f]]
+	fLeads := c.LeadersSettled(t, 0)[all[f]]
 	enq, err := c.Client(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "orphan", Data: []byte("x")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	part := partOfForTest(x, nodetest.DefaultPartitions)
-	v, err := clusterView(c, (f+1)%3)
+	v, err := c.View((f + 1) % 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 
 	// Another node takes X's partition over; claim 0 expires there and
 	// claim 1 is granted.
-	newLeader := awaitTakeover(t, c, all, f, part, oldEpoch)
+	newLeader := c.AwaitTakeover(t, all, f, part, oldEpoch)
 	var claim1 *wire.TaskView
 	nodetest.WaitFor(t, clusterWait, func() error {
 		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "orphan", TTLMs: 60_000})
@@ -236,11 +236,11 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 // partitions again, above the abandoned promises.
 func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	a := busiestLeader(t, c, 0, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	a := c.BusiestLeader(t, 0, 3)
 	b, cc := (a+1)%3, (a+2)%3
-	v, err := clusterView(c, b)
+	v, err := c.View(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 		}
 		return nil
 	})
-	v, err = clusterView(c, b)
+	v, err = c.View(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 	c.Restart(a)
 	c.Heal()
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, b)
+		v, err := c.View(b)
 		if err != nil {
 			return err
 		}
@@ -315,9 +315,9 @@ func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 // refusal after an attempt that ended in doubt must itself be in doubt.
 func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	leader := aLeader(t, c, all)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	leader := c.ALeader(t, all)
 	coord := (leader + 1) % 3
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
@@ -326,7 +326,7 @@ func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := enq.Results[0].ID
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,10 +384,10 @@ func TestClusterRefusalAfterDoubtIsInDoubt(t *testing.T) {
 // one it is unavailable (in doubt).
 func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	f := aLeader(t, c, all)
-	fLeads := leadersSettled(t, c, 0)[all[f]]
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	f := c.ALeader(t, all)
+	fLeads := c.LeadersSettled(t, 0)[all[f]]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
 	defer cancel()
 	enq, err := c.Client(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "stale", Data: []byte("x")}}})
@@ -402,7 +402,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	if cl, err := c.Client(f).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 500}); err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != x {
 		t.Fatalf("claim 0 through F: %+v, %v", cl, err)
 	}
-	v, err := clusterView(c, (f+1)%3)
+	v, err := c.View((f + 1) % 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	// F is cut off from its peers (its clients still reach it); another
 	// node takes the partition over and grants claim 1.
 	c.Isolate(f)
-	newLeader := awaitTakeover(t, c, all, f, part, oldEpoch)
+	newLeader := c.AwaitTakeover(t, all, f, part, oldEpoch)
 	nodetest.WaitFor(t, clusterWait, func() error {
 		r, err := c.Client(newLeader).Claim(ctx, &wire.ClaimRequest{Queue: "stale", TTLMs: 60_000})
 		if err != nil {
@@ -435,24 +435,4 @@ func TestClusterStaleLeaderRefusesInDoubt(t *testing.T) {
 	if _, err := c.Client(newLeader).Update(ctx, &wire.UpdateRequest{ID: x, Claim: 1, Seq: 0, Data: []byte("live claim")}); err != nil {
 		t.Fatalf("update through the new leader: %v", err)
 	}
-}
-
-// awaitTakeover waits until another node than f leads part at an epoch
-// above oldEpoch, seen through a node other than f, and returns its index.
-func awaitTakeover(t *testing.T, c *nodetest.Cluster, all []uint64, f int, part uint16, oldEpoch uint64) int {
-	t.Helper()
-	newLeader := -1
-	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, (f+1)%3)
-		if err != nil {
-			return err
-		}
-		p := v.Partitions[part]
-		if p.Leader == all[f] || p.Epoch <= oldEpoch {
-			return fmt.Errorf("partition %d: leader %d at epoch %d", part, p.Leader, p.Epoch)
-		}
-		newLeader = slices.Index(all, p.Leader)
-		return nil
-	})
-	return newLeader
 }

@@ -19,161 +19,11 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// placed waits until every partition, seen from node i, has a cohort of
-// the given size drawn from want, led by its first member (the state
-// moves end in), and the placement stayed so for placementQuiet (no move
-// in flight).
-func placed(t testing.TB, c *nodetest.Cluster, i int, want []uint64, size int) {
-	t.Helper()
-	placedOn(t, c, []int{i}, want, size)
-}
-
-// placedOn is placed seen from each of nodes, over one quiet period:
-// every node's view must hold and stay unchanged.
-func placedOn(t testing.TB, c *nodetest.Cluster, nodes []int, want []uint64, size int) {
-	t.Helper()
-	var stableSince time.Time
-	last := make([][]wire.PartitionView, len(nodes))
-	nodetest.WaitFor(t, clusterWait, func() error {
-		for k, i := range nodes {
-			v, err := clusterView(c, i)
-			if err != nil {
-				return err
-			}
-			if err := placedView(i, v, want, size); err != nil {
-				return err
-			}
-			if !slices.EqualFunc(v.Partitions, last[k], func(a, b wire.PartitionView) bool { return a.Epoch == b.Epoch }) {
-				last[k], stableSince = v.Partitions, time.Now()
-			}
-		}
-		if time.Since(stableSince) < placementQuiet {
-			return fmt.Errorf("placement changed %v ago", time.Since(stableSince))
-		}
-		return nil
-	})
-}
-
-// placedView reports how node i's view v falls short of placed's
-// condition, or nil.
-func placedView(i int, v *wire.ClusterResponse, want []uint64, size int) error {
-	for _, p := range v.Partitions {
-		if len(p.Cohort) != size {
-			return fmt.Errorf("node %d: partition %d cohort %v, want %d members", i, p.Partition, p.Cohort, size)
-		}
-		for _, id := range p.Cohort {
-			if !slices.Contains(want, id) {
-				return fmt.Errorf("node %d: partition %d cohort %v holds %d, not one of %v", i, p.Partition, p.Cohort, id, want)
-			}
-		}
-		// Settled: moves end with the ring's first member leading.
-		if p.Leader != p.Cohort[0] {
-			return fmt.Errorf("node %d: partition %d leader %d, cohort %v: still moving", i, p.Partition, p.Leader, p.Cohort)
-		}
-	}
-	return nil
-}
-
-// aLeader returns the index of a node that leads a partition, once
-// leadership settled (see leadersSettled): placement need not give every
-// node a partition to lead.
-func aLeader(t testing.TB, c *nodetest.Cluster, all []uint64) int {
-	t.Helper()
-	led := leadersSettled(t, c, 0)
-	i := slices.IndexFunc(all, func(id uint64) bool { return len(led[id]) > 0 })
-	if i < 0 {
-		t.Fatalf("no node leads a partition: %v", led)
-	}
-	return i
-}
-
-// leadersSettled waits until every partition has a leader on which node
-// i's registry and the leaders themselves agree (leadership moves for a
-// while after placement), and returns the partitions each node id leads.
-func leadersSettled(t testing.TB, c *nodetest.Cluster, i int) map[uint64][]int {
-	t.Helper()
-	var led map[uint64][]int
-	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, i)
-		if err != nil {
-			return err
-		}
-		byID := map[uint64]int{}
-		for k := range c.Len() {
-			byID[c.Node(k).ID()] = k
-		}
-		led = map[uint64][]int{}
-		for _, p := range v.Partitions {
-			k, ok := byID[p.Leader]
-			if !ok {
-				return fmt.Errorf("partition %d: leader %d is no running node", p.Partition, p.Leader)
-			}
-			reps, err := c.Node(k).Replicas()
-			if err != nil {
-				return err
-			}
-			if got := reps[p.Partition].LeadingEpoch; got != p.Epoch {
-				return fmt.Errorf("partition %d: the registry names node %d at epoch %d, which leads it at epoch %d", p.Partition, p.Leader, p.Epoch, got)
-			}
-			led[p.Leader] = append(led[p.Leader], p.Partition)
-		}
-		return nil
-	})
-	return led
-}
-
-// placementQuiet is how long placed wants no epoch to change: longer than
-// the placement loop's interval, so a move that has one phase left shows.
-const placementQuiet = time.Second
-
-// leaders returns the distinct partition leaders node i sees.
-func leaders(t *testing.T, c *nodetest.Cluster, i int) []uint64 {
-	t.Helper()
-	v, err := clusterView(c, i)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []uint64
-	for _, p := range v.Partitions {
-		if !slices.Contains(out, p.Leader) {
-			out = append(out, p.Leader)
-		}
-	}
-	return out
-}
-
-// busiestLeader returns the node among [from, to) that leads the most
-// partitions as node 0 sees them, and fails the test if none leads any.
-func busiestLeader(t *testing.T, c *nodetest.Cluster, from, to int) int {
-	t.Helper()
-	v, err := clusterView(c, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	best, most := -1, 0
-	for i := from; i < to; i++ {
-		id, led := c.Node(i).ID(), 0
-		for _, p := range v.Partitions {
-			if p.Leader == id {
-				led++
-			}
-		}
-		if led > most {
-			best, most = i, led
-		}
-	}
-	if best < 0 {
-		t.Fatalf("none of nodes %d..%d leads a partition", from, to-1)
-	}
-	t.Logf("victim: node %d, leading %d of %d partitions", best, most, len(v.Partitions))
-	return best
-}
-
 func TestClusterPlacement(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	if l := leaders(t, c, 0); len(l) < 2 {
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	if l := c.Leaders(t, 0); len(l) < 2 {
 		t.Fatalf("leaders %v: the partitions did not spread", l)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
@@ -208,9 +58,9 @@ func killOne(t *testing.T, size int) {
 	for i := range size {
 		all = append(all, c.Node(i).ID())
 	}
-	placed(t, c, 0, all, 3)
+	c.Placed(t, 0, all, 3)
 	// Every node a voter of the metadata group (up to five).
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, min(size, 5)) })
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, all, min(size, 5)) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const tasks = 1000
@@ -233,7 +83,7 @@ func killOne(t *testing.T, size int) {
 	}
 	// The victim leads partitions (in some placements the last node leads
 	// none, and its death would test nothing of failover).
-	victim := busiestLeader(t, c, 1, size)
+	victim := c.BusiestLeader(t, 1, size)
 	var survivors []int
 	for i := range size {
 		if i != victim {
@@ -326,7 +176,7 @@ func killOne(t *testing.T, size int) {
 			}
 			k++
 			g, gerr := c.Client(0).Get(ctx, &wire.GetRequest{ID: id})
-			v, _ := clusterView(c, 0)
+			v, _ := c.View(0)
 			var pv wire.PartitionView
 			for _, p := range v.Partitions {
 				if g != nil && p.Partition == int(partOfForTest(id, len(v.Partitions))) {
@@ -344,8 +194,8 @@ func killOne(t *testing.T, size int) {
 	}
 	// The killed node comes back and rejoins; the cluster is whole again.
 	c.Restart(victim)
-	placed(t, c, 0, all, 3)
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, min(size, 5)) })
+	c.Placed(t, 0, all, 3)
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, all, min(size, 5)) })
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ccancel()
 	cnt, err := c.Client(victim).Count(cctx, &wire.CountRequest{Queue: "k"})
@@ -359,8 +209,8 @@ func killOne(t *testing.T, size int) {
 // grants no more (its claims cannot reach a majority).
 func TestClusterLeaderPartitionedAway(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	var batch []wire.EnqueueTask
@@ -373,9 +223,9 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	}
 	// The victim leads some partitions; claims through it take from them
 	// first.
-	victim := busiestLeader(t, c, 1, 3)
+	victim := c.BusiestLeader(t, 1, 3)
 	vid := c.Node(victim).ID()
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +244,7 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	c.Isolate(victim)
 	// New leaders for the victim's partitions.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -418,7 +268,7 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	// The old leader sees the others dead as they see it, and fences the
 	// partitions it still believes it leads.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, victim)
+		v, err := c.View(victim)
 		if err != nil {
 			return err
 		}
@@ -483,15 +333,15 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	}
 	if len(seen) != 200 {
 		qs, err := c.Client(0).Queues(ctx, &wire.QueuesRequest{})
-		v, _ := clusterView(c, 0)
+		v, _ := c.View(0)
 		t.Fatalf("%d of 200 tasks claimed in all; queues %+v %v; placement %+v", len(seen), qs, err, v.Partitions)
 	}
 	c.Heal()
-	nodetest.WaitFor(t, clusterWait, func() error { return settled(c, 0, all, 3) })
+	nodetest.WaitFor(t, clusterWait, func() error { return c.Settled(0, all, 3) })
 	// The old leader learns from the registry that it was replaced and
 	// leads only what the registry says it does, with no fence left.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, victim)
+		v, err := c.View(victim)
 		if err != nil {
 			return err
 		}
@@ -515,9 +365,9 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 func placedThree(t *testing.T) (*nodetest.Cluster, []uint64, *wire.ClusterResponse) {
 	t.Helper()
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	v, err := clusterView(c, 0)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +404,7 @@ func idsLedBy(v *wire.ClusterResponse, node uint64) func(leader uint64, ms int64
 // then hold every task of the partitions it joined.
 func TestClusterTransferResumes(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	// About 700 tasks a partition: three export pages each.
@@ -578,10 +428,10 @@ func TestClusterTransferResumes(t *testing.T) {
 
 	j := c.Join(func(cfg *node.Config) { cfg.Faults.CutTransfers(1) })
 	jid := c.Node(j).ID()
-	// The old placement already fits placed's test (cohorts of three among
+	// The old placement already fits Placed's test (cohorts of three among
 	// the four nodes): wait for the moves to reach the joiner first.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -592,7 +442,7 @@ func TestClusterTransferResumes(t *testing.T) {
 		}
 		return fmt.Errorf("the joiner is in no cohort yet")
 	})
-	placed(t, c, 0, ids(c, 0, 1, 2, j), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2, j), 3)
 	transfers := c.Faults(j).Transfers()
 	if len(transfers) == 0 {
 		t.Fatal("no partition was transferred to the joiner")
@@ -610,7 +460,7 @@ func TestClusterTransferResumes(t *testing.T) {
 			t.Errorf("transfer %s merged %d records in %d pages; partition %d holds %d (a restart from the beginning pulls the first page twice)", key, tr.Records, tr.Pages, part, perPart[part])
 		}
 	}
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +486,7 @@ func TestClusterTransferResumes(t *testing.T) {
 // succeeding during the moves.
 func TestClusterJoinUnderLoad(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 
@@ -698,7 +548,7 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 	// Wait until the joiner holds partitions, then keep the load on a
 	// little longer.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -709,7 +559,7 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 		}
 		return fmt.Errorf("no partition moved to the joiner yet")
 	})
-	placed(t, c, 0, ids(c, 0, 1, 2, j), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2, j), 3)
 	close(stop)
 	wg.Wait()
 	mu.Lock()
@@ -735,7 +585,7 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 	// The members the moves took out of cohorts drop their copies
 	// (zombies released by the new leaders); the acknowledged tasks were
 	// all read above, after the moves.
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -770,10 +620,10 @@ func TestClusterJoinUnderLoad(t *testing.T) {
 // same partition's successor again, and counted it twice.)
 func TestClusterLeaveStepsDownAtOnce(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	led := leadersSettled(t, c, 0)
-	v, err := clusterView(c, 0)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	led := c.LeadersSettled(t, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,11 +668,11 @@ func TestClusterLeaveStepsDownAtOnce(t *testing.T) {
 // members at once (no failover wait) and the node stops.
 func TestClusterLeave(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	const leaver = 1
 	lid := c.Node(leaver).ID()
 	// What the leaver leads, once leadership settled.
-	led := len(leadersSettled(t, c, 0)[lid])
+	led := len(c.LeadersSettled(t, 0)[lid])
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	r, err := c.Client(leaver).Leave(ctx)
@@ -839,7 +689,7 @@ func TestClusterLeave(t *testing.T) {
 	}
 	// Node 0's copy of the registry applies the hand-offs shortly.
 	nodetest.WaitFor(t, clusterWait, func() error {
-		v, err := clusterView(c, 0)
+		v, err := c.View(0)
 		if err != nil {
 			return err
 		}
@@ -861,7 +711,7 @@ func TestClusterLeave(t *testing.T) {
 // majority read (get with r) and repaired.
 func TestClusterReadRepair(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	placed(t, c, 0, ids(c, 0, 1, 2), 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "rr"}}})
@@ -869,7 +719,7 @@ func TestClusterReadRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.Results[0].ID
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -930,9 +780,9 @@ func TestClusterReadRepair(t *testing.T) {
 // acknowledged ones.
 func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	leader := aLeader(t, c, all)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	leader := c.ALeader(t, all)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
 	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "mr"}}})
@@ -940,7 +790,7 @@ func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.Results[0].ID
-	v, err := clusterView(c, 0)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -974,8 +824,8 @@ func TestClusterMajorityReadHasLeaderUpdates(t *testing.T) {
 // replicas held it) is released at once and costs its task no attempt.
 func TestClusterUnansweredClaimCostsNoAttempt(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const leader = 0
@@ -1333,7 +1183,7 @@ func TestClusterSlowFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const delay = 300 * time.Millisecond
-	l := busiestLeader(t, c, 0, 3)
+	l := c.BusiestLeader(t, 0, 3)
 	for j := range 3 {
 		if j != l {
 			c.Faults(l).Delay(c.Addr(j), delay)
@@ -1416,9 +1266,9 @@ func lostNotice(t *testing.T, outage, reconcile time.Duration) {
 		cfg.ReconcileInterval = reconcile
 		cfg.Logger = slog.New(gaveUpLog{cfg.Logger.Handler(), &gaveUp})
 	})
-	all := ids(c, 0, 1, 2)
-	placed(t, c, 0, all, 3)
-	v, err := clusterView(c, 0)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,25 @@
 // TransportEnv), with gossip tuned for one machine ("local") and a fast
 // metadata-shape loop. Clients reach the nodes over QUIC and HTTP.
 //
-// Concurrency: Node, Addr, Client, HTTP and Config may be called from any
-// goroutine; NewCluster, Stop and Restart call t.Fatal on failure and must
+// A Cluster, configured by Options (SkewBound, Partitions, PeerNet, QUIC,
+// Clock, ...) over the test defaults, offers:
+//   - its nodes: Node, Config, Addr, Client, HTTP, IDs, Len;
+//   - their lives: Join, TryJoin, Stop, Kill, Restart, RestartAlone and
+//     KillAll;
+//   - faults: Faults, Isolate, Heal (node.Faults underneath);
+//   - its view, read through a node's client API (view.go): View,
+//     Settled (members and metadata raft), Placed and PlacedOn (every
+//     partition's cohort settled), LeadersSettled, ALeader, Leaders,
+//     BusiestLeader (who leads which partition) and AwaitTakeover (a
+//     partition's new leader after its old one is cut off). The helpers
+//     that wait do so up to ClusterWait, with WaitFor.
+//
+// WaitFor and Poll are the tests' one way to wait (testkit's), and Logger
+// their logger.
+//
+// Concurrency: Node, Addr, Client, HTTP, Config, IDs, View and Settled
+// may be called from any goroutine; NewCluster, Stop, Restart and the
+// view helpers that take a testing.TB call t.Fatal on failure and must
 // be called from the test's goroutine.
 package nodetest
 
