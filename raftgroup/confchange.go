@@ -202,7 +202,7 @@ func (g *Group) proposeConf(ctx context.Context, change *pb.ConfChangeSingle, ex
 		return err
 	}
 	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{change}, Context: cctx}
-	retry := time.NewTicker(time.Duration(g.cfg.ElectionTicks) * g.cfg.TickInterval)
+	retry := time.NewTicker(g.proposalRetry())
 	defer retry.Stop()
 	for {
 		if err := p.node.ProposeConfChange(ctx, cc); err != nil {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,5 +513,40 @@ func TestProposalSurvivesLeaderLoss(t *testing.T) {
 	c.converged(c.groups[f].Meta())
 	if got := c.groups[lead].Meta().Partitions[0].Epoch; got != 1 {
 		t.Errorf("old leader after heal: epoch %d; want 1", got)
+	}
+}
+
+// TestDroppedProposalIsProposedAgain: a proposal a follower forwards to
+// the leader can be lost on the way while the leader stays the leader (a
+// dropped message, a link cut one way for a moment). raft never says so,
+// and no leader change prompts a retry: without the periodic re-proposal
+// the call waits until its context ends (a node's start then fails after
+// StartTimeout, as the seeded simulation found with a one-way cut).
+func TestDroppedProposalIsProposedAgain(t *testing.T) {
+	c := newCluster(t, []uint64{1, 2, 3}, nil)
+	lead := c.leader()
+	f := c.follower(lead)
+	var dropped atomic.Int32
+	c.net.mu.Lock()
+	c.net.drop = func(from, to uint64, data []byte) bool {
+		m := &pb.Message{}
+		if from != f || to != lead || proto.Unmarshal(data, m) != nil || m.GetType() != pb.MessageType_MsgProp {
+			return false
+		}
+		return dropped.Add(1) == 1 // the first forwarded proposal only
+	}
+	c.net.mu.Unlock()
+	// Many election timeouts: long enough for a retry, short enough that
+	// waiting it out (without one) fails the test quickly.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*c.groups[f].proposalRetry())
+	defer cancel()
+	if err := c.groups[f].PutMember(ctx, Member{ID: 9, Addr: "127.0.0.9:1", Since: 1}); err != nil {
+		t.Fatalf("put member after its first proposal was dropped: %v", err)
+	}
+	if dropped.Load() < 2 {
+		t.Fatalf("%d proposals from the follower; want the dropped one and its retry", dropped.Load())
+	}
+	if got := c.groups[lead].Meta().Members[9].Addr; got != "127.0.0.9:1" {
+		t.Fatalf("leader's registry has member 9 at %q", got)
 	}
 }

@@ -64,7 +64,10 @@ type memNet struct {
 	mu    sync.Mutex
 	nodes map[uint64]*memNode
 	cut   map[[2]uint64]bool // {from, to} -> messages dropped
-	wg    sync.WaitGroup
+	// drop, when set, drops each message from a node for which it
+	// returns true (data: the marshaled raftpb.Message).
+	drop func(from, to uint64, data []byte) bool
+	wg   sync.WaitGroup
 }
 
 type memNode struct {
@@ -95,6 +98,9 @@ func (t memTransport) Send(msgs []Outbound) {
 func (n *memNet) deliver(from uint64, m Outbound) {
 	n.mu.Lock()
 	dst, blocked := n.nodes[m.To], n.cut[[2]uint64{from, m.To}]
+	if n.drop != nil && !blocked {
+		blocked = n.drop(from, m.To, m.Data)
+	}
 	n.mu.Unlock()
 	if dst == nil || blocked {
 		return

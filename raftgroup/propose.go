@@ -72,9 +72,11 @@ func (g *Group) CAS(ctx context.Context, c CAS) error {
 //
 // raft may drop a proposal without telling anyone (doc.go: "it is user's
 // job to ensure proposal retries"): a follower forwards it to a leader
-// that dies, or a deposed leader's uncommitted tail is overwritten. So
-// whenever this node learns of a new leader while waiting, it proposes
-// the same command again. If both copies commit, the first one applied
+// that dies, a deposed leader's uncommitted tail is overwritten, or the
+// forwarded message is lost on the way while the leader stays (a link
+// cut one way for a moment). So whenever this node learns of a new
+// leader while waiting, and every election timeout it waits without the
+// command applied, it proposes the same command again. If both copies commit, the first one applied
 // answers the call; the second changes nothing for Init and CAS (an
 // equal config; a CAS from an epoch that is gone) and rewrites the same
 // member for PutMember.
@@ -97,6 +99,8 @@ func (g *Group) propose(ctx context.Context, cmd command) (result, error) {
 		return result{}, fmt.Errorf("raftgroup: %v: %w: command of %d bytes, limit %d",
 			cmd.Op, ErrInvalid, len(data), maxCommandBytes)
 	}
+	retry := time.NewTicker(g.proposalRetry())
+	defer retry.Stop()
 	for {
 		if err := p.node.Propose(ctx, data); err != nil {
 			if errors.Is(err, raft.ErrStopped) {
@@ -104,15 +108,22 @@ func (g *Group) propose(ctx context.Context, cmd command) (result, error) {
 			}
 			return result{}, fmt.Errorf("raftgroup: %v: propose: %w", cmd.Op, err)
 		}
-		r, again, err := g.awaitApply(ctx, p.ch, &p.leaderCh, nil)
+		r, again, err := g.awaitApply(ctx, p.ch, &p.leaderCh, retry.C)
 		if !again {
 			if err != nil {
 				return result{}, fmt.Errorf("raftgroup: %v: %w", cmd.Op, err)
 			}
 			return r, nil
 		}
-		g.log.Debug("leader changed; proposing again", "op", cmd.Op, "seq", p.seq, "leader", g.Leader())
+		g.log.Debug("not applied yet; proposing again", "op", cmd.Op, "seq", p.seq, "leader", g.Leader())
 	}
+}
+
+// proposalRetry is how long a proposal (or a conf change) waits to be
+// applied before it is proposed again: an election timeout, by which a
+// live leader has committed what reached it, and a dead one is replaced.
+func (g *Group) proposalRetry() time.Duration {
+	return time.Duration(g.cfg.ElectionTicks) * g.cfg.TickInterval
 }
 
 // pending is a registered proposal: its request sequence number, the

@@ -91,11 +91,13 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 
 // newCluster starts cfg.Nodes nodes: the first founds the cluster, each
 // other joins through the ones before it.
-func newCluster(ctx context.Context, cfg *Config, log *slog.Logger) (*cluster, error) {
+func newCluster(ctx context.Context, cfg *Config, seed uint64, log *slog.Logger) (*cluster, error) {
 	c := &cluster{cfg: cfg, net: peer.NewMemNet(), log: log}
 	for i := range cfg.Nodes {
 		sn := &simNode{fs: store.NewMemFS(), shift: clock.NewShift(clock.Real{}, 0)}
 		sn.cfg = c.nodeConfig(i, sn)
+		// Reordering draws its delays from the seed too.
+		sn.cfg.Faults.Seed(seed + uint64(i))
 		for j := range i {
 			sn.cfg.Join = append(sn.cfg.Join, addrOf(j))
 		}
@@ -185,12 +187,16 @@ var errDown = errors.New("sim: node down (connection refused or lost)")
 
 // call runs f against node i's client API, as a client connected to it:
 // errDown when the node is down, or died before f returned.
-func (c *cluster) call(i int, f func(wire.Service) error) error {
+func (c *cluster) call(ctx context.Context, i int, f func(wire.Service) error) error {
 	c.mu.Lock()
 	sn := c.nodes[i]
 	n, inc := sn.node, sn.inc
 	c.mu.Unlock()
 	if n == nil {
+		return errDown
+	}
+	// A frozen node's requests wait in its socket until it thaws.
+	if err := sn.cfg.Faults.Gate(ctx); err != nil {
 		return errDown
 	}
 	err := f(n.Service())
@@ -216,10 +222,33 @@ func (c *cluster) up() []int {
 	return out
 }
 
-// healLinks removes every link fault and clock shift.
+// isolate cuts node i from every other node, both ways.
+func (c *cluster) isolate(i int) {
+	for j := range c.nodes {
+		if j != i {
+			c.faults(j).Block(addrOf(i))
+			c.faults(i).Block(addrOf(j))
+		}
+	}
+}
+
+// rejoin heals every link of node i (what isolate cut, and any other
+// fault of its links).
+func (c *cluster) rejoin(i int) {
+	for j := range c.nodes {
+		if j != i {
+			c.faults(j).HealAddr(addrOf(i))
+			c.faults(i).HealAddr(addrOf(j))
+		}
+	}
+}
+
+// healLinks removes every link fault and clock shift, and thaws every
+// frozen node.
 func (c *cluster) healLinks() {
 	for i := range c.nodes {
 		c.faults(i).Heal()
+		c.faults(i).Thaw()
 		c.shiftClock(i, 0)
 	}
 }

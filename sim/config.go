@@ -19,7 +19,8 @@ type Config struct {
 	// FaultTime is how long the workload runs under the fault schedule.
 	FaultTime time.Duration
 	// FaultGapMin..FaultGapMax is the quiet before each fault, and
-	// FaultLenMin..FaultLenMax how long it lasts (one fault at a time).
+	// FaultLenMin..FaultLenMax how long it lasts (one fault at a time on
+	// each of the schedule's two tracks).
 	FaultGapMin, FaultGapMax time.Duration
 	FaultLenMin, FaultLenMax time.Duration
 	// DelayMax bounds a link's injected delay.

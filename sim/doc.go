@@ -6,10 +6,13 @@
 // raft ticks and gossip run at the speed the CPU allows, and a run of a
 // minute of cluster time takes a second or so of the machine's.
 //
-// One seed draws the fault schedule (partitions, one-way drops of
-// replication, delays, lost replies of forwarded requests, kills, crashes
-// that lose unsynced writes, clock shifts within the skew bound) and
-// every client's workload choices. At the end the simulation heals, waits
+// One seed draws the fault schedule and every client's workload choices.
+// The schedule has two tracks that overlap: links (a node partitioned
+// from the rest, one-way cuts, one-way drops of replication, delays,
+// reordering, duplicated requests, lost replies of forwarded requests)
+// and nodes (kills, crashes that lose unsynced writes, a majority of the
+// nodes crashed at once, a node frozen as by SIGSTOP with its clients'
+// requests held until it thaws, clock shifts within the skew bound). At the end the simulation heals, waits
 // for the replicas to converge, drains the queue, reads every task from
 // every node and judges the history with the fault suite's own checkers
 // (faults.Analyze): no acknowledged write lost, no overlapping live

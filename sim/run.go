@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	res := &Result{Seed: seed, Schedule: schedule(&cfg, rand.New(rand.NewPCG(seed, streamSchedule)))}
 	rec := newRecorder()
 	rec.phase(faults.PhaseSetup, nil)
-	c, err := newCluster(ctx, &cfg, log)
+	c, err := newCluster(ctx, &cfg, seed, log)
 	if err != nil {
 		return nil, err
 	}
@@ -138,21 +138,32 @@ func (r *run) problem(format string, args ...any) {
 	r.res.Problems = append(r.res.Problems, fmt.Sprintf(format, args...))
 }
 
-// nemesis applies the schedule: each fault at its time, healed after its
-// length (a killed or crashed node restarted then).
+// nemesis applies the schedule: each track's faults in turn, each at its
+// time and healed after its length (a node that went down restarted
+// then); the tracks run at once.
 func (r *run) nemesis(ctx context.Context) {
 	start := time.Now()
+	tracks := map[int][]fault{}
 	for _, f := range r.res.Schedule {
-		sleep(ctx, f.At-time.Since(start))
-		if ctx.Err() != nil {
-			return
-		}
-		r.apply(f)
-		r.rec.nemesis("start", f)
-		sleep(ctx, f.For)
-		r.heal(ctx, f)
-		r.rec.nemesis("stop", f)
+		tracks[f.Track] = append(tracks[f.Track], f)
 	}
+	var wg sync.WaitGroup
+	for _, fs := range tracks {
+		wg.Go(func() {
+			for _, f := range fs {
+				sleep(ctx, f.At-time.Since(start))
+				if ctx.Err() != nil {
+					return
+				}
+				r.apply(f)
+				r.rec.nemesis("start", f)
+				sleep(ctx, f.For)
+				r.heal(ctx, f)
+				r.rec.nemesis("stop", f)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (r *run) apply(f fault) {
@@ -160,12 +171,7 @@ func (r *run) apply(f fault) {
 	addr, peer := addrOf(f.Node), addrOf(f.Peer)
 	switch f.Kind {
 	case faultIsolate:
-		for i := range r.cfg.Nodes {
-			if i != f.Node {
-				c.faults(i).Block(addr)
-				c.faults(f.Node).Block(addrOf(i))
-			}
-		}
+		c.isolate(f.Node)
 	case faultDropReplication:
 		c.faults(f.Node).DropReplication(peer)
 	case faultDelay:
@@ -173,24 +179,59 @@ func (r *run) apply(f fault) {
 		c.faults(f.Peer).Delay(addr, f.Delay)
 	case faultLoseReplies:
 		c.faults(f.Node).LoseReplies(peer)
+	case faultCut:
+		c.faults(f.Node).Cut(peer)
+	case faultDuplicate:
+		c.faults(f.Node).Duplicate(peer)
+	case faultReorder:
+		c.faults(f.Node).Reorder(peer, f.Delay)
+		c.faults(f.Peer).Reorder(addr, f.Delay)
 	case faultKill:
 		c.kill(f.Node)
 	case faultCrash:
 		c.crash(f.Node, f.Unsynced, f.Seed)
+	case faultMajorityDown:
+		c.crash(f.Node, f.Unsynced, f.Seed)
+		c.crash(f.Peer, f.Unsynced, f.Seed+1)
 	case faultClock:
 		c.shiftClock(f.Node, f.Shift)
+	case faultFreeze:
+		c.faults(f.Node).Freeze()
+		c.isolate(f.Node)
 	}
 }
 
-// heal undoes f: link faults and clock shifts go, a down node restarts.
+// heal undoes f alone (the other track's fault lasts): its links heal, a
+// clock goes back, a frozen node thaws, a node that went down restarts.
 func (r *run) heal(ctx context.Context, f fault) {
+	c := r.c
 	switch f.Kind {
 	case faultKill, faultCrash:
-		if err := r.c.start(ctx, f.Node); err != nil {
-			r.problem("after %s: %v", f, err)
-		}
+		r.restart(ctx, f, f.Node)
+	case faultMajorityDown:
+		// Both at once, as an operator (or systemd) would: each one's
+		// start waits for a majority, which needs the other.
+		var wg sync.WaitGroup
+		wg.Go(func() { r.restart(ctx, f, f.Node) })
+		wg.Go(func() { r.restart(ctx, f, f.Peer) })
+		wg.Wait()
+	case faultClock:
+		c.shiftClock(f.Node, 0)
+	case faultIsolate:
+		c.rejoin(f.Node)
+	case faultFreeze:
+		c.rejoin(f.Node)
+		c.faults(f.Node).Thaw()
 	default:
-		r.c.healLinks()
+		c.faults(f.Node).HealAddr(addrOf(f.Peer))
+		c.faults(f.Peer).HealAddr(addrOf(f.Node))
+	}
+}
+
+// restart starts node i again after f, a problem of the run if it cannot.
+func (r *run) restart(ctx context.Context, f fault, i int) {
+	if err := r.c.start(ctx, i); err != nil {
+		r.problem("after %s: %v", f, err)
 	}
 }
 
@@ -215,7 +256,7 @@ func (r *run) read(ctx context.Context, i int, id task.ID) (view json.RawMessage
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	var v *wire.TaskView
-	err = r.c.call(i, func(s wire.Service) (err error) {
+	err = r.c.call(rctx, i, func(s wire.Service) (err error) {
 		v, err = s.Get(rctx, &wire.GetRequest{ID: id, R: 1})
 		return err
 	})

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -30,10 +32,37 @@ const (
 	faultCrash
 	// faultClock shifts one node's clock within the skew bound.
 	faultClock
+	// faultCut drops what one node sends another, one way: the other's
+	// requests still arrive and are answered.
+	faultCut
+	// faultDuplicate delivers every request one node sends another twice.
+	faultDuplicate
+	// faultReorder delays each request between two nodes by its own draw
+	// up to DelayMax, both ways: requests overtake each other.
+	faultReorder
+	// faultFreeze stops a node as SIGSTOP would: it is cut from every
+	// other node and the client requests that reach it wait, to be served
+	// when it thaws with whatever it then believes.
+	faultFreeze
+	// faultMajorityDown cuts the power of a majority of the nodes at once
+	// (Node and Peer of three): only what each synced survives, and a
+	// drawn share of the rest. They restart when the fault ends.
+	faultMajorityDown
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"partition-one", "drop-replication", "delay", "lose-replies", "kill", "crash", "clock-skew"}
+var faultNames = [numFaultKinds]string{
+	"partition-one", "drop-replication", "delay", "lose-replies", "kill", "crash", "clock-skew",
+	"cut-one-way", "duplicate", "reorder", "freeze", "majority-down",
+}
+
+// linkKinds are the faults of the link track, nodeKinds those of the node
+// track (schedule): the two tracks run at once, so a link fault may
+// overlap a fault of a node.
+var (
+	linkKinds = []faultKind{faultIsolate, faultDropReplication, faultDelay, faultLoseReplies, faultCut, faultDuplicate, faultReorder}
+	nodeKinds = []faultKind{faultKill, faultCrash, faultClock, faultFreeze, faultMajorityDown}
+)
 
 func (k faultKind) String() string {
 	if k >= 0 && k < numFaultKinds {
@@ -47,12 +76,15 @@ func (k faultKind) MarshalJSON() ([]byte, error) { return json.Marshal(k.String(
 // fault is one fault of the schedule: Kind on node Node (0-based; for a
 // link fault, the link from Node to Peer) from At for For.
 type fault struct {
-	Kind faultKind     `json:"kind"`
-	At   time.Duration `json:"at"`
-	For  time.Duration `json:"for"`
-	Node int           `json:"node"`
-	Peer int           `json:"peer"`
-	// Delay is a delay fault's delay; Shift a clock fault's shift;
+	Kind faultKind `json:"kind"`
+	// Track is the fault's track (schedule): faults of one track never
+	// overlap.
+	Track int           `json:"track"`
+	At    time.Duration `json:"at"`
+	For   time.Duration `json:"for"`
+	Node  int           `json:"node"`
+	Peer  int           `json:"peer"`
+	// Delay is a delay fault's delay (a reorder's bound); Shift a clock fault's shift;
 	// Unsynced the percent of unsynced writes a crash keeps.
 	Delay    time.Duration `json:"delay,omitempty"`
 	Shift    time.Duration `json:"shift,omitempty"`
@@ -61,9 +93,14 @@ type fault struct {
 	Seed uint64 `json:"seed,omitempty"`
 }
 
-// link reports whether the fault acts on a link between two nodes.
+// link reports whether the fault acts on a link between two nodes (or,
+// for majority-down, on two nodes): it names Peer too.
 func (f fault) link() bool {
-	return f.Kind == faultDropReplication || f.Kind == faultDelay || f.Kind == faultLoseReplies
+	switch f.Kind {
+	case faultDropReplication, faultDelay, faultLoseReplies, faultCut, faultDuplicate, faultReorder, faultMajorityDown:
+		return true
+	}
+	return false
 }
 
 // targets returns the nodes the fault acts on, 1-based as the history
@@ -80,31 +117,45 @@ func (f fault) String() string {
 	return string(b)
 }
 
-// schedule draws the faults of a run from rng: one at a time, each after
-// a quiet gap, until FaultTime. With one node there is no link to cut.
+// schedule draws the faults of a run from rng on two tracks, each one
+// fault at a time after a quiet gap, until FaultTime: the link track (cuts,
+// drops, delays, duplicates, reordering) and the node track (kills,
+// crashes, clocks, freezes, a majority down), which overlap. Sorted by
+// start. A single node has no link to cut and no majority to lose, and
+// draws kills, crashes and clocks only.
 func schedule(cfg *Config, rng *rand.Rand) []fault {
+	out := track(cfg, rng, nodeKinds, 0)
+	if cfg.Nodes > 1 {
+		out = append(out, track(cfg, rng, linkKinds, 1)...)
+	}
+	slices.SortStableFunc(out, func(a, b fault) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// track draws one track's faults of kinds.
+func track(cfg *Config, rng *rand.Rand, kinds []faultKind, id int) []fault {
 	var out []fault
 	at := time.Duration(0)
 	for {
 		at += between(rng, cfg.FaultGapMin, cfg.FaultGapMax)
-		f := fault{At: at, For: between(rng, cfg.FaultLenMin, cfg.FaultLenMax), Node: rng.IntN(cfg.Nodes)}
+		f := fault{Track: id, At: at, For: between(rng, cfg.FaultLenMin, cfg.FaultLenMax), Node: rng.IntN(cfg.Nodes)}
 		if f.At+f.For > cfg.FaultTime {
 			return out
 		}
-		f.Kind = faultKind(rng.IntN(int(numFaultKinds)))
-		if cfg.Nodes == 1 && (f.link() || f.Kind == faultIsolate) {
+		f.Kind = kinds[rng.IntN(len(kinds))]
+		if cfg.Nodes == 1 && (f.Kind == faultFreeze || f.Kind == faultMajorityDown) {
 			f.Kind = faultKill
 		}
 		if f.link() {
 			f.Peer = (f.Node + 1 + rng.IntN(cfg.Nodes-1)) % cfg.Nodes
 		}
 		switch f.Kind {
-		case faultDelay:
+		case faultDelay, faultReorder:
 			f.Delay = between(rng, time.Millisecond, cfg.DelayMax)
 		case faultClock:
 			bound := cfg.SkewBound / clockShiftDivisor
 			f.Shift = between(rng, -bound, bound)
-		case faultCrash:
+		case faultCrash, faultMajorityDown:
 			f.Unsynced = rng.IntN(cfg.MaxUnsyncedPercent + 1)
 			f.Seed = rng.Uint64()
 		}

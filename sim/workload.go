@@ -62,7 +62,7 @@ func (cl *client) do(ctx context.Context, inv faults.Event, f func(context.Conte
 	inv.Proc, inv.Type, inv.Node = cl.proc, faults.Invoke, i+1
 	cl.rec.record(inv)
 	rctx, cancel := context.WithTimeout(ctx, cl.cfg.RequestTimeout)
-	err := cl.c.call(i, func(s wire.Service) error { return f(rctx, s) })
+	err := cl.c.call(rctx, i, func(s wire.Service) error { return f(rctx, s) })
 	cancel()
 	out := faults.Event{Proc: cl.proc, F: inv.F, Node: inv.Node, Task: inv.Task, Claim: inv.Claim}
 	out.Type, out.Code, out.Err = outcome(err)

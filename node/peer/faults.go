@@ -84,13 +84,6 @@ func (f *Faults) Block(addr string) {
 	f.blocked[addr] = true
 }
 
-// Unblock undoes Block for addr alone (Heal undoes every fault).
-func (f *Faults) Unblock(addr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.blocked, addr)
-}
-
 // Cut drops everything this node sends to the node at addr, one way: what
 // addr sends this node still arrives and is answered (the answers are
 // replies, not sends). Each side of a link may then believe the other
@@ -239,6 +232,23 @@ func (f *Faults) Gate(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// HealAddr removes every fault this node applies to its traffic with the
+// node at addr (a block, a cut, delays, drops, duplicates, lost answers),
+// and leaves the others: the simulation heals one fault while another
+// lasts.
+func (f *Faults) HealAddr(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.blocked, addr)
+	delete(f.cut, addr)
+	delete(f.delay, addr)
+	delete(f.jitter, addr)
+	delete(f.dup, addr)
+	delete(f.noRepl, addr)
+	delete(f.dropOps, addr)
+	delete(f.lostReplies, addr)
 }
 
 // Heal removes every fault but a freeze.

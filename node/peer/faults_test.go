@@ -183,9 +183,13 @@ func TestFaultsDuplicate(t *testing.T) {
 			t.Errorf("%v served %d times; want 2 (the request and its copy)", op, n)
 		}
 	}
-	p.fa.Heal()
+	p.fa.Delay("c:3", time.Hour) // another link's fault stays
+	p.fa.HealAddr("b:2")
 	if err := c.Call(ctx, wire.OpReplicate, nil, nil); err != nil || p.served[wire.OpReplicate].Load() != 3 {
 		t.Fatalf("after heal: %v, served %d; want once more", err, p.served[wire.OpReplicate].Load())
+	}
+	if p.fa.delay["c:3"] != time.Hour {
+		t.Fatal("HealAddr of one address healed another's fault")
 	}
 }
 
