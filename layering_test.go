@@ -15,9 +15,11 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "wire", "task", "clock", "store"},
-	"node":         {"node/peer", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/peer", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "node/pressure", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
+	// When a node holds its log's busy syncs back.
+	"node/pressure": {},
 	// The dependency protocol across partitions.
 	"node/deps": {"node/peer", "node/replication", "partition", "ring", "store", "task", "wire", "clock"},
 	// Where a claim looks for work: this node's heads and its peers'.

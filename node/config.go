@@ -255,7 +255,7 @@ func DefaultConfig() Config {
 const minHorizonRounds = 10
 
 // DefaultWALMinSyncInterval is the default hold of a busy log's next
-// sync under CPU pressure (pressure.go). Measured with three nodes on two
+// sync under CPU pressure (node/pressure). Measured with three nodes on two
 // cores and 64 clients, in interleaved runs, holding after every sync: at
 // 1 ms 16.3-17.3k enqueue/s and 7.5-7.9k claim+complete/s, against
 // 14.4-15.2k and 7.0-7.4k without; 0.5 ms gained little (one run: 15.6k

@@ -41,7 +41,10 @@ func (s metricsSource) AAETreeBytes() int64 {
 func (s metricsSource) Store() metrics.Store { return s.n.store }
 
 func (s metricsSource) SyncHold() (bool, time.Duration) {
-	return s.n.pressure.on.Load(), time.Duration(s.n.pressure.meanWait.Load())
+	if s.n.pressure == nil {
+		return false, 0
+	}
+	return s.n.pressure.State()
 }
 
 func (s metricsSource) ClaimCacheBytes() int64 { return s.n.fresh.Used() }

@@ -21,6 +21,7 @@ import (
 	"github.com/skuldd/skuldd/node/heads"
 	"github.com/skuldd/skuldd/node/metrics"
 	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/node/pressure"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
@@ -38,7 +39,7 @@ type Node struct {
 	id       uint64
 	resetKey [32]byte // QUIC stateless reset key, kept across restarts
 	store    *store.Store
-	pressure pressureState // whether the store holds busy syncs (pressure.go)
+	pressure *pressure.Watch // whether the store holds busy syncs (node/pressure)
 	raft     *raftgroup.Group
 	parts    []*partition.Replica
 	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
@@ -226,7 +227,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.repl.GCLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
-	n.wg.Go(func() { n.pressureLoop(loopCtx) })
+	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
+	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if !n.cfg.NoListen {
 		if err := n.serveHTTP(); err != nil {
 			return err

@@ -58,7 +58,7 @@ func (n *Node) openStore() error {
 	dir := filepath.Join(n.cfg.DataDir, "store")
 	sc := store.DefaultConfig(dir)
 	sc.Logger = n.cfg.Logger
-	// No hold until pressureLoop finds the CPU contended.
+	// No hold until the pressure watch finds the CPU contended.
 	sc.WALMinSyncInterval = 0
 	sc.NoWALZeroAhead = n.cfg.NoWALZeroAhead
 	if n.cfg.StoreFS != nil {

@@ -1,7 +1,8 @@
-package node
+package pressure
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"runtime/metrics"
 	"slices"
@@ -54,26 +55,53 @@ const (
 // schedLatencyMetric is the runtime metric the pressure is read from.
 const schedLatencyMetric = "/sched/latencies:seconds"
 
-// pressureState is what the node last measured, for /metrics.
-type pressureState struct {
+// Host is what the watch sees of the node.
+type Host interface {
+	// SetWALHold holds a busy log's next sync back by up to d (0: none).
+	SetWALHold(d time.Duration)
+	// ReplicatesWrites reports whether the node leads a partition with
+	// followers: then its writes wait for a follower's ack as well as its
+	// own sync.
+	ReplicatesWrites() bool
+}
+
+// Watch measures the pressure and turns the holds on and off.
+type Watch struct {
+	// hold is the hold while under pressure (Config.WALMinSyncInterval;
+	// 0: never hold).
+	hold time.Duration
+	host Host
+	log  *slog.Logger
 	// meanWait is the last window's mean wait, in nanoseconds.
 	meanWait atomic.Int64
 	// on is whether syncs are held now.
 	on atomic.Bool
 }
 
-// pressureLoop measures the wait every pressureSample and turns the
-// store's sync holds on while the CPU is contended and the node
-// replicates its writes, off otherwise. With a zero WALMinSyncInterval there is
-// nothing to turn on, and it returns at once.
-func (n *Node) pressureLoop(ctx context.Context) {
-	if n.cfg.WALMinSyncInterval == 0 {
+// New returns the watch of a node that holds busy syncs by up to hold
+// while under pressure (0: never).
+func New(hold time.Duration, host Host, log *slog.Logger) *Watch {
+	return &Watch{hold: hold, host: host, log: log}
+}
+
+// State returns whether syncs are held now and the last window's mean
+// scheduling wait, for /metrics.
+func (w *Watch) State() (on bool, meanWait time.Duration) {
+	return w.on.Load(), time.Duration(w.meanWait.Load())
+}
+
+// Run measures the wait every pressureSample and turns the store's sync
+// holds on while the CPU is contended and the node replicates its writes,
+// off otherwise, until ctx ends. With a zero hold there is nothing to
+// turn on, and it returns at once.
+func (w *Watch) Run(ctx context.Context) {
+	if w.hold == 0 {
 		return
 	}
 	sample := []metrics.Sample{{Name: schedLatencyMetric}}
 	metrics.Read(sample)
 	if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		n.log.Warn("the Go runtime does not report scheduling latency; write-ahead log syncs are never held", "metric", schedLatencyMetric)
+		w.log.Warn("the Go runtime does not report scheduling latency; write-ahead log syncs are never held", "metric", schedLatencyMetric)
 		return
 	}
 	// Read reuses the histogram's memory: keep copies.
@@ -90,37 +118,25 @@ func (n *Node) pressureLoop(ctx context.Context) {
 		cur := copyHistogram(sample[0].Value.Float64Histogram())
 		mean, events := meanSince(prev, cur)
 		prev = cur
-		was := n.pressure.on.Load()
-		on := underPressure(was, mean, events) && n.replicatesWrites()
-		n.pressure.meanWait.Store(int64(mean))
+		was := w.on.Load()
+		on := underPressure(was, mean, events) && w.host.ReplicatesWrites()
+		w.meanWait.Store(int64(mean))
 		if on == was {
 			continue
 		}
-		n.pressure.on.Store(on)
+		w.on.Store(on)
 		if on {
-			n.store.SetWALHold(n.cfg.WALMinSyncInterval)
-			n.log.Info("CPU contended and writes replicated: holding busy write-ahead log syncs", "mean_wait", mean, "hold", n.cfg.WALMinSyncInterval)
+			w.host.SetWALHold(w.hold)
+			w.log.Info("CPU contended and writes replicated: holding busy write-ahead log syncs", "mean_wait", mean, "hold", w.hold)
 		} else {
-			n.store.SetWALHold(0)
-			n.log.Info("write-ahead log syncs start at once again", "mean_wait", mean)
+			w.host.SetWALHold(0)
+			w.log.Info("write-ahead log syncs start at once again", "mean_wait", mean)
 		}
 	}
 }
 
 func copyHistogram(h *metrics.Float64Histogram) *metrics.Float64Histogram {
 	return &metrics.Float64Histogram{Counts: slices.Clone(h.Counts), Buckets: h.Buckets}
-}
-
-// replicatesWrites reports whether this node leads a partition with
-// followers: then its writes wait for a follower's ack as well as its own
-// sync.
-func (n *Node) replicatesWrites() bool {
-	for p := range n.parts {
-		if to, ep := n.repl.Followers(uint16(p)); ep > 0 && len(to) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // underPressure decides the next state from the current one and a

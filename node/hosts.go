@@ -1,0 +1,85 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/skuldd/skuldd/node/deps"
+	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// The planes' views of the node: each plane sees only its Host (or
+// Source), which these adapters implement over *Node; node/control's is
+// in control.go, node/metrics' in metrics.go.
+
+// replicationConfig is the replication plane's part of the node's
+// configuration (validated with it).
+func (n *Node) replicationConfig() replication.Config {
+	return replication.Config{
+		Self: n.id, Partitions: n.cfg.Partitions,
+		AAE: n.cfg.AAE, AAEInterval: n.cfg.AAEInterval,
+		Retention: n.cfg.Retention, GCInterval: n.cfg.GCInterval, GCComponentMax: n.cfg.GCComponentMax,
+		TombstoneHorizon: n.cfg.TombstoneHorizon,
+		Clock:            n.clock, Log: n.log,
+	}
+}
+
+// replHost is what the replication plane sees of the node.
+type replHost struct{ n *Node }
+
+func (h replHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
+func (h replHost) Cohort(part int) []uint64               { return h.n.partitionCohort(part) }
+func (h replHost) AddrOf(id uint64) string                { return h.n.addrOf(id) }
+func (h replHost) Peers() *peer.Pool                      { return h.n.peers }
+func (h replHost) NoteDependents(recs []task.Record)      { h.n.deps.Note(recs) }
+func (h replHost) Collected(id task.ID)                   { h.n.deps.Collected(id) }
+func (h replHost) Departing() bool                        { return h.n.departing.Load() }
+
+func (h replHost) LeaderOf(part uint16) uint64 {
+	if ls := h.n.leaders(); int(part) < len(ls) {
+		return ls[part]
+	}
+	return 0
+}
+
+// depsConfig is the dependency plane's part of the node's configuration.
+func (n *Node) depsConfig() deps.Config {
+	return deps.Config{Partitions: n.cfg.Partitions, MaxBatch: n.cfg.MaxBatch, CallTimeout: peerCallTimeout, Clock: n.clock, Log: n.log}
+}
+
+// depsHost is what the dependency plane sees of the node.
+type depsHost struct{ n *Node }
+
+func (h depsHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
+func (h depsHost) Store() *store.Store                    { return h.n.store }
+func (h depsHost) Peers() *peer.Pool                      { return h.n.peers }
+func (h depsHost) Replication() *replication.Plane        { return h.n.repl }
+
+func (h depsHost) RouteTo(ctx context.Context, part uint16) (string, error) {
+	return h.n.routeTo(ctx, part)
+}
+
+func (h depsHost) GetAtLeader(ctx context.Context, part uint16, id task.ID) (*wire.TaskView, bool, error) {
+	return forward[wire.GetRequest, wire.TaskView](ctx, h.n, part, wire.OpGet, &wire.GetRequest{ID: id})
+}
+
+// pressureHost is what the pressure watch sees of the node.
+type pressureHost struct{ n *Node }
+
+func (h pressureHost) SetWALHold(d time.Duration) { h.n.store.SetWALHold(d) }
+
+// ReplicatesWrites reports whether this node leads a partition with
+// followers.
+func (h pressureHost) ReplicatesWrites() bool {
+	for p := range h.n.parts {
+		if to, ep := h.n.repl.Followers(uint16(p)); ep > 0 && len(to) > 0 {
+			return true
+		}
+	}
+	return false
+}
