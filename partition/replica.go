@@ -866,16 +866,25 @@ func stateRecord(id task.ID, st *task.State) task.Record {
 	return task.Record{ID: id, State: &c}
 }
 
-// Release drops the replica's data: this node left the partition's cohort
-// and the partition's leader, serving with the new cohort, holds what it
-// held (a zombie released; DESIGN.md, Topology). The promise stays, so the
-// replica still refuses epochs it promised away. A leading replica is not
-// released.
-func (r *Replica) Release() error {
+// ReleaseAt drops the replica's data: this node left the partition's
+// cohort and the partition's leader, serving with the new cohort, holds
+// what it held (a zombie released; DESIGN.md, Topology). registry is the
+// registry epoch at which the release was decided. The promise stays, so
+// the replica still refuses epochs it promised away. A leading replica is
+// not released, nor one that promised an epoch above registry: a handoff
+// to that epoch may be carrying the partition to this node and count it
+// among the epoch's sealed members, which must hold the data (the carry
+// first raises each member's promise to the epoch, so a carried copy is
+// never released behind it).
+func (r *Replica) ReleaseAt(registry uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.epoch != 0 {
 		return fmt.Errorf("%w: partition %d: release while leading at epoch %d", ErrNotLeader, r.cfg.Part, r.epoch)
+	}
+	if r.promised > registry {
+		return fmt.Errorf("%w: partition %d: release decided at registry epoch %d, but this replica promised epoch %d: a handoff may count on its copy",
+			task.ErrEpoch, r.cfg.Part, registry, r.promised)
 	}
 	if err := r.cfg.Store.DropPartition(r.cfg.Part); err != nil {
 		return err

@@ -53,7 +53,7 @@ type Replica interface {
 	Resign()
 	ResignAt(ep uint64) bool
 	// Release drops the replica's data (a zombie's).
-	Release() error
+	ReleaseAt(registry uint64) error
 }
 
 // Cluster is what this node knows of the others and how it reaches them.

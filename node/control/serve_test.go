@@ -32,7 +32,7 @@ func (r *fakeReplica) Promise(ep, candidate uint64) error {
 func (r *fakeReplica) Lead(ep uint64) error    { r.epoch = ep; return nil }
 func (r *fakeReplica) Resign()                 { r.epoch = 0 }
 func (r *fakeReplica) ResignAt(ep uint64) bool { return false }
-func (r *fakeReplica) Release() error          { return nil }
+func (r *fakeReplica) ReleaseAt(uint64) error  { return nil }
 
 // fakeHost is a Host over fake replicas and a fixed placement; it
 // reaches no peer.

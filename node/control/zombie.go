@@ -114,7 +114,9 @@ func (c *Control) release(ctx context.Context, part uint16) error {
 	if now, _ := c.host.Placement(); now.Epochs[part] != pl.Epochs[part] || !c.zombie(now, int(part)) {
 		return fmt.Errorf("%w: partition %d changed while asking", wire.ErrUnavailable, part)
 	}
-	if err := c.host.Replica(int(part)).Release(); err != nil {
+	// Only at the epoch the decision was made at: a replica that promised
+	// a newer one may be a sealed member of a handoff in flight.
+	if err := c.host.Replica(int(part)).ReleaseAt(pl.Epochs[part]); err != nil {
 		return err
 	}
 	c.log.Info("released a partition this node no longer holds for its cohort", "partition", part, "epoch", pl.Epochs[part])

@@ -176,9 +176,18 @@ wait:
 	return sealedSet, nil
 }
 
-// carryTo runs leader rounds with peer at ep until its tree equals this
-// replica's.
+// carryTo makes peer's replica hold exactly this one's at ep: it first
+// raises peer's promise to ep (an empty item at ep, merged durably), then
+// runs leader rounds until its tree equals this replica's. The promise
+// comes first so that peer cannot release its copy as a zombie (a
+// release is refused once the replica promised an epoch above the one it
+// was decided at: partition.Replica.ReleaseAt) after the rounds found it
+// equal and before the CAS counts it sealed; a copy released before the
+// promise is refilled by the rounds.
 func (p *Plane) carryTo(ctx context.Context, part uint16, peer, ep uint64) error {
+	if err := p.sendEpoch(ctx, part, peer, ep); err != nil {
+		return err
+	}
 	var cur antientropy.Cursor
 	for range carryOutRounds {
 		res, err := p.aaeRound(ctx, part, peer, cur, leaderMode(ep, peer))
@@ -191,6 +200,25 @@ func (p *Plane) carryTo(ctx context.Context, part uint16, peer, ep uint64) error
 		cur = res.Next
 	}
 	return fmt.Errorf("%w: partition %d: node %d not in sync after %d rounds", wire.ErrUnavailable, part, peer, carryOutRounds)
+}
+
+// sendEpoch sends peer's replica of part an empty item at ep: a replica
+// that promised a newer epoch refuses it (task.ErrEpoch); one that
+// promised an older takes it as a promise to ep, durably
+// (partition.Replica.Merge).
+func (p *Plane) sendEpoch(ctx context.Context, part uint16, peer, ep uint64) error {
+	addr := p.host.AddrOf(peer)
+	if addr == "" {
+		return fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, peer)
+	}
+	var resp wire.ReplicateResponse
+	if err := p.host.Peers().Call(ctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{{Part: part, Epoch: ep}}}, &resp); err != nil {
+		return err
+	}
+	if len(resp.Results) != 1 {
+		return fmt.Errorf("%w: %d results for one item", wire.ErrUnavailable, len(resp.Results))
+	}
+	return resultErr(resp.Results[0])
 }
 
 // aaeRounds runs rounds of mode with peer until one finds the trees equal

@@ -249,19 +249,7 @@ func (p *Plane) ConfirmLeading(ctx context.Context, part uint16) error {
 	defer cancel()
 	answers := make(chan error, len(to))
 	for _, f := range to {
-		go func() {
-			addr := p.host.AddrOf(f)
-			if addr == "" {
-				answers <- fmt.Errorf("%w: address of node %d unknown", wire.ErrUnavailable, f)
-				return
-			}
-			var resp wire.ReplicateResponse
-			err := p.host.Peers().Call(ctx, addr, wire.OpReplicate, &wire.ReplicateRequest{Items: []wire.ReplicateItem{{Part: part, Epoch: ep}}}, &resp)
-			if err == nil && len(resp.Results) == 1 && resp.Results[0].Code != wire.CodeOK {
-				err = &wire.Error{Code: resp.Results[0].Code, Msg: resp.Results[0].Err}
-			}
-			answers <- err
-		}()
+		go func() { answers <- p.sendEpoch(ctx, part, f, ep) }()
 	}
 	yes := 0
 	var errs []error
