@@ -102,6 +102,16 @@
 //     on a majority, so on a promiser) and older states only from sealed
 //     members (they hold the carried ones and no orphan).
 //
+// Two rules keep a sealed member holding what was carried to it. A
+// leader that promises a newer epoch, even to itself for its own
+// handoff, stops writing at its old one (Promise): a write acknowledged
+// there after the carry reached the other members would be on no sealed
+// member but the leader. And a replica that promised an epoch above the
+// one a zombie release was decided at keeps its data (ReleaseAt): a
+// handoff to that epoch may be carrying to it and count it sealed; the
+// carry raises each member's promise before it compares trees, so a copy
+// it counts on is never released behind it.
+//
 // An orphan is thus never joined with anything, never carried, and
 // replaced wherever a leader's records reach it; anti-entropy makes
 // them reach it.
