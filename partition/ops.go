@@ -528,7 +528,7 @@ func (r *Replica) resignLocked() {
 	if r.epoch == 0 {
 		return
 	}
-	r.log.Info("stepping down: promised a newer epoch to another node", "epoch", r.epoch, "promised", r.promised, "to", r.promTo)
+	r.log.Info("stepping down: promised a newer epoch (to another node, or to this one for its own handoff)", "epoch", r.epoch, "promised", r.promised, "to", r.promTo)
 	r.unpublishLocked()
 }
 
