@@ -53,63 +53,109 @@ func (n *Node) refusal(ctx context.Context, id task.ID, err error) error {
 	return err
 }
 
+// onTask runs a write on task id at its partition's leader: forwarded
+// there when that is another node (fwd, handled), else checked (check,
+// after forwarding: the leader's limits apply), applied (apply returns the
+// write's record and its durability handle; a refusal is confirmed first:
+// refusal) and shipped while the local sync runs, answering once W
+// replicas hold it.
+func onTask[Req, Resp any](ctx context.Context, n *Node, op wire.Op, id task.ID, req *Req,
+	check func() error, apply func(r *partition.Replica, now int64) (partition.Write, error),
+) (acks int, fwd *Resp, handled bool, err error) {
+	if err := n.checkServing(); err != nil {
+		return 0, nil, true, err
+	}
+	if err := id.Check(); err != nil {
+		return 0, nil, true, err
+	}
+	if fwd, handled, err := forward[Req, Resp](ctx, n, n.partOf(id), op, req); handled {
+		return 0, fwd, true, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return 0, nil, true, err
+		}
+	}
+	part := n.partOf(id)
+	wr, err := apply(n.parts[part], n.now())
+	if err != nil {
+		return 0, nil, true, n.refusal(ctx, id, err)
+	}
+	acks, err = n.repl.Replicate(ctx, part, 0, wr)
+	return acks, nil, err != nil, err
+}
+
+// ack is the answer of an onTask write with an Ack.
+func ack(acks int, fwd *wire.Ack, handled bool, err error) (*wire.Ack, error) {
+	if handled {
+		return fwd, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
+
 // Renew extends a claim.
 func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if err := req.ID.Check(); err != nil {
-		return nil, err
-	}
-	if resp, handled, err := forward[wire.RenewRequest, wire.RenewResponse](ctx, n, n.partOf(req.ID), wire.OpRenew, req); handled {
-		return resp, err
-	}
-	if drifting, _ := n.drifting(); drifting {
-		return nil, n.errDrifting() // the coordinator retries at the next leader
-	}
-	ttl := req.TTLMs
-	if ttl == 0 {
-		ttl = n.cfg.DefaultTTL.Milliseconds()
-	}
-	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
-		return nil, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
-	}
-	part := n.partOf(req.ID)
-	c, wr, err := n.parts[part].RenewApply(req.ID, req.Claim, n.now(), ttl)
-	if err != nil {
-		return nil, n.refusal(ctx, req.ID, err)
-	}
-	acks, err := n.repl.Replicate(ctx, part, 0, wr)
-	if err != nil {
-		return nil, err
+	var c task.Claim
+	var ttl int64
+	acks, fwd, handled, err := onTask[wire.RenewRequest, wire.RenewResponse](ctx, n, wire.OpRenew, req.ID, req,
+		func() error {
+			if drifting, _ := n.drifting(); drifting {
+				return n.errDrifting() // the coordinator retries at the next leader
+			}
+			if ttl = req.TTLMs; ttl == 0 {
+				ttl = n.cfg.DefaultTTL.Milliseconds()
+			}
+			if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+				return fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+			}
+			return nil
+		},
+		func(r *partition.Replica, now int64) (wr partition.Write, err error) {
+			c, wr, err = r.RenewApply(req.ID, req.Claim, now, ttl)
+			return wr, err
+		})
+	if handled {
+		return fwd, err
 	}
 	return &wire.RenewResponse{End: c.End, Acks: acks}, nil
 }
 
 // Update appends a progress entry.
 func (n *Node) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if err := req.ID.Check(); err != nil {
-		return nil, err
-	}
-	if resp, handled, err := forward[wire.UpdateRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpUpdate, req); handled {
-		return resp, err
-	}
-	if err := task.ValidateData(req.Data, n.cfg.MaxPayload); err != nil {
-		return nil, err
-	}
-	part := n.partOf(req.ID)
-	wr, err := n.parts[part].UpdateApply(req.ID, req.Claim, req.Seq, req.Data, n.now())
-	if err != nil {
-		return nil, n.refusal(ctx, req.ID, err)
-	}
-	acks, err := n.repl.Replicate(ctx, part, 0, wr)
-	if err != nil {
-		return nil, err
-	}
-	return &wire.Ack{Acks: acks}, nil
+	return ack(onTask[wire.UpdateRequest, wire.Ack](ctx, n, wire.OpUpdate, req.ID, req,
+		func() error { return task.ValidateData(req.Data, n.cfg.MaxPayload) },
+		func(r *partition.Replica, now int64) (partition.Write, error) {
+			return r.UpdateApply(req.ID, req.Claim, req.Seq, req.Data, now)
+		}))
+}
+
+// Fail ends a claim as a failed attempt.
+func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	return ack(onTask[wire.FailRequest, wire.Ack](ctx, n, wire.OpFail, req.ID, req,
+		func() error {
+			if req.RetryAfterMs == nil {
+				return nil
+			}
+			return checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay)
+		},
+		func(r *partition.Replica, now int64) (partition.Write, error) {
+			return r.FailApply(req.ID, req.Claim, req.Reason, req.RetryAfterMs, now)
+		}))
+}
+
+// Snooze ends a claim without counting an attempt.
+func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	return ack(onTask[wire.SnoozeRequest, wire.Ack](ctx, n, wire.OpSnooze, req.ID, req,
+		func() error { return checkMs("delay", req.DelayMs, n.cfg.MaxDelay) },
+		func(r *partition.Replica, now int64) (partition.Write, error) {
+			return r.SnoozeApply(req.ID, req.Claim, req.DelayMs, now)
+		}))
+}
+
+// Requeue makes a dead task ready again.
+func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	return ack(onTask[wire.RequeueRequest, wire.Ack](ctx, n, wire.OpRequeue, req.ID, req, nil,
+		func(r *partition.Replica, now int64) (partition.Write, error) { return r.RequeueApply(req.ID, now) }))
 }
 
 // Complete completes a task and tells its dependents; with Next it also
@@ -164,81 +210,4 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	// makes it once).
 	n.deps.Completed(req.ID)
 	return resp, nil
-}
-
-// Fail ends a claim as a failed attempt.
-func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if err := req.ID.Check(); err != nil {
-		return nil, err
-	}
-	if resp, handled, err := forward[wire.FailRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpFail, req); handled {
-		return resp, err
-	}
-	if req.RetryAfterMs != nil {
-		if err := checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay); err != nil {
-			return nil, err
-		}
-	}
-	part := n.partOf(req.ID)
-	wr, err := n.parts[part].FailApply(req.ID, req.Claim, req.Reason, req.RetryAfterMs, n.now())
-	if err != nil {
-		return nil, n.refusal(ctx, req.ID, err)
-	}
-	acks, err := n.repl.Replicate(ctx, part, 0, wr)
-	if err != nil {
-		return nil, err
-	}
-	return &wire.Ack{Acks: acks}, nil
-}
-
-// Snooze ends a claim without counting an attempt.
-func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if err := req.ID.Check(); err != nil {
-		return nil, err
-	}
-	if resp, handled, err := forward[wire.SnoozeRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpSnooze, req); handled {
-		return resp, err
-	}
-	if err := checkMs("delay", req.DelayMs, n.cfg.MaxDelay); err != nil {
-		return nil, err
-	}
-	part := n.partOf(req.ID)
-	wr, err := n.parts[part].SnoozeApply(req.ID, req.Claim, req.DelayMs, n.now())
-	if err != nil {
-		return nil, n.refusal(ctx, req.ID, err)
-	}
-	acks, err := n.repl.Replicate(ctx, part, 0, wr)
-	if err != nil {
-		return nil, err
-	}
-	return &wire.Ack{Acks: acks}, nil
-}
-
-// Requeue makes a dead task ready again.
-func (n *Node) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if err := req.ID.Check(); err != nil {
-		return nil, err
-	}
-	if resp, handled, err := forward[wire.RequeueRequest, wire.Ack](ctx, n, n.partOf(req.ID), wire.OpRequeue, req); handled {
-		return resp, err
-	}
-	part := n.partOf(req.ID)
-	wr, err := n.parts[part].RequeueApply(req.ID, n.now())
-	if err != nil {
-		return nil, n.refusal(ctx, req.ID, err)
-	}
-	acks, err := n.repl.Replicate(ctx, part, 0, wr)
-	if err != nil {
-		return nil, err
-	}
-	return &wire.Ack{Acks: acks}, nil
 }
