@@ -92,6 +92,16 @@ type Result struct {
 	Truncated bool
 	// Next is where the next round starts.
 	Next Cursor
+	// Passed counts the buckets, from the cursor's on in cursor order,
+	// that this round covered: each was equal at the descent or listed to
+	// its end (the cursor's own bucket only after From.After). It is
+	// Shape.Buckets when the round left nothing unreported (not
+	// Truncated), and rounds that each start at the last one's Next cover
+	// the whole tree once the sum of their Passed reaches Shape.Buckets:
+	// how a caller that needs one complete pass, not the trees equal,
+	// bounds its rounds (the carry of a handoff, whose mode may leave
+	// differences in place).
+	Passed int
 	// Stats counts the round's work, for metrics.
 	Stats Stats
 }
@@ -154,6 +164,9 @@ func Diff(ctx context.Context, local *Tree, remote Remote, list ListFunc, lim Li
 		if err := d.compareBuckets(ctx, leaves); err != nil {
 			return Result{}, fmt.Errorf("antientropy: compare buckets: %w", err)
 		}
+	}
+	if !d.res.Truncated {
+		d.res.Passed = local.shape.Buckets
 	}
 	return d.res, nil
 }
@@ -292,11 +305,22 @@ func (d *differ) compareBuckets(ctx context.Context, leaves []int) error {
 		d.res.Stats.EntriesRemote += len(rem[i])
 		d.res.Stats.BytesReceived += entriesLen(len(rem[i]))
 		if !d.compareBucket(b, loc[i], rem[i]) {
+			d.res.Passed = d.rank(b) // b itself resumes at Next.After
 			return nil
 		}
 		d.res.Next = Cursor{Bucket: (b + 1) % d.local.shape.Buckets}
+		// Every bucket of lower rank was equal at the descent (it kept
+		// the first differing ones in cursor order) or listed before b.
+		d.res.Passed = d.rank(b) + 1
 	}
 	return nil
+}
+
+// rank is bucket b's place in the round's cursor order: 0 for the
+// cursor's bucket.
+func (d *differ) rank(b int) int {
+	n := d.local.shape.Buckets
+	return (b - d.from.Bucket + n) % n
 }
 
 // checkBucket sorts es and checks it lists distinct, non-zero ids of

@@ -171,7 +171,7 @@ func TestDiffLimits(t *testing.T) {
 
 			seen := map[ID]bool{}
 			cursor := Cursor{}
-			rounds := 0
+			rounds, passed := 0, 0
 			for ; len(seen) < len(want); rounds++ {
 				if rounds == maxRounds {
 					t.Fatalf("%d of %d ids reported after %d rounds", len(seen), len(want), rounds)
@@ -205,12 +205,34 @@ func TestDiffLimits(t *testing.T) {
 				if !res.Truncated && len(seen) < len(want) {
 					t.Fatalf("round %d not truncated with %d ids left", rounds, len(want)-len(seen))
 				}
+				// Rounds tile the buckets in cursor order: their Passed
+				// reach a whole tree only once every difference was
+				// reported.
+				passed += res.Passed
+				if passed >= base.tree.shape.Buckets && len(seen) < len(want) {
+					t.Fatalf("round %d: rounds passed %d buckets of %d with %d ids unreported", rounds, passed, base.tree.shape.Buckets, len(want)-len(seen))
+				}
 				if repairs {
 					repair(local, remote, res)
 				}
 				cursor = res.Next
 			}
 			t.Logf("%d ids in %d buckets: %d rounds", len(want), len(buckets), rounds)
+			if !repairs {
+				// The differences stay: the rounds go on wrapping around,
+				// and their Passed tell when one whole pass is done.
+				for extra := 0; passed < base.tree.shape.Buckets; extra++ {
+					if extra == 2 {
+						t.Fatalf("rounds passed only %d buckets of %d, %d rounds after the last difference", passed, base.tree.shape.Buckets, extra)
+					}
+					res, err := Diff(t.Context(), local.tree.Clone(), &fakeRemote{r: remote}, local.list, lim, cursor)
+					if err != nil {
+						t.Fatal(err)
+					}
+					passed += res.Passed
+					cursor = res.Next
+				}
+			}
 			if repairs {
 				res, err := Diff(t.Context(), local.tree.Clone(), &fakeRemote{r: remote}, local.list, lim, cursor)
 				if err != nil || !res.InSync {
@@ -247,11 +269,12 @@ func TestDiffResumesWithinBucket(t *testing.T) {
 		push      []ID
 		next      Cursor
 		truncated bool
+		passed    int
 	}{
-		{ids[0:2], Cursor{bucket, ids[1]}, true},
-		{ids[2:4], Cursor{bucket, ids[3]}, true},
-		{ids[4:5], Cursor{bucket + 1, ID{}}, true}, // skipped ids[:4], before the cursor
-		{ids[0:2], Cursor{bucket, ids[1]}, true},   // wrapped around
+		{ids[0:2], Cursor{bucket, ids[1]}, true, bucket}, // buckets before 7, equal
+		{ids[2:4], Cursor{bucket, ids[3]}, true, 0},
+		{ids[4:5], Cursor{bucket + 1, ID{}}, true, 1}, // skipped ids[:4], before the cursor
+		{ids[0:2], Cursor{bucket, ids[1]}, true, 63},  // wrapped around: 8..63, 0..6
 	}
 	cursor := Cursor{}
 	for round, tc := range tests {
@@ -259,9 +282,9 @@ func TestDiffResumesWithinBucket(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if !slices.Equal(res.Push, tc.push) || len(res.Pull) != 0 || res.Next != tc.next || res.Truncated != tc.truncated {
-			t.Fatalf("round %d from %+v: push %x, pull %x, next %+v, truncated %v; want push %x, next %+v, truncated %v",
-				round, cursor, res.Push, res.Pull, res.Next, res.Truncated, tc.push, tc.next, tc.truncated)
+		if !slices.Equal(res.Push, tc.push) || len(res.Pull) != 0 || res.Next != tc.next || res.Truncated != tc.truncated || res.Passed != tc.passed {
+			t.Fatalf("round %d from %+v: push %x, pull %x, next %+v, truncated %v, passed %d; want push %x, next %+v, truncated %v, passed %d",
+				round, cursor, res.Push, res.Pull, res.Next, res.Truncated, res.Passed, tc.push, tc.next, tc.truncated, tc.passed)
 		}
 		cursor = res.Next
 	}
@@ -278,23 +301,24 @@ func TestDiffCursorWraps(t *testing.T) {
 	local.put(b, syntheticDigest(2))
 	lim := Limits{BucketsPerRound: 1, IDsPerRound: 10}
 	tests := []struct {
-		from Cursor
-		push ID
-		next Cursor
+		from   Cursor
+		push   ID
+		next   Cursor
+		passed int
 	}{
-		{Cursor{Bucket: 5}, b, Cursor{Bucket: 41}},
-		{Cursor{Bucket: 41}, a, Cursor{Bucket: 4}},
-		{Cursor{Bucket: 4}, b, Cursor{Bucket: 41}},
-		{Cursor{Bucket: 3}, a, Cursor{Bucket: 4}},
+		{Cursor{Bucket: 5}, b, Cursor{Bucket: 41}, 36},
+		{Cursor{Bucket: 41}, a, Cursor{Bucket: 4}, 27},
+		{Cursor{Bucket: 4}, b, Cursor{Bucket: 41}, 37},
+		{Cursor{Bucket: 3}, a, Cursor{Bucket: 4}, 1},
 	}
 	for _, tc := range tests {
 		res, err := Diff(t.Context(), local.tree.Clone(), &fakeRemote{r: remote}, local.list, lim, tc.from)
 		if err != nil {
 			t.Fatalf("from %+v: %v", tc.from, err)
 		}
-		if !slices.Equal(res.Push, []ID{tc.push}) || res.Next != tc.next || !res.Truncated {
-			t.Errorf("from %+v: push %x, next %+v, truncated %v; want push %x, next %+v, truncated",
-				tc.from, res.Push, res.Next, res.Truncated, tc.push, tc.next)
+		if !slices.Equal(res.Push, []ID{tc.push}) || res.Next != tc.next || !res.Truncated || res.Passed != tc.passed {
+			t.Errorf("from %+v: push %x, next %+v, truncated %v, passed %d; want push %x, next %+v, truncated, passed %d",
+				tc.from, res.Push, res.Next, res.Truncated, res.Passed, tc.push, tc.next, tc.passed)
 		}
 	}
 }

@@ -222,18 +222,26 @@ func (p *Plane) sendEpoch(ctx context.Context, part uint16, peer, ep uint64) err
 }
 
 // aaeRounds runs rounds of mode with peer until one finds the trees equal
-// or repairs every difference it found (not truncated). Unlike the
-// background rounds, it is not bounded per interval: a handoff needs the
-// whole exchange.
+// or the rounds have covered every bucket once (antientropy.Result.Passed):
+// one whole pass after the promise pulls everything the peer held that
+// differed. Unlike the background rounds, it is not bounded per interval:
+// a handoff needs the whole exchange. It does not wait for the trees to
+// match: differences that mode leaves in place (states below the floor
+// from a member that is not sealed; the peer's view of tasks it lacks)
+// would keep every round truncated as the cursor wraps around, until
+// carryMemberTimeout failed the member.
 func (p *Plane) aaeRounds(ctx context.Context, part uint16, peer uint64, mode aaeMode) error {
+	buckets := p.host.Replica(part).TreeSnapshot().Shape().Buckets
 	var cur antientropy.Cursor
+	passed := 0
 	for round := 1; ; round++ {
 		res, err := p.aaeRound(ctx, part, peer, cur, mode)
 		if err != nil {
 			return err
 		}
-		if res.InSync || !res.Truncated {
-			p.log.Debug("carry in", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "pull", len(res.Pull))
+		passed += res.Passed
+		if res.InSync || passed >= buckets {
+			p.log.Debug("carry in", "partition", part, "peer", peer, "rounds", round, "in_sync", res.InSync, "truncated", res.Truncated)
 			return nil
 		}
 		cur = res.Next

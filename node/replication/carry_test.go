@@ -113,3 +113,50 @@ func TestCarryRaisesPromiseFirst(t *testing.T) {
 		t.Fatalf("carry at epoch 4 to a member that promised 5 = %v; want ErrEpoch", err)
 	}
 }
+
+// TestCarryInEndsAfterOnePass: the carry in from a member that is not
+// sealed leaves its states below the floor out, so the trees keep
+// differing; with more differing buckets than a round lists, every round
+// was truncated as the cursor wrapped around, and the carry in waited
+// for the trees to match until carryMemberTimeout failed the member (seen
+// in CI as a move that could not finish its handoff). The rounds now end
+// after one whole pass over the buckets.
+func TestCarryInEndsAfterOnePass(t *testing.T) {
+	net := peer.NewMemNet()
+	addrs := map[uint64]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}
+	a, ha := testNode(t, net, 1, addrs)
+	_, hb := testNode(t, net, 2, addrs)
+	// Node 2 holds tasks with states an epoch-1 leader wrote; node 1
+	// holds none of them. Far more differing buckets than one round lists.
+	const tasks = 8 * 32
+	now := clock.UnixMilli(clock.Real{})
+	var recs []task.Record
+	for i := range tasks {
+		id := task.MakeID(now, 1, uint32(i))
+		recs = append(recs, task.Record{ID: id, Spec: &task.Spec{ID: id, Queue: "q", MaxAttempts: 3}, State: &task.State{Stamp: 1, RequeueBase: 1}})
+	}
+	d, errs, err := hb.r.Merge(partition.Source{Epoch: 1, Authority: 1, From: 1}, recs, now)
+	if err != nil || errs != nil {
+		t.Fatal(err, errs)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The carry to epoch 3 from node 2, not sealed at epoch 2: its states
+	// below 2 are not taken.
+	mode := aaeMode{ep: 3, pull: partition.Source{Epoch: 3, Floor: 2, From: 2}}
+	ctx, cancel := context.WithTimeout(t.Context(), carryMemberTimeout/2)
+	defer cancel()
+	if err := a.aaeRounds(ctx, 0, 2, mode); err != nil {
+		t.Fatalf("carry in from node 2: %v; want it done after one pass", err)
+	}
+	for _, rec := range recs {
+		got, err := ha.r.Record(rec.ID, true)
+		if err != nil {
+			t.Fatalf("task %s: %v", rec.ID, err)
+		}
+		if got.Spec == nil || (got.State != nil && got.State.Stamp != 0) {
+			t.Fatalf("task %s after the carry in: spec %v, state %+v; want the spec and no state below the floor", rec.ID, got.Spec != nil, got.State)
+		}
+	}
+}
