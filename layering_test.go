@@ -15,9 +15,13 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "wire", "task", "clock", "store"},
-	"node":         {"node/peer", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "node/pressure", "httpapi", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
+	// The metadata group's bring-up, joining, gossip, peers' addresses.
+	"node/membership": {"node/peer", "member", "raftgroup", "store", "clock", "wire"},
+	// How clients and peers reach a node: sockets, QUIC and HTTP servers.
+	"node/listen": {"node/peer", "httpapi", "wire"},
 	// When a node holds its log's busy syncs back.
 	"node/pressure": {},
 	// The dependency protocol across partitions.

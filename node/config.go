@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/listen"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/store"
@@ -332,10 +332,10 @@ func (c *Config) Validate() error {
 	check(c.Logger != nil, "no logger")
 	check(c.GossipProfile == "lan" || c.GossipProfile == "local", "gossip profile %q: want lan or local", c.GossipProfile)
 	check(c.ClusterSecret == nil || len(c.ClusterSecret) >= minSecretLen, "cluster secret is %d bytes; at least %d are needed", len(c.ClusterSecret), minSecretLen)
-	if err := checkBind(c.Bind, c.Insecure || c.ClusterSecret != nil); err != nil {
+	if err := listen.CheckBind(c.Bind, c.Insecure || c.ClusterSecret != nil); err != nil {
 		errs = append(errs, err)
 	}
-	if err := checkAdvertise(c.Advertise); err != nil {
+	if err := listen.CheckAdvertise(c.Advertise); err != nil {
 		errs = append(errs, err)
 	}
 	check(!c.NoListen || c.PeerNet != nil, "no-listen needs a peer network: without sockets, PeerNet is the node's only way to its peers")
@@ -349,43 +349,3 @@ func (c *Config) Validate() error {
 
 // minSecretLen is the shortest cluster secret (wire.MinSecretLen).
 const minSecretLen = 16
-
-// ErrInsecureBind is returned for a non-loopback bind without a cluster
-// secret or Insecure.
-var ErrInsecureBind = errors.New("refusing to bind a non-loopback address without a cluster secret (--cluster-secret-file) or --insecure")
-
-// checkAdvertise checks that an explicit advertise address is dialable.
-func checkAdvertise(advertise string) error {
-	if advertise == "" {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(advertise)
-	if err != nil {
-		return fmt.Errorf("advertise %q: %w", advertise, err)
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
-		return fmt.Errorf("advertise %s: a wildcard address cannot be dialed", advertise)
-	}
-	return nil
-}
-
-func checkBind(bind string, insecure bool) error {
-	host, _, err := net.SplitHostPort(bind)
-	if err != nil {
-		return fmt.Errorf("bind %q: %w", bind, err)
-	}
-	if insecure {
-		return nil
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return fmt.Errorf("bind %q: host must be an IP address or localhost", bind)
-	}
-	if !ip.IsLoopback() {
-		return fmt.Errorf("bind %s: %w", bind, ErrInsecureBind)
-	}
-	return nil
-}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skuldd/skuldd/node/listen"
 )
 
 func TestDefaultConfigValid(t *testing.T) {
@@ -28,9 +30,9 @@ func TestBindLoopbackOnly(t *testing.T) {
 		{"127.0.0.2:0", false, nil, false},
 		{"[::1]:13000", false, nil, false},
 		{"localhost:13000", false, nil, false},
-		{"0.0.0.0:13000", false, ErrInsecureBind, false},
-		{"10.1.2.3:13000", false, ErrInsecureBind, false},
-		{"[::]:13000", false, ErrInsecureBind, false},
+		{"0.0.0.0:13000", false, listen.ErrInsecureBind, false},
+		{"10.1.2.3:13000", false, listen.ErrInsecureBind, false},
+		{"[::]:13000", false, listen.ErrInsecureBind, false},
 		{"0.0.0.0:13000", true, nil, false},
 		{"example.com:13000", false, nil, true},
 		{"no-port", false, nil, true},

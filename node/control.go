@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/skuldd/skuldd/epoch"
-	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/task"
@@ -55,13 +54,13 @@ func (h controlHost) Fence(part uint16, on bool) bool    { return h.n.heads.Fenc
 func (h controlHost) Fenced(part uint16) bool            { return h.n.heads.IsFenced(part) }
 func (h controlHost) Group() control.Group               { return h.n.raft }
 func (h controlHost) Peers() *peer.Pool                  { return h.n.peers }
-func (h controlHost) AddrOf(id uint64) string            { return h.n.addrOf(id) }
+func (h controlHost) AddrOf(id uint64) string            { return h.n.ms.AddrOf(id) }
 func (h controlHost) Departing() bool                    { return h.n.departing.Load() }
 func (h controlHost) TimersDue()                         { h.n.nextDue.Store(0) }
 func (h controlHost) Exit(err error)                     { h.n.exit(err) }
 
 func (h controlHost) Gossip() control.Gossip {
-	if m := h.n.gossip(); m != nil {
+	if m := h.n.ms.Gossip(); m != nil {
 		return m
 	}
 	return nil // not a nil *member.Member in a non-nil interface
@@ -105,21 +104,6 @@ func (n *Node) clockView() *wire.ClockView {
 		return nil
 	}
 	return n.ctl.ClockView()
-}
-
-// gossipStates maps node ids to their gossip state, with this node alive.
-func (n *Node) gossipStates() map[uint64]member.State {
-	return control.StatesOf(n.id, n.member.Members())
-}
-
-// gossipAlive reports whether gossip holds node id alive (this node
-// always is), as gossipStates would, for one node.
-func (n *Node) gossipAlive(id uint64) bool {
-	if id == n.id {
-		return true
-	}
-	_, st, ok := n.member.Lookup(id)
-	return ok && st == member.Alive
 }
 
 // Leave hands this node's partitions to other members and then stops the

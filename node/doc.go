@@ -27,6 +27,11 @@
 // (the epoch handoff, failover, placement moves, zombies, drift stand-by,
 // the metadata group's voters; controlHost). Neither imports node.
 //
+// The node's place in the cluster is node/membership's: the metadata
+// group's bring-up and joining, gossip, the address book of peers. Its
+// sockets and the QUIC and HTTP servers on them are node/listen's; node
+// hands them the handlers.
+//
 // Peers are reached through node/peer: the transport (QUIC, or
 // Config.PeerNet in tests), the connection pool, and the op registry on
 // which node and each plane register the handlers of their peer ops

@@ -34,7 +34,7 @@ type replHost struct{ n *Node }
 
 func (h replHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
 func (h replHost) Cohort(part int) []uint64               { return h.n.partitionCohort(part) }
-func (h replHost) AddrOf(id uint64) string                { return h.n.addrOf(id) }
+func (h replHost) AddrOf(id uint64) string                { return h.n.ms.AddrOf(id) }
 func (h replHost) Peers() *peer.Pool                      { return h.n.peers }
 func (h replHost) NoteDependents(recs []task.Record)      { h.n.deps.Note(recs) }
 func (h replHost) Collected(id task.ID)                   { h.n.deps.Collected(id) }

@@ -2,23 +2,18 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
-	"github.com/skuldd/skuldd/httpapi"
-	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
+	"github.com/skuldd/skuldd/node/listen"
+	"github.com/skuldd/skuldd/node/membership"
 	"github.com/skuldd/skuldd/node/metrics"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/pressure"
@@ -40,29 +35,27 @@ type Node struct {
 	resetKey [32]byte // QUIC stateless reset key, kept across restarts
 	store    *store.Store
 	pressure *pressure.Watch // whether the store holds busy syncs (node/pressure)
-	raft     *raftgroup.Group
-	parts    []*partition.Replica
-	fresh    *partition.FreshBudget // the replicas' claim cache; nil: none
-	heads    *heads.Index
+	// raft is the metadata group (membership's), set once Start has it;
+	// what may run before (the peer handlers, shutdown, metrics) uses
+	// raftGroup.
+	raft  *raftgroup.Group
+	parts []*partition.Replica
+	fresh *partition.FreshBudget // the replicas' claim cache; nil: none
+	heads *heads.Index
 	// deps is this node's part of the dependency protocol (node/deps).
 	deps *deps.Plane
 	ids  *task.IDGen
 
-	// Cluster plumbing (cluster.go). raftReady is closed once raft is set;
-	// the peer handler may run before that.
-	member *member.Member
-	peers  *peer.Pool
+	// ms is the node's membership (node/membership): the metadata group,
+	// gossip, joining, peers' addresses. Set at Start, before the peer
+	// transport serves.
+	ms    *membership.Membership
+	peers *peer.Pool
 	// peerEnd is the node on Config.PeerNet, when it uses one.
 	peerEnd *peer.MemEndpoint
-	raftTr  raftTransport
 	// repl is the replication data plane (node/replication).
-	repl      *replication.Plane
-	sums      heads.Summaries
-	raftReady chan struct{}
-	// memberReady is closed once member is set (gossip).
-	memberReady chan struct{}
-	learnedMu   sync.Mutex
-	learned     map[uint64]string
+	repl *replication.Plane
+	sums heads.Summaries
 	// clientHandler serves the client API, on client connections and for
 	// requests peers forward.
 	clientHandler wire.Handler
@@ -70,12 +63,11 @@ type Node struct {
 	// the forwarding node retries.
 	peerClientHandler wire.Handler
 
-	udp     net.PacketConn
-	tcp     net.Listener
-	quicSrv *wire.Server
-	httpSrv *http.Server
-	addr    string
-	ready   atomic.Bool
+	// ln is the node's sockets and servers (node/listen); nil with
+	// Config.NoListen.
+	ln    *listen.Listener
+	addr  string
+	ready atomic.Bool
 	// nextDue is the earliest timer of any partition (MaxInt64: none);
 	// tickMu serialises tick.
 	nextDue atomic.Int64
@@ -126,7 +118,6 @@ func New(cfg Config) (*Node, error) {
 	}
 	return &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), stopc: make(chan struct{}),
-		raftReady: make(chan struct{}), memberReady: make(chan struct{}), learned: make(map[uint64]string),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		exitc: make(chan error, 1),
 	}, nil
@@ -172,8 +163,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if a := n.cfg.Advertise; a != "" {
 			n.addr = a
 		}
-	} else if err := n.bind(); err != nil {
-		return err
+	} else {
+		if n.ln, err = listen.Bind(n.listenConfig()); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.addr = n.ln.Addr()
+	}
+	if n.ms, err = membership.New(n.membershipConfig()); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	loopCtx, loopCancel := context.WithCancel(context.Background())
 	n.cancel = loopCancel
@@ -186,17 +183,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startQUIC(); err != nil {
 		return err
 	}
-	n.raftTr = raftTransport{peer.NewRaftCarrier(loopCtx, n.peers, n.addrOf, n.log)}
-	if err := n.startMember(); err != nil {
-		return err
+	cc, err := n.ms.Start(ctx, loopCtx, n.peers)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
-	if err := n.startRaft(ctx); err != nil {
-		return err
-	}
+	n.raft = n.ms.Group()
+	// A joiner takes the cluster's P and N, whatever its flags say.
+	n.cfg.Partitions, n.cfg.Replicas = cc.Partitions, cc.Replicas
 	n.refreshMeta()
 	// Gossip from the registry now, before this node leads anything: it
 	// must see its cluster (and its clock be checked against it) first.
-	n.wg.Go(func() { n.rejoinLoop(loopCtx) })
+	n.wg.Go(func() { n.ms.RejoinLoop(loopCtx) })
 	if err := n.checkAway(); err != nil {
 		return err
 	}
@@ -229,10 +226,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
-	if !n.cfg.NoListen {
-		if err := n.serveHTTP(); err != nil {
-			return err
-		}
+	if n.ln != nil {
+		n.ln.ServeHTTP(n.metrics.Meter(coordinator{n}), n.health, n.metrics)
 	}
 	n.deps.Reconcile()
 	n.ready.Store(true)
@@ -267,18 +262,16 @@ func (n *Node) startQUIC() error {
 	// server serves clients only.
 	peerSide := n.peerHandlers()
 	var tr peer.Transport
-	if !n.cfg.NoListen {
-		srv, err := n.newQUICServer(peerSide)
-		if err != nil {
-			return err
+	if n.ln != nil {
+		quicPeers := peerSide
+		if n.cfg.PeerNet != nil {
+			quicPeers = peer.Handlers{} // the peer protocol goes over PeerNet
 		}
-		n.quicSrv = srv
+		srv, err := n.ln.ServeQUIC(n.clientHandler, quicPeers)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 		tr = peer.QUIC{Server: srv, Config: wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout}}
-		n.wg.Go(func() {
-			if err := srv.Serve(n.udp); err != nil {
-				n.log.Error("quic server stopped", "err", err)
-			}
-		})
 	}
 	if pn := n.cfg.PeerNet; pn != nil {
 		end, err := pn.Attach(n.addr, n.id, peerSide)
@@ -291,101 +284,17 @@ func (n *Node) startQUIC() error {
 	return nil
 }
 
-// newQUICServer returns the QUIC server of the client API and, unless the
-// node uses Config.PeerNet, of peerSide.
-func (n *Node) newQUICServer(peerSide peer.Handlers) (*wire.Server, error) {
-	cert, err := wire.SelfSignedCert()
-	if err != nil {
-		return nil, fmt.Errorf("node: tls: %w", err)
-	}
-	var keys wire.Keys
-	if n.cfg.ClusterSecret != nil {
-		if keys, err = wire.DeriveKeys(n.cfg.ClusterSecret); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
-		}
-	}
-	handlers := peerSide
-	if n.cfg.PeerNet != nil {
-		handlers = peer.Handlers{}
-	}
-	srv, err := wire.NewServer(wire.ServerConfig{
-		TLS:      wire.ServerTLS(cert),
-		Logger:   n.log,
-		ResetKey: &n.resetKey,
-		NodeID:   n.id,
-		Keys:     keys,
-		// In tests a handler's panic fails the test (invariant's rule).
-		RethrowPanics: testing.Testing(),
-		PeerHandler:   handlers.Peer,
-		RawHandler:    handlers.Raw,
-	}, n.clientHandler)
-	if err != nil {
-		return nil, fmt.Errorf("node: quic server: %w", err)
-	}
-	return srv, nil
-}
-
-// serveHTTP starts the HTTP server.
-func (n *Node) serveHTTP() error {
-	var handler http.Handler = httpapi.New(n.metrics.Meter(coordinator{n}), n.health, n.log)
-	{
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.Handle("GET /metrics", n.metrics)
-		handler = mux
-	}
-	// The test hooks first: pprof's own /debug/pprof/ then takes
-	// precedence over their /debug/.
-	if n.cfg.Debug != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.Handle("/debug/", n.cfg.Debug)
-		handler = mux
-	}
-	if n.cfg.Pprof {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		handler = mux
+// listenConfig is node/listen's part of the node's configuration.
+func (n *Node) listenConfig() listen.Config {
+	lc := listen.Config{
+		Bind: n.cfg.Bind, Advertise: n.cfg.Advertise, NodeID: n.id, ResetKey: &n.resetKey,
+		ClusterSecret: n.cfg.ClusterSecret, Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
 	}
 	if f := n.cfg.Faults; f != nil {
-		inner := handler
-		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := f.Gate(r.Context()); err != nil {
-				return // the client went away while the node was frozen
-			}
-			inner.ServeHTTP(w, r)
-		})
+		lc.Gate = f.Gate
 	}
-	// With a secret every endpoint but /healthz (pprof included) needs
-	// the client token.
-	if n.cfg.ClusterSecret != nil {
-		keys, err := wire.DeriveKeys(n.cfg.ClusterSecret)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		handler = httpapi.RequireToken(handler, wire.FormatToken(keys.ClientToken))
-	}
-	n.httpSrv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-	}
-	n.wg.Go(func() {
-		if err := n.httpSrv.Serve(n.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error("http server stopped", "err", err)
-		}
-	})
-	return nil
+	return lc
 }
-
-// HTTP server timeouts: a slow client must not hold a connection forever.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
-)
 
 // health reports why the node cannot serve, or nil.
 func (n *Node) health() error {
@@ -423,8 +332,8 @@ func (n *Node) Close() error {
 // durable either way.) Tests use it for kill -9 in one process.
 func (n *Node) Kill() error {
 	n.killed.Store(true)
-	if n.udp != nil {
-		_ = n.udp.Close()
+	if n.ln != nil {
+		n.ln.Silence()
 	}
 	if n.peerEnd != nil {
 		_ = n.peerEnd.Close()
@@ -438,33 +347,22 @@ func (n *Node) shutdown() {
 		n.stopping.Store(true)
 		close(n.stopc)
 		n.ready.Store(false)
-		if n.httpSrv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
-			if err := n.httpSrv.Shutdown(ctx); err != nil {
-				n.log.Warn("http shutdown", "err", err)
-			}
-			cancel()
-		} else if n.tcp != nil {
-			_ = n.tcp.Close()
+		if n.ln != nil {
+			n.ln.Drain(n.cfg.ShutdownTimeout)
 		}
 		// Hand the partitions this node leads to other members, then tell
 		// the others we leave, while the transport still works.
 		n.departing.Store(true)
-		if !n.killed.Load() && n.member != nil && n.raftGroup() != nil && n.parts != nil {
+		if !n.killed.Load() && n.raftGroup() != nil && n.parts != nil {
 			if moved, failed := n.ctl.HandOffAll(context.Background()); moved+failed > 0 {
 				n.log.Info("handed off partitions", "moved", moved, "failed", failed)
 			}
 		}
-		if n.member != nil && !n.killed.Load() {
-			if err := n.member.Leave(n.cfg.LeaveTimeout); err != nil {
-				n.log.Warn("gossip leave", "err", err)
-			}
+		if n.ms != nil && !n.killed.Load() {
+			n.ms.Leave(n.cfg.LeaveTimeout)
 		}
 		if n.cancel != nil {
 			n.cancel() // loops and raft senders
-		}
-		if n.raftTr.RaftCarrier != nil {
-			n.raftTr.Wait()
 		}
 		if n.repl != nil {
 			n.repl.Wait()
@@ -472,10 +370,8 @@ func (n *Node) shutdown() {
 		if n.deps != nil {
 			n.deps.Wait()
 		}
-		if n.member != nil {
-			if err := n.member.Shutdown(); err != nil {
-				n.log.Warn("gossip shutdown", "err", err)
-			}
+		if n.ms != nil {
+			n.ms.Stop()
 		}
 		if n.peers != nil {
 			n.peers.Close()
@@ -483,13 +379,8 @@ func (n *Node) shutdown() {
 		if n.peerEnd != nil {
 			_ = n.peerEnd.Close()
 		}
-		if n.quicSrv != nil {
-			if err := n.quicSrv.Close(); err != nil {
-				n.log.Warn("quic shutdown", "err", err)
-			}
-		}
-		if n.udp != nil {
-			_ = n.udp.Close()
+		if n.ln != nil {
+			n.ln.Close()
 		}
 		n.wg.Wait()
 		if n.ctl != nil {
@@ -500,10 +391,8 @@ func (n *Node) shutdown() {
 				r.Resign()
 			}
 		}
-		if n.raft != nil {
-			if err := n.raft.Close(); err != nil {
-				n.log.Warn("raft close", "err", err)
-			}
+		if n.ms != nil {
+			n.ms.Close()
 		}
 		if n.store != nil {
 			if err := n.store.Close(); err != nil {

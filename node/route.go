@@ -97,7 +97,7 @@ func (n *Node) routeTo(ctx context.Context, part uint16) (string, error) {
 	if leader == 0 || leader == n.id {
 		return "", fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, part)
 	}
-	addr := n.addrOf(leader)
+	addr := n.ms.AddrOf(leader)
 	if addr == "" {
 		return "", fmt.Errorf("%w: the address of node %d, leader of partition %d, is unknown", wire.ErrUnavailable, leader, part)
 	}
@@ -184,7 +184,7 @@ func (n *Node) otherLeaders() []string {
 	ids := n.otherLeaderIDs()
 	addrs := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if a := n.addrOf(id); a != "" {
+		if a := n.ms.AddrOf(id); a != "" {
 			addrs = append(addrs, a)
 		}
 	}
@@ -317,7 +317,7 @@ func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count
 		if trustIdle && n.sums.Idle(id, req.Queue) {
 			continue
 		}
-		addr := n.addrOf(id)
+		addr := n.ms.AddrOf(id)
 		if addr == "" {
 			continue
 		}

@@ -42,7 +42,7 @@ func (n *Node) summaryLoop(ctx context.Context) {
 			continue
 		}
 		last, lastSent = msg, time.Now()
-		for _, p := range n.member.Members() {
+		for _, p := range n.ms.Gossip().Members() {
 			if p.ID == n.id || p.State != member.Alive {
 				continue
 			}
@@ -62,14 +62,14 @@ func (n *Node) claimRouted(ctx context.Context, req *wire.ClaimRequest, count in
 	if isForwarded(ctx) {
 		return nil, false
 	}
-	node, rh, ok := n.sums.Best(req.Queue, n.gossipAlive)
+	node, rh, ok := n.sums.Best(req.Queue, n.ms.Alive)
 	if !ok {
 		return nil, false
 	}
 	if _, lh, lok := n.heads.Best(req.Queue); lok && heads.ClaimHere(lh, rh, n.cfg.ClaimOrderSlack) {
 		return nil, false
 	}
-	addr := n.addrOf(node)
+	addr := n.ms.AddrOf(node)
 	if addr == "" {
 		return nil, false
 	}

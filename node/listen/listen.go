@@ -1,0 +1,277 @@
+package listen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/httpapi"
+	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// HTTP server timeouts: a slow client must not hold a connection forever.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// ErrInsecureBind is returned for a non-loopback bind without a cluster
+// secret or Insecure.
+var ErrInsecureBind = errors.New("refusing to bind a non-loopback address without a cluster secret (--cluster-secret-file) or --insecure")
+
+// CheckAdvertise checks that an explicit advertise address ("": none)
+// is host:port and dialable: not a wildcard.
+func CheckAdvertise(advertise string) error {
+	if advertise == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return fmt.Errorf("advertise %q: %w", advertise, err)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return fmt.Errorf("advertise %s: a wildcard address cannot be dialed", advertise)
+	}
+	return nil
+}
+
+// CheckBind checks that bind is host:port with an IP address or localhost,
+// and a loopback one unless insecure (ErrInsecureBind).
+func CheckBind(bind string, insecure bool) error {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return fmt.Errorf("bind %q: %w", bind, err)
+	}
+	if insecure {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("bind %q: host must be an IP address or localhost", bind)
+	}
+	if !ip.IsLoopback() {
+		return fmt.Errorf("bind %s: %w", bind, ErrInsecureBind)
+	}
+	return nil
+}
+
+// Config configures a node's listeners. Node fills it from its own
+// Config (where the defaults live).
+type Config struct {
+	// Bind is the address to bind, host:port; port 0 picks one.
+	Bind string
+	// Advertise is the address peers and clients are told (host:port; a
+	// port 0 takes the bound one); empty: the bound address, or a host
+	// address for a wildcard bind.
+	Advertise string
+	// NodeID is the node's id, which the QUIC server proves to peers.
+	NodeID uint64
+	// ResetKey is the node's QUIC stateless reset key, kept across
+	// restarts.
+	ResetKey *[32]byte
+	// ClusterSecret, when set, derives the peers' and clients' keys: the
+	// HTTP API then needs the client token (but for /healthz).
+	ClusterSecret []byte
+	// Pprof serves /debug/pprof/.
+	Pprof bool
+	// Debug, when set, serves /debug/ (the test hooks).
+	Debug http.Handler
+	// Gate, when set, holds each HTTP request until it returns (the test
+	// faults' freeze); an error drops the request.
+	Gate func(context.Context) error
+	// Log is the node's logger.
+	Log *slog.Logger
+}
+
+// Listener is a node's bound sockets and the servers on them.
+type Listener struct {
+	cfg  Config
+	udp  net.PacketConn
+	tcp  net.Listener
+	addr string
+	keys wire.Keys
+
+	quic *wire.Server
+	http *http.Server
+	wg   sync.WaitGroup // the servers' Serve
+}
+
+// Bind opens UDP (QUIC) and TCP (HTTP) on one port number. With port 0,
+// UDP picks the port and TCP takes the same number.
+func Bind(cfg Config) (_ *Listener, err error) {
+	l := &Listener{cfg: cfg}
+	if cfg.ClusterSecret != nil {
+		if l.keys, err = wire.DeriveKeys(cfg.ClusterSecret); err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+	}
+	udp, err := net.ListenPacket("udp", cfg.Bind)
+	if err != nil {
+		return nil, fmt.Errorf("listen: bind udp %s: %w", cfg.Bind, err)
+	}
+	host, _, _ := net.SplitHostPort(cfg.Bind)
+	port := strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port)
+	addr := net.JoinHostPort(host, port)
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = udp.Close()
+		return nil, fmt.Errorf("listen: bind tcp %s: %w", addr, err)
+	}
+	l.udp, l.tcp, l.addr = udp, tcp, addr
+	if a := cfg.Advertise; a != "" {
+		ahost, aport, _ := net.SplitHostPort(a)
+		if aport == "0" {
+			aport = port
+		}
+		l.addr = net.JoinHostPort(ahost, aport)
+	} else if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		l.addr = net.JoinHostPort(hostIP(), port)
+		cfg.Log.Info("advertising a host address for the wildcard bind (set --advertise to choose)", "addr", l.addr)
+	}
+	return l, nil
+}
+
+// hostIP returns the first non-loopback IPv4 address of the host's
+// interfaces, or 127.0.0.1 when there is none.
+func hostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if p, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(p.IP); ok && ip.Unmap().Is4() && !ip.IsLoopback() {
+					return ip.Unmap().String()
+				}
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// Addr returns the address the node advertises.
+func (l *Listener) Addr() string { return l.addr }
+
+// ServeQUIC starts the QUIC server of client and peers (peers' handlers
+// may be zero: the peer protocol then goes elsewhere) and returns it, for
+// the peer transport's dials.
+func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Server, error) {
+	cert, err := wire.SelfSignedCert()
+	if err != nil {
+		return nil, fmt.Errorf("listen: tls: %w", err)
+	}
+	srv, err := wire.NewServer(wire.ServerConfig{
+		TLS:      wire.ServerTLS(cert),
+		Logger:   l.cfg.Log,
+		ResetKey: l.cfg.ResetKey,
+		NodeID:   l.cfg.NodeID,
+		Keys:     l.keys,
+		// In tests a handler's panic fails the test (invariant's rule).
+		RethrowPanics: testing.Testing(),
+		PeerHandler:   peers.Peer,
+		RawHandler:    peers.Raw,
+	}, client)
+	if err != nil {
+		return nil, fmt.Errorf("listen: quic server: %w", err)
+	}
+	l.quic = srv
+	l.wg.Go(func() {
+		if err := srv.Serve(l.udp); err != nil {
+			l.cfg.Log.Error("quic server stopped", "err", err)
+		}
+	})
+	return srv, nil
+}
+
+// ServeHTTP starts the HTTP server: the client API, health and metrics,
+// with the test hooks, pprof, the gate and the token as configured.
+func (l *Listener) ServeHTTP(api wire.Service, health func() error, metrics http.Handler) {
+	var handler http.Handler = httpapi.New(api, health, l.cfg.Log)
+	{
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("GET /metrics", metrics)
+		handler = mux
+	}
+	// The test hooks first: pprof's own /debug/pprof/ then takes
+	// precedence over their /debug/.
+	if l.cfg.Debug != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/debug/", l.cfg.Debug)
+		handler = mux
+	}
+	if l.cfg.Pprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handler = mux
+	}
+	if gate := l.cfg.Gate; gate != nil {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := gate(r.Context()); err != nil {
+				return // the client went away while the node was frozen
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	// With a secret every endpoint but /healthz (pprof included) needs
+	// the client token.
+	if l.cfg.ClusterSecret != nil {
+		handler = httpapi.RequireToken(handler, wire.FormatToken(l.keys.ClientToken))
+	}
+	l.http = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
+	}
+	l.wg.Go(func() {
+		if err := l.http.Serve(l.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.cfg.Log.Error("http server stopped", "err", err)
+		}
+	})
+}
+
+// Drain stops the HTTP server, waiting up to timeout for its requests
+// (or closes the TCP socket when there is no server).
+func (l *Listener) Drain(timeout time.Duration) {
+	if l.http == nil {
+		_ = l.tcp.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := l.http.Shutdown(ctx); err != nil {
+		l.cfg.Log.Warn("http shutdown", "err", err)
+	}
+}
+
+// Silence closes the UDP socket at once, so that no QUIC close reaches
+// the peers: how a crash looks to them.
+func (l *Listener) Silence() { _ = l.udp.Close() }
+
+// Close closes the QUIC server and the sockets, and waits for the
+// servers to return. Drain first.
+func (l *Listener) Close() {
+	if l.quic != nil {
+		if err := l.quic.Close(); err != nil {
+			l.cfg.Log.Warn("quic shutdown", "err", err)
+		}
+	}
+	_ = l.udp.Close()
+	l.wg.Wait()
+}

@@ -1,0 +1,147 @@
+package listen
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/internal/testkit"
+	"github.com/skuldd/skuldd/wire"
+)
+
+func testConfig(t *testing.T) Config {
+	return Config{Bind: "127.0.0.1:0", NodeID: 1, ResetKey: new([32]byte), Log: testkit.Logger(t)}
+}
+
+func port(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestBindOnePort: UDP and TCP share one port number, which the advertised
+// address takes when it names port 0.
+func TestBindOnePort(t *testing.T) {
+	for _, tc := range []struct {
+		advertise, host string
+	}{
+		{"", "127.0.0.1"},
+		{"10.1.2.3:0", "10.1.2.3"},
+	} {
+		cfg := testConfig(t)
+		cfg.Advertise = tc.advertise
+		l, err := Bind(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		udp, tcp := l.udp.LocalAddr().(*net.UDPAddr).Port, l.tcp.Addr().(*net.TCPAddr).Port
+		if udp != tcp {
+			t.Errorf("udp port %d, tcp port %d; want one", udp, tcp)
+		}
+		if host, _, _ := net.SplitHostPort(l.Addr()); host != tc.host || port(t, l.Addr()) != udp {
+			t.Errorf("advertise %q: address %s; want %s:%d", tc.advertise, l.Addr(), tc.host, udp)
+		}
+		l.Drain(time.Second)
+		l.Close()
+	}
+}
+
+// TestBindTCPTaken: when the TCP port is taken, Bind fails and leaves the
+// UDP port it had bound free again.
+func TestBindTCPTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := testConfig(t)
+	cfg.Bind = taken.Addr().String()
+	if _, err := Bind(cfg); err == nil {
+		t.Fatal("Bind on a taken TCP port succeeded")
+	}
+	udp, err := net.ListenPacket("udp", cfg.Bind)
+	if err != nil {
+		t.Fatalf("the UDP port stayed bound after the failed Bind: %v", err)
+	}
+	_ = udp.Close()
+}
+
+// TestHTTP: the API's health and the metrics are served; with a secret
+// everything but /healthz needs the client token; the gate sees every
+// request that passed the token check and drops those it refuses; Drain ends the server.
+func TestHTTP(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ClusterSecret = []byte("a secret of enough bytes for the keys")
+	var gated atomic.Int32
+	var refuse atomic.Bool
+	cfg.Gate = func(context.Context) error {
+		gated.Add(1)
+		if refuse.Load() {
+			return errors.New("frozen")
+		}
+		return nil
+	}
+	l, err := Bind(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "skuldd_up 1\n") })
+	l.ServeHTTP(struct{ wire.Service }{}, func() error { return nil }, metrics)
+	keys, err := wire.DeriveKeys(cfg.ClusterSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string, token bool) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://"+l.Addr()+path, nil)
+		if token {
+			req.Header.Set("Authorization", "Bearer "+wire.FormatToken(keys.ClientToken))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz", false); code != http.StatusOK {
+		t.Errorf("/healthz without a token: %d; want 200", code)
+	}
+	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d; want 401", code)
+	}
+	if code, body := get("/metrics", true); code != http.StatusOK || body != "skuldd_up 1\n" {
+		t.Errorf("/metrics with the token: %d %q", code, body)
+	}
+	if code, _ := get("/debug/pprof/", true); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without Pprof: %d; want 404", code)
+	}
+	refuse.Store(true)
+	if code, body := get("/metrics", true); code != http.StatusOK || body != "" {
+		t.Errorf("/metrics through a refusing gate: %d %q; want nothing served", code, body)
+	}
+	// The token is checked first: the request without it never reached
+	// the gate.
+	if n := gated.Load(); n != 4 {
+		t.Errorf("the gate saw %d requests; want 4", n)
+	}
+	l.Drain(time.Second)
+	l.Close()
+	if _, err := http.Get("http://" + l.Addr() + "/healthz"); err == nil {
+		t.Error("HTTP still served after Drain")
+	}
+}
