@@ -255,55 +255,15 @@ type edgeKey struct{ dep, dependent task.ID }
 // refusal (nothing of it staged); err is a store failure that aborts the
 // call.
 func (m *merger) record(rec *task.Record) (refused, err error) {
-	r := m.r
 	if _, collected := m.tombs[rec.ID]; collected {
 		// A tombstone of this call collects the task: the batch deletes
 		// what the store still shows, so nothing of the record may be
 		// staged after it (it would bring the task back).
 		return nil, nil
 	}
-	cur, fresh := m.tasks[rec.ID], false
-	if cur == nil {
-		var sp *task.Spec
-		var st task.State
-		var err error
-		switch {
-		case !r.ids.mayHold(rec.ID):
-			// Certainly new (see idFilter): no store read, and no
-			// message (this is the hot path of every replicated
-			// enqueue; the error only steers the switch below).
-			err = task.ErrNotFound
-		case r.untouchedReadyLocked(rec.ID, rec.Meta):
-			// The first claim of a task, as followers see most claims:
-			// its spec is the leader's, its state the zero state.
-			sp = rec.Meta
-		default:
-			sp, st, err = r.loadLocked(rec.ID)
-		}
-		if errors.Is(err, task.ErrNotFound) && r.ids.mayHold(rec.ID) {
-			// A collected task is not brought back: its record is
-			// acknowledged and not written. (Tombstoned ids stay in the
-			// id filter, so a certainly new id needs no lookup.)
-			switch tomb, terr := m.tombstoned(rec.ID); {
-			case terr != nil:
-				return nil, terr
-			case tomb:
-				return nil, nil
-			}
-		}
-		switch {
-		case errors.Is(err, task.ErrNotFound) && rec.Spec == nil:
-			return fmt.Errorf("%w: %s: send the record with its spec", task.ErrNotFound, rec.ID), nil
-		case errors.Is(err, task.ErrNotFound):
-			if err := checkSpec(rec.Spec); err != nil {
-				return err, nil
-			}
-			cur, fresh = &merging{sp: withoutData(rec.Spec), full: rec.Spec, isNew: true}, true
-		case err != nil:
-			return nil, err
-		default:
-			cur = &merging{sp: sp, st: st, stored: st}
-		}
+	cur, fresh, refused, err := m.current(rec)
+	if cur == nil || refused != nil || err != nil {
+		return refused, err // nil, nil, nil: a collected task, not brought back
 	}
 	var firstSpec *task.Spec // rec's spec, to hold in place of this replica's
 	if rec.Spec != nil && !fresh {
@@ -372,6 +332,55 @@ func (m *merger) record(rec *task.Record) (refused, err error) {
 		return nil, err
 	}
 	return nil, m.putNew(rec.ID, cur, adds, edges)
+}
+
+// current returns the task of rec as this call merges it: what an earlier
+// record of the call left, else what the store holds, else (fresh) a new
+// task from rec's spec. A nil task without refusal or error: the task was
+// collected, and rec is acknowledged without a write.
+func (m *merger) current(rec *task.Record) (cur *merging, fresh bool, refused, err error) {
+	if cur := m.tasks[rec.ID]; cur != nil {
+		return cur, false, nil, nil
+	}
+	r := m.r
+	var sp *task.Spec
+	var st task.State
+	switch {
+	case !r.ids.mayHold(rec.ID):
+		// Certainly new (see idFilter): no store read, and no
+		// message (this is the hot path of every replicated
+		// enqueue; the error only steers the switch below).
+		err = task.ErrNotFound
+	case r.untouchedReadyLocked(rec.ID, rec.Meta):
+		// The first claim of a task, as followers see most claims:
+		// its spec is the leader's, its state the zero state.
+		sp = rec.Meta
+	default:
+		sp, st, err = r.loadLocked(rec.ID)
+	}
+	if errors.Is(err, task.ErrNotFound) && r.ids.mayHold(rec.ID) {
+		// A collected task is not brought back: its record is
+		// acknowledged and not written. (Tombstoned ids stay in the
+		// id filter, so a certainly new id needs no lookup.)
+		switch tomb, terr := m.tombstoned(rec.ID); {
+		case terr != nil:
+			return nil, false, nil, terr
+		case tomb:
+			return nil, false, nil, nil
+		}
+	}
+	switch {
+	case errors.Is(err, task.ErrNotFound) && rec.Spec == nil:
+		return nil, false, fmt.Errorf("%w: %s: send the record with its spec", task.ErrNotFound, rec.ID), nil
+	case errors.Is(err, task.ErrNotFound):
+		if err := checkSpec(rec.Spec); err != nil {
+			return nil, false, err, nil
+		}
+		return &merging{sp: withoutData(rec.Spec), full: rec.Spec, isNew: true}, true, nil, nil
+	case err != nil:
+		return nil, false, nil, err
+	}
+	return &merging{sp: sp, st: st, stored: st}, false, nil, nil
 }
 
 // What a record's state and updates do to the replica's (see Merge).
