@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,4 +105,118 @@ func benchFailover(b *testing.B, backlog int) {
 		cancel()
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s-to-first-claim")
+}
+
+// BenchmarkHandOffPause measures what a planned handoff costs the writes
+// of the partitions it moves: 16 clients enqueue one task at a time into
+// the partitions node 2 leads while node 2 leaves (ctl leave: it hands
+// each partition it leads to another member, one handoff each). During
+// a handoff the old leader has promised the new epoch and refuses its
+// own old one, so writes wait (node's waitLead, then the coordinator's
+// retry) until the new leader serves. It reports the worst and the 99th
+// percentile enqueue latency of the enqueues begun while the leave ran,
+// the same of a baseline second before it, and how long the leave took.
+//
+//	go test -run '^$' -bench HandOffPause -benchtime 3x ./node/
+func BenchmarkHandOffPause(b *testing.B) {
+	const (
+		writers  = 16
+		baseline = time.Second
+	)
+	var leaveMax, leaveP99, baseP99, leaveDur time.Duration
+	for range b.N {
+		b.StopTimer()
+		c := nodetest.NewCluster(b, 3, func(cfg *node.Config) {
+			cfg.Partitions = 16
+			cfg.Logger = slog.New(slog.DiscardHandler)
+		})
+		all := c.IDs(0, 1, 2)
+		c.Placed(b, 0, all, 3)
+		const victim = 2
+		vid := all[victim]
+		v, err := c.View(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var vparts []uint16
+		for _, p := range v.Partitions {
+			if p.Leader == vid {
+				vparts = append(vparts, uint16(p.Partition))
+			}
+		}
+		if len(vparts) == 0 {
+			b.Fatal("node 2 leads no partition")
+		}
+		type sample struct {
+			began time.Time
+			took  time.Duration
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		samples := make([][]sample, writers)
+		errs := make(chan error, writers)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					var id task.ID
+					for {
+						_, _ = rand.Read(id[:])
+						if slices.Contains(vparts, ring.PartitionOf(id[:], len(v.Partitions))) {
+							break
+						}
+					}
+					began := time.Now()
+					_, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "pause"}}})
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- fmt.Errorf("enqueue: %w", err)
+						}
+						return
+					}
+					samples[w] = append(samples[w], sample{began, time.Since(began)})
+				}
+			})
+		}
+		time.Sleep(baseline)
+		b.StartTimer()
+		leaveFrom := time.Now()
+		resp, err := c.Node(victim).Leave(ctx)
+		leaveTo := time.Now()
+		b.StopTimer()
+		cancel()
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		if err != nil || resp.Failed > 0 || resp.HandedOff != len(vparts) {
+			b.Fatalf("leave: %+v, %v; want %d partitions handed off", resp, err, len(vparts))
+		}
+		var during, before []time.Duration
+		for _, ss := range samples {
+			for _, s := range ss {
+				switch {
+				case !s.began.Before(leaveFrom) && s.began.Before(leaveTo):
+					during = append(during, s.took)
+				case s.began.Before(leaveFrom) && s.began.After(leaveFrom.Add(-baseline/2)):
+					before = append(before, s.took)
+				}
+			}
+		}
+		if len(during) == 0 || len(before) == 0 {
+			b.Fatalf("%d enqueues during the leave, %d before; want some of each", len(during), len(before))
+		}
+		slices.Sort(during)
+		slices.Sort(before)
+		leaveMax += during[len(during)-1]
+		leaveP99 += during[len(during)*99/100]
+		baseP99 += before[len(before)*99/100]
+		leaveDur += leaveTo.Sub(leaveFrom)
+		c.Stop(victim)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(leaveMax), "leave-max-ms")
+	b.ReportMetric(ms(leaveP99), "leave-p99-ms")
+	b.ReportMetric(ms(baseP99), "base-p99-ms")
+	b.ReportMetric(ms(leaveDur), "leave-ms")
 }
