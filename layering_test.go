@@ -32,7 +32,9 @@ var allowedInternal = map[string][]string{
 	"node/replication": {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	// The node's Prometheus registry and exposition: it reads the node
 	// through its Source, the replication plane's Stats among them.
-	"node/metrics":       {"node/replication", "wire", "task"},
+	"node/metrics": {"node/replication", "wire", "task"},
+	// The Go client: the wire protocol and task ids, nothing of the node.
+	"client":             {"wire", "task"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
