@@ -69,13 +69,18 @@ func (s *State) CheckUpdate(idx uint32, seq, next uint64) (dup bool, err error) 
 // Complete marks the task completed by claim idx at seq, where next is the
 // length of the claim's visible history: seq must equal it, so a completion
 // is the last entry of a contiguous history. Repeating the same completion
-// is a no-op (done=false, nil); a different one is a conflict.
+// is a no-op (done=false, nil); the same claim at another seq is a
+// conflict; another claim finds the task completed (ErrCompleted, as
+// every other write under it does: its claim allows no more writes).
 func (s *State) Complete(idx uint32, seq, next uint64, now int64) (done bool, err error) {
 	if c := s.Completion; c != nil {
-		if c.Claim == idx && c.Seq == seq {
+		switch {
+		case c.Claim == idx && c.Seq == seq:
 			return false, nil
+		case c.Claim == idx:
+			return false, fmt.Errorf("%w: task already completed by claim %d at seq %d", ErrConflict, c.Claim, c.Seq)
 		}
-		return false, fmt.Errorf("%w: task already completed by claim %d at seq %d", ErrConflict, c.Claim, c.Seq)
+		return false, fmt.Errorf("%w: by claim %d at seq %d", ErrCompleted, c.Claim, c.Seq)
 	}
 	if err := s.checkOpen(idx); err != nil {
 		return false, err

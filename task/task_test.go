@@ -339,7 +339,8 @@ func TestComplete(t *testing.T) {
 	}
 
 	// Repeats: the same (claim, seq) is idempotent, even later and with a
-	// different next; anything else conflicts.
+	// different next; the same claim at another seq conflicts; another
+	// claim finds the task completed.
 	st := fenceState()
 	if done, err := st.Complete(1, 2, 2, 1500); !done || err != nil {
 		t.Fatalf("Complete = %v, %v", done, err)
@@ -352,11 +353,12 @@ func TestComplete(t *testing.T) {
 		t.Errorf("repeat changed the state: %+v -> %+v", first, st)
 	}
 	for _, c := range []struct {
-		idx uint32
-		seq uint64
-	}{{1, 3}, {1, 1}, {0, 2}, {2, 2}} {
-		if done, err := st.Complete(c.idx, c.seq, c.seq, 1700); done || !errors.Is(err, task.ErrConflict) {
-			t.Errorf("Complete(%d, %d) after completion = %v, %v; want ErrConflict", c.idx, c.seq, done, err)
+		idx  uint32
+		seq  uint64
+		want error
+	}{{1, 3, task.ErrConflict}, {1, 1, task.ErrConflict}, {0, 2, task.ErrCompleted}, {2, 2, task.ErrCompleted}} {
+		if done, err := st.Complete(c.idx, c.seq, c.seq, 1700); done || !errors.Is(err, c.want) {
+			t.Errorf("Complete(%d, %d) after completion = %v, %v; want %v", c.idx, c.seq, done, err, c.want)
 		}
 	}
 	// Every other operation sees the completion.
