@@ -1,11 +1,12 @@
 package main_test
 
-// The command line beyond ctl: a node configured wholly from SKULD_
+// The command line beyond ctl's single requests: a node configured wholly from SKULD_
 // variables and logging JSON, and `skuldd bench` with its phases, its
-// --json output and its errors.
+// --json output and its errors, and the shell worker (`ctl work`).
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skuldd/skuldd/internal/testkit"
 )
 
 // TestNodeFromEnv runs a node with no flags at all: every setting from the
@@ -293,5 +296,62 @@ func TestGarbageOnThePort(t *testing.T) {
 	case <-n.done:
 		t.Fatalf("the node exited: %v", n.waitErr)
 	default:
+	}
+}
+
+// TestShellWorker runs README's `ctl work` line against a node: a task
+// with a name is greeted, its progress line logged and the task
+// completed; one without fails with the exit status and stderr as its
+// reason; SIGINT drains and exits 0.
+func TestShellWorker(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.Lines(string(readme)) {
+		if rest, ok := strings.CutPrefix(l, "    $ skuldd ctl work "); ok {
+			line = strings.TrimSpace(rest)
+			break
+		}
+	}
+	if line == "" {
+		t.Fatal("no `$ skuldd ctl work` line in README.md")
+	}
+	ada := n.enqueue(t, "--queue", "greet", "--data", "ada")
+	nobody := n.enqueue(t, "--queue", "greet", "--max-attempts", "1")
+	cmd := exec.Command("sh", "-c", "exec \"$SKULDD\" ctl work --poll 200ms "+line)
+	cmd.Env = append(os.Environ(), "SKULDD="+n.bin, "SKULD_ADDR="+n.addr)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if got := n.get(t, ada); got.State != "completed" {
+			return fmt.Errorf("ada's task is %s", got.State)
+		}
+		if got := n.get(t, nobody); got.State != "dead" {
+			return fmt.Errorf("the nameless task is %s", got.State)
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ctl work after SIGINT: %v; stderr %q", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "hello, ada\n") {
+		t.Errorf("stdout %q; want the greeting", stdout.String())
+	}
+	if got := n.get(t, ada); len(got.Updates) != 1 || string(got.Updates[0].Data) != "greeted ada" {
+		t.Errorf("ada's updates %+v; want the progress line", got.Updates)
+	}
+	got := n.get(t, nobody)
+	if len(got.Failures) != 1 || !strings.Contains(got.Failures[0].Reason, "exit status 3") || !strings.Contains(got.Failures[0].Reason, "no name") {
+		t.Errorf("the nameless task's failures %+v; want exit status 3 and the stderr", got.Failures)
 	}
 }

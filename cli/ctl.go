@@ -149,6 +149,7 @@ func ctlCommand() *ucli.Command {
 				Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "dry-run", Usage: "only report what would be collected"}},
 				Action: ctlAction(ctlGC),
 			},
+			ctlWorkCommand(),
 			{
 				Name:   "token",
 				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
