@@ -1,8 +1,8 @@
 package main_test
 
-// The command line beyond ctl's single requests: a node configured wholly from SKULD_
-// variables and logging JSON, and `skuldd bench` with its phases, its
-// --json output and its errors, and the shell worker (`ctl work`).
+// The command line beyond ctl's single requests: a node configured wholly
+// from SKULD_ variables and logging JSON, `skuldd bench` with its phases,
+// its --json output and its errors, and the shell worker (`ctl work`).
 
 import (
 	"encoding/json"
