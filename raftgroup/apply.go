@@ -10,6 +10,8 @@ type result struct {
 	// config is the cluster config after an init (the existing one when
 	// the cluster was initialised before).
 	config ClusterConfig
+	// queue is a queue's settings after a change.
+	queue QueueSettings
 	// err is nil or the deterministic apply error (ErrCASConflict...).
 	err error
 }
@@ -40,6 +42,11 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 			return result{err: fmt.Errorf("%w: cas without arguments", ErrInvalid)}, false
 		}
 		return applyCAS(m, c.CAS.toCAS())
+	case opQueue:
+		if c.Queue == nil {
+			return result{err: fmt.Errorf("%w: queue change without a queue", ErrInvalid)}, false
+		}
+		return applyQueue(m, QueueChange(*c.Queue))
 	}
 	return result{err: fmt.Errorf("%w: unknown op %v", ErrInvalid, c.Op)}, false
 }

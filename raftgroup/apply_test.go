@@ -259,6 +259,7 @@ func TestSnapshotCodec(t *testing.T) {
 		m.Partitions[1] = PartitionInfo{Epoch: 4, Cohort: []uint64{3, 1}, Leader: 3, Sealed: []uint64{1}}
 		m.Members[3] = Member{ID: 3, Addr: "c:1", Since: 30}
 		m.Members[1] = Member{ID: 1, Addr: "a:1", Since: 10}
+		m.Queues = map[string]QueueSettings{"b": {Paused: true}, "a": {MaxAttempts: 3, DefaultTTLMs: 5000, BackoffBaseMs: 10, BackoffMaxMs: 20, RetentionMs: 7}}
 		m.Applied = 42
 	})
 	b, err := encodeSnapshot(&m)

@@ -25,6 +25,7 @@ const (
 	opInit      op = 1
 	opPutMember op = 2
 	opCAS       op = 3
+	opQueue     op = 4
 )
 
 func (o op) String() string {
@@ -35,6 +36,8 @@ func (o op) String() string {
 		return "put-member"
 	case opCAS:
 		return "cas"
+	case opQueue:
+		return "queue"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -44,13 +47,14 @@ func (o op) String() string {
 // (and replayed after it) never match a waiter of the new instance,
 // whose Seq starts again from 1.
 type command struct {
-	Proposer uint64        `cbor:"1,keyasint"`
-	Boot     uint64        `cbor:"2,keyasint"`
-	Seq      uint64        `cbor:"3,keyasint"`
-	Op       op            `cbor:"4,keyasint"`
-	Config   *configRecord `cbor:"5,keyasint,omitempty"`
-	Member   *memberRecord `cbor:"6,keyasint,omitempty"`
-	CAS      *casRecord    `cbor:"7,keyasint,omitempty"`
+	Proposer uint64             `cbor:"1,keyasint"`
+	Boot     uint64             `cbor:"2,keyasint"`
+	Seq      uint64             `cbor:"3,keyasint"`
+	Op       op                 `cbor:"4,keyasint"`
+	Config   *configRecord      `cbor:"5,keyasint,omitempty"`
+	Member   *memberRecord      `cbor:"6,keyasint,omitempty"`
+	CAS      *casRecord         `cbor:"7,keyasint,omitempty"`
+	Queue    *queueChangeRecord `cbor:"8,keyasint,omitempty"`
 }
 
 type configRecord struct {
@@ -89,6 +93,7 @@ type snapshotRecord struct {
 	Config     *configRecord     `cbor:"2,keyasint,omitempty"`
 	Members    []memberRecord    `cbor:"3,keyasint,omitempty"`
 	Partitions []partitionRecord `cbor:"4,keyasint,omitempty"`
+	Queues     []queueRecord     `cbor:"5,keyasint,omitempty"`
 }
 
 // Decoding limits. A snapshot of the largest state has MaxPartitions
@@ -154,6 +159,7 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 	for _, p := range m.Partitions {
 		rec.Partitions = append(rec.Partitions, partitionRecord{Epoch: p.Epoch, Cohort: p.Cohort, Leader: p.Leader, Sealed: p.Sealed})
 	}
+	rec.Queues = queueRecords(m.Queues)
 	b, err := marshalVersioned(snapshotVersion, &rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
@@ -181,6 +187,15 @@ func decodeSnapshot(b []byte) (Meta, error) {
 	}
 	for _, pr := range rec.Partitions {
 		m.Partitions = append(m.Partitions, PartitionInfo{Epoch: pr.Epoch, Cohort: pr.Cohort, Leader: pr.Leader, Sealed: pr.Sealed})
+	}
+	for _, qr := range rec.Queues {
+		if m.Queues == nil {
+			m.Queues = make(map[string]QueueSettings, len(rec.Queues))
+		}
+		if _, dup := m.Queues[qr.Queue]; dup {
+			return Meta{}, fmt.Errorf("decode snapshot: queue %s twice", qr.Queue)
+		}
+		m.Queues[qr.Queue] = qr.settings()
 	}
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)

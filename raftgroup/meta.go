@@ -2,6 +2,7 @@ package raftgroup
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -75,7 +76,8 @@ type PartitionInfo struct {
 // Invariants (checked by check): Config is nil exactly when Partitions is
 // empty, and otherwise len(Partitions) == Config.Partitions; Members is
 // keyed by Member.ID; a partition with Epoch 0 has no cohort and no
-// leader; a partition with Epoch > 0 has a leader that is in its cohort.
+// leader; a partition with Epoch > 0 has a leader that is in its cohort;
+// Queues holds at most MaxQueueSettings queues, none with zero settings.
 type Meta struct {
 	// Config is nil until Init.
 	Config *ClusterConfig
@@ -83,6 +85,8 @@ type Meta struct {
 	Members map[uint64]Member
 	// Partitions has Config.Partitions entries once initialised.
 	Partitions []PartitionInfo
+	// Queues holds the settings of the queues that have some, by name.
+	Queues map[string]QueueSettings
 	// Applied is the raft index of the last applied entry.
 	Applied uint64
 }
@@ -106,6 +110,7 @@ func (m Meta) Clone() Meta {
 			out.Partitions[i] = p.clone()
 		}
 	}
+	out.Queues = maps.Clone(m.Queues)
 	return out
 }
 
@@ -146,7 +151,7 @@ func (m *Meta) check() error {
 			return fmt.Errorf("partition %d: %w", i, err)
 		}
 	}
-	return nil
+	return checkQueues(m.Queues)
 }
 
 func (p PartitionInfo) check() error {
