@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -353,5 +354,54 @@ func TestShellWorker(t *testing.T) {
 	got := n.get(t, nobody)
 	if len(got.Failures) != 1 || !strings.Contains(got.Failures[0].Reason, "exit status 3") || !strings.Contains(got.Failures[0].Reason, "no name") {
 		t.Errorf("the nameless task's failures %+v; want exit status 3 and the stderr", got.Failures)
+	}
+}
+
+// TestREADMEQueueSettings runs the shell session of README's "Queue
+// settings" against a node with a task in the queue: each `$` line's
+// output must be the lines README shows after it.
+func TestREADMEQueueSettings(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Queue settings\n")
+	if !ok {
+		t.Fatal("README.md has no Queue settings section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	type step struct {
+		cmd  string
+		want []string
+	}
+	var steps []step
+	for l := range strings.Lines(section) {
+		l = strings.TrimRight(l, "\n")
+		switch {
+		case strings.HasPrefix(l, "    $ "):
+			steps = append(steps, step{cmd: strings.TrimPrefix(l, "    $ ")})
+		case strings.HasPrefix(l, "    ") && len(steps) > 0:
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, strings.TrimPrefix(l, "    "))
+		}
+	}
+	if len(steps) < 4 {
+		t.Fatalf("README's Queue settings session has %d commands", len(steps))
+	}
+	n.enqueue(t, "--queue", "mail")
+	for _, s := range steps {
+		cmd := exec.Command("sh", "-c", s.cmd)
+		cmd.Env = append(os.Environ(), "SKULD_ADDR="+n.addr, "PATH="+filepath.Dir(n.bin)+":"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", s.cmd, err)
+		}
+		if got := strings.Split(strings.TrimRight(string(out), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(s.want, "\n") {
+			t.Fatalf("%s:\ngot  %q\nwant %q", s.cmd, got, s.want)
+		}
+	}
+	// Resumed: the task is claimable again.
+	if lines := n.ok(t, "claim", "--queue", "mail"); len(lines) != 1 {
+		t.Fatalf("claim after the resume: %q; want the task", lines)
 	}
 }

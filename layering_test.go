@@ -14,7 +14,7 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
-	"cli":          {"node", "wire", "task", "clock", "store"},
+	"cli":          {"node", "client", "wire", "task", "clock", "store"},
 	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -150,6 +151,7 @@ func ctlCommand() *ucli.Command {
 				Action: ctlAction(ctlGC),
 			},
 			ctlWorkCommand(),
+			ctlQueueCommand(),
 			{
 				Name:   "token",
 				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
@@ -172,9 +174,20 @@ type ctlEnv struct {
 // ctlAction wraps a ctl command: it checks the required flags (a missing
 // one is a usage error, exit status 2), dials the node and runs fn.
 func ctlAction(fn func(e *ctlEnv) error, required ...string) ucli.ActionFunc {
+	return ctlActionArgs(0, fn, required...)
+}
+
+// ctlActionArgs is ctlAction for a command that takes nargs arguments
+// after its flags.
+func ctlActionArgs(nargs int, fn func(e *ctlEnv) error, required ...string) ucli.ActionFunc {
 	return func(c *ucli.Context) error {
-		if c.Args().Len() > 0 {
-			return usagef("unexpected argument %q", c.Args().First())
+		switch args := c.Args(); {
+		case args.Len() > nargs && strings.HasPrefix(args.Get(nargs), "-"):
+			return usagef("%s: flags go before the arguments (%q)", c.Command.Name, args.Get(nargs))
+		case args.Len() > nargs:
+			return usagef("unexpected argument %q", args.Get(nargs))
+		case args.Len() < nargs:
+			return usagef("%s: %d argument(s) needed: %s", c.Command.Name, nargs, c.Command.ArgsUsage)
 		}
 		for _, f := range required {
 			if !c.IsSet(f) {

@@ -228,6 +228,27 @@ func (f *fakeService) GC(_ context.Context, req *wire.GCRequest) (*wire.GCRespon
 	return &wire.GCResponse{DryRun: req.DryRun, Candidates: 3, Collectable: 2}, nil
 }
 
+func (f *fakeService) QueueGet(_ context.Context, req *wire.QueueGetRequest) (*wire.QueueSettings, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.QueueSettings{Queue: req.Queue, MaxAttempts: 4}, nil
+}
+
+func (f *fakeService) QueueSet(_ context.Context, req *wire.QueueSetRequest) (*wire.QueueSettings, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	s := &wire.QueueSettings{Queue: req.Queue}
+	if req.Paused != nil {
+		s.Paused = *req.Paused
+	}
+	if req.MaxAttempts != nil {
+		s.MaxAttempts = *req.MaxAttempts
+	}
+	return s, nil
+}
+
 var _ wire.Service = (*fakeService)(nil)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -509,5 +530,38 @@ func TestHTTPGC(t *testing.T) {
 	httpapi.New(&fakeService{}, func() error { return nil }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/gc", nil))
 	if rec.Code != http.StatusNotFound { // the catch-all answers every other route
 		t.Errorf("GET /v1/gc: status %d; want 404", rec.Code)
+	}
+}
+
+// The queue-settings endpoints: the path names the queue; pause and
+// resume set Paused; a body naming another queue is refused.
+func TestHTTPQueueSettings(t *testing.T) {
+	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		want               wire.QueueSettings
+	}{
+		{"GET", "/v1/queues/mail/settings", "", http.StatusOK, wire.QueueSettings{Queue: "mail", MaxAttempts: 4}},
+		{"POST", "/v1/queues/mail/settings", `{"max_attempts":9}`, http.StatusOK, wire.QueueSettings{Queue: "mail", MaxAttempts: 9}},
+		{"POST", "/v1/queues/mail/settings", `{"queue":"mail","max_attempts":9}`, http.StatusOK, wire.QueueSettings{Queue: "mail", MaxAttempts: 9}},
+		{"POST", "/v1/queues/mail/settings", `{"queue":"other"}`, http.StatusBadRequest, wire.QueueSettings{}},
+		{"POST", "/v1/queues/mail/settings", `{"bogus":1}`, http.StatusBadRequest, wire.QueueSettings{}},
+		{"POST", "/v1/queues/mail/pause", "", http.StatusOK, wire.QueueSettings{Queue: "mail", Paused: true}},
+		{"POST", "/v1/queues/mail/resume", "", http.StatusOK, wire.QueueSettings{Queue: "mail"}},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+		if rec.Code != tc.status {
+			t.Errorf("%s %s %s: status %d body %q; want %d", tc.method, tc.path, tc.body, rec.Code, rec.Body.Bytes(), tc.status)
+			continue
+		}
+		if tc.status != http.StatusOK {
+			continue
+		}
+		var got wire.QueueSettings
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got != tc.want {
+			t.Errorf("%s %s %s: %+v, %v; want %+v", tc.method, tc.path, tc.body, got, err, tc.want)
+		}
 	}
 }

@@ -51,6 +51,10 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("GET /v1/queues", a.queues)
 	mux.HandleFunc("GET /v1/cluster", a.cluster)
 	mux.HandleFunc("POST /v1/gc", handle(a, svc.GC))
+	mux.HandleFunc("GET /v1/queues/{queue}/settings", a.queueGet)
+	mux.HandleFunc("POST /v1/queues/{queue}/settings", a.queueSet)
+	mux.HandleFunc("POST /v1/queues/{queue}/pause", a.queuePause(true))
+	mux.HandleFunc("POST /v1/queues/{queue}/resume", a.queuePause(false))
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {
@@ -248,6 +252,50 @@ func (a *api) queues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// queueGet answers a queue's settings.
+func (a *api) queueGet(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.QueueGet(r.Context(), &wire.QueueGetRequest{Queue: r.PathValue("queue")})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// queueSet changes the settings the body names (wire.QueueSetRequest
+// without the queue, which is the path's).
+func (a *api) queueSet(w http.ResponseWriter, r *http.Request) {
+	var req wire.QueueSetRequest
+	if err := Decode(http.MaxBytesReader(w, r.Body, MaxBody), &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if q := r.PathValue("queue"); req.Queue != "" && req.Queue != q {
+		a.fail(w, fmt.Errorf("%w: queue %q in the body, %q in the path", task.ErrInvalid, req.Queue, q))
+		return
+	} else {
+		req.Queue = q
+	}
+	resp, err := a.svc.QueueSet(r.Context(), &req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// queuePause pauses (or resumes) the path's queue.
+func (a *api) queuePause(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, err := a.svc.QueueSet(r.Context(), &wire.QueueSetRequest{Queue: r.PathValue("queue"), Paused: &paused})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
 }
 
 func (a *api) cluster(w http.ResponseWriter, r *http.Request) {

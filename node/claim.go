@@ -31,6 +31,9 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for pass := 0; ; pass++ {
+		if n.paused(req.Queue) && (deadline == nil || !n.waitResumed(ctx, req.Queue, deadline)) {
+			return resp, nil // a paused queue grants nothing
+		}
 		wake := n.heads.ReadyChan(req.Queue)
 		if tasks, ok := n.claimRouted(ctx, req, count); ok {
 			resp.Tasks = append(resp.Tasks, tasks...)
@@ -81,6 +84,9 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 		return 0, 0, err
 	}
 	ttl = req.TTLMs
+	if ttl == 0 {
+		ttl = n.queueSettings(req.Queue).DefaultTTLMs
+	}
 	if ttl == 0 {
 		ttl = n.cfg.DefaultTTL.Milliseconds()
 	}

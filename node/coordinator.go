@@ -198,4 +198,12 @@ func (c coordinator) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCRespo
 	return retry(ctx, c.n, func() (*wire.GCResponse, error) { return c.n.GC(ctx, req) })
 }
 
+func (c coordinator) QueueGet(ctx context.Context, req *wire.QueueGetRequest) (*wire.QueueSettings, error) {
+	return retry(ctx, c.n, func() (*wire.QueueSettings, error) { return c.n.QueueGet(ctx, req) })
+}
+
+func (c coordinator) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.QueueSettings, error) {
+	return retry(ctx, c.n, func() (*wire.QueueSettings, error) { return c.n.QueueSet(ctx, req) })
+}
+
 var _ wire.Service = coordinator{}

@@ -77,6 +77,9 @@ type Node struct {
 	cohort atomic.Int32
 	// placement caches every partition's cohort, refreshed with cohort.
 	placement atomic.Pointer[placementView]
+	// queues caches the queues' settings, refreshed with cohort; shared,
+	// never modified.
+	queues atomic.Pointer[map[string]raftgroup.QueueSettings]
 	stopping  atomic.Bool
 	killed    atomic.Bool // Kill: no graceful leave
 	// departing: the node hands off its partitions and stops; it takes

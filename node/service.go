@@ -218,6 +218,9 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		sp.ID = n.ids.Next()
 	}
 	if sp.MaxAttempts == 0 {
+		sp.MaxAttempts = n.queueSettings(sp.Queue).MaxAttempts
+	}
+	if sp.MaxAttempts == 0 {
 		sp.MaxAttempts = n.cfg.DefaultMaxAttempts
 	}
 	if et.DelayMs > 0 {

@@ -139,7 +139,7 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 			return checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay)
 		},
 		func(r *partition.Replica, now int64) (partition.Write, error) {
-			return r.FailApply(req.ID, req.Claim, req.Reason, req.RetryAfterMs, now)
+			return r.FailApply(req.ID, req.Claim, req.Reason, partition.Retry{After: req.RetryAfterMs, Backoff: n.queueBackoff}, now)
 		}))
 }
 
@@ -190,7 +190,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{wr.Rec}, n.repl.WholeRecord(part, req.ID))
 	resp := &wire.CompleteResponse{}
 	var next *claimed
-	if req.Next != nil {
+	if req.Next != nil && !n.paused(req.Next.Queue) {
 		next, err = n.claimBatch(req.Next.Queue, ttl, count)
 		if err != nil {
 			// The completion stands; the worker claims again on its own.

@@ -1060,7 +1060,7 @@ func TestApplyWrites(t *testing.T) {
 	if _, err := l.UpdateApply(a, ga.Claim.Index, 0, []byte("other"), now+3); !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("update with other data: %v; want a conflict", err)
 	}
-	s.shipWrite("fail a: dead after one attempt", now+4, must(l.FailApply(a, ga.Claim.Index, "boom", nil, now+4)))
+	s.shipWrite("fail a: dead after one attempt", now+4, must(l.FailApply(a, ga.Claim.Index, "boom", partition.Retry{}, now+4)))
 	s.shipWrite("requeue a", now+5, must(l.RequeueApply(a, now+5)))
 	ga = mustClaim(t, l, "q", now+6)
 	s.ship("claim a again", now+6, a, false)

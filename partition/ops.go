@@ -3,8 +3,10 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"github.com/skuldd/skuldd/internal/invariant"
 	"slices"
+	"time"
+
+	"github.com/skuldd/skuldd/internal/invariant"
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/epoch"
@@ -345,29 +347,46 @@ func (r *Replica) CompleteApply(id task.ID, idx uint32, seq *uint64, now int64) 
 // Fail ends claim idx as a failed attempt. The task is retried after
 // retryAfter ms (nil: exponential backoff), or is dead after max attempts.
 func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) error {
-	return waited(r.FailApply(id, idx, reason, retryAfter, now))
+	return waited(r.FailApply(id, idx, reason, Retry{After: retryAfter}, now))
 }
 
 // FailApply is Fail without the wait (see Write).
-func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retryAfter *int64, now int64) (Write, error) {
-	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
-		// Attempts(false) already counts claim idx, the one failing now.
-		wait := r.backoff(st.Attempts(false))
-		if retryAfter != nil {
-			wait = *retryAfter
+func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+		var wait int64
+		if retry.After != nil {
+			wait = *retry.After
+		} else {
+			base, maxD := r.cfg.RetryBase, r.cfg.RetryMax
+			if retry.Backoff != nil {
+				if b, m := retry.Backoff(sp.Queue); b > 0 {
+					base, maxD = b, max(m, b)
+				}
+			}
+			// Attempts(false) already counts claim idx, the one failing now.
+			wait = backoff(st.Attempts(false), base, maxD)
 		}
 		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason)})
 		return done, err
 	})
 }
 
-// backoff is the default retry delay before attempt n+1, in ms.
-func (r *Replica) backoff(failed uint32) int64 {
-	d := r.cfg.RetryBase
-	for i := uint32(1); i < failed && d < r.cfg.RetryMax; i++ {
+// Retry is how long a task failed by FailApply waits: After ms when set;
+// else the backoff after its n-th failed attempt, base·2^(n-1) at most
+// max, with Backoff's base and max for the task's queue when it gives a
+// base above 0, and the replica's RetryBase and RetryMax otherwise.
+type Retry struct {
+	After   *int64
+	Backoff func(queue string) (base, max time.Duration)
+}
+
+// backoff is the retry delay after the failed-th failed attempt, in ms.
+func backoff(failed uint32, base, maxD time.Duration) int64 {
+	d := base
+	for i := uint32(1); i < failed && d < maxD; i++ {
 		d *= 2
 	}
-	return min(d, r.cfg.RetryMax).Milliseconds()
+	return min(d, maxD).Milliseconds()
 }
 
 // Snooze ends claim idx without counting an attempt; the task is ready

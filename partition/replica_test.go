@@ -607,7 +607,8 @@ func TestComplete(t *testing.T) {
 		t.Errorf("stored completion = %+v; want claim 0 seq 2 (the next seq)", c)
 	}
 	wantCounts(t, r, "q", map[task.Status]int64{task.Completed: 1, task.Ready: 1})
-	// Repeats are idempotent; another (claim, seq) conflicts.
+	// Repeats are idempotent; another seq by the same claim conflicts;
+	// another claim finds the task completed.
 	for _, seq := range []*uint64{nil, ptr(uint64(2))} {
 		if newly, err := r.Complete(id, 0, seq, t0+6); err != nil || newly {
 			t.Errorf("repeat complete = %v, %v; want false, nil", newly, err)
@@ -616,8 +617,8 @@ func TestComplete(t *testing.T) {
 	if _, err := r.Complete(id, 0, ptr(uint64(1)), t0+6); !errors.Is(err, task.ErrConflict) {
 		t.Errorf("complete at another seq = %v; want ErrConflict", err)
 	}
-	if _, err := r.Complete(id, 1, nil, t0+6); !errors.Is(err, task.ErrConflict) {
-		t.Errorf("complete by another claim = %v; want ErrConflict", err)
+	if _, err := r.Complete(id, 1, nil, t0+6); !errors.Is(err, task.ErrCompleted) {
+		t.Errorf("complete by another claim = %v; want ErrCompleted", err)
 	}
 	if err := r.Fail(id, 0, "late", nil, t0+6); !errors.Is(err, task.ErrCompleted) {
 		t.Errorf("fail after complete = %v; want ErrCompleted", err)

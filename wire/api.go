@@ -25,6 +25,9 @@ const (
 	OpCluster  Op = 22
 	OpLeave    Op = 23
 	OpGC       Op = 24
+	// OpQueueGet and OpQueueSet read and change a queue's settings.
+	OpQueueGet Op = 25
+	OpQueueSet Op = 26
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -48,7 +51,7 @@ var opNames = map[Op]string{
 	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
-	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -673,4 +676,38 @@ type QueueHead struct {
 	Queue    string  `cbor:"1,keyasint"`
 	Priority int32   `cbor:"2,keyasint,omitempty"`
 	ID       task.ID `cbor:"3,keyasint"`
+}
+
+// QueueGetRequest reads a queue's settings.
+type QueueGetRequest struct {
+	Queue string `cbor:"1,keyasint" json:"queue"`
+}
+
+// QueueSetRequest changes a queue's settings cluster-wide: each field
+// given replaces the queue's (0 resets a number to the node's default);
+// the others stay. A task's own max attempts, a claim's own TTL and a
+// fail's own retry-after override the queue's.
+type QueueSetRequest struct {
+	Queue string `cbor:"1,keyasint" json:"queue"`
+	// MaxAttempts applies to the queue's tasks enqueued without one.
+	MaxAttempts *uint32 `cbor:"2,keyasint,omitempty" json:"max_attempts,omitempty"`
+	// DefaultTTLMs is the lease of a claim that asks for none.
+	DefaultTTLMs *int64 `cbor:"3,keyasint,omitempty" json:"default_ttl_ms,omitempty"`
+	// BackoffBaseMs and BackoffMaxMs shape the delay after a failed
+	// attempt that names none: base·2^(attempts-1), at most max.
+	BackoffBaseMs *int64 `cbor:"4,keyasint,omitempty" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs  *int64 `cbor:"5,keyasint,omitempty" json:"backoff_max_ms,omitempty"`
+	// Paused: the queue takes enqueues and grants no claims.
+	Paused *bool `cbor:"6,keyasint,omitempty" json:"paused,omitempty"`
+}
+
+// QueueSettings is a queue's settings as every node applies them; a 0
+// is the node's default.
+type QueueSettings struct {
+	Queue         string `cbor:"1,keyasint" json:"queue"`
+	MaxAttempts   uint32 `cbor:"2,keyasint,omitempty" json:"max_attempts"`
+	DefaultTTLMs  int64  `cbor:"3,keyasint,omitempty" json:"default_ttl_ms"`
+	BackoffBaseMs int64  `cbor:"4,keyasint,omitempty" json:"backoff_base_ms"`
+	BackoffMaxMs  int64  `cbor:"5,keyasint,omitempty" json:"backoff_max_ms"`
+	Paused        bool   `cbor:"6,keyasint,omitempty" json:"paused"`
 }

@@ -32,6 +32,10 @@ type Service interface {
 	Leave(ctx context.Context) (*LeaveResponse, error)
 	// GC runs a garbage-collection pass (or a dry run) over the cluster.
 	GC(ctx context.Context, req *GCRequest) (*GCResponse, error)
+	// QueueGet reads a queue's settings; QueueSet changes them
+	// cluster-wide and returns them.
+	QueueGet(ctx context.Context, req *QueueGetRequest) (*QueueSettings, error)
+	QueueSet(ctx context.Context, req *QueueSetRequest) (*QueueSettings, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -103,6 +107,10 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return svc.Leave(ctx)
 	case OpGC:
 		return call(ctx, req, svc.GC)
+	case OpQueueGet:
+		return call(ctx, req, svc.QueueGet)
+	case OpQueueSet:
+		return call(ctx, req, svc.QueueSet)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -208,6 +216,16 @@ func (cl *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
 // would collect.
 func (cl *Client) GC(ctx context.Context, req *GCRequest) (*GCResponse, error) {
 	return invoke[GCResponse](ctx, cl, OpGC, req)
+}
+
+// QueueGet reads a queue's settings.
+func (cl *Client) QueueGet(ctx context.Context, req *QueueGetRequest) (*QueueSettings, error) {
+	return invoke[QueueSettings](ctx, cl, OpQueueGet, req)
+}
+
+// QueueSet changes a queue's settings.
+func (cl *Client) QueueSet(ctx context.Context, req *QueueSetRequest) (*QueueSettings, error) {
+	return invoke[QueueSettings](ctx, cl, OpQueueSet, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

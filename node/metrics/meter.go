@@ -108,5 +108,11 @@ func (m metered) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
 func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
 	return meter(m.m, wire.OpGC, func() (*wire.GCResponse, error) { return m.s.GC(ctx, req) })
 }
+func (m metered) QueueGet(ctx context.Context, req *wire.QueueGetRequest) (*wire.QueueSettings, error) {
+	return meter(m.m, wire.OpQueueGet, func() (*wire.QueueSettings, error) { return m.s.QueueGet(ctx, req) })
+}
+func (m metered) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.QueueSettings, error) {
+	return meter(m.m, wire.OpQueueSet, func() (*wire.QueueSettings, error) { return m.s.QueueSet(ctx, req) })
+}
 
 var _ wire.Service = metered{}
