@@ -79,9 +79,9 @@ type Node struct {
 	placement atomic.Pointer[placementView]
 	// queues caches the queues' settings, refreshed with cohort; shared,
 	// never modified.
-	queues atomic.Pointer[map[string]raftgroup.QueueSettings]
-	stopping  atomic.Bool
-	killed    atomic.Bool // Kill: no graceful leave
+	queues   atomic.Pointer[map[string]raftgroup.QueueSettings]
+	stopping atomic.Bool
+	killed   atomic.Bool // Kill: no graceful leave
 	// departing: the node hands off its partitions and stops; it takes
 	// no leadership any more.
 	departing atomic.Bool
