@@ -58,7 +58,7 @@ func benchCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "size", Value: 100, Usage: "payload bytes"},
 			&ucli.IntFlag{Name: "batch", Value: 1, Usage: "tasks per enqueue request"},
 			&ucli.StringFlag{Name: "queue", Usage: "queue name (default: a fresh one)"},
-			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim (claim then complete: two requests per task), work (complete carrying the next claim: one request per task), ping (a bare round trip)"},
+			&ucli.StringFlag{Name: "phases", Value: "enqueue,claim", Usage: "phases to run: enqueue, claim (claim then complete: two requests per task), work (complete carrying the next claim: one request per task), worker (the Go client's Worker, a no-op handler per task; throughput only), ping (a bare round trip)"},
 			&ucli.BoolFlag{Name: "json", Usage: "one JSON object per phase on stdout"},
 			&ucli.BoolFlag{Name: "claim-scaling", Usage: "measure claim latency with 1e3..1e6 ready tasks"},
 			&ucli.StringFlag{Name: "scaling-sizes", Value: "1000,10000,100000,1000000", Usage: "queue depths for --claim-scaling"},
@@ -183,6 +183,8 @@ func runBench(c *ucli.Context) error {
 			res, err = b.pingPhase(ctx)
 		case "work":
 			res, err = b.workPhase(ctx, queue)
+		case "worker":
+			res, err = b.workerPhase(ctx, queue)
 		default:
 			return usagef("--phases: unknown phase %q", ph)
 		}

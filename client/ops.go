@@ -181,6 +181,25 @@ func (c *Client) Complete(ctx context.Context, id ID, claim uint32) error {
 	})
 }
 
+// CompleteAndClaim completes task id under claim and, in the same
+// request, claims up to opts.Count ready tasks of queue (opts.Wait must
+// be 0: the claim does not long-poll). One round trip and one fsync
+// serve both: a worker loop's cheapest step. The completion stands even
+// when the claim finds nothing (no tasks, no error).
+func (c *Client) CompleteAndClaim(ctx context.Context, id ID, claim uint32, queue string, opts ClaimOptions) ([]Claimed, error) {
+	req := &wire.CompleteRequest{ID: id, Claim: claim,
+		Next: &wire.ClaimRequest{Queue: queue, TTLMs: opts.TTL.Milliseconds(), Count: opts.Count, WaitMs: opts.Wait.Milliseconds()}}
+	var resp *wire.CompleteResponse
+	err := c.do(ctx, "complete", func(ctx context.Context, cl *wire.Client) (err error) {
+		resp, err = cl.Complete(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimedOf(resp.Next), nil
+}
+
 // Fail ends claim as a failed attempt, with reason for people. The task
 // is retried after retryAfter (0: the node's exponential backoff), or is
 // dead once it failed its max attempts.

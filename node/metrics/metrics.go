@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,10 @@ type Raft struct {
 type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	handler  http.Handler
+	// okCounts and latencies cache each client op's series (cached).
+	okCounts  [opCacheSize]atomic.Pointer[prometheus.Counter]
+	latencies [opCacheSize]atomic.Pointer[prometheus.Observer]
+	handler   http.Handler
 }
 
 // New returns the registry of a node read through src; log receives the
