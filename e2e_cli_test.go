@@ -166,6 +166,13 @@ func TestBench(t *testing.T) {
 		check(phases("-n", "500", "-c", "3", "--batch", "7", "--phases", "enqueue,work"),
 			benchLine{Phase: "enqueue", Ops: 500, Clients: 3}, benchLine{Phase: "work", Ops: 500, Clients: 3})
 	})
+	t.Run("enqueue then worker", func(t *testing.T) {
+		got := phases("-n", "400", "-c", "4", "--phases", "enqueue,worker")
+		check(got[:1], benchLine{Phase: "enqueue", Ops: 400, Clients: 4})
+		if w := got[len(got)-1]; len(got) != 2 || w.Phase != "worker" || w.Ops != 400 || w.Clients != 4 || w.Rate <= 0 {
+			t.Errorf("worker phase %+v; want 400 tasks handled by 4 handlers at a rate", got)
+		}
+	})
 	t.Run("ping", func(t *testing.T) {
 		check(phases("-n", "300", "-c", "2", "--phases", "ping"), benchLine{Phase: "ping", Ops: 300, Clients: 2})
 	})

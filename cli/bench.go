@@ -211,6 +211,10 @@ func (b *bench) report(r phaseResult) {
 	if r.Depth > 0 {
 		depth = fmt.Sprintf(" depth=%d", r.Depth)
 	}
+	if r.Phase == "worker" { // throughput only (workerPhase)
+		fmt.Fprintf(b.c.App.Writer, "%-16s ops=%d %.2fs %.0f ops/s (handlers=%d size=%dB)\n", r.Phase, r.Ops, r.Seconds, r.OpsPerSec, r.Clients, r.Size)
+		return
+	}
 	fmt.Fprintf(b.c.App.Writer, "%-16s%s ops=%d errors=%d %.2fs %.0f ops/s  p50=%.3fms p99=%.3fms p999=%.3fms max=%.3fms (clients=%d size=%dB)\n",
 		r.Phase, depth, r.Ops, r.Errors, r.Seconds, r.OpsPerSec, r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.Clients, r.Size)
 }
