@@ -317,15 +317,55 @@ func (r *run) drain(ctx context.Context, stride int) {
 	lastFound := time.Now()
 	for time.Since(lastFound) < settle {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.problem("the drain still found tasks after %v", cfg.DrainTimeout)
+			r.problem("the drain still found tasks, or a partition without a serving leader, after %v", cfg.DrainTimeout)
 			return
 		}
 		if cl.claimAndWork(ctx, false) {
 			lastFound = time.Now()
 			continue
 		}
+		// The settle window counts only while every partition has a
+		// leader the running nodes agree on: a partition still taking
+		// over (after a majority was down, say) holds tasks no claim can
+		// reach yet, and a drain that ended then would call them lost.
+		if !r.led(ctx) {
+			lastFound = time.Now()
+		}
 		sleep(ctx, cfg.PollInterval)
 	}
+}
+
+// led reports whether the running nodes agree on every partition's
+// leader and epoch, and every leader is running.
+func (r *run) led(ctx context.Context) bool {
+	var want []wire.PartitionView
+	running := map[uint64]bool{}
+	views := 0
+	for _, i := range r.c.up() {
+		var v *wire.ClusterResponse
+		if err := r.c.call(ctx, i, func(s wire.Service) (err error) { v, err = s.Cluster(ctx); return err }); err != nil {
+			return false
+		}
+		running[v.Self] = true
+		if views++; views == 1 {
+			want = v.Partitions
+			continue
+		}
+		if len(v.Partitions) != len(want) {
+			return false
+		}
+		for p, pv := range v.Partitions {
+			if pv.Leader != want[p].Leader || pv.Epoch != want[p].Epoch {
+				return false
+			}
+		}
+	}
+	for _, pv := range want {
+		if pv.Leader == 0 || !running[pv.Leader] {
+			return false
+		}
+	}
+	return views > 0
 }
 
 // finalReads reads every task from every node's replica.
