@@ -1,9 +1,15 @@
 package sim
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/peer"
+	"github.com/skuldd/skuldd/store"
 )
 
 // TestSchedule: a seed fixes the schedule; within a track faults never
@@ -52,5 +58,18 @@ func TestSchedule(t *testing.T) {
 				t.Fatalf("seed %d: one node drew %v", seed, f)
 			}
 		}
+	}
+}
+
+// TestNodesNeverHoldSyncs: a simulated node holds no write-ahead log
+// sync. The hold is decided by the real scheduler's latency and ended by
+// a timer; in a bubble, a goroutine waiting on a mutex meanwhile keeps
+// virtual time from reaching that timer, and the run hung (seen in CI
+// under the load of every package's tests).
+func TestNodesNeverHoldSyncs(t *testing.T) {
+	c := &cluster{cfg: &Config{Partitions: 4, Replicas: 3, SkewBound: 100 * time.Millisecond}, net: peer.NewMemNet(), log: slog.New(slog.DiscardHandler)}
+	cfg := c.nodeConfig(0, &simNode{fs: store.NewMemFS(), shift: clock.NewShift(clock.Real{}, 0)})
+	if cfg.WALMinSyncInterval != 0 {
+		t.Fatalf("simulated node's WAL min sync interval %v; want 0, no holds", cfg.WALMinSyncInterval)
 	}
 }
