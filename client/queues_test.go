@@ -13,16 +13,24 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-// TestQueueSettings: settings changed through one node reach every node
-// and survive a restart; the queue's max attempts, lease and backoff
-// apply where a task or request gives none, and its own fields win.
-func TestQueueSettings(t *testing.T) {
+// threeNodes starts a placed 3-node cluster and returns a client of each
+// node.
+func threeNodes(t *testing.T) (*nodetest.Cluster, []*client.Client) {
+	t.Helper()
 	cl := nodetest.NewCluster(t, 3)
 	cl.Placed(t, 0, cl.IDs(0, 1, 2), 3)
 	clients := make([]*client.Client, 3)
 	for i := range clients {
 		clients[i] = newClient(t, client.Config{Nodes: []string{cl.Addr(i)}})
 	}
+	return cl, clients
+}
+
+// TestQueueSettings: settings changed through one node reach every node
+// and survive a restart; the queue's max attempts, lease and backoff
+// apply where a task or request gives none, and its own fields win.
+func TestQueueSettings(t *testing.T) {
+	cl, clients := threeNodes(t)
 	ctx := t.Context()
 	want := client.QueueSettings{Queue: "mail", MaxAttempts: 2, DefaultTTLMs: 60_000, BackoffBaseMs: 300_000, BackoffMaxMs: 600_000}
 	got, err := clients[0].SetQueue(ctx, "mail", client.QueueChange{
@@ -108,12 +116,7 @@ func TestQueueSettings(t *testing.T) {
 // no claim through any, still takes enqueues, and a long-poll waiting on
 // it gets the task once the queue is resumed.
 func TestPauseStopsClaimsClusterWide(t *testing.T) {
-	cl := nodetest.NewCluster(t, 3)
-	cl.Placed(t, 0, cl.IDs(0, 1, 2), 3)
-	clients := make([]*client.Client, 3)
-	for i := range clients {
-		clients[i] = newClient(t, client.Config{Nodes: []string{cl.Addr(i)}})
-	}
+	_, clients := threeNodes(t)
 	ctx := t.Context()
 	if err := clients[0].PauseQueue(ctx, "jobs"); err != nil {
 		t.Fatal(err)

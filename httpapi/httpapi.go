@@ -272,12 +272,12 @@ func (a *api) queueSet(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	if q := r.PathValue("queue"); req.Queue != "" && req.Queue != q {
+	q := r.PathValue("queue")
+	if req.Queue != "" && req.Queue != q {
 		a.fail(w, fmt.Errorf("%w: queue %q in the body, %q in the path", task.ErrInvalid, req.Queue, q))
 		return
-	} else {
-		req.Queue = q
 	}
+	req.Queue = q
 	resp, err := a.svc.QueueSet(r.Context(), &req)
 	if err != nil {
 		a.fail(w, err)
