@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -22,48 +23,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	handlers, stopHandlers := context.WithCancelCause(context.Background())
 	defer stopHandlers(nil)
-	var (
-		mu      sync.Mutex
-		running = make([]int, len(w.cfg.Queues))
-		total   int
-		freed   = make(chan struct{}, 1)
-		wg      sync.WaitGroup
-	)
-	room := func(i int) bool {
-		q := w.cfg.Queues[i]
-		return total < w.cfg.Concurrency && (q.Concurrency == 0 || running[i] < q.Concurrency)
-	}
-	lot := newLottery(w.cfg.Queues, w.rng)
+	sl := newSlots(w.cfg, w.rng)
+	var wg sync.WaitGroup
 	for ctx.Err() == nil {
-		mu.Lock()
-		i, poll, ok := lot.draw(room)
-		n := 0
-		if ok {
-			q := w.cfg.Queues[i]
-			n = min(w.cfg.Batch, w.cfg.Concurrency-total)
-			if q.Concurrency > 0 {
-				n = min(n, q.Concurrency-running[i])
-			}
-			// Reserve the slots now: no other claim can take them.
-			running[i] += n
-			total += n
-		}
-		mu.Unlock()
+		i, n, poll, ok := sl.reserve()
 		if !ok {
 			select {
 			case <-ctx.Done():
-			case <-freed:
+			case <-sl.freed:
 			}
 			continue
 		}
 		tasks, sent, err := w.claim(ctx, w.cfg.Queues[i].Name, n, poll)
-		mu.Lock()
-		running[i] -= n - len(tasks)
-		total -= n - len(tasks)
-		if err == nil {
-			lot.found(i, len(tasks) == 0)
-		}
-		mu.Unlock()
+		sl.claimed(i, n, len(tasks), err == nil)
 		if err != nil {
 			w.log.Warn("claim failed", "queue", w.cfg.Queues[i].Name, "err", err)
 			select {
@@ -72,51 +44,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		var batchEnd time.Time
-		if w.cfg.VisibilityLimit > 0 {
-			batchEnd = sent.Add(w.cfg.VisibilityLimit)
-		}
-		// A slot whose task completed claims its next task with the
-		// completion (one request for both) when the lottery, drawn as
-		// if the slot were free, picks its queue again.
-		ch := &chain{
-			want: func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				if ctx.Err() != nil {
-					return false
-				}
-				j, poll, ok := lot.draw(func(j int) bool { return j == i || room(j) })
-				return ok && !poll && j == i
-			},
-			found: func(empty bool) {
-				mu.Lock()
-				lot.found(i, empty)
-				mu.Unlock()
-			},
-		}
+		ch := sl.chain(ctx, i)
 		for _, t := range tasks {
 			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					running[i]--
-					total--
-					mu.Unlock()
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
-				for t, sent, batchEnd := &t, sent, batchEnd; t != nil; {
-					if ctx.Err() != nil {
-						w.handBack(*t) // claimed as the drain began
-						return
-					}
-					t, sent = w.runJob(handlers, *t, sent, batchEnd, ch)
-					if w.cfg.VisibilityLimit > 0 {
-						batchEnd = sent.Add(w.cfg.VisibilityLimit)
-					}
-				}
+				defer sl.release(i)
+				w.runSlot(ctx, handlers, t, sent, ch)
 			})
 		}
 	}
@@ -129,6 +61,109 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// runSlot runs t, then each next task its completion claimed for the same
+// slot, until none comes or ctx (Run's) ended: those are handed back.
+func (w *Worker) runSlot(ctx, handlers context.Context, first Claimed, sent time.Time, ch *chain) {
+	for t := &first; t != nil; {
+		if ctx.Err() != nil {
+			w.handBack(*t) // claimed as the drain began
+			return
+		}
+		var batchEnd time.Time
+		if w.cfg.VisibilityLimit > 0 {
+			batchEnd = sent.Add(w.cfg.VisibilityLimit) // from the claim that brought t
+		}
+		t, sent = w.runJob(handlers, *t, sent, batchEnd, ch)
+	}
+}
+
+// slots are a Worker's handler slots: how many run per queue and in all,
+// and the lottery that picks the queue of the next claim. Slots are
+// reserved before a claim is sent, so concurrent claims never exceed the
+// bounds.
+type slots struct {
+	cfg     WorkerConfig
+	mu      sync.Mutex
+	running []int // by queue
+	total   int
+	lot     *lottery
+	// freed wakes Run when a slot frees up.
+	freed chan struct{}
+}
+
+func newSlots(cfg WorkerConfig, rng *rand.Rand) *slots {
+	return &slots{cfg: cfg, running: make([]int, len(cfg.Queues)), lot: newLottery(cfg.Queues, rng), freed: make(chan struct{}, 1)}
+}
+
+// roomLocked reports whether queue i may run one more handler.
+func (s *slots) roomLocked(i int) bool {
+	q := s.cfg.Queues[i]
+	return s.total < s.cfg.Concurrency && (q.Concurrency == 0 || s.running[i] < q.Concurrency)
+}
+
+// reserve draws the next queue and reserves n slots for its claim; poll
+// says the claim should long-poll. ok is false when no slot is free.
+func (s *slots) reserve() (i, n int, poll, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, poll, ok = s.lot.draw(s.roomLocked); !ok {
+		return 0, 0, false, false
+	}
+	n = min(s.cfg.Batch, s.cfg.Concurrency-s.total)
+	if q := s.cfg.Queues[i]; q.Concurrency > 0 {
+		n = min(n, q.Concurrency-s.running[i])
+	}
+	s.running[i] += n
+	s.total += n
+	return i, n, poll, true
+}
+
+// claimed gives back the slots of queue i a claim of n did not fill (it
+// brought got tasks) and, when it answered (ok), records what it found.
+func (s *slots) claimed(i, n, got int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running[i] -= n - got
+	s.total -= n - got
+	if ok {
+		s.lot.found(i, got == 0)
+	}
+}
+
+// release frees one slot of queue i.
+func (s *slots) release(i int) {
+	s.mu.Lock()
+	s.running[i]--
+	s.total--
+	s.mu.Unlock()
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// chain is how a slot of queue i asks for its next task with a
+// completion (one request for both): when the lottery, drawn as if the
+// slot were free, picks queue i again, and Run's ctx has not ended.
+func (s *slots) chain(ctx context.Context, i int) *chain {
+	return &chain{
+		want: func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if ctx.Err() != nil {
+				return false
+			}
+			j, poll, ok := s.lot.draw(func(j int) bool { return j == i || s.roomLocked(j) })
+			return ok && !poll && j == i
+		},
+		found: func(empty bool) {
+			s.mu.Lock()
+			s.lot.found(i, empty)
+			s.mu.Unlock()
+		},
+	}
 }
 
 // claim claims up to n tasks of queue, long-polling when poll. The claim
