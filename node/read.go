@@ -309,7 +309,7 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 		for _, q := range r.Queues {
 			var c [task.NumStatus]int64
 			c[task.Ready], c[task.Claimed], c[task.Delayed] = q.Ready, q.Claimed, q.Delayed
-			c[task.Blocked], c[task.Completed], c[task.Dead] = q.Blocked, q.Completed, q.Dead
+			c[task.Blocked], c[task.Completed], c[task.Dead], c[task.Cancelled] = q.Blocked, q.Completed, q.Dead, q.Cancelled
 			add(q.Queue, c)
 		}
 	})
@@ -330,7 +330,7 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 	for q, c := range sums {
 		resp.Queues = append(resp.Queues, wire.QueueStats{
 			Queue: q, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
-			Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead],
+			Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead], Cancelled: c[task.Cancelled],
 		})
 	}
 	slices.SortFunc(resp.Queues, func(a, b wire.QueueStats) int {

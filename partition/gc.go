@@ -40,12 +40,13 @@ import (
 //
 //   - onto an id this replica holds as a task: the task is deleted and
 //     the tombstone written. A tombstone is authoritative: the leader
-//     collects only completed tasks whose whole dependency component is
-//     completed and past retention, and the tombstone was acknowledged by
-//     its cohort. A replica that holds the task NOT completed missed the
-//     completion; refusing the tombstone would leave the two replicas
+//     collects only ended tasks whose whole dependency component is
+//     ended and past retention, or deletes one an operator named
+//     (delete.go), and the tombstone was acknowledged by its cohort. A
+//     replica that holds the task open was deleted from under it, or
+//     missed the end; refusing the tombstone would leave the two replicas
 //     different forever, and keeping the task would let anti-entropy
-//     spread it back. So it deletes anyway and logs at warn.
+//     spread it back. So it deletes anyway.
 //   - onto a tombstoned id: the earlier deletion time is kept (min), so
 //     replicas converge on when the tombstone expires; the tree does not
 //     change.
@@ -58,8 +59,9 @@ import (
 // (a replica partitioned away for longer may still hold the task and
 // bring it back to a replica that forgot the tombstone).
 
-// ErrNotCollectable refuses a Collect of a task that is not completed.
-var ErrNotCollectable = errors.New("task is not completed: not collectable")
+// ErrNotCollectable refuses a Collect of a task that is not completed or
+// cancelled.
+var ErrNotCollectable = errors.New("task has not ended (completed or cancelled): not collectable")
 
 // ErrEdgesChanged refuses a Collect of a task that gained dependents since
 // the caller checked its dependency component: the new dependent was not
@@ -319,7 +321,7 @@ func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
 		return
 	}
 	if st.Completion != nil {
-		q.counts[task.Completed]--
+		q.counts[st.Completion.Status()]--
 		return
 	}
 	if h := (Head{sp.Priority, sp.ID}); q.ready.Has(h) {
@@ -363,7 +365,9 @@ func (m *merger) tomb(rec *task.Record) error {
 	}
 	if held {
 		if c.st.Completion == nil {
-			r.log.Warn("tombstone received for a task held open: deleting it", "task", id, "deleted_at", rec.Tomb)
+			// An operator's delete (delete.go), or a completion this
+			// replica missed before the task was collected.
+			r.log.Info("tombstone received for a task held open: deleting it", "task", id, "deleted_at", rec.Tomb)
 		}
 		m.dropped = append(m.dropped, c)
 	} else {

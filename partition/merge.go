@@ -651,10 +651,17 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 		case t.isNew:
 			r.insertLocked(t.sp, &t.st, now)
 		case t.dirty && t.stored.Completion != nil && t.st.Completion == nil:
-			// An orphan completion, replaced by the line of writes that
-			// counts (see "Epochs and orphans"): the only way a task
-			// stops being completed.
-			r.reopenLocked(t.sp, &t.st, now)
+			// An orphan completion or cancel, replaced by the line of
+			// writes that counts (see "Epochs and orphans"): the only way
+			// a task stops being ended.
+			r.reopenLocked(t.sp, t.stored.Completion.Status(), &t.st, now)
+		case t.dirty && t.stored.Completion != nil && t.stored.Completion.Status() != t.st.Completion.Status():
+			// One end replaced by the other (a completion by a cancel of
+			// the line that counts, or back): an ended task holds no
+			// entry, so only its count moves.
+			q := r.queueLocked(t.sp.Queue)
+			q.counts[t.stored.Completion.Status()]--
+			q.counts[t.st.Completion.Status()]++
 		case t.dirty:
 			r.reindexLocked(t.sp, &t.st, digests[id], now)
 		case t.specChanged:

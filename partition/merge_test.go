@@ -615,12 +615,24 @@ func fillLeader(t *testing.T, l *partition.Replica, n int, rng *rand.Rand) int64
 			err = l.Snooze(id, idx, 0, now)
 		case 3:
 			err = l.Fail(id, idx, "x", ptr(int64(0)), now) // ready again
+		case 4:
+			if i%2 == 0 { // half stay claimed
+				err = waited(l.CancelApply(id, "x", now))
+			}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	return now
+}
+
+// waited waits for an applied write.
+func waited(w partition.Write, err error) error {
+	if err != nil {
+		return err
+	}
+	return w.Wait()
 }
 
 // TestExportMerge: a partition exported in resumable chunks and merged

@@ -403,6 +403,16 @@ func (r *Replica) SnoozeApply(id task.ID, idx uint32, delay, now int64) (Write, 
 	})
 }
 
+// CancelApply ends task id as cancelled (task.State.Cancel): its live
+// claim, if any, is superseded, and it is never claimed again. A repeat is
+// a no-op; a completed task is refused (task.ErrCompleted). Like every
+// write here it is applied, not yet durable (see Write).
+func (r *Replica) CancelApply(id task.ID, reason string, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+		return st.Cancel(now, reason)
+	})
+}
+
 // Requeue makes a dead task ready again.
 func (r *Replica) Requeue(id task.ID, now int64) error {
 	return waited(r.RequeueApply(id, now))

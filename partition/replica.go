@@ -208,8 +208,8 @@ func (r *Replica) queueLocked(name string) *queueIndex {
 func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouched bool) {
 	q := r.queueLocked(sp.Queue)
 	status, due := task.Derive(sp, st, now, r.skew)
-	if status == task.Completed {
-		q.counts[task.Completed]++
+	if status.Ended() {
+		q.counts[status]++ // an ended task holds no entry
 		return false
 	}
 	if status == task.Ready && isZeroState(st) {
@@ -232,13 +232,14 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouc
 	return false
 }
 
-// reopenLocked indexes task sp, counted completed, under st, a state
-// that is not: a completion that no handoff carried (an orphan) was
-// replaced. A completed task holds no entry, so it is inserted afresh.
-func (r *Replica) reopenLocked(sp *task.Spec, st *task.State, now int64) {
+// reopenLocked indexes task sp, counted as was (completed or cancelled),
+// under st, a state that is not ended: a completion or cancel that no
+// handoff carried (an orphan) was replaced. An ended task holds no entry,
+// so it is inserted afresh.
+func (r *Replica) reopenLocked(sp *task.Spec, was task.Status, st *task.State, now int64) {
 	q := r.queueLocked(sp.Queue)
-	q.counts[task.Completed]--
-	r.log.Warn("a completion no majority acknowledged was replaced: the task is open again", "task", sp.ID)
+	q.counts[was]--
+	r.log.Warn("an end no majority acknowledged was replaced: the task is open again", "task", sp.ID, "was", was)
 	r.insertLocked(sp, st, now)
 }
 
@@ -301,7 +302,7 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 	e.q.counts[e.status]--
 	e.status = status
 	e.q.counts[status]++
-	if status == task.Completed {
+	if status.Ended() {
 		delete(r.tasks, id)
 		return
 	}
@@ -510,7 +511,8 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask, delta *treeDelta) err
 }
 
 // AddDependents records that each of dependents waits on dep, a task of
-// this partition, and reports whether dep is already completed. The edges
+// this partition, and reports whether dep is already completed (a
+// cancelled dep satisfies no dependency: false). The edges
 // and the completion are read and written under the replica's lock, so a
 // completion of dep either comes before (and is reported here) or after
 // (and finds the edges). It fails with task.ErrNotFound for an unknown
@@ -549,7 +551,7 @@ func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bo
 	if len(fresh) == 0 {
 		// Every edge was there: a retry. What it found may not be
 		// durable yet; the caller waits until it is.
-		return st.Completion != nil, barrier{r.cfg.Store}, nil
+		return st.Completed(), barrier{r.cfg.Store}, nil
 	}
 	b := r.cfg.Store.NewBatch()
 	var delta treeDelta
@@ -565,7 +567,7 @@ func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bo
 		return false, nil, fmt.Errorf("partition %d: dependents of %s: %w", r.cfg.Part, dep, err)
 	}
 	r.applyTreeLocked(delta)
-	return st.Completion != nil, p, nil
+	return st.Completed(), p, nil
 }
 
 // edgeLookupsMax is how many of a task's dependents newEdgesLocked looks
@@ -785,7 +787,7 @@ func (r *Replica) writeStateLocked(sp *task.Spec, old antientropy.Digest, st *ta
 func (r *Replica) reindexLocked(sp *task.Spec, st *task.State, d antientropy.Digest, now int64) {
 	if st.Completion != nil {
 		if e := r.entryLocked(sp); e != nil {
-			r.setStatusLocked(sp.ID, e, task.Completed, 0)
+			r.setStatusLocked(sp.ID, e, st.Completion.Status(), 0)
 		}
 	} else {
 		r.rederiveLocked(sp, st, now)

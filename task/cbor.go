@@ -173,10 +173,16 @@ func (st *State) AppendCBOR(b []byte) []byte {
 	}
 	if c := st.Completion; c != nil {
 		b = append(b, 3)
-		b = AppendCBORHead(b, cborMap, 3)
+		b = AppendCBORHead(b, cborMap, CountPresent(true, true, true, c.Cancelled, c.Reason != ""))
 		b = uintField(b, 1, uint64(c.Claim))
 		b = uintField(b, 2, c.Seq)
 		b = intField(b, 3, c.At)
+		if c.Cancelled {
+			b = append(b, 4, cborTrue)
+		}
+		if c.Reason != "" {
+			b = stringField(b, 5, c.Reason)
+		}
 	}
 	if len(st.DepsDone) > 0 {
 		b = append(b, 4)
@@ -509,7 +515,7 @@ func (rl *Release) decodeCBOR(r *CBORReader) {
 }
 
 func (c *Completion) decodeCBOR(r *CBORReader) {
-	r.Fields(3, func(k uint64) {
+	r.Fields(5, func(k uint64) {
 		switch k {
 		case 1:
 			c.Claim = r.Uint32()
@@ -517,6 +523,10 @@ func (c *Completion) decodeCBOR(r *CBORReader) {
 			c.Seq = r.Uint64()
 		case 3:
 			c.At = r.Int64()
+		case 4:
+			c.Cancelled = r.Bool()
+		case 5:
+			c.Reason = r.Text()
 		}
 	})
 }

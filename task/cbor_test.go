@@ -134,7 +134,7 @@ func (s *valueSource) state() *task.State {
 		st.Releases = append(st.Releases, task.Release{Claim: uint32(s.u64v()), At: s.i64(), Snooze: s.small(2) == 1, Until: s.i64(), Reason: s.str()})
 	}
 	if s.small(2) == 1 {
-		st.Completion = &task.Completion{Claim: uint32(s.u64v()), Seq: s.u64v(), At: s.i64()}
+		st.Completion = &task.Completion{Claim: uint32(s.u64v()), Seq: s.u64v(), At: s.i64(), Cancelled: s.small(2) == 1, Reason: s.str()}
 	}
 	return st
 }
@@ -229,7 +229,7 @@ func FuzzCBORReader(f *testing.F) {
 // TestFastCodecFieldsKnown for why a count).
 func TestCBORFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&task.Spec{}: 10, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 5, &task.Completion{}: 3,
+		&task.Spec{}: 10, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 5, &task.Completion{}: 5,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (cbor.go) knows %d", v, n, fields)

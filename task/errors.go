@@ -27,6 +27,10 @@ var (
 	// ErrCompleted is returned for an operation on a completed task that
 	// needs it open.
 	ErrCompleted = errors.New("task already completed")
+	// ErrCancelled is returned for an operation on a cancelled task that
+	// needs it open: its claim's renewals, updates, completion, fail or
+	// snooze after the cancel (the cancel superseded the claim).
+	ErrCancelled = errors.New("task cancelled")
 	// ErrConflict is returned for a write that contradicts an earlier one:
 	// a complete with another (claim, seq), an update with other data.
 	ErrConflict = errors.New("conflict")

@@ -79,6 +79,10 @@ func genState(src *byteSource) task.State {
 			Seq:   uint64(src.intn(3)),
 			At:    int64(src.intn(4)),
 		}
+		if src.intn(3) == 0 {
+			s.Completion.Cancelled = true
+			s.Completion.Reason = fmt.Sprintf("c%d", src.intn(2))
+		}
 	}
 	for _, d := range depPool {
 		if src.intn(2) == 1 {
@@ -115,7 +119,15 @@ func norm(s task.State) task.State {
 func sameState(a, b task.State) bool { return reflect.DeepEqual(norm(a), norm(b)) }
 
 func completionCmp(a, b task.Completion) int {
-	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Seq, b.Seq))
+	// On a tie a completion wins over a cancel, then the lower reason.
+	cancelled := func(c task.Completion) int {
+		if c.Cancelled {
+			return 1
+		}
+		return 0
+	}
+	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Seq, b.Seq),
+		cmp.Compare(cancelled(a), cancelled(b)), cmp.Compare(a.Reason, b.Reason))
 }
 
 // checkInvariants reports a broken State invariant.

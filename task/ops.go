@@ -20,8 +20,11 @@ func (s *State) CheckLatest(idx uint32) error {
 }
 
 // checkOpen returns nil if idx is the latest claim, the task is not
-// completed and the claim was not ended by fail or snooze.
+// completed or cancelled and the claim was not ended by fail or snooze.
 func (s *State) checkOpen(idx uint32) error {
+	if c := s.Completion; c != nil && c.Cancelled {
+		return fmt.Errorf("%w: at %d, superseding claim %d", ErrCancelled, c.At, idx)
+	}
 	if s.Completion != nil {
 		return fmt.Errorf("%w: by claim %d", ErrCompleted, s.Completion.Claim)
 	}
@@ -75,6 +78,8 @@ func (s *State) CheckUpdate(idx uint32, seq, next uint64) (dup bool, err error) 
 func (s *State) Complete(idx uint32, seq, next uint64, now int64) (done bool, err error) {
 	if c := s.Completion; c != nil {
 		switch {
+		case c.Cancelled:
+			return false, s.checkOpen(idx)
 		case c.Claim == idx && c.Seq == seq:
 			return false, nil
 		case c.Claim == idx:
@@ -89,6 +94,21 @@ func (s *State) Complete(idx uint32, seq, next uint64, now int64) (done bool, er
 		return false, fmt.Errorf("%w: complete seq %d, next is %d", ErrSeq, seq, next)
 	}
 	s.Completion = &Completion{Claim: idx, Seq: seq, At: now}
+	return true, nil
+}
+
+// Cancel ends the task as cancelled at now, superseding its live claim if
+// it has one. Repeating a cancel is a no-op (done=false, nil), whatever
+// its reason: the first one stands. A completed task cannot be cancelled
+// (ErrCompleted).
+func (s *State) Cancel(now int64, reason string) (done bool, err error) {
+	if c := s.Completion; c != nil {
+		if c.Cancelled {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: by claim %d at seq %d", ErrCompleted, c.Claim, c.Seq)
+	}
+	s.Completion = &Completion{Claim: s.NextClaim(), At: now, Cancelled: true, Reason: TrimReason(reason)}
 	return true, nil
 }
 

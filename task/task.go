@@ -51,11 +51,33 @@ type Release struct {
 	Reason string `cbor:"5,keyasint,omitempty"`
 }
 
-// Completion records the claim and sequence number that completed a task.
+// Completion records how a task ended: completed by claim Claim at
+// sequence number Seq, or cancelled (Cancelled). Either end is terminal:
+// no claim, renewal, update, fail or snooze is accepted after it, and
+// every place that holds a task finished (indexes, garbage collection,
+// orphan handling) treats the two alike. They differ for dependents: only
+// a completion satisfies a dependency, so a task waiting on a cancelled
+// one stays blocked.
+//
+// A cancel's Claim is the index the task's next claim would have had
+// (State.NextClaim at the cancel): above every claim ever granted, so the
+// cancel supersedes a live claim as a newer claim would, and its holder
+// learns it from its next renewal (task.ErrCancelled).
 type Completion struct {
-	Claim uint32 `cbor:"1,keyasint"`
-	Seq   uint64 `cbor:"2,keyasint"`
-	At    int64  `cbor:"3,keyasint"`
+	Claim     uint32 `cbor:"1,keyasint"`
+	Seq       uint64 `cbor:"2,keyasint"`
+	At        int64  `cbor:"3,keyasint"`
+	Cancelled bool   `cbor:"4,keyasint,omitempty"`
+	// Reason is the cancel's reason, as the caller gave it (trimmed).
+	Reason string `cbor:"5,keyasint,omitempty"`
+}
+
+// Status returns Completed or Cancelled: the terminal state c records.
+func (c *Completion) Status() Status {
+	if c.Cancelled {
+		return Cancelled
+	}
+	return Completed
 }
 
 // State is the mutable part of a task: a CRDT that any two replicas merge to
@@ -94,13 +116,15 @@ const (
 	Blocked
 	Completed
 	Dead
+	// Cancelled is terminal, as Completed is, but satisfies no dependency.
+	Cancelled
 	numStatus
 )
 
 // NumStatus is the number of distinct Status values.
 const NumStatus = int(numStatus)
 
-var statusNames = [...]string{"ready", "claimed", "delayed", "blocked", "completed", "dead"}
+var statusNames = [...]string{"ready", "claimed", "delayed", "blocked", "completed", "dead", "cancelled"}
 
 // String returns the lowercase name used on the wire and in ctl output.
 func (s Status) String() string {
@@ -110,6 +134,9 @@ func (s Status) String() string {
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
 
+// Ended reports whether s is terminal: completed or cancelled.
+func (s Status) Ended() bool { return s == Completed || s == Cancelled }
+
 // ParseStatus parses a status name.
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {
@@ -117,7 +144,7 @@ func ParseStatus(s string) (Status, error) {
 			return Status(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, blocked, completed, dead)", ErrInvalid, truncate(s, 32))
+	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, blocked, completed, dead, cancelled)", ErrInvalid, truncate(s, 32))
 }
 
 // Equal reports whether s and o hold the same state (two replicas that
@@ -151,6 +178,10 @@ func (s *State) Clone() State {
 	}
 	return c
 }
+
+// Completed reports whether the task was completed (not cancelled): the
+// end that satisfies the dependencies on it.
+func (s *State) Completed() bool { return s.Completion != nil && !s.Completion.Cancelled }
 
 // Latest returns the task's highest claim, if any.
 func (s *State) Latest() (Claim, bool) {
@@ -218,7 +249,7 @@ func (s *State) DepsPending(spec *Spec) int {
 // by the passage of time alone (0 if it does not).
 func Derive(spec *Spec, s *State, now, skew int64) (Status, int64) {
 	if s.Completion != nil {
-		return Completed, 0
+		return s.Completion.Status(), 0
 	}
 	if c, ok := s.Latest(); ok {
 		if _, released := s.ReleaseOf(c.Index); !released && now < c.End+skew {
@@ -290,9 +321,11 @@ func releaseLess(a, b Release) bool {
 }
 
 // completionLess orders completions: the earliest wins, then the lowest
-// (claim, seq), so merge is deterministic.
+// (claim, seq), then a completion before a cancel and the lower reason,
+// so merge is deterministic.
 func completionLess(a, b Completion) bool {
-	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Seq, b.Seq)) < 0
+	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Seq, b.Seq),
+		cmp.Compare(boolInt(a.Cancelled), boolInt(b.Cancelled)), cmp.Compare(a.Reason, b.Reason)) < 0
 }
 
 func boolInt(b bool) int {

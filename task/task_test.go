@@ -163,6 +163,14 @@ func TestDerive(t *testing.T) {
 			Claims:     []task.Claim{claim(0, 100, 200)},
 			Completion: &task.Completion{Claim: 0, At: 150},
 		}, 1000, task.Completed, 0},
+		{"cancelled while claimed", spec(nil), task.State{
+			Claims:     []task.Claim{claim(0, 1000, 2000)},
+			Completion: &task.Completion{Claim: 1, At: 1500, Cancelled: true},
+		}, 1600, task.Cancelled, 0},
+		{"cancelled beats dead", spec(nil), task.State{
+			Claims:     expired3,
+			Completion: &task.Completion{Claim: 3, At: 900, Cancelled: true},
+		}, 1000, task.Cancelled, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,6 +378,62 @@ func TestComplete(t *testing.T) {
 	}
 	if _, err := st.End(1, task.Release{At: 1600}); !errors.Is(err, task.ErrCompleted) {
 		t.Errorf("End after complete = %v; want ErrCompleted", err)
+	}
+}
+
+// TestCancel: a cancel supersedes the live claim (every write of it is
+// refused with ErrCancelled, and no other error), repeats idempotently
+// whatever its reason, and is refused on a completed task.
+func TestCancel(t *testing.T) {
+	st := fenceState() // claim 1 live over [1000, 2000)
+	if done, err := st.Cancel(1500, "operator"); !done || err != nil {
+		t.Fatalf("Cancel = %v, %v; want true, nil", done, err)
+	}
+	want := task.Completion{Claim: 2, At: 1500, Cancelled: true, Reason: "operator"}
+	if st.Completion == nil || *st.Completion != want {
+		t.Fatalf("completion = %+v; want %+v (the next claim index: the cancel supersedes claim 1)", st.Completion, want)
+	}
+	if got, _ := task.Derive(&task.Spec{MaxAttempts: 3}, &st, 1600, 0); got != task.Cancelled {
+		t.Errorf("Derive after cancel = %v; want cancelled", got)
+	}
+	first := st.Clone()
+	if done, err := st.Cancel(1700, "again"); done || err != nil {
+		t.Errorf("repeat Cancel = %v, %v; want false, nil", done, err)
+	}
+	if !reflect.DeepEqual(first, st) {
+		t.Errorf("a repeated cancel changed the state: %+v -> %+v", first, st)
+	}
+	for name, op := range map[string]func() error{
+		"Renew":    func() error { _, err := st.Renew(1, 1600, 100); return err },
+		"Update":   func() error { _, err := st.CheckUpdate(1, 0, 0); return err },
+		"Complete": func() error { _, err := st.Complete(1, 0, 0, 1600); return err },
+		"Fail":     func() error { _, err := st.End(1, task.Release{At: 1600}); return err },
+		"Snooze":   func() error { _, err := st.End(1, task.Release{At: 1600, Snooze: true}); return err },
+	} {
+		if err := op(); !errors.Is(err, task.ErrCancelled) || errors.Is(err, task.ErrCompleted) {
+			t.Errorf("%s after cancel = %v; want ErrCancelled only", name, err)
+		}
+	}
+	if !reflect.DeepEqual(first, st) {
+		t.Errorf("refused writes changed a cancelled state: %+v -> %+v", first, st)
+	}
+
+	completed := fenceState()
+	if _, err := completed.Complete(1, 0, 0, 1500); err != nil {
+		t.Fatal(err)
+	}
+	before := completed.Clone()
+	if done, err := completed.Cancel(1600, ""); done || !errors.Is(err, task.ErrCompleted) {
+		t.Errorf("Cancel of a completed task = %v, %v; want false, ErrCompleted", done, err)
+	}
+	if !reflect.DeepEqual(before, completed) {
+		t.Error("a refused cancel changed the state")
+	}
+
+	// Never claimed: the cancel takes claim index 0.
+	var fresh task.State
+	if _, err := fresh.Cancel(10, ""); err != nil || fresh.Completion.Claim != 0 {
+		t.Errorf("Cancel of an unclaimed task = %v, %+v; want claim index 0", err, fresh.Completion)
 	}
 }
 

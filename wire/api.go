@@ -241,6 +241,7 @@ type QueueStats struct {
 	Blocked   int64  `cbor:"5,keyasint" json:"blocked"`
 	Completed int64  `cbor:"6,keyasint" json:"completed"`
 	Dead      int64  `cbor:"7,keyasint" json:"dead"`
+	Cancelled int64  `cbor:"8,keyasint,omitempty" json:"cancelled"`
 }
 
 // QueuesResponse answers QueuesRequest, sorted by queue name.

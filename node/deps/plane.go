@@ -171,7 +171,7 @@ func (p *Plane) State(dep task.ID) (completed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return st.Completion != nil, nil
+	return st.Completed(), nil
 }
 
 // CheckNew runs after new tasks are durable: a dep that completed between

@@ -1,0 +1,153 @@
+package partition_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+)
+
+// TestCancel: a cancel supersedes the live claim (its renewal and its
+// completion are refused with task.ErrCancelled), takes the task out of
+// every index for good (counted cancelled, never claimed again), repeats
+// as a no-op, and is counted the same on a follower that merges it and
+// on the leader after a reload.
+func TestCancel(t *testing.T) {
+	s, sf := newStore(t), newStore(t)
+	l := leader(t, s)
+	claimed, fresh, done := task.MakeID(t0, 1, 0), task.MakeID(t0, 2, 0), task.MakeID(t0, 3, 0)
+	enqueue(t, l, t0, spec(claimed, "q", 9, 3), spec(fresh, "q", 0, 3), spec(done, "q", 5, 3))
+	if g := mustClaim(t, l, "q", t0); g.Spec.ID != claimed {
+		t.Fatalf("claimed %v; want %v", g.Spec.ID, claimed)
+	}
+	g := mustClaim(t, l, "q", t0)
+	if err := func() error { _, err := l.Complete(done, g.Claim.Index, nil, t0+1); return err }(); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, l, "q", map[task.Status]int64{task.Claimed: 1, task.Ready: 1, task.Completed: 1})
+
+	for _, id := range []task.ID{claimed, fresh} {
+		w, err := l.CancelApply(id, "not needed", t0+2)
+		if err != nil || w.Wait() != nil {
+			t.Fatalf("cancel %v: %v", id, err)
+		}
+		if c := w.Rec.State.Completion; c == nil || !c.Cancelled || c.Reason != "not needed" {
+			t.Errorf("cancel %v shipped %+v", id, c)
+		}
+	}
+	wantCounts(t, l, "q", map[task.Status]int64{task.Cancelled: 2, task.Completed: 1})
+	noClaim(t, l, "q", t0+ttl*10) // the claim's expiry brings nothing back
+
+	if _, err := l.Renew(claimed, 0, t0+3, ttl); !errors.Is(err, task.ErrCancelled) {
+		t.Errorf("renew of the superseded claim = %v; want ErrCancelled", err)
+	}
+	if _, err := l.Complete(claimed, 0, nil, t0+3); !errors.Is(err, task.ErrCancelled) {
+		t.Errorf("complete of the superseded claim = %v; want ErrCancelled", err)
+	}
+	if _, err := l.CancelApply(done, "", t0+3); !errors.Is(err, task.ErrCompleted) {
+		t.Errorf("cancel of a completed task = %v; want ErrCompleted", err)
+	}
+	before := storedState(t, s, claimed)
+	if w, err := l.CancelApply(claimed, "again", t0+4); err != nil || w.Wait() != nil {
+		t.Fatalf("repeated cancel: %v", err)
+	}
+	if after := storedState(t, s, claimed); !after.Equal(&before) {
+		t.Errorf("a repeated cancel changed the state: %+v -> %+v", before, after)
+	}
+	wantCounts(t, l, "q", map[task.Status]int64{task.Cancelled: 2, task.Completed: 1})
+
+	cfgF := config(sf)
+	cfgF.Self = 2
+	f := loaded(t, cfgF, t0)
+	merge(t, f, 1, t0+5, record(t, l, claimed, true), record(t, l, fresh, true), record(t, l, done, true))
+	wantCounts(t, f, "q", map[task.Status]int64{task.Cancelled: 2, task.Completed: 1})
+
+	re := loaded(t, config(s), t0+6)
+	wantCounts(t, re, "q", map[task.Status]int64{task.Cancelled: 2, task.Completed: 1})
+}
+
+// TestCancelledCollectable: a cancelled task is garbage once past the
+// cutoff, as a completed one is.
+func TestCancelledCollectable(t *testing.T) {
+	l := leader(t, newStore(t))
+	id := task.MakeID(t0, 1, 0)
+	enqueue(t, l, t0, spec(id, "q", 0, 3))
+	if w, err := l.CancelApply(id, "", t0+1); err != nil || w.Wait() != nil {
+		t.Fatal(err)
+	}
+	cs, err := l.Collectable(t0+2, 10)
+	if err != nil || len(cs) != 1 || cs[0].ID != id || cs[0].CompletedAt != t0+1 {
+		t.Fatalf("collectable = %+v, %v; want the cancelled task, ended at %d", cs, err, t0+1)
+	}
+	d, err := l.Collect([]task.ID{id}, nil, t0+3)
+	if err != nil || d.Wait() != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, l, "q", nil)
+}
+
+// TestDelete: an operator's delete replaces the task with a tombstone on
+// the leader and, through the shipped record, on a follower (their trees
+// agree); a repeat is acknowledged; a claimed task, and an open task with
+// dependents, are refused and left as they were; Dead lists what a bulk
+// requeue or purge acts on.
+func TestDelete(t *testing.T) {
+	s, fs := newStore(t), newStore(t)
+	l := leader(t, s)
+	f := follower(t, fs)
+	ready, claimed, dep, dead := task.MakeID(t0, 1, 0), task.MakeID(t0, 2, 0), task.MakeID(t0, 3, 0), task.MakeID(t0, 4, 0)
+	enqueue(t, l, t0, spec(claimed, "q", 9, 3), spec(ready, "q", 0, 3), spec(dep, "q", 0, 3), spec(dead, "d", 0, 1))
+	waiter := task.MakeID(t0, 9, 0)
+	if _, d, err := l.AddDependents(dep, []task.ID{waiter}); err != nil || d.Wait() != nil {
+		t.Fatalf("add dependents: %v", err)
+	}
+	mustClaim(t, l, "q", t0)
+	g := mustClaim(t, l, "d", t0)
+	if err := l.Fail(dead, g.Claim.Index, "boom", nil, t0+1); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Dead("d"); len(got) != 1 || got[0] != dead {
+		t.Errorf("Dead(d) = %v; want [%v]", got, dead)
+	}
+	if got := l.Dead("q"); len(got) != 0 {
+		t.Errorf("Dead(q) = %v; want none", got)
+	}
+	depRec := record(t, l, dep, true)
+	depRec.Dependents = []task.ID{waiter} // the leader ships the edges it wrote with the record
+	merge(t, f, 1, t0+1, record(t, l, ready, true), record(t, l, claimed, true), depRec, record(t, l, dead, true))
+
+	for _, id := range []task.ID{claimed, dep} {
+		if _, err := l.DeleteApply(id, t0+2); !errors.Is(err, task.ErrConflict) {
+			t.Errorf("delete %v = %v; want ErrConflict", id, err)
+		}
+	}
+	wantCounts(t, l, "q", map[task.Status]int64{task.Claimed: 1, task.Ready: 2})
+	for _, id := range []task.ID{ready, dead} {
+		w, err := l.DeleteApply(id, t0+3)
+		if err != nil || w.Wait() != nil || w.Rec.Tomb != t0+3 {
+			t.Fatalf("delete %v = %+v, %v; want the tombstone", id, w.Rec, err)
+		}
+		merge(t, f, 1, t0+3, w.Rec)
+		if w, err := l.DeleteApply(id, t0+4); err != nil || w.Wait() != nil || w.Rec.Tomb != t0+3 {
+			t.Errorf("repeated delete %v = %+v, %v; want the first tombstone", id, w.Rec, err)
+		}
+		if _, err := s.Spec(0, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleted %v still stored: %v", id, err)
+		}
+	}
+	if _, err := l.DeleteApply(task.MakeID(t0, 8, 0), t0+4); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("delete of an unknown task = %v; want ErrNotFound", err)
+	}
+	for _, r := range []*partition.Replica{l, f} {
+		wantCounts(t, r, "q", map[task.Status]int64{task.Claimed: 1, task.Ready: 1})
+		wantCounts(t, r, "d", nil)
+	}
+	checkTree(t, "leader", l, s)
+	checkTree(t, "follower", f, fs)
+	if !l.TreeSnapshot().Equal(f.TreeSnapshot()) {
+		t.Error("leader and follower trees differ after the deletes")
+	}
+	noClaim(t, l, "d", t0+10)
+}
