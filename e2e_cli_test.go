@@ -369,46 +369,62 @@ func TestShellWorker(t *testing.T) {
 // output must be the lines README shows after it.
 func TestREADMEQueueSettings(t *testing.T) {
 	n := startNode(t, t.TempDir(), 0)
+	n.enqueue(t, "--queue", "mail")
+	runREADMESession(t, n, "Queue settings", 4)
+	// Resumed: the task is claimable again.
+	if lines := n.ok(t, "claim", "--queue", "mail"); len(lines) != 1 {
+		t.Fatalf("claim after the resume: %q; want the task", lines)
+	}
+}
+
+// TestREADMETaskControl runs README's task-control session: cancel a
+// claimed task, see its claim refused, delete it, requeue a dead one.
+func TestREADMETaskControl(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	runREADMESession(t, n, "Task control", 8)
+	if lines := n.ok(t, "list", "--queue", "reports"); len(lines) != 1 || !strings.Contains(lines[0], `"state":"ready"`) {
+		t.Fatalf("reports after the session: %q; want the one requeued task, ready", lines)
+	}
+}
+
+// runREADMESession runs the `    $ ` commands of README.md's section
+// (at least minSteps of them) in one shell against n, in order, so that
+// a variable one sets reaches the next, and checks that their stdout is
+// the lines the section shows under them.
+func runREADMESession(t *testing.T, n *node, section string, minSteps int) {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Queue settings\n")
+	_, text, ok := strings.Cut(string(readme), "\n## "+section+"\n")
 	if !ok {
-		t.Fatal("README.md has no Queue settings section")
+		t.Fatalf("README.md has no %s section", section)
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	type step struct {
-		cmd  string
-		want []string
-	}
-	var steps []step
-	for l := range strings.Lines(section) {
+	text, _, _ = strings.Cut(text, "\n## ")
+	var script strings.Builder
+	var want []string
+	steps := 0
+	for l := range strings.Lines(text) {
 		l = strings.TrimRight(l, "\n")
 		switch {
 		case strings.HasPrefix(l, "    $ "):
-			steps = append(steps, step{cmd: strings.TrimPrefix(l, "    $ ")})
-		case strings.HasPrefix(l, "    ") && len(steps) > 0:
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, strings.TrimPrefix(l, "    "))
+			steps++
+			script.WriteString(strings.TrimPrefix(l, "    $ ") + "\n")
+		case strings.HasPrefix(l, "    ") && steps > 0:
+			want = append(want, strings.TrimPrefix(l, "    "))
 		}
 	}
-	if len(steps) < 4 {
-		t.Fatalf("README's Queue settings session has %d commands", len(steps))
+	if steps < minSteps {
+		t.Fatalf("README's %s session has %d commands; want at least %d", section, steps, minSteps)
 	}
-	n.enqueue(t, "--queue", "mail")
-	for _, s := range steps {
-		cmd := exec.Command("sh", "-c", s.cmd)
-		cmd.Env = append(os.Environ(), "SKULD_ADDR="+n.addr, "PATH="+filepath.Dir(n.bin)+":"+os.Getenv("PATH"))
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: %v", s.cmd, err)
-		}
-		if got := strings.Split(strings.TrimRight(string(out), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(s.want, "\n") {
-			t.Fatalf("%s:\ngot  %q\nwant %q", s.cmd, got, s.want)
-		}
+	cmd := exec.Command("sh", "-c", script.String())
+	cmd.Env = append(os.Environ(), "SKULD_ADDR="+n.addr, "PATH="+filepath.Dir(n.bin)+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("README's %s session: %v\n%s", section, err, out)
 	}
-	// Resumed: the task is claimable again.
-	if lines := n.ok(t, "claim", "--queue", "mail"); len(lines) != 1 {
-		t.Fatalf("claim after the resume: %q; want the task", lines)
+	if got := strings.Split(strings.TrimRight(string(out), "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("README's %s session:\ngot  %q\nwant %q", section, got, want)
 	}
 }

@@ -104,6 +104,18 @@ func ctlCommand() *ucli.Command {
 				Action: ctlAction(ctlRequeue, "id"),
 			},
 			{
+				Name:   "cancel",
+				Usage:  "end a task that is not completed as cancelled: never claimed again; its claim is superseded; its dependents stay blocked",
+				Flags:  []ucli.Flag{idFlag, &ucli.StringFlag{Name: "reason"}},
+				Action: ctlAction(ctlCancel, "id"),
+			},
+			{
+				Name:   "delete",
+				Usage:  "delete a task (a claimed one too); refused for an open task others depend on: cancel that instead",
+				Flags:  []ucli.Flag{idFlag},
+				Action: ctlAction(ctlDelete, "id"),
+			},
+			{
 				Name:  "get",
 				Usage: "show a task",
 				Flags: []ucli.Flag{idFlag, &ucli.Uint64Flag{Name: "min-seq", Usage: "fail unless the history has at least this many entries"},
@@ -115,7 +127,7 @@ func ctlCommand() *ucli.Command {
 				Usage: "list tasks, one per line",
 				Flags: []ucli.Flag{
 					&ucli.StringFlag{Name: "queue"},
-					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, blocked, completed or dead"},
+					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, blocked, completed, dead or cancelled"},
 					&ucli.StringFlag{Name: "group"},
 					&ucli.IntFlag{Name: "limit"},
 				},
@@ -405,6 +417,30 @@ func ctlRequeue(e *ctlEnv) error {
 		return err
 	}
 	resp, err := e.cl.Requeue(e.ctx, &wire.RequeueRequest{ID: id})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlCancel(e *ctlEnv) error {
+	id, err := e.id()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Cancel(e.ctx, &wire.CancelRequest{ID: id, Reason: e.c.String("reason")})
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlDelete(e *ctlEnv) error {
+	id, err := e.id()
+	if err != nil {
+		return err
+	}
+	resp, err := e.cl.Delete(e.ctx, &wire.DeleteRequest{ID: id})
 	if err != nil {
 		return err
 	}

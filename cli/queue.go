@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 func ctlQueueCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "queue",
-		Usage: "a queue's settings, applied by every node: get, set, pause, resume",
+		Usage: "a queue's settings, applied by every node (get, set, pause, resume), and its dead tasks (requeue-dead, purge-dead)",
 		Subcommands: []*ucli.Command{
 			{
 				Name:      "get",
@@ -45,6 +46,18 @@ func ctlQueueCommand() *ucli.Command {
 				Usage:     "let the queue's tasks be claimed again",
 				ArgsUsage: "QUEUE",
 				Action:    ctlActionArgs(1, ctlQueuePause(false)),
+			},
+			{
+				Name:      "requeue-dead",
+				Usage:     "make every dead task of the queue ready again; prints how many",
+				ArgsUsage: "QUEUE",
+				Action:    ctlActionArgs(1, ctlQueueDead((*wire.Client).RequeueDead)),
+			},
+			{
+				Name:      "purge-dead",
+				Usage:     "delete every dead task of the queue but those others depend on (skipped); prints how many",
+				ArgsUsage: "QUEUE",
+				Action:    ctlActionArgs(1, ctlQueueDead((*wire.Client).PurgeDead)),
 			},
 		},
 	}
@@ -107,6 +120,16 @@ func parseBackoff(s string) (base, maxD int64, err error) {
 func ctlQueuePause(paused bool) func(e *ctlEnv) error {
 	return func(e *ctlEnv) error {
 		resp, err := e.cl.QueueSet(e.ctx, &wire.QueueSetRequest{Queue: e.c.Args().First(), Paused: &paused})
+		if err != nil {
+			return err
+		}
+		return e.out.Encode(resp)
+	}
+}
+
+func ctlQueueDead(op func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.DeadResponse, error)) func(e *ctlEnv) error {
+	return func(e *ctlEnv) error {
+		resp, err := op(e.cl, e.ctx, &wire.DeadRequest{Queue: e.c.Args().First()})
 		if err != nil {
 			return err
 		}

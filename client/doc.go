@@ -18,9 +18,11 @@
 //     holds: the task is claimable again once that lease ends.
 //
 // Errors are the node's, classified for errors.Is: ErrNotFound,
-// ErrInvalid, ErrConflict, ErrUnavailable, ErrClaimSuperseded and the
-// umbrella ErrClaimLost (the claim was superseded, expired or ended, or
-// the task completed: a worker holding it must stop). The claim id a claim
+// ErrInvalid, ErrConflict, ErrUnavailable, ErrClaimSuperseded,
+// ErrCompleted, ErrCancelled and the umbrella ErrClaimLost (the claim was
+// superseded, expired or ended, or the task completed or cancelled: a
+// worker holding it must stop). Cancel, Delete, RequeueDead and PurgeDead
+// are the operator's task control. The claim id a claim
 // returns (Claimed.Claim) is a fencing token: every write under an older
 // claim is refused, so a worker that lost its lease cannot complete the
 // task behind its successor's back.

@@ -28,9 +28,12 @@ var (
 	ErrClaimSuperseded = task.ErrClaimSuperseded
 	// ErrCompleted: the task is completed (by this claim or another).
 	ErrCompleted = task.ErrCompleted
+	// ErrCancelled: the task was cancelled (Client.Cancel, or a delete);
+	// a claim of it allows no more writes.
+	ErrCancelled = task.ErrCancelled
 	// ErrClaimLost matches every reason a claim no longer allows writes:
 	// superseded, expired, ended by fail or snooze, never granted, or the
-	// task completed.
+	// task completed or cancelled.
 	ErrClaimLost = errors.New("claim lost")
 )
 
@@ -71,7 +74,8 @@ func (e *Error) Is(target error) bool {
 // claimLost reports whether err says the claim allows no more writes.
 func claimLost(err error) bool {
 	switch wire.CodeOf(err) {
-	case wire.CodeClaimSuperseded, wire.CodeClaimExpired, wire.CodeClaimEnded, wire.CodeNoSuchClaim, wire.CodeCompleted:
+	case wire.CodeClaimSuperseded, wire.CodeClaimExpired, wire.CodeClaimEnded, wire.CodeNoSuchClaim, wire.CodeCompleted,
+		wire.CodeCancelled:
 		return true
 	}
 	return false

@@ -294,6 +294,10 @@ func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, log *slog.Logger) (next *Claimed, sent time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
+	if errors.Is(cause, ErrCancelled) {
+		log.Info("task cancelled while held; its handler was stopped", "cause", cause)
+		return nil, time.Time{}
+	}
 	if errors.Is(cause, ErrClaimLost) || errors.Is(cause, ErrLeaseExpired) {
 		log.Warn("claim lost; the task is another claim's now", "cause", cause)
 		return nil, time.Time{}

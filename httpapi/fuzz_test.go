@@ -147,6 +147,22 @@ func (f *fakeService) Requeue(context.Context, *wire.RequeueRequest) (*wire.Ack,
 	return &wire.Ack{Acks: 1}, nil
 }
 
+func (f *fakeService) Cancel(context.Context, *wire.CancelRequest) (*wire.Ack, error) {
+	return &wire.Ack{Acks: 1}, nil
+}
+
+func (f *fakeService) Delete(context.Context, *wire.DeleteRequest) (*wire.Ack, error) {
+	return &wire.Ack{Acks: 1}, nil
+}
+
+func (f *fakeService) RequeueDead(_ context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return &wire.DeadResponse{Done: len(req.Queue)}, nil
+}
+
+func (f *fakeService) PurgeDead(_ context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return &wire.DeadResponse{Done: len(req.Queue)}, nil
+}
+
 // Get fails with code id[19] for ids whose first byte is 0xee.
 func (f *fakeService) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
 	if req.ID[0] == 0xee && req.ID[19] != 0 {
@@ -562,6 +578,36 @@ func TestHTTPQueueSettings(t *testing.T) {
 		var got wire.QueueSettings
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got != tc.want {
 			t.Errorf("%s %s %s: %+v, %v; want %+v", tc.method, tc.path, tc.body, got, err, tc.want)
+		}
+	}
+}
+
+// The task-control endpoints reach the service's methods: cancel and
+// delete by body or path, a bulk requeue or purge by the path's queue.
+func TestHTTPTaskControl(t *testing.T) {
+	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	id := strings.Repeat("ab", 20)
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"POST", "/v1/cancel", `{"id":"` + id + `","reason":"obsolete"}`, http.StatusOK, `{"acks":1}`},
+		{"POST", "/v1/cancel", `{"id":"nope"}`, http.StatusBadRequest, ""},
+		{"POST", "/v1/delete", `{"id":"` + id + `"}`, http.StatusOK, `{"acks":1}`},
+		{"DELETE", "/v1/tasks/" + id, "", http.StatusOK, `{"acks":1}`},
+		{"DELETE", "/v1/tasks/nope", "", http.StatusBadRequest, ""},
+		{"POST", "/v1/queues/mail/dead/requeue", "", http.StatusOK, `{"done":4}`},
+		{"POST", "/v1/queues/mailer/dead/purge", "", http.StatusOK, `{"done":6}`},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+		if rec.Code != tc.status {
+			t.Errorf("%s %s %s: status %d body %q; want %d", tc.method, tc.path, tc.body, rec.Code, rec.Body.Bytes(), tc.status)
+			continue
+		}
+		if got := strings.TrimSpace(rec.Body.String()); tc.want != "" && got != tc.want {
+			t.Errorf("%s %s: body %s; want %s", tc.method, tc.path, got, tc.want)
 		}
 	}
 }

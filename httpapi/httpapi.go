@@ -45,6 +45,9 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("POST /v1/fail", handle(a, svc.Fail))
 	mux.HandleFunc("POST /v1/snooze", handle(a, svc.Snooze))
 	mux.HandleFunc("POST /v1/requeue", handle(a, svc.Requeue))
+	mux.HandleFunc("POST /v1/cancel", handle(a, svc.Cancel))
+	mux.HandleFunc("POST /v1/delete", handle(a, svc.Delete))
+	mux.HandleFunc("DELETE /v1/tasks/{id}", a.delete)
 	mux.HandleFunc("GET /v1/tasks/{id}", a.get)
 	mux.HandleFunc("GET /v1/tasks", a.list)
 	mux.HandleFunc("GET /v1/count", a.count)
@@ -55,6 +58,8 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("POST /v1/queues/{queue}/settings", a.queueSet)
 	mux.HandleFunc("POST /v1/queues/{queue}/pause", a.queuePause(true))
 	mux.HandleFunc("POST /v1/queues/{queue}/resume", a.queuePause(false))
+	mux.HandleFunc("POST /v1/queues/{queue}/dead/requeue", a.dead(svc.RequeueDead))
+	mux.HandleFunc("POST /v1/queues/{queue}/dead/purge", a.dead(svc.PurgeDead))
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {
@@ -284,6 +289,33 @@ func (a *api) queueSet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// delete deletes the path's task.
+func (a *api) delete(w http.ResponseWriter, r *http.Request) {
+	id, err := task.ParseID(r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	resp, err := a.svc.Delete(r.Context(), &wire.DeleteRequest{ID: id})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// dead runs a bulk requeue or purge of the path's queue's dead tasks.
+func (a *api) dead(op func(context.Context, *wire.DeadRequest) (*wire.DeadResponse, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, err := op(r.Context(), &wire.DeadRequest{Queue: r.PathValue("queue")})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
 }
 
 // queuePause pauses (or resumes) the path's queue.

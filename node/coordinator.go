@@ -151,6 +151,25 @@ func (c coordinator) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wi
 	return c.n.Requeue(ctx, req)
 }
 
+// Cancel and Delete are safe to repeat: a repeat of either is
+// acknowledged. A bulk requeue or purge is too: what one did is no longer
+// dead, so a repeat only counts less.
+func (c coordinator) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
+	return retryWrite(ctx, c.n, func() (*wire.Ack, error) { return c.n.Cancel(ctx, req) })
+}
+
+func (c coordinator) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
+	return retryWrite(ctx, c.n, func() (*wire.Ack, error) { return c.n.Delete(ctx, req) })
+}
+
+func (c coordinator) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return retryWrite(ctx, c.n, func() (*wire.DeadResponse, error) { return c.n.RequeueDead(ctx, req) })
+}
+
+func (c coordinator) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return retryWrite(ctx, c.n, func() (*wire.DeadResponse, error) { return c.n.PurgeDead(ctx, req) })
+}
+
 func (c coordinator) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
 	return retry(ctx, c.n, func() (*wire.TaskView, error) { return c.n.Get(ctx, req) })
 }

@@ -119,6 +119,9 @@ func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []task.Updat
 		}
 		v.Claims = append(v.Claims, cv)
 	}
+	if c := st.Completion; c != nil && c.Cancelled {
+		v.Cancelled = &wire.CancelView{At: c.At, Reason: c.Reason}
+	}
 	for _, r := range st.Releases {
 		v.Failures = append(v.Failures, wire.FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
 	}

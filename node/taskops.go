@@ -29,7 +29,7 @@ func leaderErr(err error) error {
 // state of a task, which a stale replica gets wrong.
 var stateRefusals = []error{
 	task.ErrClaimSuperseded, task.ErrClaimExpired, task.ErrClaimEnded, task.ErrCompleted,
-	task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead,
+	task.ErrCancelled, task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead, task.ErrConflict,
 }
 
 // refusal returns err, this leader's refusal of an operation on task id,

@@ -88,24 +88,31 @@ func TestCancelledCollectable(t *testing.T) {
 	wantCounts(t, l, "q", nil)
 }
 
-// TestDelete: an operator's delete replaces the task with a tombstone on
-// the leader and, through the shipped record, on a follower (their trees
-// agree); a repeat is acknowledged; a claimed task, and an open task with
-// dependents, are refused and left as they were; Dead lists what a bulk
-// requeue or purge acts on.
+// TestDelete: an operator's delete marks the task cancelled (a stamped
+// state write, superseding a live claim), then collects it; the mark and
+// the tombstone reach a follower as records and the trees agree. An open
+// task with dependents is refused and left as it was; a completed one is
+// deleted without a mark. Dead lists what a bulk requeue or purge acts
+// on.
 func TestDelete(t *testing.T) {
 	s, fs := newStore(t), newStore(t)
 	l := leader(t, s)
 	f := follower(t, fs)
-	ready, claimed, dep, dead := task.MakeID(t0, 1, 0), task.MakeID(t0, 2, 0), task.MakeID(t0, 3, 0), task.MakeID(t0, 4, 0)
-	enqueue(t, l, t0, spec(claimed, "q", 9, 3), spec(ready, "q", 0, 3), spec(dep, "q", 0, 3), spec(dead, "d", 0, 1))
+	ready, claimed, dep, dead, done := task.MakeID(t0, 1, 0), task.MakeID(t0, 2, 0), task.MakeID(t0, 3, 0), task.MakeID(t0, 4, 0), task.MakeID(t0, 5, 0)
+	enqueue(t, l, t0, spec(claimed, "q", 9, 3), spec(ready, "q", 0, 3), spec(dep, "q", 0, 3), spec(dead, "d", 0, 1), spec(done, "c", 0, 1))
 	waiter := task.MakeID(t0, 9, 0)
-	if _, d, err := l.AddDependents(dep, []task.ID{waiter}); err != nil || d.Wait() != nil {
-		t.Fatalf("add dependents: %v", err)
+	for _, d := range []task.ID{dep, done} {
+		if _, w, err := l.AddDependents(d, []task.ID{waiter}); err != nil || w.Wait() != nil {
+			t.Fatalf("add dependents: %v", err)
+		}
 	}
 	mustClaim(t, l, "q", t0)
 	g := mustClaim(t, l, "d", t0)
 	if err := l.Fail(dead, g.Claim.Index, "boom", nil, t0+1); err != nil {
+		t.Fatal(err)
+	}
+	g = mustClaim(t, l, "c", t0)
+	if _, err := l.Complete(done, g.Claim.Index, nil, t0+1); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.Dead("d"); len(got) != 1 || got[0] != dead {
@@ -114,40 +121,55 @@ func TestDelete(t *testing.T) {
 	if got := l.Dead("q"); len(got) != 0 {
 		t.Errorf("Dead(q) = %v; want none", got)
 	}
-	depRec := record(t, l, dep, true)
-	depRec.Dependents = []task.ID{waiter} // the leader ships the edges it wrote with the record
-	merge(t, f, 1, t0+1, record(t, l, ready, true), record(t, l, claimed, true), depRec, record(t, l, dead, true))
-
-	for _, id := range []task.ID{claimed, dep} {
-		if _, err := l.DeleteApply(id, t0+2); !errors.Is(err, task.ErrConflict) {
-			t.Errorf("delete %v = %v; want ErrConflict", id, err)
+	var recs []task.Record
+	for _, id := range []task.ID{ready, claimed, dep, dead, done} {
+		rec := record(t, l, id, true)
+		if id == dep || id == done {
+			rec.Dependents = []task.ID{waiter} // the leader ships the edges it wrote with the record
 		}
+		recs = append(recs, rec)
 	}
-	wantCounts(t, l, "q", map[task.Status]int64{task.Claimed: 1, task.Ready: 2})
-	for _, id := range []task.ID{ready, dead} {
-		w, err := l.DeleteApply(id, t0+3)
-		if err != nil || w.Wait() != nil || w.Rec.Tomb != t0+3 {
-			t.Fatalf("delete %v = %+v, %v; want the tombstone", id, w.Rec, err)
+	merge(t, f, 1, t0+1, recs...)
+
+	before := storedState(t, s, dep)
+	if _, _, err := l.DeleteMarkApply(dep, t0+2); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("delete of an open task with dependents = %v; want ErrConflict", err)
+	}
+	if after := storedState(t, s, dep); !after.Equal(&before) {
+		t.Errorf("a refused delete changed the state: %+v -> %+v", before, after)
+	}
+	for _, id := range []task.ID{ready, claimed, dead, done} {
+		w, edges, err := l.DeleteMarkApply(id, t0+3)
+		if err != nil || w.Wait() != nil {
+			t.Fatalf("delete mark %v: %v", id, err)
+		}
+		if c := w.Rec.State.Completion; id != done && (c == nil || !c.Cancelled || c.Reason != partition.DeleteReason) {
+			t.Errorf("delete mark %v shipped %+v; want a cancel", id, c)
 		}
 		merge(t, f, 1, t0+3, w.Rec)
-		if w, err := l.DeleteApply(id, t0+4); err != nil || w.Wait() != nil || w.Rec.Tomb != t0+3 {
-			t.Errorf("repeated delete %v = %+v, %v; want the first tombstone", id, w.Rec, err)
+		d, err := l.Collect([]task.ID{id}, map[task.ID]int{id: edges}, t0+4)
+		if err != nil || d.Wait() != nil {
+			t.Fatalf("collect %v after its delete mark: %v", id, err)
 		}
+		merge(t, f, 1, t0+4, task.Record{ID: id, Tomb: t0 + 4})
 		if _, err := s.Spec(0, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("deleted %v still stored: %v", id, err)
 		}
 	}
-	if _, err := l.DeleteApply(task.MakeID(t0, 8, 0), t0+4); !errors.Is(err, task.ErrNotFound) {
-		t.Errorf("delete of an unknown task = %v; want ErrNotFound", err)
+	if _, _, err := l.DeleteMarkApply(ready, t0+5); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("delete mark of a deleted task = %v; want ErrNotFound", err)
 	}
 	for _, r := range []*partition.Replica{l, f} {
-		wantCounts(t, r, "q", map[task.Status]int64{task.Claimed: 1, task.Ready: 1})
+		wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 		wantCounts(t, r, "d", nil)
+		wantCounts(t, r, "c", nil)
 	}
 	checkTree(t, "leader", l, s)
 	checkTree(t, "follower", f, fs)
 	if !l.TreeSnapshot().Equal(f.TreeSnapshot()) {
 		t.Error("leader and follower trees differ after the deletes")
 	}
-	noClaim(t, l, "d", t0+10)
+	if g := mustClaim(t, l, "q", t0+ttl*10); g.Spec.ID != dep {
+		t.Errorf("claimed %v after the deletes; want %v, the one left", g.Spec.ID, dep)
+	}
 }

@@ -4,77 +4,61 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 )
 
 // Deletion by an operator (task control; DESIGN.md, "Storage").
 //
-// A deleted task goes the way a collected one does (see gc.go): deleted
-// whole and replaced by a tombstone, in one batch, which the leader ships
-// to the cohort and anti-entropy spreads like any record. Two kinds of
-// task are refused, because a tombstone reads to the dependency check as
-// "completed, then collected":
+// A deleted task ends the way a collected one does (see gc.go): deleted
+// whole and replaced by a tombstone. A tombstone is authoritative and
+// carries no epoch: a replica that merges one deletes the task, whoever
+// sent it. So a leader must not write one for a task that is open: a
+// leader cut off while another took over would delete, through
+// anti-entropy, a task the new line of writes is still running. The
+// delete therefore takes two steps:
 //
-//   - a task that has dependents and is not completed: its dependents
-//     would run as if it had completed (task.ErrConflict; cancel it
-//     instead, which keeps them blocked);
-//   - a task under a live claim: its worker still acts on it (fencing);
-//     cancel it first, or wait for the claim to end (task.ErrConflict).
+//  1. DeleteMarkApply ends the task as cancelled (reason DeleteReason), a
+//     state write stamped with the leader's epoch like any other: a
+//     superseded leader's mark is an orphan that the line that counts
+//     replaces, and it supersedes a live claim (the worker learns it
+//     from its next renewal). The node ships it and waits for W replicas.
+//  2. Only then the node collects the task (Collect, with the edge count
+//     the mark saw) and ships the tombstone, as garbage collection does
+//     for an ended task.
+//
+// A task that has dependents and is not completed is refused (step 1,
+// task.ErrConflict): a tombstone reads to the dependency check as
+// "completed, then collected", so its dependents would run. Cancel it
+// instead, which keeps them blocked. A delete that stops after step 1
+// (the leader failed, or a dependent came between the steps) leaves the
+// task cancelled, which is what a retry or garbage collection finishes.
 
-// DeleteApply, at the partition's leader, deletes task id and writes its
-// tombstone at now. A task already deleted or collected is a repeat: the
-// answer waits for the tombstone to be durable and ships it again. Like
-// every write here it is applied, not yet durable (see Write); its record
-// is the tombstone.
-func (r *Replica) DeleteApply(id task.ID, now int64) (Write, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.checkLeaderLocked(); err != nil {
-		return Write{}, err
-	}
-	if at, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id); err != nil || tomb {
-		if err != nil {
-			return Write{}, fmt.Errorf("partition %d: delete %s: %w", r.cfg.Part, id, err)
+// DeleteReason is the cancel reason of a task an operator's delete ended
+// (step 1 above), seen if the delete stopped before its tombstone.
+const DeleteReason = "deleted"
+
+// DeleteMarkApply is step 1 of a delete (see above): it ends task id as
+// cancelled unless it has ended already, and returns the write to ship
+// and the number of dependents the task has, for Collect's edge check.
+// It fails with task.ErrNotFound for an unknown task (a deleted or
+// collected one included: the caller checks Collected for a repeat).
+func (r *Replica) DeleteMarkApply(id task.ID, now int64) (w Write, edges int, err error) {
+	w, err = r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+		edges = 0
+		if err := r.cfg.Store.Dependents(r.cfg.Part, id, func(task.ID) bool { edges++; return true }); err != nil {
+			return false, fmt.Errorf("partition %d: dependents of %s: %w", r.cfg.Part, id, err)
 		}
-		return Write{Rec: task.Record{ID: id, Tomb: at}, Durable: barrier{r.cfg.Store}}, nil
-	}
-	b := r.cfg.Store.NewBatch()
-	var delta treeDelta
-	c, held, err := r.stageCollectLocked(b, id, now, &delta, func(t *store.TaskExport) error {
-		if err := r.checkStampLocked(id, &t.State); err != nil {
-			return err
+		if edges > 0 && !st.Completed() {
+			status, _ := task.Derive(sp, st, now, r.skew)
+			return false, fmt.Errorf("%w: %d tasks depend on %s, which is %s: deleting it would release them; cancel it instead",
+				task.ErrConflict, edges, id, status)
 		}
-		return deletable(t, now, r.skew)
+		if st.Completion != nil {
+			return false, nil // ended: the tombstone may follow
+		}
+		return st.Cancel(now, DeleteReason)
 	})
-	if err == nil && !held {
-		err = fmt.Errorf("%w: %s", task.ErrNotFound, id)
-	}
-	if err != nil {
-		b.Close()
-		return Write{}, err
-	}
-	p, err := b.Apply()
-	if err != nil {
-		return Write{}, fmt.Errorf("partition %d: delete %s: %w", r.cfg.Part, id, err)
-	}
-	r.applyTreeLocked(delta)
-	r.dropIndexLocked(c.sp, &c.st)
-	return Write{Rec: task.Record{ID: id, Tomb: now}, Durable: p}, nil
-}
-
-// deletable refuses the deletion of t (see the comment at the top).
-func deletable(t *store.TaskExport, now, skew int64) error {
-	status, _ := task.Derive(t.Spec, &t.State, now, skew)
-	if status == task.Claimed {
-		c, _ := t.State.Latest()
-		return fmt.Errorf("%w: %s is claimed (claim %d): cancel it first, or wait for the claim to end", task.ErrConflict, t.Spec.ID, c.Index)
-	}
-	if len(t.Dependents) > 0 && !t.State.Completed() {
-		return fmt.Errorf("%w: %d tasks depend on %s, which is %s: deleting it would release them; cancel it instead",
-			task.ErrConflict, len(t.Dependents), t.Spec.ID, status)
-	}
-	return nil
+	return w, edges, err
 }
 
 // Dead returns the ids of queue's dead tasks, in id order: what a bulk

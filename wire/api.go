@@ -28,6 +28,12 @@ const (
 	// OpQueueGet and OpQueueSet read and change a queue's settings.
 	OpQueueGet Op = 25
 	OpQueueSet Op = 26
+	// OpCancel, OpDelete: task control on one task. OpRequeueDead and
+	// OpPurgeDead act on every dead task of a queue.
+	OpCancel      Op = 27
+	OpDelete      Op = 28
+	OpRequeueDead Op = 29
+	OpPurgeDead   Op = 30
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -51,7 +57,8 @@ var opNames = map[Op]string{
 	OpPing: "ping", OpEnqueue: "enqueue", OpClaim: "claim", OpRenew: "renew",
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
-	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set",
+	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -188,6 +195,36 @@ type RequeueRequest struct {
 	ID task.ID `cbor:"1,keyasint" json:"id"`
 }
 
+// CancelRequest ends a task that is not completed as cancelled: terminal,
+// never claimed again; its live claim is superseded, and the task's
+// dependents stay blocked. A repeat is acknowledged.
+type CancelRequest struct {
+	ID     task.ID `cbor:"1,keyasint" json:"id"`
+	Reason string  `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
+}
+
+// DeleteRequest deletes a task that is not claimed: it reads as not found
+// afterwards. A task with dependents can be deleted only once completed.
+type DeleteRequest struct {
+	ID task.ID `cbor:"1,keyasint" json:"id"`
+}
+
+// DeadRequest names the queue whose dead tasks a bulk requeue or purge
+// acts on.
+type DeadRequest struct {
+	Queue string `cbor:"1,keyasint" json:"queue"`
+}
+
+// DeadResponse answers a bulk requeue or purge: how many dead tasks it
+// requeued or deleted, and how many it left (a purge keeps a dead task
+// that others depend on; either leaves one that stopped being dead
+// meanwhile), with the first refusals.
+type DeadResponse struct {
+	Done    int      `cbor:"1,keyasint" json:"done"`
+	Skipped int      `cbor:"2,keyasint,omitempty" json:"skipped,omitempty"`
+	Errors  []string `cbor:"3,keyasint,omitempty" json:"errors,omitempty"`
+}
+
 // Ack answers writes with the number of durable replica acks.
 type Ack struct {
 	Acks int `cbor:"1,keyasint" json:"acks"`
@@ -268,6 +305,14 @@ type TaskView struct {
 	NotBefore   int64         `cbor:"14,keyasint,omitempty" json:"not_before,omitempty"`
 	EnqueuedAt  int64         `cbor:"15,keyasint" json:"enqueued_at"`
 	Failures    []FailureView `cbor:"16,keyasint,omitempty" json:"failures,omitempty"`
+	// Cancelled is set for a cancelled task.
+	Cancelled *CancelView `cbor:"17,keyasint,omitempty" json:"cancelled,omitempty"`
+}
+
+// CancelView is a task's cancel: when, and the reason given.
+type CancelView struct {
+	At     int64  `cbor:"1,keyasint" json:"at"`
+	Reason string `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
 }
 
 // ClaimView is one claim of a task. Completed is the completion time if

@@ -39,6 +39,7 @@ const (
 	CodeUnknownOp       Code = 21 // op this node does not know
 	CodeShuttingDown    Code = 22 // node is stopping; retry elsewhere
 	CodeOverloaded      Code = 23 // too many requests in flight; retry
+	CodeCancelled       Code = 24 // task cancelled
 )
 
 type codeInfo struct {
@@ -73,6 +74,7 @@ var codes = map[Code]codeInfo{
 	CodeUnknownOp:       {"unknown_op", nil, http.StatusNotFound},
 	CodeShuttingDown:    {"shutting_down", ErrShuttingDown, http.StatusServiceUnavailable},
 	CodeOverloaded:      {"overloaded", ErrOverloaded, http.StatusTooManyRequests},
+	CodeCancelled:       {"cancelled", task.ErrCancelled, http.StatusConflict},
 }
 
 // Errors the transport and node produce that are not task errors.
@@ -139,7 +141,7 @@ func CodeOf(err error) Code {
 // codeOrder fixes the order CodeOf tries sentinels in.
 var codeOrder = []Code{
 	CodeDepNotFound, CodeNotFound, CodeTooLarge, CodeNoSuchClaim, CodeClaimSuperseded,
-	CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeConflict, CodeSeq, CodeNotDead,
+	CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeCancelled, CodeConflict, CodeSeq, CodeNotDead,
 	CodeStale, CodeEpoch, CodeUnavailable, CodeTimeout, CodeShuttingDown, CodeOverloaded,
 	CodeInvalid,
 }

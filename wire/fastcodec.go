@@ -426,7 +426,7 @@ func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
 
 func (v *TaskView) appendCBOR(b []byte) []byte {
 	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
-		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0), 1)
+		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0, v.Cancelled != nil), 1)
 	b = task.AppendCBORID(b, v.ID)
 	b = task.AppendCBORText(append(b, 2), v.Queue)
 	b = task.AppendCBORInt(append(b, 3), int64(v.Priority))
@@ -489,11 +489,18 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 			}
 		}
 	}
+	if c := v.Cancelled; c != nil {
+		b = append(b, 17, cborMajorMap|presentCount(true, c.Reason != ""), 1)
+		b = task.AppendCBORInt(b, c.At)
+		if c.Reason != "" {
+			b = task.AppendCBORText(append(b, 2), c.Reason)
+		}
+	}
 	return b
 }
 
 func (v *TaskView) read(r *task.CBORReader) {
-	r.Fields(16, func(k uint64) {
+	r.Fields(17, func(k uint64) {
 		switch k {
 		case 1:
 			v.ID = r.ID()
@@ -545,6 +552,17 @@ func (v *TaskView) read(r *task.CBORReader) {
 			v.EnqueuedAt = r.Int64()
 		case 16:
 			v.Failures = task.ReadList(r, (*FailureView).read)
+		case 17:
+			c := new(CancelView)
+			r.Fields(2, func(k uint64) {
+				switch k {
+				case 1:
+					c.At = r.Int64()
+				case 2:
+					c.Reason = r.Text()
+				}
+			})
+			v.Cancelled = c
 		}
 	})
 }

@@ -168,6 +168,9 @@ func (s replSource) view() TaskView {
 	for range s.rng.IntN(3) {
 		v.Failures = append(v.Failures, FailureView{Claim: uint32(s.i64()), At: s.i64(), Reason: s.str(), Snooze: s.rng.IntN(2) == 0, Until: s.i64()})
 	}
+	if s.rng.IntN(3) == 0 {
+		v.Cancelled = &CancelView{At: s.i64(), Reason: s.str()}
+	}
 	return v
 }
 
@@ -306,7 +309,7 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		&EnqueueRequest{}: 2, &EnqueueTask{}: 10, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
-		&TaskView{}: 16, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 5,
+		&TaskView{}: 17, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 5,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (fastcodec.go) knows %d", v, n, fields)

@@ -36,6 +36,12 @@ type Service interface {
 	// cluster-wide and returns them.
 	QueueGet(ctx context.Context, req *QueueGetRequest) (*QueueSettings, error)
 	QueueSet(ctx context.Context, req *QueueSetRequest) (*QueueSettings, error)
+	// Cancel and Delete control one task; RequeueDead and PurgeDead
+	// requeue or delete every dead task of a queue, cluster-wide.
+	Cancel(ctx context.Context, req *CancelRequest) (*Ack, error)
+	Delete(ctx context.Context, req *DeleteRequest) (*Ack, error)
+	RequeueDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error)
+	PurgeDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -111,6 +117,14 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.QueueGet)
 	case OpQueueSet:
 		return call(ctx, req, svc.QueueSet)
+	case OpCancel:
+		return call(ctx, req, svc.Cancel)
+	case OpDelete:
+		return call(ctx, req, svc.Delete)
+	case OpRequeueDead:
+		return call(ctx, req, svc.RequeueDead)
+	case OpPurgeDead:
+		return call(ctx, req, svc.PurgeDead)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -226,6 +240,26 @@ func (cl *Client) QueueGet(ctx context.Context, req *QueueGetRequest) (*QueueSet
 // QueueSet changes a queue's settings.
 func (cl *Client) QueueSet(ctx context.Context, req *QueueSetRequest) (*QueueSettings, error) {
 	return invoke[QueueSettings](ctx, cl, OpQueueSet, req)
+}
+
+// Cancel cancels a task.
+func (cl *Client) Cancel(ctx context.Context, req *CancelRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpCancel, req)
+}
+
+// Delete deletes a task.
+func (cl *Client) Delete(ctx context.Context, req *DeleteRequest) (*Ack, error) {
+	return invoke[Ack](ctx, cl, OpDelete, req)
+}
+
+// RequeueDead requeues every dead task of a queue.
+func (cl *Client) RequeueDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error) {
+	return invoke[DeadResponse](ctx, cl, OpRequeueDead, req)
+}
+
+// PurgeDead deletes every dead task of a queue.
+func (cl *Client) PurgeDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error) {
+	return invoke[DeadResponse](ctx, cl, OpPurgeDead, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

@@ -103,6 +103,22 @@ func (m metered) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.A
 	return meter(m.m, wire.OpRequeue, func() (*wire.Ack, error) { return m.s.Requeue(ctx, req) })
 }
 
+func (m metered) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpCancel, func() (*wire.Ack, error) { return m.s.Cancel(ctx, req) })
+}
+
+func (m metered) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
+	return meter(m.m, wire.OpDelete, func() (*wire.Ack, error) { return m.s.Delete(ctx, req) })
+}
+
+func (m metered) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return meter(m.m, wire.OpRequeueDead, func() (*wire.DeadResponse, error) { return m.s.RequeueDead(ctx, req) })
+}
+
+func (m metered) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return meter(m.m, wire.OpPurgeDead, func() (*wire.DeadResponse, error) { return m.s.PurgeDead(ctx, req) })
+}
+
 func (m metered) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
 	return meter(m.m, wire.OpGet, func() (*wire.TaskView, error) { return m.s.Get(ctx, req) })
 }

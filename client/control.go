@@ -1,0 +1,62 @@
+package client
+
+import (
+	"context"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Task control: what an operator does to tasks no worker will finish.
+
+// Cancel ends task id, if it is not completed, as cancelled: it is never
+// claimed again, and its live claim is superseded (the worker's next
+// renewal, update or completion fails with ErrCancelled, and a Worker
+// cancels the handler's context). Tasks that depend on it stay blocked.
+// A repeat succeeds; a completed task fails with ErrCompleted.
+func (c *Client) Cancel(ctx context.Context, id ID, reason string) error {
+	req := &wire.CancelRequest{ID: id, Reason: reason}
+	return c.do(ctx, "cancel", func(ctx context.Context, cl *wire.Client) error {
+		_, err := cl.Cancel(ctx, req)
+		return err
+	})
+}
+
+// Delete deletes task id: it reads as not found afterwards. A live claim
+// is superseded as by Cancel. A task others depend on can be deleted only
+// once completed (ErrConflict: cancel it instead). A repeat succeeds.
+func (c *Client) Delete(ctx context.Context, id ID) error {
+	req := &wire.DeleteRequest{ID: id}
+	return c.do(ctx, "delete", func(ctx context.Context, cl *wire.Client) error {
+		_, err := cl.Delete(ctx, req)
+		return err
+	})
+}
+
+// DeadResult is what a bulk requeue or purge did: how many dead tasks it
+// requeued or deleted, how many it left (see Client.PurgeDead), and the
+// first reasons why.
+type DeadResult = wire.DeadResponse
+
+// RequeueDead makes every dead task of queue ready again, cluster-wide.
+func (c *Client) RequeueDead(ctx context.Context, queue string) (*DeadResult, error) {
+	return c.dead(ctx, "requeue-dead", queue, (*wire.Client).RequeueDead)
+}
+
+// PurgeDead deletes every dead task of queue, cluster-wide, except those
+// other tasks depend on (counted as skipped: deleting one would release
+// its dependents).
+func (c *Client) PurgeDead(ctx context.Context, queue string) (*DeadResult, error) {
+	return c.dead(ctx, "purge-dead", queue, (*wire.Client).PurgeDead)
+}
+
+func (c *Client) dead(ctx context.Context, op, queue string,
+	call func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.DeadResponse, error),
+) (*DeadResult, error) {
+	req := &wire.DeadRequest{Queue: queue}
+	var resp *wire.DeadResponse
+	err := c.do(ctx, op, func(ctx context.Context, cl *wire.Client) (err error) {
+		resp, err = call(cl, ctx, req)
+		return err
+	})
+	return resp, err
+}

@@ -1,0 +1,151 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/client"
+)
+
+// TestCancelStopsTheHandler: cancelling a task a Worker holds supersedes
+// its claim: the keepalive's renewal is refused, the handler's context
+// ends with ErrCancelled, and the task stays cancelled (never completed
+// by the late handler, never claimed again). A repeat succeeds; a
+// completed task cannot be cancelled.
+func TestCancelStopsTheHandler(t *testing.T) {
+	_, c := oneNode(t)
+	ctx := t.Context()
+	ids := enqueueN(t, c, "q", 1, 0)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	const ttl = 600 * time.Millisecond // renewed every ttl/3: the cancel is seen soon
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "q"}}, Concurrency: 1, TTL: ttl, PollWait: 100 * time.Millisecond},
+		func(ctx context.Context, j *client.Job) error {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return nil // a late success: refused, the task is cancelled
+		})
+	<-started
+	if err := c.Cancel(ctx, ids[0], "no longer wanted"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, client.ErrCancelled) || !errors.Is(err, client.ErrClaimLost) {
+			t.Fatalf("handler's context ended with %v; want ErrCancelled (an ErrClaimLost)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context did not end after its task was cancelled")
+	}
+	if err := c.Cancel(ctx, ids[0], "again"); err != nil {
+		t.Errorf("repeated cancel = %v", err)
+	}
+	info := awaitState(t, c, ids, "cancelled")[0]
+	if info.Cancelled == nil || info.Cancelled.Reason != "no longer wanted" || len(info.Claims) != 1 {
+		t.Errorf("cancelled task = %+v (cancel %+v); want the first reason and its one claim", info, info.Cancelled)
+	}
+
+	done := enqueueN(t, c, "done", 1, 0)
+	got, err := c.Claim(ctx, "done", client.ClaimOptions{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if err := c.Complete(ctx, done[0], got[0].Claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(ctx, done[0], ""); !errors.Is(err, client.ErrCompleted) {
+		t.Errorf("cancel of a completed task = %v; want ErrCompleted", err)
+	}
+}
+
+// TestDeleteAndDeadTasks: on three nodes (partitions led by each), a
+// delete makes a task read as not found, also while claimed; a task
+// others wait on is not deleted; a bulk requeue reaches every dead task
+// of the queue and a bulk purge deletes every one.
+func TestDeleteAndDeadTasks(t *testing.T) {
+	_, clients := threeNodes(t)
+	c := clients[0]
+	ctx := t.Context()
+
+	ids := enqueueN(t, c, "q", 2, 0)
+	if _, err := c.Claim(ctx, "q", client.ClaimOptions{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := clients[1].Delete(ctx, id); err != nil {
+			t.Fatalf("delete %s: %v", id, err)
+		}
+		if err := clients[2].Delete(ctx, id); err != nil {
+			t.Errorf("repeated delete of %s = %v", id, err)
+		}
+		if _, err := c.Get(ctx, id); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("get of deleted %s = %v; want ErrNotFound", id, err)
+		}
+	}
+	dep := enqueueN(t, c, "deps", 1, 0)[0]
+	waiter, err := c.Enqueue(ctx, client.Task{Queue: "deps", Deps: []client.ID{dep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, dep); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("delete of a task another waits on = %v; want ErrConflict", err)
+	}
+	if info, err := c.Get(ctx, waiter.ID); err != nil || info.State != "blocked" {
+		t.Errorf("waiter = %+v, %v; want blocked", info, err)
+	}
+
+	const n = 24 // over 3 nodes' partitions
+	dead := enqueueN(t, c, "dead", n, 1)
+	for range n {
+		got, err := c.Claim(ctx, "dead", client.ClaimOptions{Count: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if err := c.Fail(ctx, g.ID, g.Claim, "boom", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) == 0 {
+			break
+		}
+	}
+	awaitState(t, c, dead, "dead")
+	res, err := clients[1].RequeueDead(ctx, "dead")
+	if err != nil || res.Done != n || res.Skipped != 0 {
+		t.Fatalf("RequeueDead = %+v, %v; want %d done", res, err, n)
+	}
+	awaitState(t, c, dead, "ready")
+	if res, err := c.RequeueDead(ctx, "dead"); err != nil || res.Done != 0 {
+		t.Errorf("RequeueDead again = %+v, %v; want nothing done", res, err)
+	}
+	for range n {
+		got, err := c.Claim(ctx, "dead", client.ClaimOptions{Count: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if err := c.Fail(ctx, g.ID, g.Claim, "boom", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) == 0 {
+			break
+		}
+	}
+	awaitState(t, c, dead, "dead")
+	if res, err := clients[2].PurgeDead(ctx, "dead"); err != nil || res.Done != n {
+		t.Fatalf("PurgeDead = %+v, %v; want %d done", res, err, n)
+	}
+	for _, id := range dead {
+		if _, err := c.Get(ctx, id); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("get of purged %s = %v; want ErrNotFound", id, err)
+		}
+	}
+	if n, err := c.Count(ctx, "dead"); err != nil || n != 0 {
+		t.Errorf("count of the purged queue = %d, %v; want 0", n, err)
+	}
+}

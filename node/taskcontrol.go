@@ -1,0 +1,191 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Task control: an operator cancels or deletes one task, or requeues or
+// purges every dead task of a queue. Each acts through the same writes as
+// a worker's operations: at the partition's leader, shipped, answered
+// once W replicas hold it.
+
+// Cancel ends a task that is not completed as cancelled.
+func (n *Node) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
+	return ack(onTask[wire.CancelRequest, wire.Ack](ctx, n, wire.OpCancel, req.ID, req, nil,
+		func(r *partition.Replica, now int64) (partition.Write, error) {
+			return r.CancelApply(req.ID, req.Reason, now)
+		}))
+}
+
+// Delete deletes a task (see partition.DeleteMarkApply): its cancel mark
+// first, acknowledged by W replicas, then its tombstone. A repeat finds
+// the tombstone and is acknowledged.
+func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := req.ID.Check(); err != nil {
+		return nil, err
+	}
+	part := n.partOf(req.ID)
+	if resp, handled, err := forward[wire.DeleteRequest, wire.Ack](ctx, n, part, wire.OpDelete, req); handled {
+		return resp, err
+	}
+	acks, err := n.deleteHere(ctx, part, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.Ack{Acks: acks}, nil
+}
+
+// deleteHere deletes task id of part, which this node leads.
+func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, error) {
+	r := n.parts[part]
+	wr, edges, err := r.DeleteMarkApply(id, n.now())
+	if errors.Is(err, task.ErrNotFound) {
+		if gone, cerr := r.Collected(id); cerr == nil && gone {
+			// A repeat (or a task garbage collection took): the tombstone
+			// is here; ship it again so the answer means W replicas hold
+			// it, once it is durable here too.
+			return n.reshipTomb(ctx, part, id)
+		}
+	}
+	if err != nil {
+		return 0, n.refusal(ctx, id, err)
+	}
+	if _, err := n.repl.Replicate(ctx, part, 0, wr); err != nil {
+		return 0, fmt.Errorf("delete %s: its cancel mark: %w", id, err)
+	}
+	now := n.now()
+	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, now)
+	if err != nil {
+		return 0, fmt.Errorf("delete %s: cancelled, not yet deleted (a retry finishes it): %w", id, leaderErr(err))
+	}
+	n.deps.Collected(id)
+	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: task.Record{ID: id, Tomb: now}, Durable: d})
+}
+
+// reshipTomb ships the tombstone of task id, which part holds, after a
+// sync barrier behind the write that made it.
+func (n *Node) reshipTomb(ctx context.Context, part uint16, id task.ID) (int, error) {
+	if err := n.store.Barrier(); err != nil {
+		return 0, err
+	}
+	recs, err := n.parts[part].Records([]task.ID{id})
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) != 1 || recs[0].Tomb == 0 {
+		return 0, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+	}
+	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: recs[0]})
+}
+
+// RequeueDead makes every dead task of a queue ready again.
+func (n *Node) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return n.onDead(ctx, wire.OpRequeueDead, req, func(part uint16, id task.ID) (int, error) {
+		wr, err := n.parts[part].RequeueApply(id, n.now())
+		if err != nil {
+			return 0, err
+		}
+		return n.repl.Replicate(ctx, part, 0, wr)
+	})
+}
+
+// PurgeDead deletes every dead task of a queue, except those others
+// depend on (deleting one would release its dependents).
+func (n *Node) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return n.onDead(ctx, wire.OpPurgeDead, req, func(part uint16, id task.ID) (int, error) {
+		return n.deleteHere(ctx, part, id)
+	})
+}
+
+// Bulk operations on dead tasks.
+const (
+	// deadWorkers is how many tasks a bulk requeue or purge acts on at
+	// once per partition: their writes share the store's syncs.
+	deadWorkers = 32
+	// deadErrorsMax is how many refusals a bulk answer quotes.
+	deadErrorsMax = 5
+)
+
+// onDead applies do to each dead task of req.Queue in the partitions this
+// node leads, then asks the other leaders to do the same for theirs, and
+// sums the answers. A task do refuses is skipped and counted (it may have
+// stopped being dead, or be depended on); an unavailable partition fails
+// the call, which is safe to repeat: what was done is no longer dead.
+func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.DeadResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateQueue(req.Queue); err != nil {
+		return nil, err
+	}
+	mine, err := n.registryParts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &wire.DeadResponse{}
+	for p := range n.parts {
+		if !mine[uint16(p)] {
+			continue
+		}
+		if err := n.onDeadPart(uint16(p), req.Queue, do, resp); err != nil {
+			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, req.Queue, p, resp.Done, err)
+		}
+	}
+	err = fanOut(ctx, n, op, req, func(r *wire.DeadResponse) {
+		resp.Done += r.Done
+		resp.Skipped += r.Skipped
+		resp.Errors = append(resp.Errors, r.Errors...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: after %d done here: %w", op, req.Queue, resp.Done, err)
+	}
+	if len(resp.Errors) > deadErrorsMax {
+		resp.Errors = resp.Errors[:deadErrorsMax]
+	}
+	return resp, nil
+}
+
+// onDeadPart applies do to the dead tasks of queue in part, deadWorkers
+// at a time, counting into resp. It returns the first error that says the
+// partition cannot be written (unavailable, not the leader).
+func (n *Node) onDeadPart(part uint16, queue string, do func(part uint16, id task.ID) (int, error), resp *wire.DeadResponse) error {
+	ids := n.parts[part].Dead(queue)
+	var mu sync.Mutex
+	var fatal error
+	sem := make(chan struct{}, deadWorkers)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := do(part, id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				resp.Done++
+			case wire.CodeOf(err) == wire.CodeUnavailable || errors.Is(err, partition.ErrNotLeader):
+				if fatal == nil {
+					fatal = err
+				}
+			default:
+				resp.Skipped++
+				if len(resp.Errors) < deadErrorsMax {
+					resp.Errors = append(resp.Errors, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return fatal
+}
