@@ -32,6 +32,7 @@ func ctlQueueCommand() *ucli.Command {
 					&ucli.UintFlag{Name: "max-attempts", Usage: "of tasks enqueued without one"},
 					&ucli.DurationFlag{Name: "default-ttl", Usage: "lease of a claim that asks for none"},
 					&ucli.StringFlag{Name: "backoff", Usage: "BASE,MAX: the delay after a failed attempt, BASE·2^(attempts-1) up to MAX (e.g. 1s,10m)"},
+					&ucli.GenericFlag{Name: "retention", Value: &days{}, Usage: "keep the queue's completed and cancelled tasks this long instead of the node's --retention (d for days, as in 30d)"},
 				},
 				Action: ctlActionArgs(1, ctlQueueSet),
 			},
@@ -93,8 +94,12 @@ func ctlQueueSet(e *ctlEnv) error {
 		}
 		req.BackoffBaseMs, req.BackoffMaxMs = &base, &maxD
 	}
-	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil {
-		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff")
+	if c.IsSet("retention") {
+		ms := c.Generic("retention").(*days).d.Milliseconds()
+		req.RetentionMs = &ms
+	}
+	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.RetentionMs == nil {
+		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff, --retention")
 	}
 	resp, err := e.cl.QueueSet(e.ctx, req)
 	if err != nil {

@@ -23,6 +23,9 @@ type QueueChange struct {
 	// BackoffBase and BackoffMax shape the delay after a failed attempt
 	// that names none: base·2^(attempts-1), at most max.
 	BackoffBase, BackoffMax *time.Duration
+	// Retention is how long the queue's completed and cancelled tasks
+	// are kept before garbage collection, instead of the node's.
+	Retention *time.Duration
 	// Paused: the queue takes enqueues and grants no claims.
 	Paused *bool
 }
@@ -47,7 +50,7 @@ func (c *Client) SetQueue(ctx context.Context, queue string, ch QueueChange) (*Q
 		return &v
 	}
 	req := &wire.QueueSetRequest{Queue: queue, MaxAttempts: ch.MaxAttempts, DefaultTTLMs: ms(ch.DefaultTTL),
-		BackoffBaseMs: ms(ch.BackoffBase), BackoffMaxMs: ms(ch.BackoffMax), Paused: ch.Paused}
+		BackoffBaseMs: ms(ch.BackoffBase), BackoffMaxMs: ms(ch.BackoffMax), RetentionMs: ms(ch.Retention), Paused: ch.Paused}
 	var resp *wire.QueueSettings
 	err := c.do(ctx, "queue-set", func(ctx context.Context, cl *wire.Client) (err error) {
 		resp, err = cl.QueueSet(ctx, req)

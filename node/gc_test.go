@@ -463,3 +463,49 @@ func TestClusterGCComponentBound(t *testing.T) {
 		t.Fatalf("the component over the bound: %v", err)
 	}
 }
+
+// TestQueueRetention: a queue's own retention decides when its ended
+// tasks go, shorter or longer than the node's; a component spanning two
+// queues waits for the longer.
+func TestQueueRetention(t *testing.T) {
+	clk := clock.NewShift(clock.Real{}, 0)
+	c := nodetest.NewCluster(t, 1, nodetest.Clock(clk), func(cfg *node.Config) {
+		cfg.Retention = gcRetention
+		cfg.GCInterval = time.Hour // only the op collects
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	for q, d := range map[string]time.Duration{"short": time.Minute, "long": 3 * gcRetention} {
+		ms := d.Milliseconds()
+		if _, err := c.Client(0).QueueSet(ctx, &wire.QueueSetRequest{Queue: q, RetentionMs: &ms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, plain, long := gcEnqueue(t, c, 0, "short"), gcEnqueue(t, c, 0, "plain"), gcEnqueue(t, c, 0, "long")
+	gcRun(t, c, 0, "short", short)
+	gcRun(t, c, 0, "plain", plain)
+	gcRun(t, c, 0, "long", long)
+	// A dependent in the short queue of a task in the long one: one
+	// component, held until the long queue lets its member go.
+	longDep := gcEnqueue(t, c, 0, "long")
+	gcRun(t, c, 0, "long", longDep)
+	shortWaiter := gcEnqueue(t, c, 0, "short", longDep)
+	gcRun(t, c, 0, "short", shortWaiter)
+
+	collect := func(after time.Duration, gone, kept []task.ID) {
+		t.Helper()
+		clk.Set(after)
+		if _, err := c.Client(0).GC(ctx, &wire.GCRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := allReplicas(c, []int{0}, false, gone...); err != nil {
+			t.Errorf("%v later: %v", after, err)
+		}
+		if err := allReplicas(c, []int{0}, true, kept...); err != nil {
+			t.Errorf("%v later: %v", after, err)
+		}
+	}
+	collect(2*time.Minute, []task.ID{short}, []task.ID{plain, long, longDep, shortWaiter})
+	collect(gcRetention+time.Minute, []task.ID{plain}, []task.ID{long, longDep, shortWaiter})
+	collect(3*gcRetention+time.Minute, []task.ID{long, longDep, shortWaiter}, nil)
+}

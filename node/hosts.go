@@ -32,13 +32,14 @@ func (n *Node) replicationConfig() replication.Config {
 // replHost is what the replication plane sees of the node.
 type replHost struct{ n *Node }
 
-func (h replHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
-func (h replHost) Cohort(part int) []uint64               { return h.n.partitionCohort(part) }
-func (h replHost) AddrOf(id uint64) string                { return h.n.ms.AddrOf(id) }
-func (h replHost) Peers() *peer.Pool                      { return h.n.peers }
-func (h replHost) NoteDependents(recs []task.Record)      { h.n.deps.Note(recs) }
-func (h replHost) Collected(id task.ID)                   { h.n.deps.Collected(id) }
-func (h replHost) Departing() bool                        { return h.n.departing.Load() }
+func (h replHost) Replica(part uint16) *partition.Replica    { return h.n.parts[part] }
+func (h replHost) Cohort(part int) []uint64                  { return h.n.partitionCohort(part) }
+func (h replHost) AddrOf(id uint64) string                   { return h.n.ms.AddrOf(id) }
+func (h replHost) Peers() *peer.Pool                         { return h.n.peers }
+func (h replHost) NoteDependents(recs []task.Record)         { h.n.deps.Note(recs) }
+func (h replHost) Collected(id task.ID)                      { h.n.deps.Collected(id) }
+func (h replHost) Departing() bool                           { return h.n.departing.Load() }
+func (h replHost) QueueRetentions() map[string]time.Duration { return h.n.queueRetentions() }
 
 func (h replHost) LeaderOf(part uint16) uint64 {
 	if ls := h.n.leaders(); int(part) < len(ls) {

@@ -77,7 +77,7 @@ func (n *Node) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.Q
 	}
 	s, err := n.raft.ChangeQueue(ctx, raftgroup.QueueChange{
 		Queue: req.Queue, MaxAttempts: req.MaxAttempts, DefaultTTLMs: req.DefaultTTLMs,
-		BackoffBaseMs: req.BackoffBaseMs, BackoffMaxMs: req.BackoffMaxMs, Paused: req.Paused,
+		BackoffBaseMs: req.BackoffBaseMs, BackoffMaxMs: req.BackoffMaxMs, RetentionMs: req.RetentionMs, Paused: req.Paused,
 	})
 	switch {
 	case err == nil:
@@ -95,8 +95,12 @@ func (n *Node) checkQueueSet(req *wire.QueueSetRequest) error {
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return err
 	}
-	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.BackoffMaxMs == nil && req.Paused == nil {
+	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.BackoffMaxMs == nil &&
+		req.RetentionMs == nil && req.Paused == nil {
 		return fmt.Errorf("%w: queue %s: no setting to change", task.ErrInvalid, req.Queue)
+	}
+	if v := req.RetentionMs; v != nil && *v < 0 {
+		return fmt.Errorf("%w: queue %s: retention %dms is negative", task.ErrInvalid, req.Queue, *v)
 	}
 	if v := req.DefaultTTLMs; v != nil {
 		if err := checkMs("default ttl", *v, n.cfg.MaxTTL); err != nil {
@@ -115,5 +119,19 @@ func (n *Node) checkQueueSet(req *wire.QueueSetRequest) error {
 
 func queueView(queue string, s raftgroup.QueueSettings) *wire.QueueSettings {
 	return &wire.QueueSettings{Queue: queue, MaxAttempts: s.MaxAttempts, DefaultTTLMs: s.DefaultTTLMs,
-		BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, Paused: s.Paused}
+		BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused}
+}
+
+// queueRetentions returns the queues that have a retention of their own
+// (replication.Host).
+func (n *Node) queueRetentions() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	if qs := n.queues.Load(); qs != nil {
+		for q, s := range *qs {
+			if s.RetentionMs > 0 {
+				out[q] = time.Duration(s.RetentionMs) * time.Millisecond
+			}
+		}
+	}
+	return out
 }

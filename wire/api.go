@@ -745,6 +745,9 @@ type QueueSetRequest struct {
 	BackoffMaxMs  *int64 `cbor:"5,keyasint,omitempty" json:"backoff_max_ms,omitempty"`
 	// Paused: the queue takes enqueues and grants no claims.
 	Paused *bool `cbor:"6,keyasint,omitempty" json:"paused,omitempty"`
+	// RetentionMs is how long the queue's ended (completed or cancelled)
+	// tasks are kept before garbage collection.
+	RetentionMs *int64 `cbor:"7,keyasint,omitempty" json:"retention_ms,omitempty"`
 }
 
 // QueueSettings is a queue's settings as every node applies them; a 0
@@ -755,5 +758,6 @@ type QueueSettings struct {
 	DefaultTTLMs  int64  `cbor:"3,keyasint,omitempty" json:"default_ttl_ms"`
 	BackoffBaseMs int64  `cbor:"4,keyasint,omitempty" json:"backoff_base_ms"`
 	BackoffMaxMs  int64  `cbor:"5,keyasint,omitempty" json:"backoff_max_ms"`
+	RetentionMs   int64  `cbor:"7,keyasint,omitempty" json:"retention_ms"`
 	Paused        bool   `cbor:"6,keyasint,omitempty" json:"paused"`
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // Garbage collection (DESIGN.md, Storage). Every GCInterval each leader
-// scans the partitions it leads for tasks completed more than Retention
-// ago (candidates). A candidate goes only with its whole dependency
+// scans the partitions it leads for tasks ended (completed or cancelled)
+// more than Retention ago, or their queue's own retention where it has
+// one (Host.QueueRetentions): the candidates. A candidate goes only with its whole dependency
 // component: the tasks reachable from it over dependency edges, both
 // ways, in any partition. The leader walks the component, asking each
 // member's leader what it holds (OpGCInfo), and collects its own members
@@ -156,9 +157,16 @@ func (p *Plane) gcPass(ctx context.Context, dry bool, cursors map[uint16]task.ID
 		resp:    &wire.GCResponse{DryRun: dry, Queues: []wire.GCQueue{}, Sample: []task.ID{}},
 		decided: map[task.ID]bool{},
 		queues:  map[string]int64{},
+		retain:  p.host.QueueRetentions(),
 	}
 	g.cutoff = g.now - p.cfg.Retention.Milliseconds()
 	g.resp.Cutoff = g.cutoff
+	// The scan takes every task ended before the earliest cutoff of any
+	// queue; each candidate then meets its own queue's.
+	g.scanCutoff = g.cutoff
+	for _, d := range g.retain {
+		g.scanCutoff = max(g.scanCutoff, g.now-d.Milliseconds())
+	}
 	p.stats.GCPasses.Add(1)
 	var errs []error
 	for i := range p.cfg.Partitions {
@@ -188,9 +196,13 @@ type gcRun struct {
 	p      *Plane
 	ctx    context.Context
 	dry    bool
-	now    int64
-	cutoff int64
-	resp   *wire.GCResponse
+	now int64
+	// cutoff is the node's: tasks of a queue without a retention of its
+	// own (retain) that ended before it may go. scanCutoff is the latest
+	// cutoff of any queue: what the partition scans take.
+	cutoff, scanCutoff int64
+	retain             map[string]time.Duration
+	resp               *wire.GCResponse
 	queues map[string]int64
 	// decided holds the tasks of components (of more than one task) this
 	// pass already judged, so a component met again from another of its
@@ -207,7 +219,7 @@ func (g *gcRun) partition(part uint16, cursors map[uint16]task.ID) error {
 		from, scan = cursors[part], gcScanStates
 	}
 	for {
-		cands, next, more, err := r.CollectableFrom(from, g.cutoff, gcCandidates, scan)
+		cands, next, more, err := r.CollectableFrom(from, g.scanCutoff, gcCandidates, scan)
 		if err != nil {
 			return err
 		}
@@ -241,6 +253,9 @@ func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
 	for _, c := range cands {
 		if err := g.ctx.Err(); err != nil {
 			return err
+		}
+		if !g.old(c.Queue, c.CompletedAt) {
+			continue // its queue keeps it longer
 		}
 		g.resp.Candidates++
 		if g.decided[c.ID] {
@@ -280,6 +295,16 @@ func (g *gcRun) candidates(part uint16, cands []partition.Candidate) error {
 		g.collect(part, chunk, true)
 	}
 	return nil
+}
+
+// old reports whether a task of queue that ended at endedAt is past its
+// queue's retention.
+func (g *gcRun) old(queue string, endedAt int64) bool {
+	cutoff := g.cutoff
+	if d, ok := g.retain[queue]; ok {
+		cutoff = g.now - d.Milliseconds()
+	}
+	return endedAt < cutoff
 }
 
 // gcVerdict is what the walk of a component found.
@@ -346,7 +371,7 @@ func (g *gcRun) component(c partition.Candidate) (map[task.ID]partition.GCInfo, 
 			members[m.ID] = m
 		}
 		for _, m := range infos {
-			if m.Status == partition.GCOpen || m.Status == partition.GCCompleted && m.CompletedAt >= g.cutoff {
+			if m.Status == partition.GCOpen || m.Status == partition.GCCompleted && !g.old(m.Queue, m.CompletedAt) {
 				return stop(gcHeld)
 			}
 			if m.Status == partition.GCCompleted && !next(m) {

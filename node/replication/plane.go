@@ -96,6 +96,10 @@ type Host interface {
 	// Departing reports whether the node is handing off its partitions
 	// to stop: it starts no garbage-collection pass then.
 	Departing() bool
+	// QueueRetentions returns the queues whose ended tasks are kept for a
+	// time of their own instead of Config.Retention (queue settings). A
+	// garbage-collection pass reads it once, at its start.
+	QueueRetentions() map[string]time.Duration
 }
 
 // Stats are the plane's running totals, read by node's metrics
