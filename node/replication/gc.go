@@ -193,9 +193,9 @@ func (p *Plane) gcPass(ctx context.Context, dry bool, cursors map[uint16]task.ID
 
 // gcRun is one pass.
 type gcRun struct {
-	p      *Plane
-	ctx    context.Context
-	dry    bool
+	p   *Plane
+	ctx context.Context
+	dry bool
 	now int64
 	// cutoff is the node's: tasks of a queue without a retention of its
 	// own (retain) that ended before it may go. scanCutoff is the latest
@@ -203,7 +203,7 @@ type gcRun struct {
 	cutoff, scanCutoff int64
 	retain             map[string]time.Duration
 	resp               *wire.GCResponse
-	queues map[string]int64
+	queues             map[string]int64
 	// decided holds the tasks of components (of more than one task) this
 	// pass already judged, so a component met again from another of its
 	// members is not walked twice. Tasks without edges are never in it:
