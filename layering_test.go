@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
 	// The metadata group's bring-up, joining, gossip, peers' addresses.
@@ -24,6 +24,8 @@ var allowedInternal = map[string][]string{
 	"node/listen": {"node/peer", "httpapi", "wire"},
 	// When a node holds its log's busy syncs back.
 	"node/pressure": {},
+	// The client API with the coordinator's retry policy.
+	"node/retrying": {"wire"},
 	// The dependency protocol across partitions.
 	"node/deps": {"node/peer", "node/replication", "partition", "ring", "store", "task", "wire", "clock"},
 	// Where a claim looks for work: this node's heads and its peers'.

@@ -3,7 +3,8 @@
 // the partition replicas, the leadership control plane (node/control:
 // failover, placement, zombies, the clock, the metadata group's voters,
 // the epoch handoff, which node serves as control.Host) and the QUIC and
-// HTTP servers together, and coordinates every client operation.
+// HTTP servers together, and coordinates every client operation (which
+// node/retrying retries while the cluster moves: coordHost).
 //
 // A single node is a cluster of one, not a separate code path: it hosts P
 // partitions whose cohorts come from ring over the members the metadata

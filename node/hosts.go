@@ -84,3 +84,24 @@ func (h pressureHost) ReplicatesWrites() bool {
 	}
 	return false
 }
+
+// coordHost is the node as node/retrying's Host: its client operations,
+// each tried once, which the retrying Service wraps.
+type coordHost struct{ *Node }
+
+func (h coordHost) Stopping() bool { return h.stopping.Load() }
+
+func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (context.Context, error) {
+	if err := h.checkServing(); err != nil {
+		return nil, err
+	}
+	for i := range req.Tasks {
+		t := &req.Tasks[i]
+		t.FreshID = false // a node's word, never a client's
+		if t.ID == nil {
+			id := h.localID()
+			t.ID, t.FreshID = &id, true
+		}
+	}
+	return withFresh(ctx), nil
+}

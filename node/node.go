@@ -18,6 +18,7 @@ import (
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/pressure"
 	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/node/retrying"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -230,7 +231,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {
-		n.ln.ServeHTTP(n.metrics.Meter(coordinator{n}), n.health, n.metrics)
+		n.ln.ServeHTTP(n.metrics.Meter(retrying.New(coordHost{n})), n.health, n.metrics)
 	}
 	n.deps.Reconcile()
 	n.ready.Store(true)
@@ -245,7 +246,7 @@ func (n *Node) Addr() string { return n.addr }
 // coordinator, which retries while the cluster moves, behind the request
 // metrics. In-process clients (the simulation, with Config.NoListen) call
 // it; it is valid after Start returned.
-func (n *Node) Service() wire.Service { return n.metrics.Meter(coordinator{n}) }
+func (n *Node) Service() wire.Service { return n.metrics.Meter(retrying.New(coordHost{n})) }
 
 // Config returns the node's configuration; after Start, Partitions and
 // Replicas are the cluster's.
@@ -259,7 +260,7 @@ func (n *Node) ID() uint64 { return n.id }
 // Config.NoListen there is no server: the client API is Service, and
 // peers reach the node on Config.PeerNet only.
 func (n *Node) startQUIC() error {
-	n.clientHandler = wire.ServiceHandler(n.metrics.Meter(coordinator{n}))
+	n.clientHandler = wire.ServiceHandler(n.metrics.Meter(retrying.New(coordHost{n})))
 	n.peerClientHandler = wire.ServiceHandler(n)
 	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
 	// server serves clients only.

@@ -1,0 +1,221 @@
+package retrying
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Host is the node the retries serve.
+type Host interface {
+	// The node's operations, each tried once.
+	wire.Service
+	// Stopping reports whether the node is shutting down: no retry then.
+	Stopping() bool
+	// StampIDs prepares an enqueue for its retries: it gives each task
+	// without an id a new one, marked fresh (EnqueueTask.FreshID), clears
+	// the mark on the others (a node's word, never a client's), and
+	// returns the context under which the node trusts the marks. It
+	// fails if the node cannot serve.
+	StampIDs(ctx context.Context, req *wire.EnqueueRequest) (context.Context, error)
+}
+
+// Service is the retrying client API of a node.
+type Service struct{ h Host }
+
+// New returns h's operations with the retry policy.
+func New(h Host) Service { return Service{h: h} }
+
+// The retry policy.
+const (
+	// retryFor bounds the time spent retrying one request: a failover
+	// (dead detection plus handoff) fits in it.
+	retryFor = 10 * time.Second
+	// retryPause is the first pause between attempts; it doubles up to
+	// retryPauseMax.
+	retryPause    = 20 * time.Millisecond
+	retryPauseMax = 500 * time.Millisecond
+)
+
+// transient reports whether err is worth retrying: no leader, not enough
+// replicas, or a leader that lost its epoch.
+func transient(err error) bool {
+	var p permanent
+	if err == nil || errors.As(err, &p) {
+		return false
+	}
+	switch wire.CodeOf(err) {
+	case wire.CodeUnavailable, wire.CodeEpoch:
+		return !errors.Is(err, wire.ErrShuttingDown)
+	}
+	return false
+}
+
+func retry[T any](ctx context.Context, s Service, f func() (T, error)) (T, error) {
+	return retryOp(ctx, s, false, f)
+}
+
+// retryWrite is retry for a write. Once an attempt ended in doubt (a
+// transient error: it may have reached the leader and taken effect, its
+// answer lost), a later attempt's refusal no longer proves that the write
+// took effect nowhere: the first attempt may have applied it, and even be
+// why the later one is refused (an update applied, then the task
+// completed, then the retry refused as completed). Such a refusal is
+// answered as unavailable, an outcome in doubt, with the refusal as its
+// detail: a client that takes a refusal as "it never happened" is then
+// never wrong.
+func retryWrite[T any](ctx context.Context, s Service, f func() (T, error)) (T, error) {
+	return retryOp(ctx, s, true, f)
+}
+
+func retryOp[T any](ctx context.Context, s Service, write bool, f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(retryFor)
+	pause := retryPause
+	var doubt error // the first attempt that ended in doubt
+	for {
+		v, err := f()
+		if write && doubt != nil && err != nil && !transient(err) {
+			return v, fmt.Errorf("%w: an earlier attempt of this request may have taken effect (%v); this one was refused: %v", wire.ErrUnavailable, doubt, err)
+		}
+		if !transient(err) || time.Now().After(deadline) || s.h.Stopping() {
+			return v, err
+		}
+		if doubt == nil {
+			doubt = err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, retryPauseMax)
+	}
+}
+
+func (s Service) Ping(ctx context.Context) (*wire.PingResponse, error) { return s.h.Ping(ctx) }
+
+func (s Service) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	// Ids first: every attempt then writes the same tasks (a retry after
+	// a write that failed to reach W replicas finds it). On the first
+	// attempt they are fresh, so their leaders need not look for an
+	// earlier write under them.
+	fresh, err := s.h.StampIDs(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return retryWrite(ctx, s, func() (*wire.EnqueueResponse, error) {
+		resp, err := s.h.Enqueue(fresh, req)
+		for i := range req.Tasks {
+			// A retry may find the first attempt's write.
+			req.Tasks[i].FreshID = false
+		}
+		return resp, err
+	})
+}
+
+func (s Service) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	return retry(ctx, s, func() (*wire.ClaimResponse, error) { return s.h.Claim(ctx, req) })
+}
+
+func (s Service) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.RenewResponse, error) { return s.h.Renew(ctx, req) })
+}
+
+func (s Service) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
+	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Update(ctx, req) })
+}
+
+func (s Service) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.CompleteResponse, error) { return s.h.Complete(ctx, req) })
+}
+
+func (s Service) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
+	return s.h.Fail(ctx, req)
+}
+
+func (s Service) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
+	return s.h.Snooze(ctx, req)
+}
+
+func (s Service) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.Ack, error) {
+	return s.h.Requeue(ctx, req)
+}
+
+// Cancel and Delete are safe to repeat: a repeat of either is
+// acknowledged. A bulk requeue or purge is too: what one did is no longer
+// dead, so a repeat only counts less.
+func (s Service) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
+	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Cancel(ctx, req) })
+}
+
+func (s Service) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
+	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Delete(ctx, req) })
+}
+
+func (s Service) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.DeadResponse, error) { return s.h.RequeueDead(ctx, req) })
+}
+
+func (s Service) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.DeadResponse, error) { return s.h.PurgeDead(ctx, req) })
+}
+
+func (s Service) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
+	return retry(ctx, s, func() (*wire.TaskView, error) { return s.h.Get(ctx, req) })
+}
+
+// List is retried only until it has emitted a page: after that a retry
+// would repeat tasks.
+func (s Service) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	emitted := false
+	_, err := retry(ctx, s, func() (struct{}, error) {
+		err := s.h.List(ctx, req, func(p *wire.ListPage) error { emitted = true; return emit(p) })
+		if emitted && err != nil {
+			return struct{}{}, permanent{err}
+		}
+		return struct{}{}, err
+	})
+	var p permanent
+	if errors.As(err, &p) {
+		return p.err
+	}
+	return err
+}
+
+// permanent marks an error retry must not retry.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+func (s Service) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
+	return retry(ctx, s, func() (*wire.CountResponse, error) { return s.h.Count(ctx, req) })
+}
+
+func (s Service) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	return retry(ctx, s, func() (*wire.QueuesResponse, error) { return s.h.Queues(ctx, req) })
+}
+
+func (s Service) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
+	return s.h.Leave(ctx)
+}
+
+func (s Service) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
+	return s.h.Cluster(ctx)
+}
+
+func (s Service) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
+	return retry(ctx, s, func() (*wire.GCResponse, error) { return s.h.GC(ctx, req) })
+}
+
+func (s Service) QueueGet(ctx context.Context, req *wire.QueueGetRequest) (*wire.QueueSettings, error) {
+	return retry(ctx, s, func() (*wire.QueueSettings, error) { return s.h.QueueGet(ctx, req) })
+}
+
+func (s Service) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.QueueSettings, error) {
+	return retry(ctx, s, func() (*wire.QueueSettings, error) { return s.h.QueueSet(ctx, req) })
+}
+
+var _ wire.Service = Service{}
