@@ -81,63 +81,10 @@ func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.Task
 	return n.view(sp, sp.Data, &st, ups, n.now()), nil
 }
 
-// view builds a task's client view. Only the contiguous prefix of each
-// claim's updates (seq 0, 1, 2, ... without a gap) is visible.
+// view builds a task's client view (wire.ViewOf) by this node's skew
+// bound.
 func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now int64) wire.TaskView {
-	status, _ := task.Derive(sp, st, now, n.cfg.SkewBound.Milliseconds())
-	live := status == task.Claimed
-	v := wire.TaskView{
-		ID:          sp.ID,
-		Queue:       sp.Queue,
-		Priority:    sp.Priority,
-		Data:        data,
-		Deps:        sp.Deps,
-		State:       status.String(),
-		Claims:      make([]wire.ClaimView, 0, len(st.Claims)),
-		Updates:     []wire.UpdateView{},
-		Group:       sp.Group,
-		Description: sp.Description,
-		MaxAttempts: sp.MaxAttempts,
-		Attempts:    st.Attempts(live),
-		NotBefore:   task.NotBefore(sp, st),
-		EnqueuedAt:  sp.EnqueuedAt,
-	}
-	if v.Deps == nil {
-		v.Deps = []task.ID{}
-	}
-	if v.Data == nil {
-		v.Data = []byte{}
-	}
-	for _, c := range st.Claims {
-		cv := wire.ClaimView{Claim: c.Index, Start: c.Start, End: c.End, Epoch: c.Epoch}
-		if comp := st.Completion; comp != nil && comp.Claim == c.Index {
-			at := comp.At
-			cv.Completed = &at
-		}
-		if r, ok := st.ReleaseOf(c.Index); ok {
-			cv.End = min(cv.End, r.At)
-		}
-		v.Claims = append(v.Claims, cv)
-	}
-	if c := st.Completion; c != nil && c.Cancelled {
-		v.Cancelled = &wire.CancelView{At: c.At, Reason: c.Reason}
-	}
-	for _, r := range st.Releases {
-		v.Failures = append(v.Failures, wire.FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
-	}
-	var claim uint32
-	var next uint64
-	for i, u := range ups {
-		if i == 0 || u.Claim != claim {
-			claim, next = u.Claim, 0
-		}
-		if u.Seq != next {
-			continue // a gap: later entries of this claim stay hidden
-		}
-		v.Updates = append(v.Updates, wire.UpdateView{Claim: u.Claim, Seq: u.Seq, Data: u.Data})
-		next++
-	}
-	return v
+	return wire.ViewOf(sp, data, st, ups, now, n.cfg.SkewBound.Milliseconds())
 }
 
 // List streams the tasks matching the filters, partition by partition in
@@ -146,7 +93,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	if err := n.checkServing(); err != nil {
 		return err
 	}
-	want, err := listFilter(req)
+	want, err := req.Check()
 	if err != nil {
 		return err
 	}
@@ -230,31 +177,6 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 		}
 	}
 	return nil
-}
-
-// listFilter checks a list request's filters and returns the status it
-// asks for (nil: any).
-func listFilter(req *wire.ListRequest) (*task.Status, error) {
-	if req.Queue != "" {
-		if err := task.ValidateQueue(req.Queue); err != nil {
-			return nil, err
-		}
-	}
-	if err := task.ValidateGroup(req.Group); err != nil {
-		return nil, err
-	}
-	var want *task.Status
-	if req.State != "" {
-		s, err := task.ParseStatus(req.State)
-		if err != nil {
-			return nil, err
-		}
-		want = &s
-	}
-	if req.Limit < 0 {
-		return nil, fmt.Errorf("%w: limit %d is negative", task.ErrInvalid, req.Limit)
-	}
-	return want, nil
 }
 
 // Count counts tasks of a queue (or all queues) in every state.
