@@ -85,6 +85,18 @@ func TestDeleteAndDeadTasks(t *testing.T) {
 			t.Errorf("get of deleted %s = %v; want ErrNotFound", id, err)
 		}
 	}
+	// A deleted (or cancelled) task satisfies no dependency: an enqueue
+	// naming it is refused rather than run or left blocked for ever.
+	if _, err := c.Enqueue(ctx, client.Task{Queue: "deps", Deps: []client.ID{ids[0]}}); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("enqueue naming a deleted task = %v; want ErrConflict", err)
+	}
+	cancelled := enqueueN(t, c, "deps", 1, 0)[0]
+	if err := c.Cancel(ctx, cancelled, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, client.Task{Queue: "deps", Deps: []client.ID{cancelled}}); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("enqueue naming a cancelled task = %v; want ErrConflict", err)
+	}
 	dep := enqueueN(t, c, "deps", 1, 0)[0]
 	waiter, err := c.Enqueue(ctx, client.Task{Queue: "deps", Deps: []client.ID{dep}})
 	if err != nil {

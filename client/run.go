@@ -328,6 +328,10 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 	default:
 		err = w.c.Fail(ctx, job.ID, job.Claim, herr.Error(), w.cfg.Backoff.Delay(job.Attempts+1))
 	}
+	if errors.Is(err, ErrCancelled) {
+		log.Info("task cancelled while held; its outcome was not recorded", "err", err)
+		return nil, time.Time{}
+	}
 	if err != nil {
 		log.Warn("could not settle the task; its lease will end it", "err", err)
 	}

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/skuldd/skuldd/partition"
@@ -50,7 +52,11 @@ func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, er
 	r := n.parts[part]
 	wr, edges, err := r.DeleteMarkApply(id, n.now())
 	if errors.Is(err, task.ErrNotFound) {
-		if gone, cerr := r.Collected(id); cerr == nil && gone {
+		gone, cerr := r.Collected(id)
+		if cerr != nil {
+			return 0, cerr
+		}
+		if gone {
 			// A repeat (or a task garbage collection took): the tombstone
 			// is here; ship it again so the answer means W replicas hold
 			// it, once it is durable here too.
@@ -63,13 +69,15 @@ func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, er
 	if _, err := n.repl.Replicate(ctx, part, 0, wr); err != nil {
 		return 0, fmt.Errorf("delete %s: its cancel mark: %w", id, err)
 	}
-	now := n.now()
-	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, now)
+	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, n.now())
+	if err == nil {
+		err = d.Wait()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("delete %s: cancelled, not yet deleted (a retry finishes it): %w", id, leaderErr(err))
 	}
 	n.deps.Collected(id)
-	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: task.Record{ID: id, Tomb: now}, Durable: d})
+	return n.reshipTomb(ctx, part, id)
 }
 
 // reshipTomb ships the tombstone of task id, which part holds, after a
@@ -118,9 +126,12 @@ const (
 
 // onDead applies do to each dead task of req.Queue in the partitions this
 // node leads, then asks the other leaders to do the same for theirs, and
-// sums the answers. A task do refuses is skipped and counted (it may have
-// stopped being dead, or be depended on); an unavailable partition fails
-// the call, which is safe to repeat: what was done is no longer dead.
+// sums the answers. A task do refuses by its state is skipped and counted
+// (it stopped being dead, or others depend on it); any other error ends
+// the call, which is safe to repeat: what was done is no longer dead. So
+// does a change of leaders meanwhile (a partition that moved here after
+// the listing, or away before the peers were asked, would be missed): the
+// answer is then unavailable, and a repeat completes the work.
 func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.DeadResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
@@ -128,6 +139,7 @@ func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return nil, err
 	}
+	leaders := slices.Clone(n.leaders())
 	mine, err := n.registryParts(ctx)
 	if err != nil {
 		return nil, err
@@ -137,9 +149,12 @@ func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do
 		if !mine[uint16(p)] {
 			continue
 		}
-		if err := n.onDeadPart(uint16(p), req.Queue, do, resp); err != nil {
+		if err := n.onDeadPart(ctx, uint16(p), req.Queue, do, resp); err != nil {
 			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, req.Queue, p, resp.Done, err)
 		}
+	}
+	if !slices.Equal(leaders, n.leaders()) {
+		return nil, fmt.Errorf("%w: %s %s: partitions changed leaders meanwhile, after %d done; repeat it", wire.ErrUnavailable, op, req.Queue, resp.Done)
 	}
 	err = fanOut(ctx, n, op, req, func(r *wire.DeadResponse) {
 		resp.Done += r.Done
@@ -156,16 +171,25 @@ func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do
 }
 
 // onDeadPart applies do to the dead tasks of queue in part, deadWorkers
-// at a time, counting into resp. It returns the first error that says the
-// partition cannot be written (unavailable, not the leader).
-func (n *Node) onDeadPart(part uint16, queue string, do func(part uint16, id task.ID) (int, error), resp *wire.DeadResponse) error {
-	ids := n.parts[part].Dead(queue)
+// at a time, counting into resp. It stops at the first error that is not
+// a refusal by the task's state (the partition cannot be written, the
+// request's context ended) and returns it.
+func (n *Node) onDeadPart(ctx context.Context, part uint16, queue string, do func(part uint16, id task.ID) (int, error), resp *wire.DeadResponse) error {
 	var mu sync.Mutex
 	var fatal error
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return cmp.Or(fatal, ctx.Err())
+	}
 	sem := make(chan struct{}, deadWorkers)
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for _, id := range n.parts[part].Dead(queue) {
 		sem <- struct{}{}
+		if failed() != nil {
+			<-sem
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			_, err := do(part, id)
@@ -174,18 +198,16 @@ func (n *Node) onDeadPart(part uint16, queue string, do func(part uint16, id tas
 			switch {
 			case err == nil:
 				resp.Done++
-			case wire.CodeOf(err) == wire.CodeUnavailable || errors.Is(err, partition.ErrNotLeader):
-				if fatal == nil {
-					fatal = err
-				}
-			default:
+			case isStateRefusal(err):
 				resp.Skipped++
 				if len(resp.Errors) < deadErrorsMax {
 					resp.Errors = append(resp.Errors, err.Error())
 				}
+			case fatal == nil:
+				fatal = err
 			}
 		})
 	}
 	wg.Wait()
-	return fatal
+	return failed()
 }

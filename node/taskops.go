@@ -32,6 +32,11 @@ var stateRefusals = []error{
 	task.ErrCancelled, task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead, task.ErrConflict,
 }
 
+// isStateRefusal reports whether err is one of stateRefusals.
+func isStateRefusal(err error) bool {
+	return slices.ContainsFunc(stateRefusals, func(e error) bool { return errors.Is(err, e) })
+}
+
 // refusal returns err, this leader's refusal of an operation on task id,
 // once it confirmed that it still leads the task's partition
 // (replication.Plane.ConfirmLeading); if it cannot, the refusal may come from a stale
@@ -44,7 +49,7 @@ var stateRefusals = []error{
 // replication anyway.
 func (n *Node) refusal(ctx context.Context, id task.ID, err error) error {
 	err = leaderErr(err)
-	if !slices.ContainsFunc(stateRefusals, func(e error) bool { return errors.Is(err, e) }) {
+	if !isStateRefusal(err) {
 		return err
 	}
 	if cerr := n.repl.ConfirmLeading(ctx, n.partOf(id)); cerr != nil {

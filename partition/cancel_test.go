@@ -46,6 +46,9 @@ func TestCancel(t *testing.T) {
 	if _, err := l.Complete(claimed, 0, nil, t0+3); !errors.Is(err, task.ErrCancelled) {
 		t.Errorf("complete of the superseded claim = %v; want ErrCancelled", err)
 	}
+	if _, _, err := l.AddDependents(claimed, []task.ID{task.MakeID(t0, 9, 0)}); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("a new dependent of a cancelled task = %v; want ErrConflict", err)
+	}
 	if _, err := l.CancelApply(done, "", t0+3); !errors.Is(err, task.ErrCompleted) {
 		t.Errorf("cancel of a completed task = %v; want ErrCompleted", err)
 	}
@@ -151,13 +154,32 @@ func TestDelete(t *testing.T) {
 		if err != nil || d.Wait() != nil {
 			t.Fatalf("collect %v after its delete mark: %v", id, err)
 		}
-		merge(t, f, 1, t0+4, task.Record{ID: id, Tomb: t0 + 4})
+		tombs, err := l.Records([]task.ID{id})
+		if err != nil || len(tombs) != 1 || task.TombTime(tombs[0].Tomb) != t0+4 || task.TombCancelled(tombs[0].Tomb) != (id != done) {
+			t.Fatalf("tombstone of %v = %+v, %v; want deleted at %d, cancelled unless completed", id, tombs, err, t0+4)
+		}
+		merge(t, f, 1, t0+4, tombs[0])
 		if _, err := s.Spec(0, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("deleted %v still stored: %v", id, err)
 		}
 	}
 	if _, _, err := l.DeleteMarkApply(ready, t0+5); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("delete mark of a deleted task = %v; want ErrNotFound", err)
+	}
+	// The tombstones say how each task ended: a deleted open task was
+	// cancelled, and satisfies no new dependent; a deleted completed one
+	// does, as a collected one always has.
+	for _, r := range []*partition.Replica{l, f} {
+		infos, err := r.GCInfo([]task.ID{ready, done})
+		if err != nil || infos[0].Status != partition.GCCollectedCancelled || infos[1].Status != partition.GCCollected {
+			t.Errorf("GCInfo after the deletes = %+v, %v; want collected cancelled, collected", infos, err)
+		}
+	}
+	if _, _, err := l.AddDependents(ready, []task.ID{waiter}); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("a new dependent of a deleted open task = %v; want ErrConflict", err)
+	}
+	if done, _, err := l.AddDependents(done, []task.ID{waiter}); !errors.Is(err, partition.ErrCollected) || !done {
+		t.Errorf("a new dependent of a deleted completed task = %v, %v; want done, ErrCollected", done, err)
 	}
 	for _, r := range []*partition.Replica{l, f} {
 		wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})

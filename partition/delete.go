@@ -67,14 +67,12 @@ func (r *Replica) Dead(queue string) []task.ID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queues[queue]
-	if q == nil || q.counts[task.Dead] == 0 {
+	if q == nil || len(q.dead) == 0 {
 		return nil
 	}
-	ids := make([]task.ID, 0, q.counts[task.Dead])
-	for id, e := range r.tasks {
-		if e.q == q && e.status == task.Dead {
-			ids = append(ids, id)
-		}
+	ids := make([]task.ID, 0, len(q.dead))
+	for id := range q.dead {
+		ids = append(ids, id)
 	}
 	slices.SortFunc(ids, task.ID.Compare)
 	return ids

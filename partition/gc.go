@@ -69,7 +69,8 @@ var ErrNotCollectable = errors.New("task has not ended (completed or cancelled):
 var ErrEdgesChanged = errors.New("task gained dependents since its component was checked")
 
 // ErrCollected says a task was garbage-collected: it was completed, and
-// its tombstone is all that is left of it.
+// its tombstone is all that is left of it. (The tombstone of a cancelled
+// task is refused as a dependency: task.ErrConflict.)
 var ErrCollected = errors.New("task was completed and garbage-collected")
 
 // Candidate is a completed task that Collectable found: when it
@@ -126,8 +127,11 @@ const (
 	GCOpen
 	// GCCompleted: the task, completed.
 	GCCompleted
-	// GCCollected: its tombstone.
+	// GCCollected: its tombstone, of a completed task.
 	GCCollected
+	// GCCollectedCancelled: its tombstone, of a cancelled task (which
+	// satisfies no dependency).
+	GCCollectedCancelled
 )
 
 // GCInfo is a task's part in its dependency component: whether it is
@@ -152,11 +156,14 @@ func (r *Replica) GCInfo(ids []task.ID) ([]GCInfo, error) {
 		out[i].ID = id
 		sp, err := r.cfg.Store.Spec(r.cfg.Part, id)
 		if errors.Is(err, store.ErrNotFound) {
-			_, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id)
+			at, tomb, err := r.cfg.Store.Tomb(r.cfg.Part, id)
 			if err != nil {
 				return nil, fmt.Errorf("partition %d: gc info %s: %w", r.cfg.Part, id, err)
 			}
-			if tomb {
+			switch {
+			case tomb && task.TombCancelled(at):
+				out[i].Status = GCCollectedCancelled
+			case tomb:
 				out[i].Status = GCCollected
 			}
 			continue
@@ -206,8 +213,9 @@ type collected struct {
 // gc.go). Every task must be completed: an open task (ErrNotCollectable)
 // or an unknown one (task.ErrNotFound) fails the whole call, which then
 // writes nothing. An id already collected is skipped (a retry). The
-// caller waits on the Durable and ships task.Record{ID: id, Tomb: now} of each
-// id to the cohort (or Records(ids) after the wait).
+// caller waits on the Durable and ships Records(ids), the tombstones, to
+// the cohort: each is task.TombOf(now, cancelled), by how the task
+// ended.
 //
 // edges, if not nil, is how many dependents (reverse edges) each id had
 // when the caller checked its dependency component: a task with more now
@@ -241,7 +249,7 @@ func (r *Replica) Collect(ids []task.ID, edges map[task.ID]int, now int64) (Dura
 			}
 			continue
 		}
-		c, held, err := r.stageCollectLocked(b, id, now, &delta, func(t *store.TaskExport) error {
+		c, held, err := r.stageCollectLocked(b, id, now, true, &delta, func(t *store.TaskExport) error {
 			if t.State.Completion == nil {
 				return fmt.Errorf("%w: %s", ErrNotCollectable, id)
 			}
@@ -275,11 +283,14 @@ func (r *Replica) Collect(ids []task.ID, edges map[task.ID]int, now int64) (Dura
 }
 
 // stageCollectLocked stages in b the deletion of task id, if this
-// partition holds it, and its tombstone at at, and in delta the removal
-// of the task's items and the addition of the tombstone item. check, if
-// set, may refuse the task from its state (nothing is staged then).
-// held=false: the task is not stored and nothing was staged.
-func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta *treeDelta, check func(*store.TaskExport) error) (c collected, held bool, err error) {
+// partition holds it, and its tombstone tomb, and in delta the removal
+// of the task's items and the addition of the tombstone item. With
+// ofState (a collection here) tomb is the deletion time and the
+// tombstone is task.TombOf it, by how the task ended; otherwise (a
+// tombstone merged) it is written as given. check, if set, may refuse the
+// task from its state (nothing is staged then). held=false: the task is
+// not stored and nothing was staged.
+func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, tomb int64, ofState bool, delta *treeDelta, check func(*store.TaskExport) error) (c collected, held bool, err error) {
 	// Under r.mu the store holds exactly what the tree sums: the record
 	// read here is the one whose items leave the tree.
 	snap := r.cfg.Store.NewSnapshot()
@@ -297,7 +308,11 @@ func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, at int64, delta
 			return collected{}, true, err
 		}
 	}
-	if err := b.CollectTask(r.cfg.Part, id, at); err != nil {
+	if ofState {
+		c := rec.State.Completion
+		tomb = task.TombOf(tomb, c != nil && c.Cancelled)
+	}
+	if err := b.CollectTask(r.cfg.Part, id, tomb); err != nil {
 		return collected{}, true, err
 	}
 	delta.add(id, exportDigest(&rec))
@@ -312,7 +327,7 @@ func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
 	r.fresh.take(sp.ID) // a fresh ready task no claim will take now
 	if e := r.tasks[sp.ID]; e != nil {
 		r.unplaceLocked(sp.ID, e)
-		e.q.counts[e.status]--
+		e.q.track(sp.ID, e.status, false)
 		delete(r.tasks, sp.ID)
 		return
 	}
@@ -351,7 +366,7 @@ func (m *merger) tomb(rec *task.Record) error {
 		}
 	}
 	if found {
-		if rec.Tomb < at { // keep the earliest deletion time
+		if task.TombLess(rec.Tomb, at) { // keep the earliest deletion time
 			if err := m.b.PutTomb(r.cfg.Part, id, rec.Tomb); err != nil {
 				return err
 			}
@@ -359,7 +374,7 @@ func (m *merger) tomb(rec *task.Record) error {
 		}
 		return nil
 	}
-	c, held, err := r.stageCollectLocked(m.b, id, rec.Tomb, &m.delta, nil)
+	c, held, err := r.stageCollectLocked(m.b, id, rec.Tomb, false, &m.delta, nil)
 	if err != nil {
 		return err
 	}
@@ -371,7 +386,7 @@ func (m *merger) tomb(rec *task.Record) error {
 		}
 		m.dropped = append(m.dropped, c)
 	} else {
-		if rec.Tomb < r.tombFloor {
+		if task.TombTime(rec.Tomb) < r.tombFloor {
 			return nil // past the horizon: it would only be expired again
 		}
 		if err := m.b.PutTomb(r.cfg.Part, id, rec.Tomb); err != nil {
@@ -430,7 +445,7 @@ func (r *Replica) expireChunk(from task.ID, before int64) (n int, next task.ID, 
 			return false, nil
 		}
 		scanned++
-		if at >= before {
+		if task.TombTime(at) >= before {
 			return true, nil
 		}
 		n++

@@ -280,7 +280,6 @@ func TestMergeAfterCollect(t *testing.T) {
 		{ID: gcB, Tomb: t0, State: &task.State{}},
 		{ID: gcB, Tomb: t0, Spec: spec(gcB, "q", 1, 3)},
 		{ID: gcB, Tomb: t0, Dependents: []task.ID{gcDep}},
-		{ID: gcB, Tomb: -1},
 	}
 	for i, err := range mergeErrs(t, l, 1, t0+60, invalid...) {
 		if !errors.Is(err, task.ErrInvalid) {

@@ -94,10 +94,30 @@ type queueIndex struct {
 	ready  *btree.BTreeG[Head]
 	best   Head
 	counts [task.NumStatus]int64
+	// dead holds the queue's dead tasks, for a bulk requeue or purge.
+	// INVARIANT: len(dead) == counts[task.Dead]; every status change of an
+	// entry goes through track.
+	dead map[task.ID]struct{}
 }
 
 func newQueueIndex(name string) *queueIndex {
-	return &queueIndex{name: name, ready: btree.NewG(btreeDegree, Head.Less)}
+	return &queueIndex{name: name, ready: btree.NewG(btreeDegree, Head.Less), dead: map[task.ID]struct{}{}}
+}
+
+// track counts task id, of status, into the queue (in) or out of it,
+// keeping the dead set in step.
+func (q *queueIndex) track(id task.ID, status task.Status, in bool) {
+	if !in {
+		q.counts[status]--
+		if status == task.Dead {
+			delete(q.dead, id)
+		}
+		return
+	}
+	q.counts[status]++
+	if status == task.Dead {
+		q.dead[id] = struct{}{}
+	}
 }
 
 // head returns the queue's best ready task.

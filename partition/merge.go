@@ -691,7 +691,7 @@ func (r *Replica) checkRecord(rec *task.Record) error {
 	if p := ring.PartitionOf(rec.ID[:], r.cfg.Partitions); p != r.cfg.Part {
 		return fmt.Errorf("%w: task %s is in partition %d, not %d", task.ErrInvalid, rec.ID, p, r.cfg.Part)
 	}
-	if rec.Tomb < 0 || rec.Tomb != 0 && (rec.Spec != nil || rec.State != nil || len(rec.Updates) > 0 || len(rec.Dependents) > 0) {
+	if rec.Tomb != 0 && (rec.Spec != nil || rec.State != nil || len(rec.Updates) > 0 || len(rec.Dependents) > 0) {
 		return fmt.Errorf("%w: tombstone of %s at %d carries task data", task.ErrInvalid, rec.ID, rec.Tomb)
 	}
 	if rec.Spec != nil && rec.Spec.ID != rec.ID {

@@ -227,7 +227,7 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouc
 	}
 	r.tasks[sp.ID] = e
 	e.status = status
-	q.counts[status]++
+	q.track(sp.ID, status, true)
 	r.placeLocked(sp.ID, e, due)
 	return false
 }
@@ -299,9 +299,9 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 		r.fresh.take(id)
 	}
 	r.unplaceLocked(id, e)
-	e.q.counts[e.status]--
+	e.q.track(id, e.status, false)
 	e.status = status
-	e.q.counts[status]++
+	e.q.track(id, status, true)
 	if status.Ended() {
 		delete(r.tasks, id)
 		return
@@ -511,8 +511,9 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask, delta *treeDelta) err
 }
 
 // AddDependents records that each of dependents waits on dep, a task of
-// this partition, and reports whether dep is already completed (a
-// cancelled dep satisfies no dependency: false). The edges
+// this partition, and reports whether dep is already completed. A
+// cancelled dep, or the tombstone of one, is refused (task.ErrConflict):
+// it satisfies no dependency, ever. The edges
 // and the completion are read and written under the replica's lock, so a
 // completion of dep either comes before (and is reported here) or after
 // (and finds the edges). It fails with task.ErrNotFound for an unknown
@@ -526,17 +527,26 @@ func (r *Replica) AddDependents(dep task.ID, dependents []task.ID) (completed bo
 	}
 	_, st, err := r.loadLocked(dep)
 	if errors.Is(err, task.ErrNotFound) {
-		// A collected dep was completed: no edge is written under its
-		// tombstone (see gc.go), and its new dependents start with it done.
-		if _, tomb, terr := r.cfg.Store.Tomb(r.cfg.Part, dep); terr != nil || tomb {
-			if terr != nil {
+		// A collected dep was completed, or cancelled: no edge is written
+		// under its tombstone (see gc.go); its new dependents start with
+		// a completed one done, and are refused a cancelled one.
+		if at, tomb, terr := r.cfg.Store.Tomb(r.cfg.Part, dep); terr != nil || tomb {
+			switch {
+			case terr != nil:
 				return false, nil, terr
+			case task.TombCancelled(at):
+				return false, nil, fmt.Errorf("%w: dependency %s was cancelled and is gone: it will never complete", task.ErrConflict, dep)
 			}
 			return true, nil, fmt.Errorf("%w: %s", ErrCollected, dep)
 		}
 	}
 	if err != nil {
 		return false, nil, err
+	}
+	if c := st.Completion; c != nil && c.Cancelled {
+		// Refused, not recorded: a cancelled task's edges never grow, so
+		// the delete that cancelled it finds the count it checked.
+		return false, nil, fmt.Errorf("%w: dependency %s was cancelled: it will never complete", task.ErrConflict, dep)
 	}
 	for _, t := range dependents {
 		if t.IsZero() || t == dep {

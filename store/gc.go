@@ -12,8 +12,9 @@ import (
 )
 
 // Garbage collection (DESIGN.md, "Storage"): a collected task's keys are
-// deleted and a tombstone (kindTomb part id -> deletion time, Unix ms,
-// big-endian u64) is written in their place, in one batch, so that
+// deleted and a tombstone (kindTomb part id -> the record's Tomb: the
+// deletion time, Unix ms, negated for a task that had been cancelled;
+// big-endian two's complement) is written in their place, in one batch, so that
 // anti-entropy and replication never bring the task back. A collected
 // task reads as not found: every read of its spec, payload, state,
 // updates or edges finds nothing. Tombstones are dropped after a horizon

@@ -20,8 +20,11 @@ type Record struct {
 	// partition so its leader can tell them when it completes.
 	Dependents []ID `cbor:"5,keyasint,omitempty" json:"dependents,omitempty"`
 	// Tomb, when not 0, makes the record a tombstone: the task was
-	// garbage-collected at Tomb (Unix ms) and the record carries nothing
-	// else (partition's gc.go). A replica merging it deletes the task if it holds
+	// garbage-collected or deleted at TombTime(Tomb) (Unix ms) and the
+	// record carries nothing else (partition's gc.go). Tomb is negative
+	// when the task had been cancelled rather than completed
+	// (TombCancelled): a cancelled task satisfies no dependency, also
+	// once gone. A replica merging it deletes the task if it holds
 	// it and keeps the tombstone; a replica holding a tombstone accepts
 	// any other record of the id without writing it.
 	Tomb int64 `cbor:"6,keyasint,omitempty" json:"tomb,omitempty"`
@@ -133,4 +136,34 @@ func (u *Update) decodeCBOR(r *CBORReader) {
 			u.Data = r.Bytes()
 		}
 	})
+}
+
+// TombOf is the Tomb of a task collected or deleted at at (Unix ms, > 0):
+// negated when the task had been cancelled, not completed.
+func TombOf(at int64, cancelled bool) int64 {
+	if cancelled {
+		return -at
+	}
+	return at
+}
+
+// TombTime returns the deletion time of a tombstone's Tomb.
+func TombTime(tomb int64) int64 {
+	if tomb < 0 {
+		return -tomb
+	}
+	return tomb
+}
+
+// TombCancelled reports whether a tombstone's task had been cancelled.
+func TombCancelled(tomb int64) bool { return tomb < 0 }
+
+// TombLess orders two tombstones of one task: the earlier deletion time
+// first, and on a tie the cancelled one (the safer answer to a dependent),
+// so replicas that merge both keep the same one.
+func TombLess(a, b int64) bool {
+	if ta, tb := TombTime(a), TombTime(b); ta != tb {
+		return ta < tb
+	}
+	return a < b
 }

@@ -519,3 +519,22 @@ func TestStateEqual(t *testing.T) {
 		}
 	}
 }
+
+// TestTombs: a tombstone's sign says how its task ended; merges keep the
+// earliest deletion, the cancelled one on a tie.
+func TestTombs(t *testing.T) {
+	c, d := task.TombOf(500, true), task.TombOf(500, false)
+	if task.TombTime(c) != 500 || task.TombTime(d) != 500 || !task.TombCancelled(c) || task.TombCancelled(d) {
+		t.Fatalf("TombOf(500) = %d cancelled, %d completed", c, d)
+	}
+	for _, tc := range []struct {
+		a, b int64
+		want bool
+	}{
+		{c, d, true}, {d, c, false}, {task.TombOf(400, false), c, true}, {c, task.TombOf(400, false), false}, {d, d, false},
+	} {
+		if got := task.TombLess(tc.a, tc.b); got != tc.want {
+			t.Errorf("TombLess(%d, %d) = %v; want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

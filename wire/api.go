@@ -203,8 +203,9 @@ type CancelRequest struct {
 	Reason string  `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
 }
 
-// DeleteRequest deletes a task that is not claimed: it reads as not found
-// afterwards. A task with dependents can be deleted only once completed.
+// DeleteRequest deletes a task, claimed or not (its claim is superseded,
+// as by a cancel): it reads as not found afterwards. A task with
+// dependents can be deleted only once completed.
 type DeleteRequest struct {
 	ID task.ID `cbor:"1,keyasint" json:"id"`
 }
@@ -516,6 +517,8 @@ type GCTask struct {
 	CompletedAt int64     `cbor:"3,keyasint,omitempty"`
 	Deps        []task.ID `cbor:"4,keyasint,omitempty"`
 	Dependents  []task.ID `cbor:"5,keyasint,omitempty"`
+	// Queue is the task's queue (whose retention judges it).
+	Queue string `cbor:"6,keyasint,omitempty"`
 }
 
 // AAERequest carries an anti-entropy request of partition Part in the

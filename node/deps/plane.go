@@ -138,10 +138,11 @@ func (p *Plane) leads(part uint16) bool { return p.host.Replica(part).Epoch() > 
 // State reports whether dep exists and is completed.
 func (p *Plane) State(dep task.ID) (completed bool, err error) {
 	part := p.partOf(dep)
-	// A collected task was completed, and a tombstone is forever (up to
-	// the horizon): a local one is the truth.
-	if _, tomb, err := p.host.Store().Tomb(part, dep); err == nil && tomb {
-		return true, nil
+	// A collected task was completed (or cancelled: its tombstone says
+	// which), and a tombstone is forever (up to the horizon): a local one
+	// is the truth.
+	if at, tomb, err := p.host.Store().Tomb(part, dep); err == nil && tomb {
+		return !task.TombCancelled(at), nil
 	}
 	// Asked of the dep's leader: a follower's copy may hold a completion
 	// no majority acknowledged (partition's "Epochs and orphans"), which
@@ -151,9 +152,14 @@ func (p *Plane) State(dep task.ID) (completed bool, err error) {
 	if v, handled, err := p.host.GetAtLeader(ctx, part, dep); handled {
 		if errors.Is(err, task.ErrNotFound) {
 			// Collected reads as not found; the leader's tombstone says
-			// it completed.
-			if infos, lerr := p.host.Replication().GCLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 && infos[0].Status == partition.GCCollected {
-				return true, nil
+			// whether it completed (or was cancelled: never done).
+			if infos, lerr := p.host.Replication().GCLookup(ctx, []task.ID{dep}); lerr == nil && len(infos) == 1 {
+				switch infos[0].Status {
+				case partition.GCCollected:
+					return true, nil
+				case partition.GCCollectedCancelled:
+					return false, nil
+				}
 			}
 			return false, fmt.Errorf("%w: %s", task.ErrDepNotFound, dep)
 		}

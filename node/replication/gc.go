@@ -436,10 +436,14 @@ func (p *Plane) collectHere(ctx context.Context, part uint16, ms []partition.GCI
 	if err := d.Wait(); err != nil {
 		return 0, err // not even durable here
 	}
-	recs := make([]task.Record, len(ids))
-	for i, id := range ids {
-		recs[i] = task.Record{ID: id, Tomb: now}
+	for _, id := range ids {
 		p.host.Collected(id)
+	}
+	// The tombstones as written: each says how its task ended.
+	recs, err := p.host.Replica(part).Records(ids)
+	if err != nil {
+		p.log.Warn("garbage collection: reading the tombstones to ship; anti-entropy will spread them", "partition", part, "err", err)
+		return len(ids), nil
 	}
 	if _, err := p.Ship(part, p.NeedAcks(part, 0), recs, nil).Finish(ctx, nil); err != nil {
 		p.log.Warn("garbage collection: tombstones not acknowledged by a majority; anti-entropy will spread them",
@@ -482,11 +486,11 @@ func (p *Plane) GCLookup(ctx context.Context, ids []task.ID) ([]partition.GCInfo
 				return nil, fmt.Errorf("garbage-collection lookup at %s: %d answers to %d ids", addr, len(resp.Tasks), len(chunk))
 			}
 			for i, t := range resp.Tasks {
-				if t.ID != chunk[i] || t.Status > uint8(partition.GCCollected) {
+				if t.ID != chunk[i] || t.Status > uint8(partition.GCCollectedCancelled) {
 					return nil, fmt.Errorf("garbage-collection lookup at %s: bad answer for %s", addr, chunk[i])
 				}
 				out = append(out, partition.GCInfo{
-					ID: t.ID, Status: partition.GCStatus(t.Status), CompletedAt: t.CompletedAt, Deps: t.Deps, Dependents: t.Dependents,
+					ID: t.ID, Queue: t.Queue, Status: partition.GCStatus(t.Status), CompletedAt: t.CompletedAt, Deps: t.Deps, Dependents: t.Dependents,
 				})
 			}
 			rest = rest[len(resp.Tasks):]
@@ -537,7 +541,7 @@ func (p *Plane) serveGCInfo(r *wire.GCInfoRequest) (*wire.GCInfoResponse, error)
 			resp.Tasks = resp.Tasks[:i]
 			break
 		}
-		resp.Tasks[i] = wire.GCTask{ID: m.ID, Status: uint8(m.Status), CompletedAt: m.CompletedAt, Deps: m.Deps, Dependents: m.Dependents}
+		resp.Tasks[i] = wire.GCTask{ID: m.ID, Queue: m.Queue, Status: uint8(m.Status), CompletedAt: m.CompletedAt, Deps: m.Deps, Dependents: m.Dependents}
 	}
 	return resp, nil
 }

@@ -158,12 +158,12 @@ func (p *Plane) repairReplica(node uint64, part uint16, ep uint64, rec task.Reco
 	p.links.send(node, &replItem{item: wire.ReplicateItem{Part: part, Epoch: ep, Records: []task.Record{rec}}, done: make(chan replAck, 1)})
 }
 
-// tombOf returns the earliest deletion time among the tombstones in recs
+// tombOf returns the first of the tombstones in recs by task.TombLess
 // (0: none).
 func tombOf(recs map[uint64]*task.Record) int64 {
 	var at int64
 	for _, r := range recs {
-		if r != nil && r.Tomb != 0 && (at == 0 || r.Tomb < at) {
+		if r != nil && r.Tomb != 0 && (at == 0 || task.TombLess(r.Tomb, at)) {
 			at = r.Tomb
 		}
 	}
