@@ -108,6 +108,14 @@ type Config struct {
 	// StartTimeout bounds the start-up: metadata leader, cluster
 	// initialisation and partition leaders.
 	StartTimeout time.Duration
+	// PromiseGrace is how long a partition leader that promised a newer
+	// epoch to another candidate (and so stopped leading) waits for that
+	// candidate's handoff before it takes the partition back
+	// (control.Config.PromiseGrace). The default outlasts one attempt
+	// of a live candidate's handoff: its promises (a peer call each), a
+	// carry that gives each member up to 30 s (node/replication) and
+	// the registry's CAS.
+	PromiseGrace time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	// RaftTick is the metadata raft group's tick.
@@ -227,6 +235,7 @@ func DefaultConfig() Config {
 		ElectionBackoff:    50 * time.Millisecond,
 		ElectionBackoffMax: 2 * time.Second,
 		StartTimeout:       60 * time.Second,
+		PromiseGrace:       45 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
 		RaftTick:           100 * time.Millisecond,
 		GossipProfile:      "lan",

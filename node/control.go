@@ -24,7 +24,8 @@ func controlConfig(cfg Config, self uint64) control.Config {
 		Drift: cfg.Drift, ClockProbe: cfg.ClockProbe, ExitOnDrift: cfg.ExitOnDrift,
 		VoterInterval: cfg.VoterInterval, DeadVoterGrace: cfg.DeadVoterGrace,
 		PlacementSettle: cfg.PlacementSettle, ZombieCheck: cfg.ZombieCheck,
-		StartTimeout: cfg.StartTimeout, ElectionBackoff: cfg.ElectionBackoff, ElectionBackoffMax: cfg.ElectionBackoffMax,
+		StartTimeout: cfg.StartTimeout, PromiseGrace: cfg.PromiseGrace,
+		ElectionBackoff: cfg.ElectionBackoff, ElectionBackoffMax: cfg.ElectionBackoffMax,
 		CallTimeout: peerCallTimeout, DialTimeout: peerDialTimeout,
 	}
 }

@@ -85,6 +85,10 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 	cfg.GossipProfile = "local"
 	cfg.VoterInterval = 20 * time.Millisecond
 	cfg.DeadVoterGrace = 2 * time.Second
+	// Short, as the other graces: an abandoned handoff's promise is taken
+	// back within a fault's length, so the schedule exercises the
+	// takeover that contends with a candidate, not only the drain.
+	cfg.PromiseGrace = 2 * time.Second
 	cfg.JoinRetry = 50 * time.Millisecond
 	cfg.PlacementSettle = 300 * time.Millisecond
 	cfg.ZombieCheck = 200 * time.Millisecond
@@ -213,6 +217,19 @@ func (c *cluster) call(ctx context.Context, i int, f func(wire.Service) error) e
 		return errDown
 	}
 	return err
+}
+
+// replicas reports node i's replica of every partition, read in
+// process (not a client request: a frozen node answers too); errDown
+// when the node is down.
+func (c *cluster) replicas(i int) ([]node.ReplicaState, error) {
+	c.mu.Lock()
+	n := c.nodes[i].node
+	c.mu.Unlock()
+	if n == nil {
+		return nil, errDown
+	}
+	return n.Replicas()
 }
 
 // up lists the nodes running.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/faults"
+	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -315,9 +317,10 @@ func (r *run) drain(ctx context.Context, stride int) {
 	settle := cfg.TTL + cfg.SkewBound + max(cfg.RetryAfter, cfg.SnoozeDelay) + cfg.PollInterval
 	deadline := time.Now().Add(cfg.DrainTimeout)
 	lastFound := time.Now()
+	unled := "" // why the last poll found the partitions not all served
 	for time.Since(lastFound) < settle {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.problem("the drain still found tasks, or a partition without a serving leader, after %v", cfg.DrainTimeout)
+			r.problem("the drain still found tasks, or a partition without a serving leader, after %v (last poll: %s)", cfg.DrainTimeout, cmp.Or(unled, "every partition served"))
 			return
 		}
 		if cl.claimAndWork(ctx, false) {
@@ -325,47 +328,68 @@ func (r *run) drain(ctx context.Context, stride int) {
 			continue
 		}
 		// The settle window counts only while every partition has a
-		// leader the running nodes agree on: a partition still taking
-		// over (after a majority was down, say) holds tasks no claim can
-		// reach yet, and a drain that ended then would call them lost.
-		if !r.led(ctx) {
+		// leader the running nodes agree on, and that leader's replica
+		// leads: a partition still taking over (after a majority was
+		// down, say), or one whose named leader stepped down, holds tasks
+		// no claim can reach yet, and a drain that ended then would call
+		// them lost.
+		if unled = r.unled(ctx); unled != "" {
 			lastFound = time.Now()
 		}
 		sleep(ctx, cfg.PollInterval)
 	}
 }
 
-// led reports whether the running nodes agree on every partition's
-// leader and epoch, and every leader is running.
-func (r *run) led(ctx context.Context) bool {
+// unled returns "" when the running nodes agree on every partition's
+// leader and epoch, every leader is running, and every leader's replica
+// leads at the registry's epoch; else why not.
+func (r *run) unled(ctx context.Context) string {
 	var want []wire.PartitionView
-	running := map[uint64]bool{}
+	running := map[uint64]int{} // node id -> index
 	views := 0
 	for _, i := range r.c.up() {
 		var v *wire.ClusterResponse
 		if err := r.c.call(ctx, i, func(s wire.Service) (err error) { v, err = s.Cluster(ctx); return err }); err != nil {
-			return false
+			return fmt.Sprintf("node %d: %v", i+1, err)
 		}
-		running[v.Self] = true
+		running[v.Self] = i
 		if views++; views == 1 {
 			want = v.Partitions
 			continue
 		}
 		if len(v.Partitions) != len(want) {
-			return false
+			return fmt.Sprintf("node %d sees %d partitions, not %d", i+1, len(v.Partitions), len(want))
 		}
 		for p, pv := range v.Partitions {
 			if pv.Leader != want[p].Leader || pv.Epoch != want[p].Epoch {
-				return false
+				return fmt.Sprintf("partition %d: the nodes disagree on its leader", p)
 			}
 		}
 	}
-	for _, pv := range want {
-		if pv.Leader == 0 || !running[pv.Leader] {
-			return false
+	if views == 0 {
+		return "no node running"
+	}
+	for p, pv := range want {
+		i, ok := running[pv.Leader]
+		if pv.Leader == 0 || !ok {
+			return fmt.Sprintf("partition %d: leader node id %d not running", p, pv.Leader)
+		}
+		// A registry-named leader whose replica does not lead serves no
+		// claim: the drain must not settle on it.
+		reps, err := r.c.replicas(i)
+		if err != nil {
+			return fmt.Sprintf("partition %d: leader node %d: %v", p, i+1, err)
+		}
+		if p >= len(reps) || reps[p].LeadingEpoch != pv.Epoch {
+			var rs node.ReplicaState
+			if p < len(reps) {
+				rs = reps[p]
+			}
+			return fmt.Sprintf("partition %d: registry leader node %d (id %d) at epoch %d, its replica leads at %d (0: not), promised %d",
+				p, i+1, pv.Leader, pv.Epoch, rs.LeadingEpoch, rs.Promised)
 		}
 	}
-	return views > 0
+	return ""
 }
 
 // finalReads reads every task from every node's replica.

@@ -42,6 +42,18 @@ type Config struct {
 	ZombieCheck time.Duration
 	// StartTimeout bounds one takeover failover starts.
 	StartTimeout time.Duration
+	// PromiseGrace is how long a partition the registry names this node
+	// leader of may stand promised away (its replica not leading, having
+	// promised a newer epoch to another candidate) before this node takes
+	// it back with a handoff of its own (PlanFailover, TakeoverAbandoned).
+	// The promise stopped this replica leading; a candidate that crashed,
+	// was cut off or gave up after it never takes over, and nobody else
+	// takes over from a leader that is alive. Long enough for a live
+	// candidate to finish (a contending takeover is safe, epochs order
+	// the two, but undoes the other's work); short, since the partition
+	// serves no claim meanwhile. INVARIANT: above ElectionBackoffMax, so
+	// that a candidate whose attempt failed retries at least once first.
+	PromiseGrace time.Duration
 	// ElectionBackoff is the base of the random backoff between failed
 	// handoffs; ElectionBackoffMax caps it. INVARIANT: base <= max.
 	ElectionBackoff, ElectionBackoffMax time.Duration
@@ -63,12 +75,13 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"clock probe": c.ClockProbe, "voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
-		"placement settle": c.PlacementSettle, "zombie check": c.ZombieCheck, "start timeout": c.StartTimeout,
+		"placement settle": c.PlacementSettle, "zombie check": c.ZombieCheck, "start timeout": c.StartTimeout, "promise grace": c.PromiseGrace,
 		"election backoff": c.ElectionBackoff, "call timeout": c.CallTimeout, "dial timeout": c.DialTimeout,
 	} {
 		check(d > 0, "control: %s %v must be positive", name, d)
 	}
 	check(c.ElectionBackoffMax >= c.ElectionBackoff, "control: election backoff max %v below base %v", c.ElectionBackoffMax, c.ElectionBackoff)
+	check(c.PromiseGrace > c.ElectionBackoffMax, "control: promise grace %v must exceed the election backoff max %v", c.PromiseGrace, c.ElectionBackoffMax)
 	check(c.Logger != nil, "control: no logger")
 	check(c.Clock != nil, "control: no clock")
 	if err := c.Drift.Validate(); err != nil {

@@ -36,54 +36,116 @@ type FailoverInput struct {
 	// AbsentSince says since when each leader gossip never heard of has
 	// been seen absent (carried from the previous plan).
 	AbsentSince map[uint64]time.Time
-	Now         time.Time
+	// PromisedSince says since when each partition the registry names
+	// this node leader of has stood promised away: not leading, its
+	// replica promised a newer epoch than the registry's to another node
+	// (carried from the previous plan).
+	PromisedSince map[int]time.Time
+	Now           time.Time
 	// DeadGrace is how long a leader gossip never heard of (this node
 	// restarted after it died) stays unknown before it counts as dead.
 	DeadGrace time.Duration
+	// PromiseGrace is how long a partition may stand promised away before
+	// this node takes it back (Config.PromiseGrace).
+	PromiseGrace time.Duration
 }
+
+// TakeoverWhy is why PlanFailover plans a takeover.
+type TakeoverWhy int
+
+// Why a takeover is planned.
+const (
+	// TakeoverDead: the leader is dead (or unknown past DeadGrace) and
+	// this node is its successor.
+	TakeoverDead TakeoverWhy = iota + 1
+	// TakeoverNamed: the registry names this node, which does not lead
+	// (a restart, or a handoff of its own that did not finish).
+	TakeoverNamed
+	// TakeoverAbandoned: the registry names this node, which promised a
+	// newer epoch to another candidate whose handoff has not finished
+	// within PromiseGrace: that handoff was abandoned.
+	TakeoverAbandoned
+)
 
 // Takeover is a partition this node should take over from Old.
 type Takeover struct {
 	Part   int
 	Old    uint64
 	Cohort []uint64
+	Why    TakeoverWhy
 }
 
-// PlanFailover returns the partitions this node should lead now, and the
-// absent-since map for the next plan. A partition is taken over when the
-// registry names this node leader and it does not lead (a restart, or a
-// handoff that did not finish here), unless it promised a newer epoch to
-// another node, which is then taking over; or when its leader is dead (or
-// unknown past DeadGrace) and this node is the leader's successor. Never
-// when this node sees less than a majority of the cohort alive: then it
-// is the one cut off, a handoff cannot win, and one still retrying when
-// the network heals would take the partition from the leader the others
-// chose meanwhile.
-func PlanFailover(in FailoverInput) ([]Takeover, map[uint64]time.Time) {
-	absent := make(map[uint64]time.Time, len(in.AbsentSince))
+// FailoverPlan is what PlanFailover returns: the takeovers to start, and
+// the state the next plan is given back.
+type FailoverPlan struct {
+	Takeovers []Takeover
+	// AbsentSince and PromisedSince are the next FailoverInput's.
+	AbsentSince   map[uint64]time.Time
+	PromisedSince map[int]time.Time
+}
+
+// PlanFailover returns the partitions this node should lead now. A
+// partition is taken over
+//
+//   - when the registry names this node leader and it does not lead (a
+//     restart, or a handoff that did not finish here), unless it
+//     promised a newer epoch to another node, which is then taking over;
+//   - when that promise has stood for PromiseGrace and the registry
+//     still names this node: the other node's handoff was abandoned (it
+//     crashed, was cut off or gave up after the promise stopped this
+//     replica leading). Nobody else would take over, since this node is
+//     alive, and the partition would stay without a leader for good. The
+//     takeover is an ordinary handoff, above the epoch promised: the
+//     promise keeps this replica from granting until one wins, and the
+//     epochs keep two leaders apart, should the other node finish after
+//     all;
+//   - when its leader is dead (or unknown past DeadGrace) and this node
+//     is the leader's successor.
+//
+// Never when this node sees less than a majority of the cohort alive:
+// then it is the one cut off, a handoff cannot win, and one still
+// retrying when the network heals would take the partition from the
+// leader the others chose meanwhile.
+func PlanFailover(in FailoverInput) FailoverPlan {
+	plan := FailoverPlan{
+		AbsentSince:   make(map[uint64]time.Time, len(in.AbsentSince)),
+		PromisedSince: make(map[int]time.Time, len(in.PromisedSince)),
+	}
 	for id, since := range in.AbsentSince {
 		if _, known := in.States[id]; !known {
-			absent[id] = since
+			plan.AbsentSince[id] = since
 		}
 	}
-	var out []Takeover
 	for _, p := range in.Partitions {
 		if p.Leader == 0 || !slices.Contains(p.Cohort, in.Self) {
 			continue
 		}
+		why := TakeoverDead
 		if p.Leader == in.Self {
 			if p.Leading || p.Handoff {
 				continue
 			}
+			why = TakeoverNamed
 			if p.Promised > p.Epoch && p.PromisedTo != in.Self {
-				continue
+				// Only an unbroken stretch promised away counts: the
+				// entry is dropped as soon as the partition is led, or
+				// promised to this node's own handoff.
+				since, ok := in.PromisedSince[p.Part]
+				if !ok {
+					since = in.Now
+				}
+				plan.PromisedSince[p.Part] = since
+				if in.Now.Sub(since) < in.PromiseGrace {
+					continue
+				}
+				why = TakeoverAbandoned
 			}
 		} else {
 			st, known := in.States[p.Leader]
 			if !known {
-				since, ok := absent[p.Leader]
+				since, ok := plan.AbsentSince[p.Leader]
 				if !ok {
-					absent[p.Leader] = in.Now
+					plan.AbsentSince[p.Leader] = in.Now
 					continue
 				}
 				if in.Now.Sub(since) < in.DeadGrace {
@@ -99,9 +161,9 @@ func PlanFailover(in FailoverInput) ([]Takeover, map[uint64]time.Time) {
 		if !LiveMajority(p.Cohort, in.States) || p.Running {
 			continue
 		}
-		out = append(out, Takeover{Part: p.Part, Old: p.Leader, Cohort: slices.Clone(p.Cohort)})
+		plan.Takeovers = append(plan.Takeovers, Takeover{Part: p.Part, Old: p.Leader, Cohort: slices.Clone(p.Cohort), Why: why})
 	}
-	return out, absent
+	return plan
 }
 
 // LiveMajority reports whether gossip holds a majority of cohort alive or

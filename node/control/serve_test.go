@@ -73,7 +73,7 @@ func newTestControl(t *testing.T, h Host) *Control {
 	c, err := New(Config{
 		Self: testSelf, Logger: slog.New(slog.DiscardHandler), Clock: clock.Real{}, Drift: clock.DefaultConfig(),
 		ClockProbe: testPeriod, VoterInterval: testPeriod, DeadVoterGrace: testPeriod, PlacementSettle: testPeriod, ZombieCheck: testPeriod,
-		StartTimeout: testPeriod, ElectionBackoff: testPeriod, ElectionBackoffMax: testPeriod, CallTimeout: testPeriod, DialTimeout: testPeriod,
+		StartTimeout: testPeriod, PromiseGrace: 2 * testPeriod, ElectionBackoff: testPeriod, ElectionBackoffMax: testPeriod, CallTimeout: testPeriod, DialTimeout: testPeriod,
 	}, h)
 	if err != nil {
 		t.Fatal(err)

@@ -25,35 +25,41 @@ type failoverState struct {
 	// mu guards running, which the takeovers started clear.
 	mu      sync.Mutex
 	running map[int]bool
-	// absentSince, gone and backSince are the loop's own.
-	absentSince map[uint64]time.Time
-	gone        map[uint64]bool
-	backSince   map[uint16]time.Time // fenced partitions whose majority is back
+	// absentSince, promisedSince, gone and backSince are the loop's own.
+	absentSince   map[uint64]time.Time
+	promisedSince map[int]time.Time // PlanFailover's, from tick to tick
+	gone          map[uint64]bool
+	backSince     map[uint16]time.Time // fenced partitions whose majority is back
 }
 
 // failoverLoop takes over partitions whose leader died.
 func (c *Control) failoverLoop(ctx context.Context) {
 	t := time.NewTicker(failoverInterval)
 	defer t.Stop()
-	st := &failoverState{running: map[int]bool{}, absentSince: map[uint64]time.Time{}, gone: map[uint64]bool{}, backSince: map[uint16]time.Time{}}
+	st := newFailoverState()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		c.failoverTick(ctx, st)
+		c.failoverTick(ctx, st, time.Now())
 	}
 }
 
-// failoverTick is one tick of the failover loop.
-func (c *Control) failoverTick(ctx context.Context, st *failoverState) {
+func newFailoverState() *failoverState {
+	return &failoverState{running: map[int]bool{}, absentSince: map[uint64]time.Time{}, promisedSince: map[int]time.Time{},
+		gone: map[uint64]bool{}, backSince: map[uint16]time.Time{}}
+}
+
+// failoverTick is one tick of the failover loop, at now.
+func (c *Control) failoverTick(ctx context.Context, st *failoverState, now time.Time) {
 	members := c.members() // one view per tick
 	c.dropGone(st.gone, members)
 	states := StatesOf(c.cfg.Self, members)
 	meta := c.host.Group().Meta()
 	c.stepDownSuperseded(meta)
-	st.backSince = c.fenceCutOff(states, st.backSince, time.Now())
+	st.backSince = c.fenceCutOff(states, st.backSince, now)
 	if drifting, _ := c.Drifting(); c.host.Departing() || drifting {
 		return // leaving, or a clock ahead: take nothing over
 	}
@@ -73,12 +79,13 @@ func (c *Control) failoverTick(ctx context.Context, st *failoverState) {
 		parts = append(parts, cp)
 	}
 	st.mu.Unlock()
-	var plan []Takeover
-	plan, st.absentSince = PlanFailover(FailoverInput{
-		Self: c.cfg.Self, Partitions: parts, States: states, AbsentSince: st.absentSince,
-		Now: time.Now(), DeadGrace: c.cfg.DeadVoterGrace,
+	plan := PlanFailover(FailoverInput{
+		Self: c.cfg.Self, Partitions: parts, States: states,
+		AbsentSince: st.absentSince, PromisedSince: st.promisedSince,
+		Now: now, DeadGrace: c.cfg.DeadVoterGrace, PromiseGrace: c.cfg.PromiseGrace,
 	})
-	for _, tk := range plan {
+	st.absentSince, st.promisedSince = plan.AbsentSince, plan.PromisedSince
+	for _, tk := range plan.Takeovers {
 		st.mu.Lock()
 		if st.running[tk.Part] {
 			st.mu.Unlock()
@@ -86,11 +93,21 @@ func (c *Control) failoverTick(ctx context.Context, st *failoverState) {
 		}
 		st.running[tk.Part] = true
 		st.mu.Unlock()
+		switch tk.Why {
+		case TakeoverAbandoned:
+			pr := parts[tk.Part] // parts is indexed by partition
+			c.log.Warn("a handoff this node promised the partition to was abandoned: taking it back", "partition", tk.Part,
+				"registry_epoch", pr.Epoch, "promised", pr.Promised, "promised_to", pr.PromisedTo,
+				"since", st.promisedSince[tk.Part], "grace", c.cfg.PromiseGrace)
+		case TakeoverNamed:
+			c.log.Warn("the registry names this node leader and it does not lead: taking the partition over", "partition", tk.Part, "cohort", tk.Cohort)
+		default:
+			c.log.Warn("partition leader gone: taking over", "partition", tk.Part, "old_leader", tk.Old, "cohort", tk.Cohort)
+		}
 		c.wg.Go(func() {
 			defer func() { st.mu.Lock(); delete(st.running, tk.Part); st.mu.Unlock() }()
 			cctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 			defer cancel()
-			c.log.Warn("partition leader gone: taking over", "partition", tk.Part, "old_leader", tk.Old, "cohort", tk.Cohort)
 			if err := c.lead(cctx, tk.Part, tk.Cohort, c.stillTakeover(tk)); err != nil {
 				c.log.Warn("takeover failed", "partition", tk.Part, "err", err)
 			}
@@ -99,16 +116,18 @@ func (c *Control) failoverTick(ctx context.Context, st *failoverState) {
 }
 
 // stillTakeover returns the check that a takeover goes on only while its
-// reasons hold: the registry still names the leader it replaces, gossip
-// still holds that one dead, and this node sees a majority.
+// reasons hold: the registry still names the leader it replaces (this
+// node, when the registry named it: a candidate it promised to may have
+// won after all, and is not to be fought), gossip still holds that one
+// dead, and this node sees a majority.
 func (c *Control) stillTakeover(tk Takeover) func() error {
 	p, old, cohort := tk.Part, tk.Old, tk.Cohort
 	return func() error {
-		if old == c.cfg.Self {
-			return nil // the registry's own choice: lead
-		}
 		if pl, ok := c.host.Placement(); !ok || p >= len(pl.Leaders) || pl.Leaders[p] != old {
 			return fmt.Errorf("partition %d has another leader now", p)
+		}
+		if old == c.cfg.Self {
+			return nil // the registry's own choice: lead
 		}
 		st := c.gossipStates()
 		if s := st[old]; s == member.Alive || s == member.Suspect {
