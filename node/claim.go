@@ -31,7 +31,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for pass := 0; ; pass++ {
-		if n.paused(req.Queue) && (deadline == nil || !n.waitResumed(ctx, req.Queue, deadline)) {
+		if n.queues.Paused(req.Queue) && (deadline == nil || !n.queues.WaitResumed(ctx, req.Queue, deadline, n.stopc)) {
 			return resp, nil // a paused queue grants nothing
 		}
 		wake := n.heads.ReadyChan(req.Queue)
@@ -85,7 +85,7 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 	}
 	ttl = req.TTLMs
 	if ttl == 0 {
-		ttl = n.queueSettings(req.Queue).DefaultTTLMs
+		ttl = n.queues.Of(req.Queue).DefaultTTLMs
 	}
 	if ttl == 0 {
 		ttl = n.cfg.DefaultTTL.Milliseconds()
@@ -97,7 +97,7 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 	if req.Count < 0 || count > maxClaimCount {
 		return 0, 0, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
 	}
-	if err := checkMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+	if err := task.ValidateMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
 		return 0, 0, err
 	}
 	return ttl, count, nil

@@ -28,6 +28,9 @@
 // (the epoch handoff, failover, placement moves, zombies, drift stand-by,
 // the metadata group's voters; controlHost). Neither imports node.
 //
+// A queue's settings are node/queues' (kept in the metadata group; node
+// refreshes them and applies them to requests).
+//
 // The node's place in the cluster is node/membership's: the metadata
 // group's bring-up and joining, gossip, the address book of peers. Its
 // sockets and the QUIC and HTTP servers on them are node/listen's; node

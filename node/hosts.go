@@ -8,6 +8,7 @@ import (
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -39,7 +40,7 @@ func (h replHost) Peers() *peer.Pool                         { return h.n.peers 
 func (h replHost) NoteDependents(recs []task.Record)         { h.n.deps.Note(recs) }
 func (h replHost) Collected(id task.ID)                      { h.n.deps.Collected(id) }
 func (h replHost) Departing() bool                           { return h.n.departing.Load() }
-func (h replHost) QueueRetentions() map[string]time.Duration { return h.n.queueRetentions() }
+func (h replHost) QueueRetentions() map[string]time.Duration { return h.n.queues.Retentions() }
 
 func (h replHost) LeaderOf(part uint16) uint64 {
 	if ls := h.n.leaders(); int(part) < len(ls) {
@@ -104,4 +105,14 @@ func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (cont
 		}
 	}
 	return withFresh(ctx), nil
+}
+
+// metaGroup is the metadata group as node/queues sees it: n.raft, which
+// Start sets before the node serves a request.
+type metaGroup struct{ n *Node }
+
+func (g metaGroup) Meta() raftgroup.Meta     { return g.n.raft.Meta() }
+func (g metaGroup) Changed() <-chan struct{} { return g.n.raft.Changed() }
+func (g metaGroup) ChangeQueue(ctx context.Context, c raftgroup.QueueChange) (raftgroup.QueueSettings, error) {
+	return g.n.raft.ChangeQueue(ctx, c)
 }

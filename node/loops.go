@@ -81,7 +81,7 @@ func (n *Node) refreshMeta() {
 	}
 	n.placement.Store(pl)
 	n.cohort.Store(int32(max(1, size)))
-	n.queues.Store(&m.Queues) // Meta returned a copy of its own
+	n.queues.Refresh(m.Queues) // Meta returned a copy of its own
 }
 
 // metaLoop refreshes the cached metadata after every change.

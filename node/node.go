@@ -17,6 +17,7 @@ import (
 	"github.com/skuldd/skuldd/node/metrics"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/pressure"
+	"github.com/skuldd/skuldd/node/queues"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/node/retrying"
 	"github.com/skuldd/skuldd/partition"
@@ -78,9 +79,8 @@ type Node struct {
 	cohort atomic.Int32
 	// placement caches every partition's cohort, refreshed with cohort.
 	placement atomic.Pointer[placementView]
-	// queues caches the queues' settings, refreshed with cohort; shared,
-	// never modified.
-	queues   atomic.Pointer[map[string]raftgroup.QueueSettings]
+	// queues are the queues' settings, refreshed with cohort.
+	queues   *queues.Settings
 	stopping atomic.Bool
 	killed   atomic.Bool // Kill: no graceful leave
 	// departing: the node hands off its partitions and stops; it takes
@@ -120,11 +120,13 @@ func New(cfg Config) (*Node, error) {
 	if err := controlConfig(cfg, 0).Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
 	}
-	return &Node{
+	n := &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), stopc: make(chan struct{}),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		exitc: make(chan error, 1),
-	}, nil
+	}
+	n.queues = queues.New(metaGroup{n}, queues.Bounds{MaxTTL: cfg.MaxTTL, MaxDelay: cfg.MaxDelay})
+	return n, nil
 }
 
 // Exit receives an error when the node must stop on its own (a clock that

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node/replication"
@@ -77,17 +76,6 @@ func (n *Node) acksFor(w int) (int, error) {
 		return 0, fmt.Errorf("%w: w=%d exceeds the partition's cohort of %d replica(s)", task.ErrInvalid, w, size)
 	}
 	return w, nil
-}
-
-// checkMs checks a duration in ms from a request: not negative, not over maxD.
-func checkMs(what string, v int64, maxD time.Duration) error {
-	if v < 0 {
-		return fmt.Errorf("%w: %s %dms is negative", task.ErrInvalid, what, v)
-	}
-	if v > maxD.Milliseconds() {
-		return fmt.Errorf("%w: %s %dms exceeds the limit of %v", task.ErrInvalid, what, v, maxD)
-	}
-	return nil
 }
 
 // Ping answers a liveness probe.
@@ -197,7 +185,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	if err := task.ValidateData(et.Data, n.cfg.MaxPayload); err != nil {
 		return nt, err
 	}
-	if err := checkMs("delay", et.DelayMs, n.cfg.MaxDelay); err != nil {
+	if err := task.ValidateMs("delay", et.DelayMs, n.cfg.MaxDelay); err != nil {
 		return nt, err
 	}
 	sp := &task.Spec{
@@ -218,7 +206,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		sp.ID = n.ids.Next()
 	}
 	if sp.MaxAttempts == 0 {
-		sp.MaxAttempts = n.queueSettings(sp.Queue).MaxAttempts
+		sp.MaxAttempts = n.queues.Of(sp.Queue).MaxAttempts
 	}
 	if sp.MaxAttempts == 0 {
 		sp.MaxAttempts = n.cfg.DefaultMaxAttempts

@@ -141,17 +141,17 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 			if req.RetryAfterMs == nil {
 				return nil
 			}
-			return checkMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay)
+			return task.ValidateMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay)
 		},
 		func(r *partition.Replica, now int64) (partition.Write, error) {
-			return r.FailApply(req.ID, req.Claim, req.Reason, partition.Retry{After: req.RetryAfterMs, Backoff: n.queueBackoff}, now)
+			return r.FailApply(req.ID, req.Claim, req.Reason, partition.Retry{After: req.RetryAfterMs, Backoff: n.queues.Backoff}, now)
 		}))
 }
 
 // Snooze ends a claim without counting an attempt.
 func (n *Node) Snooze(ctx context.Context, req *wire.SnoozeRequest) (*wire.Ack, error) {
 	return ack(onTask[wire.SnoozeRequest, wire.Ack](ctx, n, wire.OpSnooze, req.ID, req,
-		func() error { return checkMs("delay", req.DelayMs, n.cfg.MaxDelay) },
+		func() error { return task.ValidateMs("delay", req.DelayMs, n.cfg.MaxDelay) },
 		func(r *partition.Replica, now int64) (partition.Write, error) {
 			return r.SnoozeApply(req.ID, req.Claim, req.DelayMs, now)
 		}))
@@ -195,7 +195,7 @@ func (n *Node) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.C
 	ship := n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{wr.Rec}, n.repl.WholeRecord(part, req.ID))
 	resp := &wire.CompleteResponse{}
 	var next *claimed
-	if req.Next != nil && !n.paused(req.Next.Queue) {
+	if req.Next != nil && !n.queues.Paused(req.Next.Queue) {
 		next, err = n.claimBatch(req.Next.Queue, ttl, count)
 		if err != nil {
 			// The completion stands; the worker claims again on its own.

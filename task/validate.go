@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"slices"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -117,4 +118,16 @@ func TrimReason(r string) string {
 		cut--
 	}
 	return r[:cut]
+}
+
+// ValidateMs checks a duration in ms from a request: not negative, not
+// over maxD.
+func ValidateMs(what string, v int64, maxD time.Duration) error {
+	if v < 0 {
+		return fmt.Errorf("%w: %s %dms is negative", ErrInvalid, what, v)
+	}
+	if v > maxD.Milliseconds() {
+		return fmt.Errorf("%w: %s %dms exceeds the limit of %v", ErrInvalid, what, v, maxD)
+	}
+	return nil
 }
