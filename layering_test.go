@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
 	// The metadata group's bring-up, joining, gossip, peers' addresses.
@@ -26,6 +26,8 @@ var allowedInternal = map[string][]string{
 	"node/pressure": {},
 	// The client API with the coordinator's retry policy.
 	"node/retrying": {"wire"},
+	// A node's configuration: fields, defaults, validation.
+	"node/config": {"node/listen", "node/peer", "antientropy", "clock", "ring", "store", "task"},
 	// The queues' settings, kept in the metadata group.
 	"node/queues": {"raftgroup", "task", "wire"},
 	// The dependency protocol across partitions.

@@ -28,6 +28,7 @@
 // (the epoch handoff, failover, placement moves, zombies, drift stand-by,
 // the metadata group's voters; controlHost). Neither imports node.
 //
+// Its configuration (fields, defaults, validation) is node/config's.
 // A queue's settings are node/queues' (kept in the metadata group; node
 // refreshes them and applies them to requests).
 //

@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 )
 
 func TestDefaultConfigValid(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	if err := c.Validate(); err != nil {
-		t.Fatalf("DefaultConfig().Validate() = %v", err)
+		t.Fatalf("Default().Validate() = %v", err)
 	}
 }
 
@@ -38,7 +38,7 @@ func TestBindLoopbackOnly(t *testing.T) {
 		{"no-port", false, nil, true},
 	}
 	for _, tc := range tests {
-		c := DefaultConfig()
+		c := Default()
 		c.Bind, c.Insecure = tc.bind, tc.insecure
 		err := c.Validate()
 		switch {
@@ -53,7 +53,7 @@ func TestBindLoopbackOnly(t *testing.T) {
 }
 
 func TestValidateNamesEveryProblem(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.Partitions = 0
 	c.DefaultTTL = 2 * c.MaxTTL
 	c.TickInterval = 0
@@ -64,7 +64,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 			t.Errorf("Validate() = %v; want it to mention %q", err, want)
 		}
 	}
-	c = DefaultConfig()
+	c = Default()
 	c.ElectionBackoffMax = time.Millisecond
 	if err := c.Validate(); err == nil {
 		t.Error("election backoff max below base accepted")

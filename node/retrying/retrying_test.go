@@ -1,0 +1,96 @@
+package retrying
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// fakeNode answers each call with the next error of its script (nil:
+// success), counting the calls.
+type fakeNode struct {
+	wire.Service // the methods a test does not call
+	script       []error
+	calls        int
+	stopping     bool
+}
+
+func (f *fakeNode) next() error {
+	f.calls++
+	if len(f.script) == 0 {
+		return nil
+	}
+	err := f.script[0]
+	f.script = f.script[1:]
+	return err
+}
+
+func (f *fakeNode) Stopping() bool { return f.stopping }
+
+func (f *fakeNode) StampIDs(ctx context.Context, _ *wire.EnqueueRequest) (context.Context, error) {
+	return ctx, nil
+}
+
+func (f *fakeNode) Get(context.Context, *wire.GetRequest) (*wire.TaskView, error) {
+	return &wire.TaskView{}, f.next()
+}
+
+func (f *fakeNode) Update(context.Context, *wire.UpdateRequest) (*wire.Ack, error) {
+	return &wire.Ack{}, f.next()
+}
+
+func (f *fakeNode) Fail(context.Context, *wire.FailRequest) (*wire.Ack, error) {
+	return &wire.Ack{}, f.next()
+}
+
+func (f *fakeNode) List(_ context.Context, _ *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	if err := emit(&wire.ListPage{}); err != nil {
+		return err
+	}
+	return f.next()
+}
+
+var unavailable = wire.Errorf(wire.CodeUnavailable, "no leader")
+
+// TestRetryPolicy: reads and safe writes are retried past transient
+// errors; a write whose earlier attempt ended in doubt answers a later
+// refusal as unavailable; fail is never retried; a list is not retried
+// once it emitted a page; a stopping node does not retry.
+func TestRetryPolicy(t *testing.T) {
+	ctx := context.Background()
+	conflict := wire.Errorf(wire.CodeConflict, "other data")
+
+	f := &fakeNode{script: []error{unavailable, unavailable}}
+	if _, err := New(f).Get(ctx, &wire.GetRequest{}); err != nil || f.calls != 3 {
+		t.Errorf("get = %v after %d calls; want success on the third", err, f.calls)
+	}
+
+	f = &fakeNode{script: []error{unavailable, conflict}}
+	_, err := New(f).Update(ctx, &wire.UpdateRequest{})
+	if !errors.Is(err, wire.ErrUnavailable) || errors.Is(err, task.ErrConflict) || f.calls != 2 {
+		t.Errorf("update after a doubtful attempt = %v (%d calls); want unavailable, not conflict", err, f.calls)
+	}
+
+	f = &fakeNode{script: []error{conflict}}
+	if _, err := New(f).Update(ctx, &wire.UpdateRequest{}); !errors.Is(err, task.ErrConflict) || f.calls != 1 {
+		t.Errorf("update refused at once = %v (%d calls); want the refusal", err, f.calls)
+	}
+
+	f = &fakeNode{script: []error{unavailable}}
+	if _, err := New(f).Fail(ctx, &wire.FailRequest{}); !errors.Is(err, wire.ErrUnavailable) || f.calls != 1 {
+		t.Errorf("fail = %v after %d calls; want unavailable, not retried", err, f.calls)
+	}
+
+	f = &fakeNode{script: []error{unavailable}}
+	if err := New(f).List(ctx, &wire.ListRequest{}, func(*wire.ListPage) error { return nil }); !errors.Is(err, wire.ErrUnavailable) || f.calls != 1 {
+		t.Errorf("list = %v after %d calls; want unavailable once a page went out", err, f.calls)
+	}
+
+	f = &fakeNode{script: []error{unavailable}, stopping: true}
+	if _, err := New(f).Get(ctx, &wire.GetRequest{}); !errors.Is(err, wire.ErrUnavailable) || f.calls != 1 {
+		t.Errorf("get on a stopping node = %v after %d calls; want no retry", err, f.calls)
+	}
+}
