@@ -111,20 +111,7 @@ func TestDeleteAndDeadTasks(t *testing.T) {
 
 	const n = 24 // over 3 nodes' partitions
 	dead := enqueueN(t, c, "dead", n, 1)
-	for range n {
-		got, err := c.Claim(ctx, "dead", client.ClaimOptions{Count: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range got {
-			if err := c.Fail(ctx, g.ID, g.Claim, "boom", 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if len(got) == 0 {
-			break
-		}
-	}
+	failAll(t, c, "dead", n)
 	awaitState(t, c, dead, "dead")
 	res, err := clients[1].RequeueDead(ctx, "dead")
 	if err != nil || res.Done != n || res.Skipped != 0 {
@@ -134,20 +121,7 @@ func TestDeleteAndDeadTasks(t *testing.T) {
 	if res, err := c.RequeueDead(ctx, "dead"); err != nil || res.Done != 0 {
 		t.Errorf("RequeueDead again = %+v, %v; want nothing done", res, err)
 	}
-	for range n {
-		got, err := c.Claim(ctx, "dead", client.ClaimOptions{Count: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range got {
-			if err := c.Fail(ctx, g.ID, g.Claim, "boom", 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if len(got) == 0 {
-			break
-		}
-	}
+	failAll(t, c, "dead", n)
 	awaitState(t, c, dead, "dead")
 	if res, err := clients[2].PurgeDead(ctx, "dead"); err != nil || res.Done != n {
 		t.Fatalf("PurgeDead = %+v, %v; want %d done", res, err, n)
@@ -159,5 +133,25 @@ func TestDeleteAndDeadTasks(t *testing.T) {
 	}
 	if n, err := c.Count(ctx, "dead"); err != nil || n != 0 {
 		t.Errorf("count of the purged queue = %d, %v; want 0", n, err)
+	}
+}
+
+// failAll claims every ready task of queue, n at a time, and fails each
+// claim until the queue has none ready.
+func failAll(t *testing.T, c *client.Client, queue string, n int) {
+	t.Helper()
+	for {
+		got, err := c.Claim(t.Context(), queue, client.ClaimOptions{Count: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		for _, g := range got {
+			if err := c.Fail(t.Context(), g.ID, g.Claim, "boom", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -70,22 +70,26 @@ func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, er
 		return 0, fmt.Errorf("delete %s: its cancel mark: %w", id, err)
 	}
 	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, n.now())
-	if err == nil {
-		err = d.Wait()
-	}
 	if err != nil {
 		return 0, fmt.Errorf("delete %s: cancelled, not yet deleted (a retry finishes it): %w", id, leaderErr(err))
 	}
 	n.deps.Collected(id)
-	return n.reshipTomb(ctx, part, id)
+	return n.shipTomb(ctx, part, id, d)
 }
 
-// reshipTomb ships the tombstone of task id, which part holds, after a
-// sync barrier behind the write that made it.
+// reshipTomb ships again the tombstone of task id, which part holds,
+// once a sync barrier behind the write that made it passed.
 func (n *Node) reshipTomb(ctx context.Context, part uint16, id task.ID) (int, error) {
 	if err := n.store.Barrier(); err != nil {
 		return 0, err
 	}
+	return n.shipTomb(ctx, part, id, nil)
+}
+
+// shipTomb ships the tombstone of task id, applied in part, to the
+// cohort while d (nil: nothing) makes it durable here, and answers once W
+// replicas hold it.
+func (n *Node) shipTomb(ctx context.Context, part uint16, id task.ID, d partition.Durable) (int, error) {
 	recs, err := n.parts[part].Records([]task.ID{id})
 	if err != nil {
 		return 0, err
@@ -93,7 +97,7 @@ func (n *Node) reshipTomb(ctx context.Context, part uint16, id task.ID) (int, er
 	if len(recs) != 1 || recs[0].Tomb == 0 {
 		return 0, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
-	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: recs[0]})
+	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: recs[0], Durable: d})
 }
 
 // RequeueDead makes every dead task of a queue ready again.
