@@ -91,6 +91,9 @@ type Input struct {
 	Run    RunInfo
 	Events []Event     // history.jsonl, in order
 	Finals []FinalRead // final.jsonl
+	// Leaders are leaders.jsonl: which node led each partition at each
+	// epoch; nil when the run did not record them.
+	Leaders []Leadership
 }
 
 // ReadRun reads a run directory written by the harness: run.json,
@@ -109,6 +112,11 @@ func ReadRun(dir string) (*Input, error) {
 		return nil, fmt.Errorf("read run: %w", err)
 	}
 	if in.Finals, err = readJSONL[FinalRead](filepath.Join(dir, finalFile)); err != nil {
+		return nil, fmt.Errorf("read run: %w", err)
+	}
+	// Optional: a run without it knows no claim's granting node.
+	in.Leaders, err = readJSONL[Leadership](filepath.Join(dir, LeadersFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read run: %w", err)
 	}
 	return in, nil

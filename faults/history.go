@@ -162,6 +162,32 @@ type RunInfo struct {
 	BeyondBounds []string `json:"beyond_bounds,omitempty"`
 	// Started is the wall-clock time the run began (RFC 3339), for people.
 	Started string `json:"started"`
+	// StartUnixNs is the machine's wall clock (Unix ns, no test offset)
+	// when TNs was 0: it maps node clocks (task views' Unix ms, a node's
+	// own clock plus its test offset) to the history's timeline. 0: not
+	// recorded, and the checkers judge nothing that needs it.
+	StartUnixNs int64 `json:"start_unix_ns,omitempty"`
+	// OKFloor is, per phase (Phase events' F), the fewest client
+	// operations invoked in that phase that must come back ok for the run
+	// to count: a run that acknowledged almost nothing proves nothing.
+	// A phase not named has no floor.
+	OKFloor map[string]int64 `json:"ok_floor,omitempty"`
 	// Command is the command line that reproduces the run.
 	Command string `json:"command"`
+}
+
+// Leadership is one node leading one partition at one epoch: written to
+// leaders.jsonl after the run from the nodes' logs (each node logs
+// "leading" with the partition and epoch when a handoff makes it leader).
+// An epoch of a partition has one leader (its handoff's CAS names it), so
+// the records map a claim's epoch to the node that granted it: what the
+// checkers need to tell whether a clock fault on that node can explain an
+// overlap. The file is optional; without it no granting node is known.
+type Leadership struct {
+	Node      int    `json:"node"`
+	Partition int    `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+	// TNs is when the node logged it (its log's wall-clock time mapped to
+	// the timeline), 0 if unknown.
+	TNs int64 `json:"t_ns,omitempty"`
 }

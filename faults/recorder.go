@@ -16,6 +16,9 @@ const (
 	FinalFile   = "final.jsonl"
 	RunInfoFile = "run.json"
 	SummaryFile = "summary.json"
+	// LeadersFile holds the Leadership records the harness read from the
+	// nodes' logs after the run; optional.
+	LeadersFile = "leaders.jsonl"
 )
 
 // maxLine bounds one JSON line read back from a history or final-reads

@@ -384,7 +384,26 @@ const (
 	// data, and every metadata voter was alive. The checkers count the
 	// replicas wipes deleted from one such note to the next.
 	NoteRepaired = "repaired"
+	// NotePanic: a node's log holds a panic or a Go fatal error.
+	NotePanic = "node-panic"
+	// NotePartial: a fault was applied to only part of what it names
+	// (Detail says what was and why not the rest); what was applied was
+	// healed.
+	NotePartial = "partial"
+	// NoteCrashFallback: a crash that should have lost the unsynced
+	// writes fell back to kill -9 (the hook did not answer), so it tested
+	// less than it says.
+	NoteCrashFallback = "crash-fallback"
+	// NotePartitionMismatch: after a partition was installed (or healed),
+	// a connect check from each namespace to each other node did not
+	// match what it names (Detail: the pairs that differ).
+	NotePartitionMismatch = "partition-mismatch"
 )
+
+// HarnessFaultNotes are the notes that fail a run: the harness did not do
+// what the record says it did, or a node failed by itself, so the history
+// cannot be judged as if the schedule had run as drawn.
+var HarnessFaultNotes = []string{NoteExit, NoteSkipped, NotePanic, NotePartial, NoteCrashFallback, NotePartitionMismatch}
 
 // note records a nemesis note now.
 func (r *Run) note(what string, targets []int, detail map[string]any) {

@@ -133,7 +133,10 @@ func (c *Control) lead(ctx context.Context, part int, cohort []uint64, still fun
 			if err := c.host.Replica(part).Lead(res.Epoch); err != nil {
 				return err
 			}
-			c.log.Debug("leading", "partition", part, "epoch", res.Epoch, "sealed", res.Sealed)
+			// At Info: an operator reads leadership changes from the log, and
+			// the fault suite maps each epoch to the node that led it from
+			// this line (faults.Leadership).
+			c.log.Info("leading", "partition", part, "epoch", res.Epoch, "sealed", res.Sealed)
 			return nil
 		}
 		h = epoch.Next(h, err)
