@@ -78,6 +78,11 @@ type Result struct {
 	Body []byte
 }
 
+// Read reports whether the request came back ok with an answer that
+// decoded: what a caller that uses the answer needs. (An ok that did not
+// decode took effect; the history records it as such, with its code.)
+func (r Result) Read() bool { return r.Type == OK && r.Code != CodeBadResponse }
+
 // errorBody is skuldd's JSON error.
 type errorBody struct {
 	Error string `json:"error"`
@@ -127,8 +132,9 @@ func (a *API) Do(ctx context.Context, node int, method, path string, body, out a
 		r.Type = OK
 		if out != nil {
 			if err := json.Unmarshal(b, out); err != nil {
-				// The node acknowledged; what it said is unreadable.
-				r.Type, r.Code, r.Err = Info, "bad_response", fmt.Sprintf("decode %s answer: %v", path, err)
+				// The node acknowledged (ok: it took effect), but what it
+				// said is unreadable: the checkers flag it (history.go).
+				r.Code, r.Err = CodeBadResponse, fmt.Sprintf("decode %s answer: %v", path, err)
 			}
 		}
 		return r

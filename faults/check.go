@@ -162,6 +162,9 @@ func Analyze(in *Input) *Report {
 		checkAttempts(h),
 		checkConvergence(h),
 		checkIdempotentEnqueue(h),
+		checkRefused(h),
+		checkAnswers(h),
+		checkHarness(h),
 	}
 	r.Ops = opStats(h.ops)
 	r.Windows = windowStats(h, r.Checks)
@@ -205,9 +208,9 @@ type taskHist struct {
 	enqueues []*op // every attempt, in invoke order
 	// grants are the ok claims, in the order of their outcomes.
 	grants []*op
-	// renews .. snoozes hold every attempt, in invoke order.
-	renews, updates, completes, fails, snoozes []*op
-	reads                                      []taskRead
+	// renews .. cancels hold every attempt, in invoke order.
+	renews, updates, completes, fails, snoozes, cancels []*op
+	reads                                               []taskRead
 	// views are the reads of the replicas that hold the task (decoded).
 	views []taskRead
 }
@@ -245,6 +248,9 @@ type window struct {
 	// voters are the metadata group's voters just before a wipe; nil
 	// when it did not say.
 	voters []int
+	// offsetsMs are a clock fault's offsets by target node (the start
+	// event's detail "offsets_ms", one per target); nil if it said none.
+	offsetsMs map[int]int64
 }
 
 // replicasWiped is how many replicas of partition p the wipe w deleted:
@@ -278,6 +284,11 @@ type history struct {
 	phases  []*Event
 	effects []*Event
 	tEnd    int64
+	// leaders maps a partition and epoch to the node that led it
+	// (Input.Leaders); conflicts are the records of an epoch that named
+	// two nodes.
+	leaders   map[partEpoch]int
+	conflicts map[partEpoch][]int
 	// check collects the history's own defects: a record the checkers
 	// cannot interpret makes their verdicts untrustworthy, so it fails.
 	check *Check
@@ -308,6 +319,7 @@ func digest(in *Input) *history {
 	}
 	slices.Sort(h.ids)
 	h.buildWindows()
+	h.buildLeaders()
 	unfinished := int64(0)
 	for _, o := range h.ops {
 		if o.out == nil {
@@ -387,7 +399,7 @@ func (h *history) pair() {
 }
 
 func (h *history) defect(kind string, e *Event, detail string) {
-	h.check.flag(kind, false, e.TNs, Example{Events: []int64{e.Index}, TNs: []int64{e.TNs}, Detail: detail})
+	h.check.flag(kind, "", e.TNs, Example{Events: []int64{e.Index}, TNs: []int64{e.TNs}, Detail: detail})
 }
 
 // index resolves an op's task and claim id and files it under its task.
@@ -429,11 +441,13 @@ func (h *history) index(o *op) {
 		t.fails = append(t.fails, o)
 	case FSnooze:
 		t.snoozes = append(t.snoozes, o)
+	case FCancel:
+		t.cancels = append(t.cancels, o)
 	}
 }
 
 // taskOps are the operations filed under their task.
-var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze}
+var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel}
 
 // wellFormed flags an op missing what its checkers need: a task on an
 // enqueue or a claim-path op, a claim id on an op under a claim or on a
@@ -441,7 +455,7 @@ var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSno
 func (h *history) wellFormed(o *op) bool {
 	var missing string
 	switch o.f {
-	case FEnqueue:
+	case FEnqueue, FCancel:
 		if o.task == "" {
 			missing = "task"
 		}
@@ -501,7 +515,7 @@ func (h *history) readFinals() {
 }
 
 func (h *history) finalDefect(fr *FinalRead, detail string) {
-	h.check.flag(kindUnreadable, false, fr.TNs, Example{Task: fr.Task, Nodes: []int{fr.Node}, TNs: []int64{fr.TNs}, Detail: detail})
+	h.check.flag(kindUnreadable, "", fr.TNs, Example{Task: fr.Task, Nodes: []int{fr.Node}, TNs: []int64{fr.TNs}, Detail: detail})
 }
 
 // summary counts what the run recorded.
@@ -562,7 +576,10 @@ type Example struct {
 	Events []int64 `json:"events,omitempty"`
 	Nodes  []int   `json:"nodes,omitempty"`
 	Beyond bool    `json:"beyond_bounds,omitempty"`
-	Detail string  `json:"detail"`
+	// Excused says which faults beyond the bounds explain the instance
+	// (the window, its nodes, and why they count): set when Beyond is.
+	Excused string `json:"excused_by,omitempty"`
+	Detail  string `json:"detail"`
 }
 
 func newCheck(name, rule string, kinds ...string) *Check {
@@ -595,12 +612,16 @@ func (c *Check) add(name string, d int64) {
 	c.Counts = append(c.Counts, Count{Name: name, Value: d})
 }
 
-// flag records an instance of an anomaly kind at time at; beyond says a
-// fault beyond the bounds excuses it.
-func (c *Check) flag(kind string, beyond bool, at int64, ex Example) {
+// flag records an instance of an anomaly kind at time at; why, unless
+// empty, says which faults beyond the bounds excuse it.
+func (c *Check) flag(kind string, why excuse, at int64, ex Example) {
+	if kind == mutedKind {
+		return
+	}
 	a := c.anomaly(kind)
 	a.at = append(a.at, at)
-	ex.Beyond = beyond
+	beyond := why != ""
+	ex.Beyond, ex.Excused = beyond, string(why)
 	kept := a.Count
 	if beyond {
 		a.BeyondBounds++
@@ -626,6 +647,12 @@ func (c *Check) anomaly(kind string) *Anomaly {
 	return a
 }
 
+// mutedKind is an anomaly kind whose instances flag drops, as if the
+// branch of its checker that finds them were disabled: set only by
+// TestCheckerMutations, which proves that every kind's branch is one some
+// test would miss. Empty otherwise.
+var mutedKind string
+
 // OK reports whether the check found no anomaly within the bounds.
 func (c *Check) OK() bool {
 	for _, a := range c.Anomalies {
@@ -645,21 +672,21 @@ type taskFlags struct {
 }
 
 type pendingFlag struct {
-	beyond bool
-	at     int64
-	ex     Example
+	why excuse
+	at  int64
+	ex  Example
 }
 
 // add records that replica node shows the anomaly; the first replica's
 // example stands for all.
-func (f *taskFlags) add(kind string, beyond bool, at int64, ex Example, node int) {
+func (f *taskFlags) add(kind string, why excuse, at int64, ex Example, node int) {
 	if f.pending == nil {
 		f.pending = map[string]*pendingFlag{}
 	}
 	p := f.pending[kind]
 	if p == nil {
 		ex.Nodes = nil
-		p = &pendingFlag{beyond: beyond, at: at, ex: ex}
+		p = &pendingFlag{why: why, at: at, ex: ex}
 		f.pending[kind] = p
 		f.kinds = append(f.kinds, kind)
 	}
@@ -670,7 +697,7 @@ func (f *taskFlags) add(kind string, beyond bool, at int64, ex Example, node int
 func (f *taskFlags) flush(c *Check) {
 	for _, k := range f.kinds {
 		p := f.pending[k]
-		c.flag(k, p.beyond, p.at, p.ex)
+		c.flag(k, p.why, p.at, p.ex)
 	}
 	f.kinds, f.pending = nil, nil
 }

@@ -1,7 +1,9 @@
 package faults
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/skuldd/skuldd/wire"
@@ -60,7 +62,8 @@ type interval struct{ from, to int64 }
 // invoke plus the lease less the margin, extended by each ok renew invoked
 // while it was still surely held (a later one starts a new window at its
 // ok), and cut at the invoke of the first complete, fail or snooze of the
-// claim that took or may have taken effect (a refused one ended nothing).
+// claim, or cancel of the task, that took or may have taken effect (a
+// refused one ended nothing).
 func (h *history) sureHeld(t *taskHist, g *op) []interval {
 	lease := func(o *op) int64 { ttl := h.ttlMs(o); return o.ti + ttl*nsPerMs - h.marginNs(ttl) }
 	cut := tNever
@@ -69,6 +72,11 @@ func (h *history) sureHeld(t *taskHist, g *op) []interval {
 			if o.claim == g.claim && o.mayHaveApplied() {
 				cut = min(cut, o.ti)
 			}
+		}
+	}
+	for _, o := range t.cancels {
+		if o.mayHaveApplied() {
+			cut = min(cut, o.ti) // a cancel supersedes every claim
 		}
 	}
 	var out []interval
@@ -122,13 +130,13 @@ func checkOverlap(h *history) *Check {
 				if ov <= 0 {
 					continue
 				}
-				beyond := h.beyond(timing, t.id, span.from, span.to)
-				if beyond {
+				why := h.timingExcuse(t, []grantRef{refOfGrant(a), refOfGrant(b)}, span.from, span.to)
+				if why != "" {
 					maxBeyond = max(maxBeyond, ov)
 				} else {
 					maxIn = max(maxIn, ov)
 				}
-				c.flag(kindOverlap, beyond, b.tc, Example{Task: id, Claims: []uint32{a.claim, b.claim},
+				c.flag(kindOverlap, why, b.tc, Example{Task: id, Claims: []uint32{a.claim, b.claim},
 					TNs: []int64{a.ti, a.tc, b.ti, b.tc}, Events: append(a.events(), b.events()...),
 					Detail: fmt.Sprintf("held together for %s", fmtMs(ov))})
 			}
@@ -171,7 +179,14 @@ func (h *history) supersededWhileHeld(c *Check, t *taskHist, g *op, held []inter
 			}
 			for _, iv := range held {
 				if iv.from <= o.ti && o.tc < iv.to {
-					c.flag(kindSupersededWhenHeld, h.beyond(timing, t.id, iv.from, iv.to), o.tc, Example{Task: t.id, Claims: []uint32{g.claim},
+					// The newer claim is known only from the final records.
+					refs := []grantRef{refOfGrant(g)}
+					for _, cl := range t.finalRecords() {
+						if cl.Claim > g.claim {
+							refs = append(refs, refOfRecord(t, cl))
+						}
+					}
+					c.flag(kindSupersededWhenHeld, h.timingExcuse(t, refs, iv.from, iv.to), o.tc, Example{Task: t.id, Claims: []uint32{g.claim},
 						TNs: []int64{g.ti, g.tc, o.ti, o.tc}, Events: append(g.events(), o.events()...),
 						Detail: fmt.Sprintf("%s refused as superseded %s before the claim's window ended", o.f, fmtMs(iv.to-o.tc))})
 					break
@@ -190,17 +205,27 @@ const (
 	kindStartBefore  = "final claim starts before the previous ended"
 	kindGap          = "gap in final claim ids"
 	kindClaimMissing = "acknowledged claim missing from final state"
+	kindTwoLeaders   = "one epoch led by two nodes"
 )
 
 func checkClaimIDs(h *history) *Check {
 	c := newCheck("claim ids",
-		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, with epochs that never fall, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state",
-		kindReused, kindDecreasing, kindEpochRegress, kindNotIncr, kindStartBefore, kindGap, kindClaimMissing)
+		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, with epochs that never fall, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state; no epoch of a partition has two leaders",
+		kindReused, kindDecreasing, kindEpochRegress, kindNotIncr, kindStartBefore, kindGap, kindClaimMissing, kindTwoLeaders)
 	for _, id := range h.ids {
 		t := h.tasks[id]
 		h.grantOrder(c, t)
 		h.finalClaims(c, t)
 	}
+	keys := slices.SortedFunc(maps.Keys(h.conflicts), func(a, b partEpoch) int {
+		return cmp.Or(cmp.Compare(a.part, b.part), cmp.Compare(a.epoch, b.epoch))
+	})
+	for _, k := range keys {
+		// Only the metadata group lost for good can reuse an epoch.
+		c.flag(kindTwoLeaders, h.beyond("", 0, h.tEnd), h.tEnd, Example{Nodes: h.conflicts[k],
+			Detail: fmt.Sprintf("partition %d, epoch %d: led by nodes %v", k.part, k.epoch, h.conflicts[k])})
+	}
+	c.count("epochs with a known leader", int64(len(h.leaders)))
 	return c
 }
 
@@ -209,7 +234,7 @@ func (h *history) grantOrder(c *Check, t *taskHist) {
 	for i, a := range t.grants {
 		for _, b := range t.grants[i+1:] {
 			ex := Example{Task: t.id, Claims: []uint32{a.claim, b.claim}, TNs: []int64{a.tc, b.tc}, Events: append(a.events(), b.events()...)}
-			beyond := h.beyond(durability, t.id, a.tc, b.tc)
+			beyond := h.beyond(t.id, a.tc, b.tc)
 			switch {
 			case a.claim == b.claim:
 				ex.Detail = "two ok claims got the same id"
@@ -248,32 +273,50 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 			switch {
 			case cl.Claim <= prev.Claim:
 				ex.Detail = "out of order"
-				flags.add(kindNotIncr, false, r.read.TNs, ex, r.read.Node)
+				flags.add(kindNotIncr, "", r.read.TNs, ex, r.read.Node)
 			case cl.Epoch > 0 && prev.Epoch > 0 && cl.Epoch < prev.Epoch:
 				// A later claim comes from a leader of the same epoch or
 				// a newer one: replicas refuse writes of older epochs.
 				ex.Detail = fmt.Sprintf("epoch %d after %d", cl.Epoch, prev.Epoch)
-				flags.add(kindEpochRegress, h.beyond(durability, t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
+				flags.add(kindEpochRegress, h.beyond(t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 			case cl.Start+slackMs < prev.End:
 				from, to := h.grantSpan(t, prev.Claim, cl.Claim)
 				ex.Detail = fmt.Sprintf("start %d, previous end %d (node clock ms): %d ms early beyond the skew bound", cl.Start, prev.End, prev.End-cl.Start-slackMs)
-				flags.add(kindStartBefore, h.beyond(timing, t.id, from, to), r.read.TNs, ex, r.read.Node)
+				why := h.timingExcuse(t, []grantRef{refOfRecord(t, prev), refOfRecord(t, cl)}, from, to)
+				flags.add(kindStartBefore, why, r.read.TNs, ex, r.read.Node)
 			}
 		}
 	}
 	for k := uint32(0); int(k) < len(held); k++ {
 		if !held[k] {
-			c.flag(kindGap, h.beyond(durability, t.id, 0, h.tEnd), h.tEnd, Example{Task: t.id, Claims: []uint32{k},
+			c.flag(kindGap, h.beyond(t.id, 0, h.tEnd), h.tEnd, Example{Task: t.id, Claims: []uint32{k},
 				Detail: fmt.Sprintf("no replica holds claim %d of %d claims", k, len(held))})
 			break
 		}
 	}
 	for _, g := range t.grants {
 		if !held[g.claim] {
-			c.flag(kindClaimMissing, h.beyond(durability, t.id, g.tc, h.tEnd), g.tc, Example{Task: t.id, Claims: []uint32{g.claim},
+			c.flag(kindClaimMissing, h.beyond(t.id, g.tc, h.tEnd), g.tc, Example{Task: t.id, Claims: []uint32{g.claim},
 				TNs: []int64{g.tc}, Events: g.events(), Detail: fmt.Sprintf("in none of %d replicas' views", len(views))})
 		}
 	}
+}
+
+// finalRecords returns the task's claims as the final views hold them, one
+// record per claim id (the first view's that holds it), in id order.
+func (t *taskHist) finalRecords() []wire.ClaimView {
+	seen := map[uint32]bool{}
+	var out []wire.ClaimView
+	for _, r := range t.found() {
+		for _, cl := range r.view.Claims {
+			if !seen[cl.Claim] {
+				seen[cl.Claim] = true
+				out = append(out, cl)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.ClaimView) int { return cmp.Compare(a.Claim, b.Claim) })
+	return out
 }
 
 // grantSpan returns the real-time span of the grants of two claims the
@@ -302,7 +345,7 @@ const (
 
 func checkFencing(h *history) *Check {
 	c := newCheck("fencing",
-		"no renew, update, complete, fail or snooze comes back ok under a claim id lower than one granted ok before it was invoked; no complete comes back ok after the fenced sink refused its claim's effect",
+		"no renew, update, complete, fail or snooze comes back ok under a claim id lower than one granted ok before it was invoked, or after a cancel of the task came back ok; no complete comes back ok after the fenced sink refused its claim's effect",
 		kindStale, kindSinkFenced, kindSinkRegressed)
 	for _, id := range h.ids {
 		t := h.tasks[id]
@@ -311,20 +354,69 @@ func checkFencing(h *history) *Check {
 				if !o.ok() {
 					continue
 				}
-				for _, g := range t.grants {
-					if g.claim > o.claim && g.tc < o.ti {
-						c.flag(kindStale, h.beyond(durability, id, g.tc, o.tc), o.tc, Example{Task: id, Claims: []uint32{o.claim, g.claim},
-							TNs: []int64{g.tc, o.ti, o.tc}, Events: append(g.events(), o.events()...),
-							Detail: fmt.Sprintf("%s under claim %d invoked after claim %d's ok", o.f, o.claim, g.claim)})
-						break
-					}
-				}
+				h.staleOp(c, t, o)
 			}
 		}
 	}
 	h.checkSink(c)
 	c.count("effects offered to the sink", int64(len(h.effects)))
 	return c
+}
+
+// staleOp flags an ok op under a claim that something newer had
+// superseded before the op was invoked: a claim of a higher id granted ok,
+// or a cancel acknowledged.
+func (h *history) staleOp(c *Check, t *taskHist, o *op) {
+	for _, g := range t.grants {
+		if g.claim > o.claim && g.tc < o.ti {
+			c.flag(kindStale, h.beyond(t.id, g.tc, o.tc), o.tc, Example{Task: t.id, Claims: []uint32{o.claim, g.claim},
+				TNs: []int64{g.tc, o.ti, o.tc}, Events: append(g.events(), o.events()...),
+				Detail: fmt.Sprintf("%s under claim %d invoked after claim %d's ok", o.f, o.claim, g.claim)})
+			return
+		}
+	}
+	for _, x := range t.cancels {
+		if x.ok() && x.tc < o.ti {
+			c.flag(kindStale, h.beyond(t.id, x.tc, o.tc), o.tc, Example{Task: t.id, Claims: []uint32{o.claim},
+				TNs: []int64{x.tc, o.ti, o.tc}, Events: append(x.events(), o.events()...),
+				Detail: fmt.Sprintf("%s under claim %d invoked after a cancel's ok", o.f, o.claim)})
+			return
+		}
+	}
+	h.staleByRecord(c, t, o)
+}
+
+// staleByRecord judges an ok op against the newer claims the final records
+// hold, whose grants the history saw in doubt or not at all: such a claim
+// is part of the task's truth (a leader's write no handoff carried is an
+// orphan, never any replica's), so every leader after its grant knew it,
+// and an op under an older claim invoked after that grant must have been
+// refused. The grant's time is its start by its leader's clock: within the
+// bound, no later than start + the skew bound on the timeline (the clocks'
+// grain added). A clock beyond the bound on that leader, or data lost
+// beyond the bounds, excuses it. (A cancel in doubt is left out: its view
+// says when, but not by which leader's clock.)
+func (h *history) staleByRecord(c *Check, t *taskHist, o *op) {
+	run := &h.in.Run
+	if run.StartUnixNs == 0 {
+		return // node clocks cannot be placed on the timeline
+	}
+	slack := (run.SkewBoundMs + clockGrainMs) * nsPerMs
+	for _, cl := range t.finalRecords() {
+		if cl.Claim <= o.claim || cl.Start == 0 {
+			continue
+		}
+		latest := cl.Start*nsPerMs - run.StartUnixNs + slack
+		if latest >= o.ti {
+			continue
+		}
+		why := h.timingExcuse(t, []grantRef{refOfRecord(t, cl)}, latest, o.tc)
+		c.flag(kindStale, why, o.tc, Example{Task: t.id, Claims: []uint32{o.claim, cl.Claim},
+			TNs: []int64{latest, o.ti, o.tc}, Events: o.events(),
+			Detail: fmt.Sprintf("%s under claim %d invoked %s after claim %d was granted at the latest (final record: start %d, epoch %d, by its leader's clock)",
+				o.f, o.claim, fmtMs(o.ti-latest), cl.Claim, cl.Start, cl.Epoch)})
+		return
+	}
 }
 
 // checkSink replays the fenced sink's answers.
@@ -337,7 +429,7 @@ func (h *history) checkSink(c *Check) {
 		}
 		claim := *e.Claim
 		if hi, ok := highest[e.Task]; *e.Accepted && ok && claim < hi {
-			c.flag(kindSinkRegressed, false, e.TNs, Example{Task: e.Task, Claims: []uint32{claim, hi}, TNs: []int64{e.TNs}, Events: []int64{e.Index},
+			c.flag(kindSinkRegressed, "", e.TNs, Example{Task: e.Task, Claims: []uint32{claim, hi}, TNs: []int64{e.TNs}, Events: []int64{e.Index},
 				Detail: "the harness's sink is not fencing"})
 		}
 		if *e.Accepted {
@@ -350,7 +442,7 @@ func (h *history) checkSink(c *Check) {
 		}
 		for _, o := range t.completes {
 			if o.claim == claim && o.ok() && o.ti > e.TNs {
-				c.flag(kindSinkFenced, h.beyond(durability, e.Task, e.TNs, o.tc), o.tc, Example{Task: e.Task, Claims: []uint32{claim},
+				c.flag(kindSinkFenced, h.beyond(e.Task, e.TNs, o.tc), o.tc, Example{Task: e.Task, Claims: []uint32{claim},
 					TNs: []int64{e.TNs, o.ti, o.tc}, Events: append([]int64{e.Index}, o.events()...),
 					Detail: "the sink had a newer claim's effect, yet skuldd took this claim's complete"})
 			}
@@ -360,14 +452,14 @@ func (h *history) checkSink(c *Check) {
 
 // Anomaly kinds of the completion-then-claim check.
 const (
-	kindClaimAfterComplete = "claimed after an acknowledged complete"
+	kindClaimAfterComplete = "claimed after an acknowledged complete or cancel"
 	kindFinalAfterComplete = "final claims after the completing claim"
 	kindCompletedByOther   = "completed by another claim than the acknowledged one"
 )
 
 func checkCompletionThenClaim(h *history) *Check {
 	c := newCheck("completion then claim",
-		"no ok claim of a task is invoked after an ok complete of it; in the final views the completing claim is the last and is the acknowledged one",
+		"no ok claim of a task is invoked after an ok complete or cancel of it; in the final views the completing claim is the last and is the acknowledged one",
 		kindClaimAfterComplete, kindFinalAfterComplete, kindCompletedByOther)
 	for _, id := range h.ids {
 		t := h.tasks[id]
@@ -377,11 +469,17 @@ func checkCompletionThenClaim(h *history) *Check {
 				done = o
 			}
 		}
-		if done != nil {
+		end := done // the first ok complete or cancel: the task's end
+		for _, o := range t.cancels {
+			if o.ok() && (end == nil || o.tc < end.tc) {
+				end = o
+			}
+		}
+		if end != nil {
 			for _, g := range t.grants {
-				if g.ti > done.tc {
-					c.flag(kindClaimAfterComplete, h.beyond(durability, id, done.tc, g.tc), g.tc, Example{Task: id, Claims: []uint32{done.claim, g.claim},
-						TNs: []int64{done.tc, g.ti, g.tc}, Events: append(done.events(), g.events()...), Detail: "claim invoked after the complete's ok"})
+				if g.ti > end.tc {
+					c.flag(kindClaimAfterComplete, h.beyond(id, end.tc, g.tc), g.tc, Example{Task: id, Claims: []uint32{g.claim},
+						TNs: []int64{end.tc, g.ti, g.tc}, Events: append(end.events(), g.events()...), Detail: "claim invoked after the " + end.f + "'s ok"})
 				}
 			}
 		}
@@ -405,13 +503,13 @@ func (h *history) finalCompletion(c *Check, t *taskHist, done *op) {
 		if at != len(cs)-1 {
 			ex.Claims = []uint32{cs[at].Claim, cs[len(cs)-1].Claim}
 			ex.Detail = fmt.Sprintf("completed by claim %d, yet holds claim %d", cs[at].Claim, cs[len(cs)-1].Claim)
-			flags.add(kindFinalAfterComplete, h.beyond(durability, t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
+			flags.add(kindFinalAfterComplete, h.beyond(t.id, 0, h.tEnd), r.read.TNs, ex, r.read.Node)
 		}
 		if done != nil && cs[at].Claim != done.claim {
 			ex.Claims = []uint32{done.claim, cs[at].Claim}
 			ex.Events = done.events()
 			ex.Detail = fmt.Sprintf("complete under claim %d acknowledged, view completed by claim %d", done.claim, cs[at].Claim)
-			flags.add(kindCompletedByOther, h.beyond(durability, t.id, done.tc, h.tEnd), done.tc, ex, r.read.Node)
+			flags.add(kindCompletedByOther, h.beyond(t.id, done.tc, h.tEnd), done.tc, ex, r.read.Node)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/skuldd/skuldd/wire"
@@ -27,6 +29,58 @@ func setEpoch(b *builder, taskID string, claim uint32, epoch uint64) {
 			e.Epoch = epoch
 		}
 	}
+}
+
+// beyondClock adds a clock fault beyond the bound that moved node's clock
+// by offsetMs from startMs to stopMs.
+func (b *builder) beyondClock(startMs, stopMs int64, node int, offsetMs int64) {
+	const name = NemClockBeyond
+	if !slices.Contains(b.run.BeyondBounds, name) {
+		b.run.BeyondBounds = append(b.run.BeyondBounds, name)
+	}
+	detail, _ := json.Marshal(map[string]any{"offsets_ms": []int64{offsetMs}})
+	b.events = append(b.events,
+		Event{Proc: -1, Type: Nemesis, F: "start", Nemesis: name, Targets: []int{node}, Detail: detail, TNs: startMs * nsPerMs},
+		Event{Proc: -1, Type: Nemesis, F: "stop", Nemesis: name, Targets: []int{node}, TNs: stopMs * nsPerMs})
+}
+
+// leads records that node led task's partition at epoch.
+func (b *builder) leads(taskID string, epoch uint64, node int) {
+	b.leaders = append(b.leaders, Leadership{Node: node, Partition: partitionOfTask(taskID, b.run.Partitions), Epoch: epoch, TNs: 0})
+}
+
+// supersededByUnseen adds task K: claim 0 granted ok at 10000 (held until
+// about 12000), a renew of it at 11000 refused as superseded; claim 1,
+// whose claim op came back in doubt, was granted at epoch 2 by node 2 and
+// completed (the drain's); only the final records show it.
+func supersededByUnseen(b *builder) {
+	b.enqueue(taskK, 9000, 9010, OK)
+	b.claim(taskK, 0, 10000, 10010, OK)
+	b.claim(taskK, 1, 10500, 0, "")
+	b.op(FRenew, 11000, 11010, Fail, Event{Task: taskK, Claim: u32(0), TTLMs: 2000}, Event{Code: codeClaimSuperseded})
+	b.under(FComplete, taskK, 1, 11500, 11510, OK)
+	b.leads(taskK, 2, 2)
+	v := b.view(taskK, finalCompleted)
+	c1 := completed(claimView(1, 14900, 16900), 15505) // node 2's clock, 4000 ms ahead
+	c1.Epoch = 2
+	v.Claims = []wire.ClaimView{claimView(0, 10005, 12005), c1}
+	v.Attempts = 1
+}
+
+// infoClaimsOverlap adds task K: two claims whose claim ops came back in
+// doubt; the final records show claim 1 (epoch 2, node 2's) starting
+// 595 ms before claim 0's end, beyond the 250 ms bound.
+func infoClaimsOverlap(b *builder) {
+	b.enqueue(taskK, 9000, 9010, OK)
+	b.claim(taskK, 0, 10000, 0, "")
+	b.claim(taskK, 1, 10900, 0, "")
+	b.under(FComplete, taskK, 1, 11500, 11510, OK)
+	b.leads(taskK, 2, 2)
+	v := b.view(taskK, finalCompleted)
+	c1 := completed(claimView(1, 11005, 13005), 11505)
+	c1.Epoch = 2
+	v.Claims = []wire.ClaimView{claimView(0, 10005, 11600), c1}
+	v.Attempts = 1
 }
 
 func TestClaimOverlap(t *testing.T) {
@@ -65,16 +119,45 @@ func TestClaimOverlap(t *testing.T) {
 			twoClaims(b, 10000, 11000)
 			b.under(FFail, taskH, 0, 10500, 10510, Fail)
 		}},
-		{name: "overlap during a clock fault beyond the bounds: excused", check: check, kind: kindOverlap, beyond: 1, inject: func(b *builder) {
+		{name: "overlap during a clock fault beyond the bounds on the granting node: excused", check: check, kind: kindOverlap, beyond: 1, inject: func(b *builder) {
 			twoClaims(b, 10000, 11000)
-			b.beyondFault("clock-skew", 9000, 10500)
+			b.beyondClock(9000, 10500, testLeader, 5000)
+		}},
+		// The history that exposed the old rule: a 1,000 ms overlap on a
+		// 2 s lease passed because a 50 ms window on a node that granted
+		// neither claim touched it.
+		{name: "a clock fault on a node that granted neither claim: not excused", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.beyondClock(10900, 10950, 2, 50)
+		}},
+		{name: "a clock fault on the granting node, over a lease and the bound before both grants: not excused", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.beyondClock(5000, 7000, testLeader, 5000) // 7000 + 2000 + 250 + 252 < 10000
+		}},
+		{name: "a clock fault on the granting node, ended within a lease and the bound of a grant: excused", check: check, kind: kindOverlap, beyond: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			b.beyondClock(6000, 8000, testLeader, 5000)
+		}},
+		{name: "granting node unknown (no leader logged for the epoch): not excused", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11000)
+			setEpoch(b, taskH, 0, 7)
+			setEpoch(b, taskH, 1, 7)
+			b.beyondClock(9000, 10500, testLeader, 5000)
 		}},
 		{name: "overlap away from the fault beyond the bounds: not excused", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
 			twoClaims(b, 10000, 11000)
-			b.beyondFault("clock-skew", 20000, 21000)
+			b.beyondClock(20000, 21000, testLeader, 5000)
 		}},
 		{name: "refused as superseded while surely held", check: check, kind: kindSupersededWhenHeld, want: 1, inject: func(b *builder) {
 			b.op(FRenew, 2500, 2510, Fail, Event{Task: taskF, Claim: u32(0), TTLMs: 2000}, Event{Code: codeClaimSuperseded})
+		}},
+		{name: "refused as superseded while held, the newer claim granted by a node with its clock beyond the bound: excused", check: check, kind: kindSupersededWhenHeld, beyond: 1, inject: func(b *builder) {
+			supersededByUnseen(b)
+			b.beyondClock(10800, 11600, 2, 4000)
+		}},
+		{name: "refused as superseded while held, a clock fault beyond the bound elsewhere: not excused", check: check, kind: kindSupersededWhenHeld, want: 1, inject: func(b *builder) {
+			supersededByUnseen(b)
+			b.beyondClock(10800, 11600, 3, 4000)
 		}},
 		{name: "refused as superseded after the window", check: check, kind: kindSupersededWhenHeld, inject: func(b *builder) {
 			b.op(FRenew, 4100, 4110, Fail, Event{Task: taskF, Claim: u32(0), TTLMs: 2000}, Event{Code: codeClaimSuperseded})
@@ -116,6 +199,21 @@ func TestClaimIDs(t *testing.T) {
 			v := b.views[taskF]
 			v.Claims[1].Start = v.Claims[0].End - 300
 		}},
+		// Claims of unknown outcome are judged from their records: the
+		// old rule excused this whenever the run had any clock fault
+		// beyond the bound, which --quick always has.
+		{name: "final claims of unknown outcome overlap, a clock fault beyond the bound on another node: not excused", check: check, kind: kindStartBefore, want: 1, inject: func(b *builder) {
+			infoClaimsOverlap(b)
+			b.beyondClock(2000, 2500, 3, 60000)
+		}},
+		{name: "final claims of unknown outcome overlap, the granting node's clock beyond the bound then: excused", check: check, kind: kindStartBefore, beyond: 1, inject: func(b *builder) {
+			infoClaimsOverlap(b)
+			b.beyondClock(10900, 11500, 2, 800) // claim 1's start, read with the offset, is 10205
+		}},
+		{name: "final claims of unknown outcome overlap, the granting node's clock moved long before: not excused", check: check, kind: kindStartBefore, want: 1, inject: func(b *builder) {
+			infoClaimsOverlap(b)
+			b.beyondClock(2000, 2500, 2, 60000)
+		}},
 		{name: "final claim starts within the skew bound of the previous end", check: check, kind: kindStartBefore, inject: func(b *builder) {
 			v := b.views[taskF]
 			v.Claims[1].Start = v.Claims[0].End - 200
@@ -123,6 +221,12 @@ func TestClaimIDs(t *testing.T) {
 		{name: "no replica holds claim 0", check: check, kind: kindGap, want: 1, inject: func(b *builder) {
 			v := b.views[taskF]
 			v.Claims = v.Claims[1:]
+		}},
+		{name: "two nodes logged leading one epoch", check: check, kind: kindTwoLeaders, want: 1, inject: func(b *builder) {
+			b.leads(taskA, testEpoch, 2)
+		}},
+		{name: "one node logged leading one epoch twice", check: check, kind: kindTwoLeaders, inject: func(b *builder) {
+			b.leads(taskA, testEpoch, testLeader)
 		}},
 		{name: "acknowledged claim on no replica", check: check, kind: kindClaimMissing, want: 1, inject: func(b *builder) {
 			v := b.views[taskC]
@@ -142,6 +246,21 @@ func TestFencing(t *testing.T) {
 		}},
 		{name: "complete under a superseded claim refused", check: check, kind: kindStale, inject: func(b *builder) {
 			b.op(FComplete, 4500, 4510, Fail, Event{Task: taskF, Claim: u32(0)}, Event{Code: codeClaimSuperseded})
+		}},
+		// The newer claim's op came back in doubt: only the final records
+		// show it, started 4305 by its leader's clock.
+		{name: "renew under claim 0 accepted after claim 1 started, claim 1 in doubt", check: check, kind: kindStale, want: 1, inject: func(b *builder) {
+			b.claimInDoubt(taskF, 1)
+			b.under(FRenew, taskF, 0, 4600, 4610, OK)
+		}},
+		{name: "renew under claim 0 accepted within the skew bound of claim 1's start", check: check, kind: kindStale, inject: func(b *builder) {
+			b.claimInDoubt(taskF, 1)
+			b.under(FRenew, taskF, 0, 4500, 4510, OK)
+		}},
+		{name: "renew accepted after a newer claim started, its leader's clock beyond the bound: excused", check: check, kind: kindStale, beyond: 1, inject: func(b *builder) {
+			b.claimInDoubt(taskF, 1)
+			b.under(FRenew, taskF, 0, 4600, 4610, OK)
+			b.beyondClock(4000, 4500, testLeader, 1000)
 		}},
 		{name: "complete after the sink fenced the claim", check: check, kind: kindSinkFenced, want: 1, inject: func(b *builder) {
 			b.effect(taskF, 1, 4340, yes())

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/skuldd/skuldd/wire"
 )
 
 // Total-queue (TESTING.md section 1.5 and 6.1), keyed by task id: ids are
@@ -12,13 +14,16 @@ import (
 // attempt, which would hide a duplicate).
 //
 //   - attempted: ids of every enqueue invoke; acknowledged: ids with an ok
-//     enqueue.
+//     enqueue; known: ids the history shows exist, acknowledged or with
+//     any later op (claim, renew, update, complete, fail, snooze, cancel)
+//     that came back ok, whatever their enqueue's outcome.
 //   - dequeued: with dequeue = complete, the distinct (task, claim) of ok
 //     completes; with dequeue = claim, the ok claims.
-//   - lost: an acknowledged id whose task, after the harness's drain, is
-//     missing from every final read or is in none of them in the state the
-//     dequeue leads to. A task dead after max_attempts, or blocked forever
-//     behind one, was handled as designed and is counted, not lost.
+//   - lost: a known id whose task, after the harness's drain, is missing
+//     from every final read or is in none of them in the state the
+//     dequeue leads to. A task dead after max_attempts or cancelled, or
+//     blocked forever behind one, was handled as designed and is counted,
+//     not lost.
 //   - unexpected: dequeues of ids never attempted.
 //   - duplicated: dequeues beyond the first per id; recovered: dequeued ids
 //     whose enqueues all came back fail or info. Neither fails the run
@@ -38,12 +43,14 @@ const (
 	finalMissing   = "missing"
 	finalCompleted = "completed"
 	finalDead      = "dead"
+	finalCancelled = "cancelled"
 	finalBlocked   = "blocked"
 	finalPending   = "pending" // ready, claimed or delayed
 )
 
 // finalState merges a task's final views: completed if any replica says
-// so (a completion is set forever), then dead, then blocked.
+// so (a completion is set forever), then cancelled (as final), then dead,
+// then blocked.
 func (t *taskHist) finalState() string {
 	views := t.found()
 	if len(views) == 0 {
@@ -54,36 +61,53 @@ func (t *taskHist) finalState() string {
 		switch s := r.view.State; {
 		case s == finalCompleted:
 			return finalCompleted
-		case s == finalDead:
+		case s == finalCancelled:
+			state = finalCancelled
+		case s == finalDead && state != finalCancelled:
 			state = finalDead
-		case s == finalBlocked && state != finalDead:
+		case s == finalBlocked && state == finalPending:
 			state = finalBlocked
 		}
 	}
 	return state
 }
 
-// deps returns a task's dependencies: from a final view, else from its
-// enqueues.
+// deps returns a task's dependencies as the history enqueued them, so
+// that a checker judging by them cannot be misled by what the replicas
+// hold (a bug that dropped a task's deps on every replica would make it
+// look free to run); the idempotent-enqueue check holds the views' deps
+// to the enqueues'. Every enqueue of an id sends the same deps (else that
+// check counts a harness defect); the first that may have applied
+// stands. Only for a task the history never enqueued do the final views
+// say.
 func (t *taskHist) deps() []string {
-	for _, r := range t.found() {
-		out := make([]string, 0, len(r.view.Deps))
-		for _, d := range r.view.Deps {
-			out = append(out, d.String())
-		}
-		return out
-	}
 	for _, e := range t.enqueues {
-		if len(e.inv.Deps) > 0 {
+		if e.mayHaveApplied() {
 			return e.inv.Deps
 		}
+	}
+	if len(t.enqueues) > 0 {
+		return t.enqueues[0].inv.Deps
+	}
+	for _, r := range t.found() {
+		return viewDeps(r.view)
 	}
 	return nil
 }
 
-// blockedForever reports whether a task is blocked behind a dead
-// dependency, directly or through other blocked ones: it can never run,
-// as designed, so it is not lost.
+// viewDeps returns a view's dependencies as hex ids.
+func viewDeps(v *wire.TaskView) []string {
+	out := make([]string, 0, len(v.Deps))
+	for _, d := range v.Deps {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+// blockedForever reports whether a task is blocked behind a dead or
+// cancelled dependency (a cancel satisfies no dependency), directly or
+// through other blocked ones: it can never run, as designed, so it is not
+// lost.
 func (h *history) blockedForever(id string, memo map[string]bool) bool {
 	if v, ok := memo[id]; ok {
 		return v
@@ -95,7 +119,10 @@ func (h *history) blockedForever(id string, memo map[string]bool) bool {
 	}
 	for _, d := range t.deps() {
 		dt := h.tasks[d]
-		if dt != nil && (dt.finalState() == finalDead || h.blockedForever(d, memo)) {
+		if dt == nil {
+			continue
+		}
+		if s := dt.finalState(); s == finalDead || s == finalCancelled || h.blockedForever(d, memo) {
 			memo[id] = true
 			return true
 		}
@@ -103,16 +130,25 @@ func (h *history) blockedForever(id string, memo map[string]bool) bool {
 	return false
 }
 
-// enqueueTally is what the enqueues of one task say.
+// enqueueTally is what the history says of one task's existence.
 type enqueueTally struct {
 	attempted bool
 	acked     bool
-	ackAt     int64 // the first ok's time
+	ackAt     int64 // the first ok enqueue's time
 	// acks is the first ok's acks (0: not recorded): how many replicas
 	// held the task when it was acknowledged.
 	acks int
 	// allFailed: every attempt came back fail, so the task must not exist.
 	allFailed bool
+	// known: the history proves the task exists, by an ok enqueue or an
+	// ok op on it (a claim granting it, a renew, update, complete, fail,
+	// snooze or cancel acknowledged): such a task must survive as an
+	// acknowledged enqueue must, whatever its enqueue's outcome (an
+	// enqueue in doubt whose task was then worked is as real as one
+	// acknowledged). knownBy is the first such ok op, knownAt its time.
+	known   bool
+	knownAt int64
+	knownBy *op
 }
 
 func (t *taskHist) tally() enqueueTally {
@@ -125,7 +161,19 @@ func (t *taskHist) tally() enqueueTally {
 			e.allFailed = false
 		}
 	}
+	for _, ops := range t.allOps() {
+		for _, o := range ops {
+			if o.ok() && (!e.known || o.tc < e.knownAt) {
+				e.known, e.knownAt, e.knownBy = true, o.tc, o
+			}
+		}
+	}
 	return e
+}
+
+// allOps lists the task's ops by kind: its enqueues first.
+func (t *taskHist) allOps() [][]*op {
+	return [][]*op{t.enqueues, t.grants, t.renews, t.updates, t.completes, t.fails, t.snoozes, t.cancels}
 }
 
 // exists reports whether anything shows the task exists: a replica holds
@@ -134,7 +182,7 @@ func (t *taskHist) exists() (bool, []int64) {
 	if rs := t.found(); len(rs) > 0 {
 		return true, nil
 	}
-	for _, ops := range [][]*op{t.grants, t.renews, t.updates, t.completes, t.fails, t.snoozes} {
+	for _, ops := range t.allOps()[1:] {
 		for _, o := range ops {
 			if o.ok() {
 				return true, o.events()
@@ -146,7 +194,10 @@ func (t *taskHist) exists() (bool, []int64) {
 
 // queueCounts are the figures both total-queue checks report.
 type queueCounts struct {
-	attempted, acked, ok, duplicated, recovered, dead, blocked int64
+	attempted, acked, ok, duplicated, recovered, dead, cancelled, blocked int64
+	// knownOnly counts the tasks known to exist only by a later op (their
+	// enqueues came back in doubt or refused).
+	knownOnly int64
 	// The lost tasks (within the bounds and beyond) by what the final
 	// reads found: no replica holds them (the data is gone), a replica
 	// holds them but the dequeue never reached them (stuck, e.g. in a
@@ -169,13 +220,15 @@ func newQueueCounts(h *history) queueCounts {
 func (q *queueCounts) write(c *Check, withDead bool) {
 	c.count("attempted", q.attempted)
 	c.count("acknowledged", q.acked)
+	c.count("known by a later op only (enqueue in doubt or refused)", q.knownOnly)
 	c.count("ok", q.ok)
 	c.count("duplicated", q.duplicated)
 	c.count("recovered", q.recovered)
 	if withDead {
 		c.count("dead (max_attempts)", q.dead)
 	}
-	c.count("blocked behind a dead dependency", q.blocked)
+	c.count("cancelled", q.cancelled)
+	c.count("blocked behind a dead or cancelled dependency", q.blocked)
 	c.count("lost: on no replica", q.lostGone)
 	c.count("lost: held, never dequeued", q.lostHeld)
 	c.count("lost: no final read answered", q.lostUnread)
@@ -200,7 +253,7 @@ func (q *queueCounts) countLost(t *taskHist, e enqueueTally) {
 
 func checkQueueByComplete(h *history) *Check {
 	c := newCheck("total-queue (dequeue = acknowledged complete)",
-		"every acknowledged enqueue is completed in the final state (or dead); nothing unattempted is completed; no definitely failed enqueue exists",
+		"every task known to exist (its enqueue or a later op on it acknowledged) is completed in the final state (or dead, or cancelled); nothing unattempted is completed; no definitely failed enqueue exists",
 		kindLost, kindUnexpected, kindFailedDelivered)
 	q := newQueueCounts(h)
 	memo := map[string]bool{}
@@ -213,13 +266,13 @@ func checkQueueByComplete(h *history) *Check {
 			if o.ok() {
 				claims[o.claim] = true
 				if !e.attempted {
-					c.flag(kindUnexpected, false, o.tc, Example{Task: id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events(), Detail: "completed, never enqueued"})
+					c.flag(kindUnexpected, "", o.tc, Example{Task: id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events(), Detail: "completed, never enqueued"})
 				}
 			}
 		}
 		q.count(e, len(claims))
 		state := t.finalState()
-		if e.acked && state != finalCompleted {
+		if e.known && state != finalCompleted {
 			h.lostOrHandled(c, &q, t, e, state, memo)
 		}
 		if e.acked && state == finalCompleted && len(claims) == 0 {
@@ -227,7 +280,7 @@ func checkQueueByComplete(h *history) *Check {
 		}
 		if e.allFailed {
 			if ok, evs := t.exists(); ok {
-				c.flag(kindFailedDelivered, false, t.enqueues[0].tc, Example{Task: id, Events: append(t.enqueues[0].events(), evs...),
+				c.flag(kindFailedDelivered, "", t.enqueues[0].tc, Example{Task: id, Events: append(t.enqueues[0].events(), evs...),
 					TNs: []int64{t.enqueues[0].ti}, Detail: "every enqueue came back fail, yet the task exists"})
 			}
 		}
@@ -248,6 +301,9 @@ func (q *queueCounts) count(e enqueueTally, dequeues int) {
 			q.fewAcks++
 		}
 	}
+	if e.known && !e.acked {
+		q.knownOnly++
+	}
 	if dequeues > 0 && e.attempted {
 		q.ok++
 		if !e.acked {
@@ -259,14 +315,17 @@ func (q *queueCounts) count(e enqueueTally, dequeues int) {
 	}
 }
 
-// lostOrHandled files an acknowledged task that the dequeue did not reach:
-// dead and blocked-forever tasks were handled as designed; anything else
-// is lost. A fault that loses data beyond the bounds after the ack excuses
-// it.
+// lostOrHandled files a known task that the dequeue did not reach: dead,
+// cancelled and blocked-forever tasks were handled as designed; anything
+// else is lost. A fault that loses data beyond the bounds after the task
+// was known to exist excuses it.
 func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueueTally, state string, memo map[string]bool) {
 	switch {
 	case state == finalDead:
 		q.dead++
+		return
+	case state == finalCancelled:
+		q.cancelled++
 		return
 	case state == finalBlocked && h.blockedForever(t.id, memo):
 		q.blocked++
@@ -274,15 +333,18 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 	}
 	q.countLost(t, e)
 	detail := t.statesDetail()
-	beyond := h.beyondLoss(t.id, e.ackAt, h.tEnd)
-	if !beyond && state == finalBlocked {
-		beyond = h.blockedBeyond(t, e.ackAt, map[string]bool{})
+	if !e.acked {
+		detail = fmt.Sprintf("known by its %s's ok (enqueue never acknowledged); %s", e.knownBy.f, detail)
 	}
-	c.flag(kindLost, beyond, e.ackAt,
-		Example{Task: t.id, TNs: []int64{e.ackAt}, Events: firstOK(t.enqueues).events(), Detail: detail})
+	why := h.beyondLoss(t.id, e.knownAt, h.tEnd)
+	if why == "" && state == finalBlocked {
+		why = h.blockedBeyond(t, e.knownAt, map[string]bool{})
+	}
+	c.flag(kindLost, why, e.knownAt,
+		Example{Task: t.id, TNs: []int64{e.knownAt}, Events: e.knownBy.events(), Detail: detail})
 }
 
-// blockedBeyond reports whether a blocked task waits on a dependency that
+// blockedBeyond says whether a blocked task waits on a dependency that
 // faults beyond the bounds can explain never completing: one not completed
 // whose own loss they explain (beyond, from its acknowledgement, or from
 // the dependent's, at which the dependency existed), directly or behind
@@ -290,7 +352,7 @@ func (h *history) lostOrHandled(c *Check, q *queueCounts, t *taskHist, e enqueue
 // the dependent blocked for good although nothing near it was lost; its
 // loss is the dependency's, and so is the excuse. A dependency completed,
 // or one whose loss is within the bounds, excuses nothing.
-func (h *history) blockedBeyond(t *taskHist, ackAt int64, seen map[string]bool) bool {
+func (h *history) blockedBeyond(t *taskHist, ackAt int64, seen map[string]bool) excuse {
 	for _, d := range t.deps() {
 		dt := h.tasks[d]
 		if dt == nil || seen[d] || dt.finalState() == finalCompleted {
@@ -298,14 +360,18 @@ func (h *history) blockedBeyond(t *taskHist, ackAt int64, seen map[string]bool) 
 		}
 		seen[d] = true
 		from := ackAt
-		if de := dt.tally(); de.acked {
-			from = min(from, de.ackAt)
+		if de := dt.tally(); de.known {
+			from = min(from, de.knownAt)
 		}
-		if h.beyondLoss(d, from, h.tEnd) || dt.finalState() == finalBlocked && h.blockedBeyond(dt, from, seen) {
-			return true
+		why := h.beyondLoss(d, from, h.tEnd)
+		if why == "" && dt.finalState() == finalBlocked {
+			why = h.blockedBeyond(dt, from, seen)
+		}
+		if why != "" {
+			return excuse(fmt.Sprintf("dependency %s lost: %s", d, why))
 		}
 	}
-	return false
+	return ""
 }
 
 // statesDetail says what each replica's final read found: the states and
@@ -337,18 +403,9 @@ func (t *taskHist) statesDetail() string {
 	return "final reads: " + strings.Join(parts, ", ")
 }
 
-func firstOK(ops []*op) *op {
-	for _, o := range ops {
-		if o.ok() {
-			return o
-		}
-	}
-	return ops[0]
-}
-
 func checkQueueByClaim(h *history) *Check {
 	c := newCheck("total-queue (dequeue = ok claim)",
-		"every acknowledged enqueue was claimed (or is blocked behind a dead dependency); nothing unattempted is claimed",
+		"every task known to exist was claimed (or is cancelled, or blocked behind a dead or cancelled dependency); nothing unattempted is claimed",
 		kindLost, kindUnexpected)
 	q := newQueueCounts(h)
 	memo := map[string]bool{}
@@ -357,11 +414,11 @@ func checkQueueByClaim(h *history) *Check {
 		e := t.tally()
 		if !e.attempted {
 			for _, g := range t.grants {
-				c.flag(kindUnexpected, false, g.tc, Example{Task: id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(), Detail: "claimed, never enqueued"})
+				c.flag(kindUnexpected, "", g.tc, Example{Task: id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(), Detail: "claimed, never enqueued"})
 			}
 		}
 		q.count(e, len(t.grants))
-		if !e.acked || len(t.grants) > 0 {
+		if !e.known || len(t.grants) > 0 {
 			continue
 		}
 		// Claims the history saw only as info still show in the views.

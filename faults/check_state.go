@@ -69,7 +69,7 @@ func (h *history) ackedUpdate(c *Check, t *taskHist, o *op, rs []taskRead) {
 	ex := Example{Task: t.id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events()}
 	if len(rs) == 0 {
 		ex.Detail = fmt.Sprintf("seq %d in none of %d replicas' views", *o.inv.Seq, len(t.found()))
-		c.flag(kindUpdateMissing, h.beyond(durability, t.id, o.tc, h.tEnd), o.tc, ex)
+		c.flag(kindUpdateMissing, h.beyond(t.id, o.tc, h.tEnd), o.tc, ex)
 		return
 	}
 	for _, r := range rs {
@@ -77,7 +77,7 @@ func (h *history) ackedUpdate(c *Check, t *taskHist, o *op, rs []taskRead) {
 			if u.Claim == o.claim && u.Seq == *o.inv.Seq && string(u.Data) != o.inv.Value {
 				ex.Nodes = []int{r.read.Node}
 				ex.Detail = fmt.Sprintf("seq %d sent %q, visible %q", u.Seq, truncate(o.inv.Value), truncate(string(u.Data)))
-				c.flag(kindUpdateData, false, o.tc, ex)
+				c.flag(kindUpdateData, "", o.tc, ex)
 				return
 			}
 		}
@@ -94,7 +94,7 @@ func (h *history) visibleUpdate(c *Check, t *taskHist, k updKey, rs []taskRead, 
 	slices.Sort(ex.Nodes)
 	if len(sent) == 0 {
 		ex.Detail = fmt.Sprintf("seq %d was never sent", k.seq)
-		c.flag(kindUpdateUnexpected, false, rs[0].read.TNs, ex)
+		c.flag(kindUpdateUnexpected, "", rs[0].read.TNs, ex)
 		return
 	}
 	for _, o := range sent {
@@ -104,7 +104,7 @@ func (h *history) visibleUpdate(c *Check, t *taskHist, k updKey, rs []taskRead, 
 		ex.Events = append(ex.Events, o.events()...)
 	}
 	ex.Detail = fmt.Sprintf("seq %d: every update came back fail", k.seq)
-	c.flag(kindUpdateFailedSeen, false, sent[0].tc, ex)
+	c.flag(kindUpdateFailedSeen, "", sent[0].tc, ex)
 }
 
 // Anomaly kinds of the dependency check.
@@ -144,7 +144,7 @@ func checkDeps(h *history) *Check {
 					ex.Events = append(ex.Events, doneOp.events()...)
 					ex.Detail = fmt.Sprintf("dependency %s: first complete invoked %s after the claim's ok", d, fmtMs(done-g.tc))
 				}
-				c.flag(kindDepOrder, false, g.tc, ex)
+				c.flag(kindDepOrder, "", g.tc, ex)
 			}
 		}
 	}
@@ -230,7 +230,7 @@ func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32, views [
 		if g.out.Attempts < limit && ended < limit {
 			continue
 		}
-		c.flag(kindClaimedDead, h.beyond(durability, t.id, 0, g.tc), g.tc, Example{Task: t.id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
+		c.flag(kindClaimedDead, h.beyond(t.id, 0, g.tc), g.tc, Example{Task: t.id, Claims: []uint32{g.claim}, TNs: []int64{g.tc}, Events: g.events(),
 			Detail: fmt.Sprintf("max_attempts %d; the ok reported %d attempts, the history proves %d", limit, g.out.Attempts, ended)})
 	}
 }
@@ -257,14 +257,14 @@ func attemptsOfView(flags *taskFlags, t *taskHist, r taskRead) {
 	switch {
 	case v.State == finalDead && (v.MaxAttempts == 0 || ended < v.MaxAttempts):
 		ex.Detail = fmt.Sprintf("dead with %d ended claims, max_attempts %d", ended, v.MaxAttempts)
-		flags.add(kindDeadEarly, false, r.read.TNs, ex, r.read.Node)
-	case v.MaxAttempts > 0 && v.Attempts >= v.MaxAttempts && !slices.Contains([]string{finalDead, finalCompleted, stateClaimed}, v.State):
+		flags.add(kindDeadEarly, "", r.read.TNs, ex, r.read.Node)
+	case v.MaxAttempts > 0 && v.Attempts >= v.MaxAttempts && !slices.Contains([]string{finalDead, finalCompleted, finalCancelled, stateClaimed}, v.State):
 		ex.Detail = fmt.Sprintf("%s with %d attempts of %d", v.State, v.Attempts, v.MaxAttempts)
-		flags.add(kindNotDead, false, r.read.TNs, ex, r.read.Node)
+		flags.add(kindNotDead, "", r.read.TNs, ex, r.read.Node)
 	}
 	if v.Attempts > ended {
 		ex.Detail = fmt.Sprintf("attempts %d, ended claims %d", v.Attempts, ended)
-		flags.add(kindOverCounted, false, r.read.TNs, ex, r.read.Node)
+		flags.add(kindOverCounted, "", r.read.TNs, ex, r.read.Node)
 	}
 }
 
@@ -298,10 +298,10 @@ func (h *history) releases(c *Check, t *taskHist, views []taskRead) {
 			switch {
 			case i < 0:
 				ex.Detail = o.f + " acknowledged, claim not released"
-				flags.add(kindReleaseMissing, h.beyond(durability, t.id, o.tc, h.tEnd), o.tc, ex, r.read.Node)
+				flags.add(kindReleaseMissing, h.beyond(t.id, o.tc, h.tEnd), o.tc, ex, r.read.Node)
 			case r.view.Failures[i].Snooze != snooze && !mayHave(other, o.claim):
 				ex.Detail = fmt.Sprintf("%s acknowledged, view says snooze=%v", o.f, r.view.Failures[i].Snooze)
-				flags.add(kindReleaseKind, false, o.tc, ex, r.read.Node)
+				flags.add(kindReleaseKind, "", o.tc, ex, r.read.Node)
 			}
 		}
 	}
@@ -323,6 +323,7 @@ const (
 	kindSlow         = "converged later than the goal"
 	kindDiverged     = "replicas disagree"
 	kindResurrected  = "acknowledged completion undone"
+	kindCancelUndone = "acknowledged cancel undone"
 )
 
 // convergenceSlackMs is the fixed part of the convergence goal: two
@@ -335,8 +336,8 @@ const aaeRoundsGoal = 2
 
 func checkConvergence(h *history) *Check {
 	c := newCheck("convergence",
-		"after heal the harness saw every replica's digests agree within 2 x aae interval + 5 s; every replica holding a task shows the same task; no replica shows an acknowledged completion undone",
-		kindNotConverged, kindSlow, kindDiverged, kindResurrected)
+		"after heal the harness saw every replica's digests agree within 2 x aae interval + 5 s; every replica holding a task shows the same task; no replica shows an acknowledged completion or cancel undone",
+		kindNotConverged, kindSlow, kindDiverged, kindResurrected, kindCancelUndone)
 	h.convergenceTime(c)
 	var compared int64
 	for _, id := range h.ids {
@@ -346,26 +347,42 @@ func checkConvergence(h *history) *Check {
 			compared++
 			diverged(c, t, views)
 		}
-		var done *op
-		for _, o := range t.completes {
-			if o.ok() && (done == nil || o.tc < done.tc) {
-				done = o
-			}
-		}
-		if done == nil {
-			continue
-		}
-		var flags taskFlags
-		for _, r := range views {
-			if r.view.State != finalCompleted {
-				flags.add(kindResurrected, h.beyond(durability, id, done.tc, h.tEnd), done.tc, Example{Task: id, Claims: []uint32{done.claim},
-					TNs: []int64{done.tc, r.read.TNs}, Events: done.events(), Detail: "final state " + r.view.State}, r.read.Node)
-			}
-		}
-		flags.flush(c)
+		h.undone(c, t, t.completes, finalCompleted, kindResurrected)
+		h.undone(c, t, t.cancels, finalCancelled, kindCancelUndone)
 	}
 	c.count("tasks held by several replicas", compared)
 	return c
+}
+
+// undone flags the replicas whose view of t is not in state although one
+// of ops (its completes, or its cancels) came back ok: a terminal state
+// acknowledged is never undone.
+func (h *history) undone(c *Check, t *taskHist, ops []*op, state, kind string) {
+	var done *op
+	for _, o := range ops {
+		if o.ok() && (done == nil || o.tc < done.tc) {
+			done = o
+		}
+	}
+	if done == nil {
+		return
+	}
+	var flags taskFlags
+	for _, r := range t.found() {
+		if r.view.State != state {
+			flags.add(kind, h.beyond(t.id, done.tc, h.tEnd), done.tc, Example{Task: t.id, Claims: claimsOf(done),
+				TNs: []int64{done.tc, r.read.TNs}, Events: done.events(), Detail: done.f + " acknowledged, final state " + r.view.State}, r.read.Node)
+		}
+	}
+	flags.flush(c)
+}
+
+// claimsOf is the claim an op names, if any, for an example.
+func claimsOf(o *op) []uint32 {
+	if !o.hasClaim {
+		return nil
+	}
+	return []uint32{o.claim}
 }
 
 // convergenceTime judges the time from the heal phase to the harness's
@@ -392,14 +409,14 @@ func (h *history) convergenceTime(c *Check) {
 	}
 	ex := Example{TNs: []int64{heal.TNs, end.TNs}, Events: []int64{heal.Index, end.Index}, Detail: string(end.Detail)}
 	if end.F == phaseNotConverged {
-		c.flag(kindNotConverged, h.beyond(durability, "", 0, end.TNs), end.TNs, ex)
+		c.flag(kindNotConverged, h.beyond("", 0, end.TNs), end.TNs, ex)
 		return
 	}
 	tookMs := (end.TNs - heal.TNs) / nsPerMs
 	c.count("heal to converged (ms)", tookMs)
 	if tookMs > goalMs {
 		ex.Detail = fmt.Sprintf("%d ms, goal %d ms", tookMs, goalMs)
-		c.flag(kindSlow, false, end.TNs, ex)
+		c.flag(kindSlow, "", end.TNs, ex)
 	}
 }
 
@@ -408,7 +425,7 @@ func diverged(c *Check, t *taskHist, views []taskRead) {
 	first := views[0]
 	for _, r := range views[1:] {
 		if fields := viewDiff(first.view, r.view); len(fields) > 0 {
-			c.flag(kindDiverged, false, r.read.TNs, Example{Task: t.id, Nodes: []int{first.read.Node, r.read.Node},
+			c.flag(kindDiverged, "", r.read.TNs, Example{Task: t.id, Nodes: []int{first.read.Node, r.read.Node},
 				TNs: []int64{first.read.TNs, r.read.TNs}, Detail: "differ in " + strings.Join(fields, ", ")})
 			return
 		}
@@ -433,7 +450,7 @@ func viewDiff(a, b *wire.TaskView) []string {
 		{"deps", a.Deps, b.Deps}, {"claims", a.Claims, b.Claims}, {"updates", a.Updates, b.Updates},
 		{"failures", a.Failures, b.Failures}, {"max_attempts", a.MaxAttempts, b.MaxAttempts},
 		{"not_before", a.NotBefore, b.NotBefore}, {"enqueued_at", a.EnqueuedAt, b.EnqueuedAt},
-		{"group", a.Group, b.Group}, {"description", a.Description, b.Description},
+		{"group", a.Group, b.Group}, {"description", a.Description, b.Description}, {"cancelled", a.Cancelled, b.Cancelled},
 	}
 	for _, f := range fields {
 		if !sameJSON(f.a, f.b) {
@@ -478,14 +495,14 @@ func sameJSON(a, b any) bool {
 
 // Anomaly kinds of the idempotent-enqueue check.
 const (
-	kindIDDisagree   = "replicas disagree on payload or queue"
-	kindIDForeign    = "payload or queue of no enqueue of the id"
+	kindIDDisagree   = "replicas disagree on payload, queue or deps"
+	kindIDForeign    = "payload, queue or deps of no enqueue of the id"
 	kindPayloadTwice = "one payload under several ids"
 )
 
 func checkIdempotentEnqueue(h *history) *Check {
 	c := newCheck("idempotent enqueue",
-		"one task per client-chosen id: its replicas agree on payload and queue, which are those of an enqueue of the id; no payload is stored under two ids",
+		"one task per client-chosen id: its replicas agree on payload, queue and deps, which are those of an enqueue of the id; no payload is stored under two ids",
 		kindIDDisagree, kindIDForeign, kindPayloadTwice)
 	owner := map[string]string{} // payload -> first id holding it
 	var retried, inconsistent int64
@@ -502,23 +519,23 @@ func checkIdempotentEnqueue(h *history) *Check {
 		for i, r := range views {
 			v := r.view
 			ex := Example{Task: id, TNs: []int64{r.read.TNs}}
-			if i > 0 && (v.Queue != views[0].view.Queue || !bytes.Equal(v.Data, views[0].view.Data)) {
+			if i > 0 && (v.Queue != views[0].view.Queue || !bytes.Equal(v.Data, views[0].view.Data) || !sameDeps(viewDeps(v), viewDeps(views[0].view))) {
 				ex.Detail = fmt.Sprintf("replicas hold other tasks under this id than node %d", views[0].read.Node)
-				flags.add(kindIDDisagree, false, r.read.TNs, ex, r.read.Node)
+				flags.add(kindIDDisagree, "", r.read.TNs, ex, r.read.Node)
 			}
 			if len(t.enqueues) > 0 && !slices.ContainsFunc(t.enqueues, func(o *op) bool {
-				return o.inv.Value == string(v.Data) && (o.inv.Queue == "" || o.inv.Queue == v.Queue)
+				return o.inv.Value == string(v.Data) && (o.inv.Queue == "" || o.inv.Queue == v.Queue) && sameDeps(o.inv.Deps, viewDeps(v))
 			}) {
 				ex.Events = t.enqueues[0].events()
-				ex.Detail = fmt.Sprintf("holds %q in %q", truncate(string(v.Data)), v.Queue)
-				flags.add(kindIDForeign, false, r.read.TNs, ex, r.read.Node)
+				ex.Detail = fmt.Sprintf("holds %q in %q with deps %v", truncate(string(v.Data)), v.Queue, viewDeps(v))
+				flags.add(kindIDForeign, "", r.read.TNs, ex, r.read.Node)
 			}
 		}
 		flags.flush(c)
 		if len(views) > 0 && len(views[0].view.Data) > 0 {
 			p := string(views[0].view.Data)
 			if other, ok := owner[p]; ok {
-				c.flag(kindPayloadTwice, false, views[0].read.TNs, Example{Task: id, TNs: []int64{views[0].read.TNs},
+				c.flag(kindPayloadTwice, "", views[0].read.TNs, Example{Task: id, TNs: []int64{views[0].read.TNs},
 					Detail: fmt.Sprintf("payload %q also under %s", truncate(p), other)})
 			} else {
 				owner[p] = id
@@ -526,18 +543,30 @@ func checkIdempotentEnqueue(h *history) *Check {
 		}
 	}
 	c.count("ids enqueued more than once (retries)", retried)
-	c.count("ids whose enqueues differ in payload or queue (harness)", inconsistent)
+	c.count("ids whose enqueues differ in payload, queue or deps (harness)", inconsistent)
 	return c
 }
 
 // sameEnqueues reports whether every enqueue of an id sent the same task.
 func sameEnqueues(ops []*op) bool {
 	for _, o := range ops[min(1, len(ops)):] {
-		if o.inv.Value != ops[0].inv.Value || o.inv.Queue != ops[0].inv.Queue {
+		if o.inv.Value != ops[0].inv.Value || o.inv.Queue != ops[0].inv.Queue || !sameDeps(o.inv.Deps, ops[0].inv.Deps) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameDeps reports whether two lists name the same dependencies, in any
+// order (a task stores its deps sorted).
+func sameDeps(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // truncLen bounds the payloads quoted in examples.

@@ -84,6 +84,12 @@ func TestDependencyOrder(t *testing.T) {
 			b.view(taskK, finalCompleted).Claims = []wire.ClaimView{completed(claimView(0, 105, 2105), 905)}
 			dependent(b, taskK, 1000)
 		}},
+		// A bug that dropped a task's deps on every replica: the views
+		// show none, the history enqueued one.
+		{name: "claimed before its dependency completed, the deps gone from every replica", check: check, kind: kindDepOrder, want: 1, inject: func(b *builder) {
+			dependent(b, taskA, 1000)
+			b.views[taskG].Deps = nil
+		}},
 		{name: "a failed complete does not count", check: check, kind: kindDepOrder, want: 1, inject: func(b *builder) {
 			b.enqueue(taskK, 30, 40, OK)
 			b.claim(taskK, 0, 100, 110, OK)
@@ -221,6 +227,12 @@ func TestIdempotentEnqueue(t *testing.T) {
 		{name: "queue of no enqueue of the id", check: check, kind: kindIDForeign, want: 1, inject: func(b *builder) {
 			b.views[taskA].Queue = "elsewhere"
 		}},
+		{name: "deps of no enqueue of the id", check: check, kind: kindIDForeign, want: 1, inject: func(b *builder) {
+			b.views[taskB].Deps = []task.ID{b.views[taskC].ID}
+		}},
+		{name: "replicas hold other deps under one id", check: check, kind: kindIDDisagree, want: 1, inject: func(b *builder) {
+			b.onNode(taskB, 3).Deps = []task.ID{b.views[taskA].ID, b.views[taskC].ID}
+		}},
 		{name: "a retried enqueue is one task", check: check, kind: kindIDForeign, inject: func(b *builder) {
 			b.enqueue(taskA, 11, 12, OK)
 		}},
@@ -249,6 +261,7 @@ func unansweredThenClaim(b *builder, released bool) {
 	}
 	b.events = slices.DeleteFunc(b.events, func(e Event) bool { return procs[e.Proc] })
 	b.claim(taskC, 2, 700, 710, OK)
+	b.under(FFail, taskC, 2, 790, 800, OK)
 	v := b.views[taskC]
 	v.Claims = []wire.ClaimView{claimView(0, 105, 205), claimView(1, 305, 305), claimView(2, 705, 800)}
 	v.Failures = []wire.FailureView{{Claim: 0, At: nodeEpochMs + 205}, {Claim: 1, At: nodeEpochMs + 305, Snooze: released}, {Claim: 2, At: nodeEpochMs + 800}}

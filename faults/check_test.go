@@ -25,7 +25,8 @@ var testNodes = []int{1, 2, 3}
 
 func testRun() RunInfo {
 	return RunInfo{Seed: 7, Scenario: "unit", Nodes: 3, Partitions: 4, Replicas: 3, W: 2,
-		SkewBoundMs: 250, MaxDriftMs: 50, AAEIntervalMs: 1000, TTLMs: 2000, MaxAttempts: 2}
+		SkewBoundMs: 250, MaxDriftMs: 50, AAEIntervalMs: 1000, TTLMs: 2000, MaxAttempts: 2,
+		StartUnixNs: nodeEpochMs * nsPerMs}
 }
 
 // builder accumulates a history and the final views.
@@ -38,7 +39,19 @@ type builder struct {
 	views   map[string]*wire.TaskView
 	perNode map[string]map[int]*wire.TaskView
 	absent  []string
+	// leaders are the leaderships the run logged besides the default:
+	// node testLeader leads every partition at testEpoch.
+	leaders []Leadership
+	// corrupt, if set, damages the input after it is built.
+	corrupt func(in *Input)
 }
+
+// Every claim of the fixture is granted at testEpoch of its partition,
+// which testLeader leads.
+const (
+	testEpoch  = 1
+	testLeader = 1
+)
 
 func newBuilder() *builder {
 	return &builder{run: testRun(), views: map[string]*wire.TaskView{}, perNode: map[string]map[int]*wire.TaskView{}}
@@ -71,7 +84,7 @@ func (b *builder) enqueue(task string, ti, tc int64, typ string, deps ...string)
 func (b *builder) claim(task string, claim uint32, ti, tc int64, typ string) {
 	out := Event{}
 	if typ == OK {
-		out = Event{Task: task, Claim: u32(claim), End: nodeEpochMs + tc + b.run.TTLMs}
+		out = Event{Task: task, Claim: u32(claim), Epoch: testEpoch, End: nodeEpochMs + tc + b.run.TTLMs}
 	}
 	b.op(FClaim, ti, tc, typ, Event{Queue: "q", TTLMs: b.run.TTLMs}, out)
 }
@@ -117,7 +130,7 @@ func (b *builder) view(taskID, state string) *wire.TaskView {
 
 // claimView is a claim as a view shows it, times in run ms.
 func claimView(idx uint32, startMs, endMs int64) wire.ClaimView {
-	return wire.ClaimView{Claim: idx, Start: nodeEpochMs + startMs, End: nodeEpochMs + endMs}
+	return wire.ClaimView{Claim: idx, Start: nodeEpochMs + startMs, End: nodeEpochMs + endMs, Epoch: testEpoch}
 }
 
 func completed(c wire.ClaimView, atMs int64) wire.ClaimView {
@@ -150,6 +163,10 @@ func (b *builder) input() *Input {
 		end = max(end, evs[i].TNs)
 	}
 	in := &Input{Run: b.run, Events: evs}
+	for p := range b.run.Partitions {
+		in.Leaders = append(in.Leaders, Leadership{Node: testLeader, Partition: p, Epoch: testEpoch})
+	}
+	in.Leaders = append(in.Leaders, b.leaders...)
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for k := range b.views {
 			if !yield(k) {
@@ -174,6 +191,9 @@ func (b *builder) input() *Input {
 			}
 			in.Finals = append(in.Finals, fr)
 		}
+	}
+	if b.corrupt != nil {
+		b.corrupt(in)
 	}
 	return in
 }
@@ -321,25 +341,93 @@ type flagCase struct {
 }
 
 // runFlagCases runs each case; a case with want 0 must leave the whole
-// report passing, and one with want > 0 must fail it.
+// report passing, and one with want > 0 must fail it. While collecting is
+// set (TestCheckerMutations), it only gathers the cases.
 func runFlagCases(t *testing.T, cases []flagCase) {
 	t.Helper()
+	if collecting != nil {
+		*collecting = append(*collecting, cases...)
+		return
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := base()
-			tc.inject(b)
-			r := Analyze(b.input())
-			a := findAnomaly(t, findCheck(t, r, tc.check), tc.kind)
-			if a.Count != tc.want || a.BeyondBounds != tc.beyond {
-				t.Errorf("%s: %d within bounds, %d beyond; want %d, %d\n%s", tc.kind, a.Count, a.BeyondBounds, tc.want, tc.beyond, dump(r))
-			}
-			if r.OK() != (tc.want == 0) {
-				t.Errorf("OK() = %v with %d anomalies within bounds\n%s", r.OK(), tc.want, dump(r))
-			}
-			if tc.want > 0 && len(a.Examples) == 0 {
-				t.Errorf("%s: no example", tc.kind)
+			if problems := tc.judge(); len(problems) > 0 {
+				t.Error(strings.Join(problems, "\n"))
 			}
 		})
+	}
+}
+
+// judge runs the case and says what it expected and did not get.
+func (tc flagCase) judge() []string {
+	b := base()
+	tc.inject(b)
+	r := Analyze(b.input())
+	var c *Check
+	for _, x := range r.Checks {
+		if strings.HasPrefix(x.Name, tc.check) {
+			c = x
+			break
+		}
+	}
+	if c == nil {
+		return []string{fmt.Sprintf("no check %q", tc.check)}
+	}
+	i := slices.IndexFunc(c.Anomalies, func(a *Anomaly) bool { return a.Kind == tc.kind })
+	if i < 0 {
+		return []string{fmt.Sprintf("check %q has no anomaly kind %q", c.Name, tc.kind)}
+	}
+	a := c.Anomalies[i]
+	var out []string
+	if a.Count != tc.want || a.BeyondBounds != tc.beyond {
+		out = append(out, fmt.Sprintf("%s: %d within bounds, %d beyond; want %d, %d\n%s", tc.kind, a.Count, a.BeyondBounds, tc.want, tc.beyond, dump(r)))
+	}
+	if r.OK() != (tc.want == 0) {
+		out = append(out, fmt.Sprintf("OK() = %v with %d anomalies within bounds\n%s", r.OK(), tc.want, dump(r)))
+	}
+	if tc.want+tc.beyond > 0 && len(a.Examples) == 0 {
+		out = append(out, fmt.Sprintf("%s: no example", tc.kind))
+	}
+	return out
+}
+
+// collecting, while not nil, gathers the cases runFlagCases is given
+// instead of running them.
+var collecting *[]flagCase
+
+// flagTests are the tests whose tables TestCheckerMutations runs.
+var flagTests = []func(*testing.T){
+	TestHistoryDefects, TestUndecodableView, TestTotalQueueByComplete, TestTotalQueueByClaim, TestKnownTasks,
+	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
+	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
+	TestRefused, TestCancels, TestHarness, TestAnswers,
+	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
+}
+
+// TestCheckerMutations disables each anomaly kind's branch in turn (its
+// instances dropped: mutedKind) and requires that some case of the tables
+// then fails: no checker branch goes untested, and no table case passes
+// whatever the checker does.
+func TestCheckerMutations(t *testing.T) {
+	var cases []flagCase
+	collecting = &cases
+	for _, f := range flagTests {
+		f(t)
+	}
+	collecting = nil
+	var kinds []string
+	for _, c := range Analyze(base().input()).Checks {
+		for _, a := range c.Anomalies {
+			kinds = append(kinds, a.Kind)
+		}
+	}
+	defer func() { mutedKind = "" }()
+	for _, k := range kinds {
+		mutedKind = k
+		caught := slices.ContainsFunc(cases, func(tc flagCase) bool { return len(tc.judge()) > 0 })
+		if !caught {
+			t.Errorf("with %q disabled every one of %d table cases still passes: no test covers that branch", k, len(cases))
+		}
 	}
 }
 
@@ -379,21 +467,12 @@ func TestHistoryDefects(t *testing.T) {
 
 // TestUndecodableView corrupts final reads' JSON directly.
 func TestUndecodableView(t *testing.T) {
-	tests := []struct {
-		name   string
-		break_ func(in *Input)
-	}{
-		{"not a view", func(in *Input) { in.Finals[0].View = json.RawMessage(`{"id": 5}`) }},
-		{"another task's view", func(in *Input) { in.Finals[0].View = in.Finals[len(testNodes)].View }},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			in := base().input()
-			tc.break_(in)
-			r := Analyze(in)
-			if a := findAnomaly(t, findCheck(t, r, "history"), kindUnreadable); a.Count != 1 || r.OK() {
-				t.Errorf("undecodable views flagged %d, OK %v; want 1, false", a.Count, r.OK())
-			}
-		})
-	}
+	runFlagCases(t, []flagCase{
+		{name: "not a view", check: "history", kind: kindUnreadable, want: 1, inject: func(b *builder) {
+			b.corrupt = func(in *Input) { in.Finals[0].View = json.RawMessage(`{"id": 5}`) }
+		}},
+		{name: "another task's view", check: "history", kind: kindUnreadable, want: 1, inject: func(b *builder) {
+			b.corrupt = func(in *Input) { in.Finals[0].View = in.Finals[len(testNodes)].View }
+		}},
+	})
 }

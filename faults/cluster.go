@@ -180,7 +180,7 @@ func FetchView(ctx context.Context, api *API, topo Topology, i int) (*View, erro
 	defer cancel()
 	var cr wire.ClusterResponse
 	r := api.Do(ctx, i, http.MethodGet, "/v1/cluster", nil, &cr)
-	if r.Type != OK {
+	if !r.Read() {
 		return nil, fmt.Errorf("node %d: cluster view: %s %s", i, r.Code, r.Err)
 	}
 	v := &View{From: i, Raw: cr}

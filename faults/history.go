@@ -34,6 +34,9 @@ const (
 	Phase   = "phase"   // the run moving on (F: "faults", "heal", "drain", "final")
 )
 
+// CodeBadResponse marks an ok outcome whose 2xx answer did not decode.
+const CodeBadResponse = "bad_response"
+
 // Operation names (Event.F for client operations).
 const (
 	FEnqueue  = "enqueue"
@@ -43,6 +46,7 @@ const (
 	FComplete = "complete"
 	FFail     = "fail"
 	FSnooze   = "snooze"
+	FCancel   = "cancel"
 	FGet      = "get"
 )
 
@@ -64,7 +68,9 @@ type Event struct {
 	// Task is the task's id: client-chosen on enqueue (40 hex chars), the
 	// claimed task's on a claim's ok.
 	Task string `json:"task,omitempty"`
-	// Value is the unique payload of an enqueue, or an update's data.
+	// Value is the unique payload of an enqueue, an update's data, or a
+	// cancel's reason (unique per cancel invoked, so a final view's
+	// reason names the cancel that took effect).
 	Value string `json:"value,omitempty"`
 	// Deps are an enqueue's dependencies.
 	Deps []string `json:"deps,omitempty"`
@@ -92,9 +98,14 @@ type Event struct {
 	// Acks is an enqueue's ok answer's acks: how many replicas held the
 	// task when it was acknowledged (at least the w asked for).
 	Acks int `json:"acks,omitempty"`
+	// Tasks is, on a claim's invoke, how many tasks it asked for (count),
+	// and on its ok how many tasks the answer held; 0: not recorded.
+	Tasks int `json:"tasks,omitempty"`
 
 	// Code is skuldd's error code (for fail and info), Err its message or
-	// the transport's error.
+	// the transport's error. An ok whose 2xx body did not decode carries
+	// CodeBadResponse and the decoder's error: the node acknowledged, so
+	// it is ok, and an answer the client cannot read is an anomaly.
 	Code string `json:"code,omitempty"`
 	Err  string `json:"err,omitempty"`
 

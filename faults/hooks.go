@@ -48,7 +48,7 @@ func HasHooks(ctx context.Context, api *API, i int) (bool, string) {
 	defer cancel()
 	var cb clockBody
 	r := api.Do(ctx, i, http.MethodGet, "/debug/clock", nil, &cb)
-	if r.Type == OK {
+	if r.Read() {
 		return true, ""
 	}
 	return false, fmt.Sprintf("GET /debug/clock on node %d: %d %s %s", i, r.Status, r.Code, r.Err)
@@ -80,7 +80,7 @@ func FetchReplicas(ctx context.Context, api *API, i int) (*Replicas, error) {
 	defer cancel()
 	var rs Replicas
 	r := api.Do(ctx, i, http.MethodGet, "/debug/replicas", nil, &rs)
-	if r.Type != OK {
+	if !r.Read() {
 		return nil, fmt.Errorf("node %d: replicas: %s %s", i, r.Code, r.Err)
 	}
 	return &rs, nil

@@ -373,6 +373,9 @@ func (ex Example) String() string {
 		fmt.Fprintf(&b, "events %v ", ex.Events)
 	}
 	b.WriteString(ex.Detail)
+	if ex.Excused != "" {
+		fmt.Fprintf(&b, " (excused by %s)", ex.Excused)
+	}
 	return strings.TrimSpace(b.String())
 }
 

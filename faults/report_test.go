@@ -34,7 +34,10 @@ func writeRun(dir string, in *Input) error {
 	if err := writeJSONL(filepath.Join(dir, historyFile), in.Events); err != nil {
 		return err
 	}
-	return writeJSONL(filepath.Join(dir, finalFile), in.Finals)
+	if err := writeJSONL(filepath.Join(dir, finalFile), in.Finals); err != nil {
+		return err
+	}
+	return writeJSONL(filepath.Join(dir, LeadersFile), in.Leaders)
 }
 
 func writeJSONL[T any](path string, recs []T) error {
@@ -155,8 +158,9 @@ func TestWriteText(t *testing.T) {
 			"FAIL  total-queue", "task " + taskG, "final reads: ready on [1 2 3]"}},
 		{"excused overlap", func(b *builder) {
 			twoClaims(b, 10000, 11000)
-			b.beyondFault("clock-skew", 9000, 10500)
-		}, []string{"VERDICT PASS", "anomalies beyond the bounds, reported not failed", "[beyond bounds] task " + taskH, "clock-skew (beyond bounds)"}},
+			b.beyondClock(9000, 10500, testLeader, 5000)
+		}, []string{"VERDICT PASS", "anomalies beyond the bounds, reported not failed", "[beyond bounds] task " + taskH, "clock-beyond (beyond bounds)",
+			"excused by clock-beyond on nodes [1] from 9.000s to 10.500s: node 1, its clock offset 5000 ms, granted claim 0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +183,8 @@ func TestWriteJSON(t *testing.T) {
 	b := base()
 	ackedReady(b)
 	var buf bytes.Buffer
-	if err := Analyze(b.input()).WriteJSON(&buf); err != nil {
+	rep := Analyze(b.input())
+	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -193,8 +198,8 @@ func TestWriteJSON(t *testing.T) {
 	if got.OK || !strings.HasPrefix(got.Verdict, "FAIL") {
 		t.Errorf("ok %v, verdict %q; want a failure", got.OK, got.Verdict)
 	}
-	if len(got.Checks) != 12 || got.Run.Seed != 7 || len(got.Windows) != 1 {
-		t.Fatalf("decoded %d checks, seed %d, %d windows; want 12, 7, 1", len(got.Checks), got.Run.Seed, len(got.Windows))
+	if len(got.Checks) != len(rep.Checks) || got.Run.Seed != 7 || len(got.Windows) != 1 {
+		t.Fatalf("decoded %d checks, seed %d, %d windows; want %d, 7, 1", len(got.Checks), got.Run.Seed, len(got.Windows), len(rep.Checks))
 	}
 	lost := got.Checks[1].Anomalies[0]
 	if lost.Kind != kindLost || lost.Count != 1 || lost.Examples[0].Task != taskG {

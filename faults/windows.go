@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // The nemesis windows of a run, and whether an anomaly falls within
@@ -34,6 +36,9 @@ func (h *history) buildWindows() {
 			}
 			if w.wipe {
 				w.cohorts, w.voters = wipeDetail(e.Detail)
+			}
+			if w.clock {
+				w.offsetsMs = clockOffsets(e.Targets, e.Detail)
 			}
 			h.windows = append(h.windows, w)
 			open = append(open, len(h.windows)-1)
@@ -78,19 +83,19 @@ func isClockFault(nemesis string) bool {
 	return strings.Contains(n, "clock") || strings.Contains(n, "skew")
 }
 
-// Bound classes: which beyond-bounds faults may excuse an anomaly.
-type boundClass int
-
-const (
-	// timing anomalies (overlapping leases) are excused by any fault
-	// beyond the bounds: a clock beyond the skew bound, or claims lost
-	// with a majority.
-	timing boundClass = iota
-	// durability anomalies (a lost write, a reused claim id, a stale op
-	// accepted) are excused only by faults that lose data beyond the
-	// bounds; a clock fault, whatever its size, must not cause them.
-	durability
-)
+// excuse says which faults beyond the design's bounds explain an anomaly,
+// for the report (Example.Excused); "" when none does and the anomaly
+// fails the run.
+//
+// Two kinds of fault take the cluster beyond its bounds. Those that lose
+// data for good (wipes; any other nemesis the run names beyond the bounds
+// and that is not a clock fault) may explain any anomaly of the tasks they
+// touch (beyond). A clock moved beyond the skew bound breaks only the
+// promises that rest on clocks, leases not overlapping, and only through
+// the node whose clock it moved: a lease that node granted, or one it
+// judged expired and granted again (timingExcuse). It never explains a
+// lost write, a reused claim id or a stale op accepted.
+type excuse string
 
 // isWipe tells the nemeses that delete nodes' data dirs.
 func isWipe(nemesis string) bool { return nemesis == NemWipe || nemesis == NemWipeMajority }
@@ -111,11 +116,11 @@ func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
 	return d.Cohorts, d.Voters
 }
 
-// beyond reports whether faults beyond the bounds can explain an anomaly
-// of the class on task id ("" for one of no single task) whose span
-// is [from, to]: from its earliest event (often the acknowledgement a
-// fault could have undone) to its latest. Every fault counted overlaps
-// the span; a clock fault never explains a durability anomaly.
+// beyond says which faults beyond the bounds that lose data explain an
+// anomaly on task id ("" for one of no single task) whose span is
+// [from, to]: from its earliest event (often the acknowledgement a fault
+// could have undone) to its latest. Every fault counted overlaps the
+// span; a clock fault never counts (timingExcuse judges those).
 //
 // Any such fault but a wipe explains it outright. Wipes are judged by
 // what they deleted, since one wipe is not beyond the bounds for every
@@ -145,23 +150,22 @@ func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
 // their data, every voter alive) ends one sum and starts the next, and
 // the largest sum decides. Without such notes the sum runs over the whole
 // span, which errs towards excusing (the copies may have been restored in
-// between), but only in runs with wipes. Without a wipe the rule is the
-// overlap alone, as before: a run with no beyond-bounds fault, or only
-// clock faults, excuses no lost write.
-func (h *history) beyond(class boundClass, id string, from, to int64) bool {
-	return h.explained(class, id, from, to, majority(max(h.in.Run.Replicas, 1)))
+// between), but only in runs with wipes. A run with no beyond-bounds
+// fault, or only clock faults, excuses nothing here.
+func (h *history) beyond(id string, from, to int64) excuse {
+	return h.explained(id, from, to, majority(max(h.in.Run.Replicas, 1)))
 }
 
 // beyondLoss is beyond for a task lost whole (the total-queue checks'
 // lost): the wipes need only delete as many of its partition's replicas
 // as its enqueue was acknowledged by (wipeLossNeed).
-func (h *history) beyondLoss(id string, from, to int64) bool {
-	return h.explained(durability, id, from, to, h.wipeLossNeed())
+func (h *history) beyondLoss(id string, from, to int64) excuse {
+	return h.explained(id, from, to, h.wipeLossNeed())
 }
 
 // explained is beyond with the replicas of a task's partition the wipes
 // must delete (need); an anomaly of no single task needs a majority.
-func (h *history) explained(class boundClass, id string, from, to int64, need int) bool {
+func (h *history) explained(id string, from, to int64, need int) excuse {
 	run := &h.in.Run
 	part := -1 // unknown: each wipe counts all its targets
 	if id != "" {
@@ -173,18 +177,19 @@ func (h *history) explained(class boundClass, id string, from, to int64, need in
 		wiped       map[int]int // partition (-1: unknown) -> replicas wiped
 		votersWiped int
 		voters      int
+		windows     []string
 	}
 	stretches := map[int]*sums{}
 	for i := range h.windows {
 		w := &h.windows[i]
-		if !w.beyond || class == durability && w.clock {
+		if !w.beyond || w.clock {
 			continue
 		}
 		if w.start > to || from > w.stop {
 			continue
 		}
 		if !w.wipe {
-			return true
+			return excuse(w.describe())
 		}
 		k, _ := slices.BinarySearch(h.repairs, w.start)
 		st := stretches[k]
@@ -192,6 +197,7 @@ func (h *history) explained(class boundClass, id string, from, to int64, need in
 			st = &sums{wiped: map[int]int{}}
 			stretches[k] = st
 		}
+		st.windows = append(st.windows, w.describe())
 		if id != "" {
 			st.wiped[part] += w.replicasWiped(part, run.Replicas)
 			continue
@@ -215,22 +221,29 @@ func (h *history) explained(class boundClass, id string, from, to int64, need in
 	if id == "" {
 		need = majority(max(run.Replicas, 1))
 	}
-	for _, st := range stretches {
+	for _, k := range slices.Sorted(maps.Keys(stretches)) {
+		st := stretches[k]
 		if st.voters > 0 && st.votersWiped >= majority(st.voters) {
-			return true
+			return excuse(fmt.Sprintf("%s: %d of %d metadata voters wiped", strings.Join(st.windows, "; "), st.votersWiped, st.voters))
 		}
-		for p, n := range st.wiped {
+		for _, p := range slices.Sorted(maps.Keys(st.wiped)) {
 			// An unknown partition's count (a wipe without cohorts)
 			// adds to every known one's.
+			n := st.wiped[p]
 			if p >= 0 {
 				n += st.wiped[-1]
 			}
 			if n >= need {
-				return true
+				return excuse(fmt.Sprintf("%s: %d replica(s) of partition %d wiped, %d enough to lose it", strings.Join(st.windows, "; "), n, p, need))
 			}
 		}
 	}
-	return false
+	return ""
+}
+
+// describe names a window for an excuse: the nemesis, its nodes, its span.
+func (w *window) describe() string {
+	return fmt.Sprintf("%s on nodes %v from %s to %s", w.nemesis, w.targets, fmtSec(w.start), fmtSec(w.stop))
 }
 
 // wipeLossNeed is how many of a task's partition's replicas must be lost
@@ -265,4 +278,131 @@ func partitionOf(id []byte, partitions int) int {
 	h := fnv.New64a()
 	_, _ = h.Write(id)
 	return int(h.Sum64() % uint64(partitions))
+}
+
+// clockOffsets reads a clock fault's offsets by node from its start
+// event's detail ("offsets_ms", one per target, in the targets' order);
+// nil when it recorded none that fit.
+func clockOffsets(targets []int, detail json.RawMessage) map[int]int64 {
+	var d struct {
+		OffsetsMs []int64 `json:"offsets_ms"`
+	}
+	if len(detail) == 0 || json.Unmarshal(detail, &d) != nil || len(d.OffsetsMs) != len(targets) {
+		return nil
+	}
+	out := make(map[int]int64, len(targets))
+	for i, n := range targets {
+		out[n] = d.OffsetsMs[i]
+	}
+	return out
+}
+
+// partEpoch names one epoch of one partition: one leader's line of writes.
+type partEpoch struct {
+	part  int
+	epoch uint64
+}
+
+// buildLeaders maps each partition's epochs to the nodes that led them.
+// An epoch has one leader, named by its handoff's CAS; two nodes logging
+// the same epoch of a partition would be two leaders of one line of
+// writes, which checkClaimIDs reports.
+func (h *history) buildLeaders() {
+	h.leaders, h.conflicts = map[partEpoch]int{}, map[partEpoch][]int{}
+	for _, l := range h.in.Leaders {
+		k := partEpoch{l.Partition, l.Epoch}
+		prev, ok := h.leaders[k]
+		switch {
+		case !ok:
+			h.leaders[k] = l.Node
+		case prev != l.Node && !slices.Contains(h.conflicts[k], l.Node):
+			if len(h.conflicts[k]) == 0 {
+				h.conflicts[k] = []int{prev}
+			}
+			h.conflicts[k] = append(h.conflicts[k], l.Node)
+		}
+	}
+}
+
+// grantRef is a claim involved in a timing anomaly, as far as the run
+// knows it: its id and epoch, and when it was granted: between lo and hi
+// on the timeline (its claim op's invoke and ok; hi 0 when the history
+// never saw it answered ok), or at startMs by the granting node's clock
+// (a final record's start; 0 if unknown).
+type grantRef struct {
+	claim   uint32
+	epoch   uint64
+	lo, hi  int64
+	startMs int64
+}
+
+// refOfGrant is what an ok claim op tells of its grant.
+func refOfGrant(g *op) grantRef {
+	return grantRef{claim: g.claim, epoch: g.out.Epoch, lo: g.ti, hi: g.tc}
+}
+
+// refOfRecord is what a final claim record tells of its grant, with the
+// bounds of the claim op that granted it if the history saw it ok.
+func refOfRecord(t *taskHist, cl wire.ClaimView) grantRef {
+	ref := grantRef{claim: cl.Claim, epoch: cl.Epoch, startMs: cl.Start}
+	if i := slices.IndexFunc(t.grants, func(g *op) bool { return g.claim == cl.Claim }); i >= 0 {
+		ref.lo, ref.hi = t.grants[i].ti, t.grants[i].tc
+	}
+	return ref
+}
+
+// timingExcuse says which faults beyond the bounds explain a timing
+// anomaly (two leases of task t held at once) that involves the claims
+// refs over the span [from, to]. A clock moved beyond the skew bound
+// explains it only through a claim the node whose clock moved granted
+// (its leader at the claim's epoch, from the nodes' logs): granted while
+// the offset held, or within a lease and the bound after, while leases it
+// granted with the offset, and its view of others' expiry, still stood.
+// Failing that, the faults that lose data explain it as they explain any
+// anomaly (beyond).
+func (h *history) timingExcuse(t *taskHist, refs []grantRef, from, to int64) excuse {
+	part := partitionOfTask(t.id, h.in.Run.Partitions)
+	for i := range h.windows {
+		w := &h.windows[i]
+		if !w.beyond || !w.clock {
+			continue
+		}
+		for _, ref := range refs {
+			n := h.leaders[partEpoch{part, ref.epoch}]
+			if n == 0 || !slices.Contains(w.targets, n) || !h.grantedDuring(ref, w, n) {
+				continue
+			}
+			return excuse(fmt.Sprintf("%s: node %d, its clock offset %d ms, granted claim %d (epoch %d of partition %d)",
+				w.describe(), n, w.offsetsMs[n], ref.claim, ref.epoch, part))
+		}
+	}
+	return h.beyond(t.id, from, to)
+}
+
+// grantedDuring reports whether node n can have granted ref while clock
+// fault w moved its clock, or within a lease and the skew bound after w
+// ended. The grant's time is what the history saw of it, or its start by
+// n's clock read back to the timeline two ways: as if n's clock was true
+// then (granted after w), and as if w's offset was on it (granted during
+// w). Each comparison allows the skew bound and the clocks' grain.
+func (h *history) grantedDuring(ref grantRef, w *window, n int) bool {
+	run := &h.in.Run
+	tol := (run.SkewBoundMs + clockGrainMs) * nsPerMs
+	until := w.stop + (run.TTLMs+run.SkewBoundMs)*nsPerMs + tol
+	if ref.hi > 0 && ref.lo <= until && ref.hi >= w.start-tol {
+		return true
+	}
+	if ref.startMs == 0 || run.StartUnixNs == 0 {
+		return false
+	}
+	t0 := ref.startMs*nsPerMs - run.StartUnixNs
+	if t0 >= w.start-tol && t0 <= until {
+		return true
+	}
+	off, ok := w.offsetsMs[n]
+	if !ok {
+		return false
+	}
+	t1 := t0 - off*nsPerMs
+	return t1 >= w.start-tol && t1 <= w.stop+tol
 }

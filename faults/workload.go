@@ -38,6 +38,10 @@ type Mix struct {
 	Snooze  float64 `json:"snooze"`
 	Abandon float64 `json:"abandon"`
 	Slow    float64 `json:"slow"`
+	// Cancel is the chance that an enqueue is followed by the cancel of a
+	// task the loop saw acknowledged (claimed by anyone or not: a holder
+	// learns it from its next write, refused as cancelled).
+	Cancel float64 `json:"cancel"`
 	// FailRetry is a fail's retry_after, SnoozeDelay a snooze's delay.
 	FailRetry   time.Duration `json:"fail_retry"`
 	SnoozeDelay time.Duration `json:"snooze_delay"`
@@ -67,6 +71,7 @@ func DefaultMix() Mix {
 		Snooze:        0.05,
 		Abandon:       0.04,
 		Slow:          0.01,
+		Cancel:        0.02,
 		FailRetry:     500 * time.Millisecond,
 		SnoozeDelay:   700 * time.Millisecond,
 		FastWork:      20 * time.Millisecond,
@@ -82,7 +87,7 @@ func (m Mix) Validate() error {
 	if m.EnqueuePerSec <= 0 {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
-	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow} {
+	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -160,6 +165,10 @@ type Loop struct {
 	// recent are ids this loop saw acknowledged (a ring).
 	recent []string
 	count  int
+	// cancelDue: the last enqueue drew a cancel, sent before the next
+	// claim; cancels numbers them, for their unique reasons.
+	cancelDue bool
+	cancels   int
 }
 
 // NewLoop returns a loop.
@@ -202,6 +211,11 @@ func (l *Loop) Run(ctx context.Context, stop <-chan struct{}) {
 			}
 			continue
 		}
+		if l.cancelDue {
+			l.cancelDue = false
+			l.cancel(ctx)
+			continue
+		}
 		if l.claimAndWork(ctx, stop) {
 			continue
 		}
@@ -232,8 +246,8 @@ func (l *Loop) call(ctx context.Context, inv Event, method, path string, body, o
 	cancel()
 	res := inv
 	res.Type, res.TNs, res.Code, res.Err = r.Type, l.tl.Now(), r.Code, r.Err
-	if r.Type == OK && fill != nil {
-		fill(&res)
+	if r.Type == OK && r.Code == "" && fill != nil {
+		fill(&res) // not from an answer that did not decode
 	}
 	l.em.Emit(res)
 	if r.Type == Info {
@@ -276,6 +290,8 @@ func (l *Loop) enqueue(ctx context.Context) {
 				e.Acks = resp.Results[0].Acks
 			}
 		})
+	// Drawn whatever the outcome, so the draws do not depend on outcomes.
+	l.cancelDue = l.rng.Float64() < l.cfg.Mix.Cancel
 	if res.Type == OK {
 		if len(l.recent) < maxRecent {
 			l.recent = append(l.recent, id.String())
@@ -283,6 +299,23 @@ func (l *Loop) enqueue(ctx context.Context) {
 			l.recent[l.count%maxRecent] = id.String()
 		}
 	}
+}
+
+// cancel cancels a task the loop saw acknowledged, with a reason no other
+// cancel of the run gives (the checkers tell by it which cancel a final
+// view shows).
+func (l *Loop) cancel(ctx context.Context) {
+	if len(l.recent) == 0 {
+		return
+	}
+	id, err := task.ParseID(l.recent[l.rng.IntN(len(l.recent))])
+	if err != nil {
+		return
+	}
+	l.cancels++
+	reason := fmt.Sprintf("%s-l%d-x%d", l.cfg.RunTag, l.cfg.Loop, l.cancels)
+	inv := Event{F: FCancel, Task: id.String(), Value: reason}
+	l.call(ctx, inv, http.MethodPost, "/v1/cancel", &wire.CancelRequest{ID: id, Reason: reason}, nil, l.cfg.ReqTimeout, nil)
 }
 
 // claimed is a task a claim granted.
@@ -294,11 +327,15 @@ type claimed struct {
 // claim asks for one task; ok is false when none was claimed, and res is
 // the claim's outcome (OK with no task: none was ready).
 func (l *Loop) claim(ctx context.Context, node int, wait time.Duration) (c claimed, ok bool, res Event) {
-	inv := Event{F: FClaim, Node: node, Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds()}
+	const count = 1
+	inv := Event{F: FClaim, Node: node, Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Tasks: count}
 	var resp wire.ClaimResponse
 	res = l.call(ctx, inv, http.MethodPost, "/v1/claim",
-		&wire.ClaimRequest{Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Count: 1, WaitMs: wait.Milliseconds()},
+		&wire.ClaimRequest{Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Count: count, WaitMs: wait.Milliseconds()},
 		&resp, l.cfg.ReqTimeout+wait, func(e *Event) {
+			// More tasks than asked is an anomaly the checkers flag;
+			// the loop works the first.
+			e.Tasks = len(resp.Tasks)
 			if len(resp.Tasks) == 0 || resp.Tasks[0].Claim == nil {
 				return
 			}
