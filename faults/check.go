@@ -36,9 +36,14 @@ import (
 //   - claim invoke: TTLMs (else RunInfo.TTLMs is used), one task per
 //     claim; claim ok: Task, Claim, and Epoch and Attempts from the view;
 //     an ok with no Task is an empty poll;
+//   - claim invoke: Tasks, the count asked; claim ok: Tasks, the count
+//     the answer held, and End, the granted lease's end;
 //   - renew, update, complete, fail, snooze invokes: Task, Claim; renew
-//     TTLMs; update Seq and Value (its data); fail and info outcomes
-//     Code (claim_superseded is read);
+//     TTLMs, and End on its ok; update Seq and Value (its data); fail and
+//     info outcomes Code (claim_superseded is read); an ok whose answer
+//     did not decode, Code CodeBadResponse;
+//   - cancel invoke: Task, and Value a reason no other cancel of the run
+//     gives (a final view's cancel is traced to its op by it);
 //   - Effect: Task, Claim, Accepted, at the sink's answer;
 //   - Nemesis start and stop: the same Nemesis name (and Targets) on both;
 //     clock faults named with "clock" or "skew"; RunInfo.BeyondBounds
@@ -50,7 +55,11 @@ import (
 //     (Detail saying what differed) when the digests settle or the wait
 //     ends;
 //   - final.jsonl: one FinalRead per task and node, for every task the
-//     history names, with Found false when the replica lacks it.
+//     history names, with Found false when the replica lacks it;
+//   - RunInfo.StartUnixNs (to place node clocks on the timeline) and
+//     OKFloor; leaders.jsonl, the node that led each partition's epochs
+//     (without it no clock fault excuses a timing anomaly);
+//   - the harness's own faults as nemesis notes (HarnessFaultNotes).
 
 // Files of a run directory.
 const (

@@ -21,6 +21,8 @@ var harnessKinds = map[string]string{
 	NotePartial:           "nemesis applied in part",
 	NoteCrashFallback:     "crash fell back to kill -9",
 	NotePartitionMismatch: "partition not as named (connect check)",
+	NoteHealFailed:        "heal failed",
+	NoteWorkerExit:        "worker exited or was killed",
 }
 
 // kindFewOK: a phase acknowledged fewer ops than its floor.

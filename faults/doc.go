@@ -30,7 +30,10 @@
 //     advertises its relay address), transparent until told to drop, delay
 //     and duplicate datagrams: there is no netem in this kernel.
 //   - iptables.go: partitions as grudges (who drops whom), installed with
-//     iptables-restore inside the namespaces and healed with iptables -F.
+//     iptables-restore inside the namespaces and healed with iptables -F;
+//     connectcheck.go: after each install and heal, TCP probes between
+//     every pair of namespaces (and on the relay's paths) that must match
+//     what the grudge names.
 //   - process.go: one skuldd process: start, kill -9, SIGSTOP/SIGCONT,
 //     SIGTERM, restart with the same flags and data dir.
 //   - cluster.go, hooks.go, api.go: GET /v1/cluster (leaders, cohorts, the
@@ -40,12 +43,32 @@
 //   - workload.go, workers.go, sink.go: the client loops (one worker
 //     process each, so one can be paused), their wire protocol to the
 //     harness, and the fenced sink of their side effects.
-//   - schedule.go, nemesis.go: the nemeses, the schedule a seed draws, and
-//     applying and healing each fault.
+//   - schedule.go, nemesis.go, partial.go: the nemeses, the schedule a
+//     seed draws, and applying and healing each fault, with what was
+//     applied to which node when a fault could not be applied whole.
 //   - run.go, converge.go: a run's phases (setup, faults, heal,
 //     convergence, drain, final reads) and its output directory.
-//   - recorder.go, clock.go, summary.go: the history writer and readers,
-//     the shared monotonic timeline, and the harness's own counts.
+//   - recorder.go, clock.go, summary.go, leaders.go: the history writer
+//     and readers, the shared monotonic timeline, the harness's own
+//     counts and the node-log scan (panics, and leaders.jsonl: which node
+//     led each partition's epochs).
+//
+// What the harness did not do as recorded (a node exiting on its own, a
+// nemesis skipped or applied in part, a crash that fell back to kill -9,
+// a partition that does not cut what it names, a heal that failed, a
+// worker lost) it records as a note (HarnessFaultNotes), and the
+// checkers fail the run on it: a run is evidence only as far as it ran.
+//
+// # The checkers
+//
+// check.go digests the record; each check_*.go holds checkers of one
+// concern: check_queue.go (total-queue), check_claims.go (overlap, claim
+// ids, fencing, completion then claim), check_state.go (updates, deps,
+// attempts, convergence, idempotent enqueue), check_refused.go (refused
+// ops change nothing), check_harness.go (the harness's faults, answers a
+// client cannot use); windows.go says which faults beyond the bounds
+// excuse what. TestCheckerMutations disables each anomaly kind in turn
+// and requires a table case to catch it.
 //
 // # Concurrency
 //

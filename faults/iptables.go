@@ -89,18 +89,21 @@ func (g Grudge) RestoreInput(t Topology, n int) string {
 }
 
 // Apply installs g's cuts, each node's in one iptables-restore (added to
-// the rules already there, so two partitions can hold at once).
-func (g Grudge) Apply(ctx context.Context, t Topology) error {
+// the rules already there, so two partitions can hold at once), in node
+// order, stopping at the first failure. It returns the nodes whose cuts
+// were installed: on a failure, those hold until healed.
+func (g Grudge) Apply(ctx context.Context, t Topology) (installed []int, err error) {
 	for _, n := range g.Nodes() {
 		in := g.RestoreInput(t, n)
 		if in == "" {
 			continue
 		}
 		if err := runCmd(ctx, restoreCmd(t, n), in); err != nil {
-			return fmt.Errorf("partition: node %d: %w", n, err)
+			return installed, fmt.Errorf("partition: node %d: %w", n, err)
 		}
+		installed = append(installed, n)
 	}
-	return nil
+	return installed, nil
 }
 
 func restoreCmd(t Topology, n int) []string {

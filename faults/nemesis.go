@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,12 @@ type active struct {
 	// window it opens covers the whole fault).
 	began int64
 	heal  func(ctx context.Context) error
+	// notes are recorded right after the start event: what went wrong
+	// with a fault that still holds (NotePartial, NoteCrashFallback).
+	notes []pendingNote
+	// verify, if set, runs after the start event, and verifyHeal after
+	// the stop event: the partitions' connect check.
+	verify, verifyHeal func(ctx context.Context)
 }
 
 // holderWait bounds the wait for a worker that holds a claim; without
@@ -140,20 +147,64 @@ func (r *Run) apply(ctx context.Context, f Fault) (*active, error) {
 		a.detail["groups"] = f.Groups
 	}
 	r.recordNemesis(a, "start", a.began)
+	for _, n := range a.notes {
+		r.note(n.what, n.targets, n.detail)
+	}
+	if holdsNodes(f.Kind) {
+		for _, i := range a.targets {
+			r.held[i] = f.Kind
+		}
+	}
+	if a.verify != nil {
+		a.verify(ctx)
+	}
 	return a, nil
 }
 
-// applyKill kills -9 the nodes; the heal restarts them.
+// holdsNodes reports whether a nemesis holds its targets down or paused
+// until its heal: a node it holds is the schedule's doing, so another
+// fault of the same step that cannot reach that node leaves it out
+// without being partial (Run.held).
+func holdsNodes(kind string) bool {
+	switch nemesisClass(kind) {
+	case "process", "all":
+		return kind != NemPauseWorker
+	}
+	return false
+}
+
+// partialNote queues a NotePartial for a fault whose applied part holds.
+func (a *active) partialNote(ap *application) {
+	a.notes = append(a.notes, pendingNote{NotePartial, sorted(ap.intended), ap.detail(a.f.Kind, healedWithFault)})
+}
+
+// applyKill kills -9 the nodes; the heal restarts them. A node that is
+// down already (it exited on its own, or a restart failed: the schedule
+// is drawn without knowing) or that outlives its kill is not killed: the
+// fault holds on the others (NotePartial), or is skipped if none.
 func (r *Run) applyKill(a *active, nodes []int) error {
-	a.targets = slices.Clone(nodes)
-	var errs []error
+	ap := newApplication(nodes)
 	for _, i := range nodes {
-		if err := r.nodes[i-1].Kill(); err != nil {
-			errs = append(errs, err)
+		switch err := r.nodes[i-1].Kill(); {
+		case err == nil:
+			ap.hit(i)
+		case errors.Is(err, ErrNotRunning):
+			ap.miss(i, "down already")
+		default:
+			ap.miss(i, oneLine(err))
 		}
 	}
+	a.targets = ap.targets()
+	if ap.none() {
+		return ap.err()
+	}
+	// Every node named is started again, a node that was down before
+	// the fault too: the steps after this one act on a whole cluster.
 	a.heal = func(context.Context) error { return r.restart(nodes) }
-	return errors.Join(errs...)
+	if ap.partial() {
+		a.partialNote(ap)
+	}
+	return nil
 }
 
 // majority is a majority of n replicas.
@@ -200,12 +251,14 @@ func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 	}
 	var errs []error
 	var wiped, killed []int
+	ap := newApplication(nodes)
 	for _, i := range nodes {
 		n := r.nodes[i-1]
 		if n.State() != StateDown {
 			if err := n.Kill(); err != nil && n.State() != StateDown {
 				// Still running: its disk is not taken from under it.
 				errs = append(errs, fmt.Errorf("node %d not wiped: %w", i, err))
+				ap.miss(i, "not killed: "+oneLine(err))
 				continue
 			}
 		}
@@ -213,8 +266,10 @@ func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 		dir := r.dataDir(i)
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("node %d: delete %s: %w", i, dir, err))
+			ap.miss(i, "killed, but its data dir not deleted: "+oneLine(err))
 			continue
 		}
+		ap.hit(i)
 		var join []int
 		for j := 1; j <= r.cfg.Topology.Nodes; j++ {
 			if j != i {
@@ -231,6 +286,9 @@ func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 	}
 	if len(errs) > 0 {
 		a.detail["errors"] = oneLine(errors.Join(errs...))
+	}
+	if ap.partial() {
+		a.partialNote(ap)
 	}
 	return nil
 }
@@ -250,31 +308,62 @@ func (r *Run) restart(nodes []int) error {
 }
 
 // applyCrash asks node i to crash losing its unsynced writes (the
-// skuldtest hook); without the hooks it kills -9 instead and says so.
+// skuldtest hook) and checks that it exited with the hook's status. When
+// it cannot be crashed so (no hooks, a hook that did not run, a node that
+// did not exit) it is killed -9 instead: a crash that lost nothing
+// unsynced, so NoteCrashFallback says the fault tested less than it
+// names. A node that exited with another status exited on its own (the
+// reaper records NoteExit), and the crash is not what happened either.
 func (r *Run) applyCrash(ctx context.Context, a *active, i int) error {
 	a.targets = []int{i}
 	a.heal = func(context.Context) error { return r.restart([]int{i}) }
+	n := r.nodes[i-1]
+	var why string
 	if !r.hooks {
-		a.detail["fallback"] = "no test hooks: kill -9 instead of losing unsynced writes"
-		return r.nodes[i-1].Kill()
+		if n.State() == StateDown {
+			return fmt.Errorf("node %d: %w", i, ErrNotRunning)
+		}
+		why = "no test hooks (" + r.hooksWhy + ")"
+	} else {
+		done, err := n.ExpectCrash()
+		if err != nil {
+			return err // down: nothing to crash
+		}
+		res := Crash(ctx, r.api, i)
+		a.detail["answer"] = strings.TrimSpace(res.Type + " " + res.Code)
+		// The node exits in the middle of the request, so the
+		// connection breaks or the request times out (or, rarely, the
+		// answer makes it out). Any other answer (refused, an error
+		// status) means the hook did not run.
+		if ran := res.Type == OK || res.Code == "conn_error" || res.Code == "timeout"; !ran {
+			why = fmt.Sprintf("the crash hook did not run (answer %s %s)", res.Code, res.Err)
+		} else if err := n.WaitExit(done, crashExitBound); err != nil {
+			why = fmt.Sprintf("the crash hook answered, but the node did not exit within %v", crashExitBound)
+		} else {
+			ex := n.LastExit()
+			a.detail["exit"] = ex.Text
+			if ex.Code != CrashExitStatus {
+				a.notes = append(a.notes, pendingNote{NoteCrashFallback, []int{i}, map[string]any{
+					"why": fmt.Sprintf("the node exited with %s, not the crash hook's exit status %d", ex.Text, CrashExitStatus),
+				}})
+			}
+			return nil
+		}
 	}
-	done, err := r.nodes[i-1].ExpectExit()
-	if err != nil {
-		return err
+	err := n.Kill()
+	a.detail["exit"] = n.LastExit().Text
+	switch {
+	case errors.Is(err, ErrNotRunning) && n.LastExit().Code == CrashExitStatus:
+		// It exited by the hook after all, just past the bound.
+		a.detail["late"] = why
+		return nil
+	case err != nil && !errors.Is(err, ErrNotRunning):
+		return fmt.Errorf("%s, and kill -9 failed: %w", why, err)
 	}
-	res := Crash(ctx, r.api, i)
-	a.detail["answer"] = strings.TrimSpace(res.Type + " " + res.Code)
-	// The node exits in the middle of the request, so the connection
-	// breaks (or, rarely, the answer makes it out). Any other answer
-	// means the hook did not run: the node is not serving.
-	if res.Type != OK && res.Code != "conn_error" {
-		a.detail["fallback"] = "the crash hook did not run: killed -9"
-		return r.nodes[i-1].Kill()
-	}
-	if err := r.nodes[i-1].WaitExit(done, crashExitBound); err != nil {
-		a.detail["fallback"] = "did not exit after /debug/crash: killed -9"
-		return errors.Join(err, r.nodes[i-1].Kill())
-	}
+	a.detail["fallback"] = why + ": killed -9"
+	a.notes = append(a.notes, pendingNote{NoteCrashFallback, []int{i}, map[string]any{
+		"why": why, "instead": "kill -9: the unsynced writes were not dropped", "answer": a.detail["answer"],
+	}})
 	return nil
 }
 
@@ -285,8 +374,15 @@ func (r *Run) applyTerm(a *active, i int) error {
 	a.heal = func(context.Context) error { return r.restart([]int{i}) }
 	start := time.Now()
 	err := r.nodes[i-1].Term(r.cfg.StopGrace)
+	if errors.Is(err, ErrNotRunning) {
+		return err // down: nothing to stop
+	}
 	a.detail["stop_ms"] = time.Since(start).Milliseconds()
+	a.detail["exit"] = r.nodes[i-1].LastExit().Text
 	if err != nil {
+		// The stop began (SIGTERM: the node hands over and leaves)
+		// and took longer than the grace; a graceful stop may take up
+		// to 27 s, so this is the harness's bound, not a node fault.
 		a.detail["killed"] = "did not stop within the grace: killed -9"
 	}
 	return nil
@@ -340,36 +436,106 @@ func (r *Run) applyPauseWorker(ctx context.Context, a *active) error {
 	return nil
 }
 
-// applyGrudge installs g; targets are the nodes the event names.
+// applyGrudge installs g; targets are the nodes the event names. Once
+// installed, and once healed, the connect check verifies that the rules
+// cut what g names and nothing else (checkPartition). A grudge installed
+// in some namespaces and not others is another partition than g (half a
+// symmetric cut is a one-way cut), which no event could name: it is
+// flushed at once, NotePartial says what held meanwhile, and the fault is
+// skipped.
 func (r *Run) applyGrudge(ctx context.Context, a *active, g Grudge, targets []int) error {
+	t := r.cfg.Topology
 	a.targets = slices.Clone(targets)
 	a.detail["grudge"] = g
-	a.heal = func(ctx context.Context) error { return HealNetwork(ctx, r.cfg.Topology) }
-	if err := g.Apply(ctx, r.cfg.Topology); err != nil {
-		return errors.Join(err, a.heal(ctx))
+	a.heal = func(ctx context.Context) error { return HealNetwork(ctx, t) }
+	a.verify = func(ctx context.Context) { r.checkPartition(ctx, g, "installed "+a.f.Kind) }
+	a.verifyHeal = func(ctx context.Context) { r.checkPartition(ctx, nil, "healed "+a.f.Kind) }
+	installed, err := g.Apply(ctx, t)
+	if err == nil {
+		return nil
 	}
-	return nil
+	herr := a.heal(ctx)
+	if len(installed) > 0 {
+		ap := newApplication(g.Nodes())
+		for _, n := range g.Nodes() {
+			if slices.Contains(installed, n) {
+				ap.hit(n)
+			} else {
+				ap.miss(n, oneLine(err))
+			}
+		}
+		d := ap.detail(a.f.Kind, healedAtOnce)
+		if herr != nil {
+			d["heal_error"] = oneLine(herr)
+		}
+		r.note(NotePartial, sorted(targets), d)
+	}
+	r.checkPartition(ctx, nil, "rolled back "+a.f.Kind)
+	return errors.Join(err, herr)
 }
 
 // applyClock sets the targets' clock offsets; the heal sets them back to
-// zero.
+// zero. The event's Targets and offsets_ms (one per target, in order)
+// name the nodes whose offset was set. A target that cannot be set (down
+// or paused, or its request failed) is left without: as the schedule
+// allows when another fault of the step holds it (Run.held), else as a
+// partial application (NotePartial), or the fault is skipped if no node
+// was set.
 func (r *Run) applyClock(ctx context.Context, a *active, f Fault) error {
 	if !r.hooks {
 		return fmt.Errorf("no test hooks (%s)", r.hooksWhy)
 	}
-	a.targets = slices.Clone(f.Targets)
-	a.detail["offsets_ms"] = f.OffsetsMs
-	a.detail["skew_bound_ms"] = r.cfg.SkewBound.Milliseconds()
-	a.detail["max_drift_ms"] = r.cfg.MaxDrift.Milliseconds()
-	a.heal = func(ctx context.Context) error { return r.resetClocks(ctx, f.Targets) }
-	offsets := make(map[int]int64)
+	ap := newApplication(f.Targets)
+	want := make(map[int]int64)
 	for k, i := range f.Targets {
-		if r.nodes[i-1].State() == StateRunning {
-			offsets[i] = f.OffsetsMs[k] // a node down now starts with its own clock
+		switch st := r.nodes[i-1].State(); {
+		case st == StateRunning:
+			want[i] = f.OffsetsMs[k]
+		case r.held[i] != "":
+			// A node down now starts with its own clock.
+			ap.leave(i, fmt.Sprintf("%s by %s of this step", st, r.held[i]))
+		default:
+			ap.miss(i, st+": its clock cannot be set")
 		}
 	}
-	return r.setClocks(ctx, offsets)
+	errs := r.setClocks(ctx, want)
+	var offsets []int64
+	for k, i := range f.Targets {
+		if _, tried := want[i]; !tried {
+			continue
+		}
+		if err := errs[i]; err != nil {
+			ap.miss(i, oneLine(err))
+			continue
+		}
+		ap.hit(i)
+		offsets = append(offsets, f.OffsetsMs[k])
+	}
+	a.targets = ap.targets()
+	a.detail["offsets_ms"] = offsets
+	a.detail["skew_bound_ms"] = r.cfg.SkewBound.Milliseconds()
+	a.detail["max_drift_ms"] = r.cfg.MaxDrift.Milliseconds()
+	if len(ap.leftOut) > 0 {
+		a.detail["left_out"] = ap.leftOut
+	}
+	// The heal resets every target, a failed one too: a request that
+	// timed out may have set its offset all the same.
+	a.heal = func(ctx context.Context) error { return r.resetClocks(ctx, f.Targets) }
+	if ap.none() {
+		return errors.Join(ap.err(), a.heal(ctx))
+	}
+	if ap.partial() {
+		a.partialNote(ap)
+	}
+	return nil
 }
+
+// clockResetTries bounds the tries of setting a node's offset back to 0:
+// a node left with its offset after its window would make the checkers
+// judge its claims as if its clock were right, so a timeout (a node busy
+// restarting its partitions) is tried again; each try is bounded by
+// hookTimeout.
+const clockResetTries = 3
 
 // resetClocks sets the running nodes among nodes back to offset 0.
 func (r *Run) resetClocks(ctx context.Context, nodes []int) error {
@@ -379,27 +545,46 @@ func (r *Run) resetClocks(ctx context.Context, nodes []int) error {
 			offsets[i] = 0
 		}
 	}
-	return r.setClocks(ctx, offsets)
-}
-
-// setClocks sets the nodes' offsets all at once, so one node that does
-// not answer delays the others by nothing.
-func (r *Run) setClocks(ctx context.Context, offsets map[int]int64) error {
-	errs := make(chan error, len(offsets))
-	var wg sync.WaitGroup
-	for i, off := range offsets {
-		wg.Go(func() { errs <- SetClock(ctx, r.api, i, off) })
+	var errs map[int]error
+	for range clockResetTries {
+		errs = r.setClocks(ctx, offsets)
+		if len(errs) == 0 || ctx.Err() != nil {
+			break
+		}
+		clear(offsets)
+		for i := range errs {
+			offsets[i] = 0
+		}
 	}
-	wg.Wait()
-	close(errs)
 	var all []error
-	for err := range errs {
-		all = append(all, err)
+	for _, i := range slices.Sorted(maps.Keys(errs)) {
+		all = append(all, errs[i])
 	}
 	return errors.Join(all...)
 }
 
-// healActive heals a and records its stop event.
+// setClocks sets the nodes' offsets all at once, so one node that does
+// not answer delays the others by nothing, and returns the errors by
+// node (none: every offset was set).
+func (r *Run) setClocks(ctx context.Context, offsets map[int]int64) map[int]error {
+	var mu sync.Mutex
+	errs := make(map[int]error)
+	var wg sync.WaitGroup
+	for i, off := range offsets {
+		wg.Go(func() {
+			if err := SetClock(ctx, r.api, i, off); err != nil {
+				mu.Lock()
+				errs[i] = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// healActive heals a and records its stop event; a heal that failed is
+// a NoteHealFailed (the fault may still hold after its window).
 func (r *Run) healActive(ctx context.Context, a *active) error {
 	var err error
 	if a.heal != nil {
@@ -408,7 +593,18 @@ func (r *Run) healActive(ctx context.Context, a *active) error {
 	if err != nil {
 		a.detail["heal_error"] = err.Error()
 	}
+	for i, k := range r.held {
+		if k == a.f.Kind && slices.Contains(a.targets, i) {
+			delete(r.held, i)
+		}
+	}
 	r.recordNemesis(a, "stop", r.tl.Now())
+	if err != nil {
+		r.note(NoteHealFailed, a.targets, map[string]any{"nemesis": a.f.Kind, "error": oneLine(err)})
+	}
+	if a.verifyHeal != nil {
+		a.verifyHeal(ctx)
+	}
 	return err
 }
 
@@ -434,7 +630,11 @@ func (r *Run) healAll(ctx context.Context) error {
 	if r.pool != nil {
 		r.pool.ResumeAll()
 	}
-	errs = append(errs, HealNetwork(ctx, r.cfg.Topology))
+	if err := HealNetwork(ctx, r.cfg.Topology); err != nil {
+		errs = append(errs, err)
+	} else {
+		r.checkPartition(ctx, nil, "heal phase")
+	}
 	if r.relay != nil {
 		r.relay.Heal()
 	}
@@ -444,6 +644,7 @@ func (r *Run) healAll(ctx context.Context) error {
 		errs = append(errs, r.resetClocks(ctx, r.running()))
 	}
 	errs = append(errs, r.restart(allNodes(r.cfg.Topology.Nodes)))
+	clear(r.held)
 	return errors.Join(errs...)
 }
 

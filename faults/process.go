@@ -1,12 +1,14 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,13 +36,80 @@ type NodeProc struct {
 		cmd    *exec.Cmd
 		done   chan struct{}
 		paused bool
-		// expected marks an exit the harness caused (kill, term,
-		// crash); any other exit is the node's own doing and is
-		// counted in Unexpected.
-		expected   bool
+		// causes are what the harness did since the start that may
+		// end the process (kill, term, crash). An exit is the
+		// harness's doing only if one of them explains its status
+		// (Exit.explainedBy): a node asked to crash that exits with
+		// another status, or that exited before a kill landed, exited
+		// on its own, and is counted in Unexpected.
+		causes     exitCause
 		starts     int
 		unexpected []string
+		last       Exit
 	}
+}
+
+// exitCause is a set of the harness's actions that end a process.
+type exitCause uint8
+
+const (
+	// causeKill: SIGKILL sent; explains a death by SIGKILL.
+	causeKill exitCause = 1 << iota
+	// causeTerm: SIGTERM sent; explains any exit, since a node asked
+	// to stop may stop however its shutdown ends (a panic on the way
+	// is in its log, which the run scans for panics).
+	causeTerm
+	// causeCrash: the crash hook asked; explains exit status
+	// CrashExitStatus.
+	causeCrash
+)
+
+// CrashExitStatus is the exit status of a node that ran the skuldtest
+// crash hook (POST /debug/crash: cli/testhooks_skuldtest.go exits 137,
+// the status a shell shows for kill -9, without being killed).
+const CrashExitStatus = 137
+
+// Exit is how a process ended.
+type Exit struct {
+	// Code is the exit status, or -1 if a signal ended it (Signal).
+	Code   int
+	Signal syscall.Signal
+	// Text is the status as exec reports it ("exit status 2",
+	// "signal: killed").
+	Text string
+	// Expected: the harness caused it (explainedBy its causes).
+	Expected bool
+	// TNs is when the harness reaped it.
+	TNs int64
+}
+
+// exitOf reads cmd's exit after Wait returned err.
+func exitOf(cmd *exec.Cmd, err error) Exit {
+	e := Exit{Code: -1, Text: exitText(err)}
+	if ps := cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Exited():
+				e.Code = ws.ExitStatus()
+			case ws.Signaled():
+				e.Signal = ws.Signal()
+			}
+		}
+	}
+	return e
+}
+
+// explainedBy reports whether the harness's causes account for this exit.
+func (e Exit) explainedBy(c exitCause) bool {
+	switch {
+	case c&causeTerm != 0:
+		return true
+	case c&causeKill != 0 && e.Code == -1 && e.Signal == syscall.SIGKILL:
+		return true
+	case c&causeCrash != 0 && e.Code == CrashExitStatus:
+		return true
+	}
+	return false
 }
 
 // Process states.
@@ -83,7 +152,7 @@ func (p *NodeProc) Start() error {
 		p.log.Warn("pid file", "node", p.Index, "err", err)
 	}
 	done := make(chan struct{})
-	p.mu.cmd, p.mu.done, p.mu.paused, p.mu.expected = cmd, done, false, false
+	p.mu.cmd, p.mu.done, p.mu.paused, p.mu.causes = cmd, done, false, 0
 	go p.reap(cmd, done)
 	p.log.Info("node started", "node", p.Index, "pid", pid, "start", p.mu.starts)
 	return nil
@@ -97,28 +166,49 @@ func (p *NodeProc) SetArgv(argv []string) {
 	p.Argv = slices.Clone(argv)
 }
 
-// reap waits for cmd to exit and marks the node down.
+// reap waits for cmd to exit, marks the node down, and reports an exit
+// the harness did not cause (OnUnexpectedExit) as soon as it is seen.
 func (p *NodeProc) reap(cmd *exec.Cmd, done chan struct{}) {
 	err := cmd.Wait()
+	ex := exitOf(cmd, err)
 	p.mu.Lock()
-	expected := p.mu.expected
+	ex.Expected, ex.TNs = ex.explainedBy(p.mu.causes), p.tl.Now()
+	status := ex.Text
+	if p.mu.causes != 0 && !ex.Expected {
+		status += " (while the harness expected " + p.mu.causes.String() + ")"
+	}
 	if p.mu.cmd == cmd {
 		p.mu.cmd = nil
 	}
-	if !expected {
-		p.mu.unexpected = append(p.mu.unexpected, fmt.Sprintf("t=%.3fs: %v", float64(p.tl.Now())/1e9, exitText(err)))
+	p.mu.last = ex
+	if !ex.Expected {
+		p.mu.unexpected = append(p.mu.unexpected, fmt.Sprintf("t=%.3fs: %s", float64(ex.TNs)/1e9, status))
 	}
 	p.mu.Unlock()
 	_ = os.Remove(p.PidPath)
 	close(done)
-	if expected {
-		p.log.Info("node exited", "node", p.Index, "status", exitText(err))
+	if ex.Expected {
+		p.log.Info("node exited", "node", p.Index, "status", ex.Text)
 		return
 	}
-	p.log.Error("node exited on its own", "node", p.Index, "status", exitText(err), "log", p.LogPath)
+	p.log.Error("node exited on its own", "node", p.Index, "status", status, "log", p.LogPath)
 	if p.OnUnexpectedExit != nil {
-		p.OnUnexpectedExit(p.Index, exitText(err))
+		p.OnUnexpectedExit(p.Index, status)
 	}
+}
+
+// String names the causes.
+func (c exitCause) String() string {
+	var out []string
+	for _, x := range []struct {
+		c    exitCause
+		name string
+	}{{causeKill, "kill -9"}, {causeTerm, "SIGTERM"}, {causeCrash, "the crash hook's exit 137"}} {
+		if c&x.c != 0 {
+			out = append(out, x.name)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func exitText(err error) string {
@@ -158,17 +248,25 @@ func (p *NodeProc) Unexpected() []string {
 	return append([]string(nil), p.mu.unexpected...)
 }
 
-// signal sends sig to the running process; expectExit marks the exit it
-// may cause as the harness's doing.
-func (p *NodeProc) signal(sig syscall.Signal, expectExit bool) (chan struct{}, error) {
+// LastExit returns how the process last ended (zero before any exit).
+func (p *NodeProc) LastExit() Exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.last
+}
+
+// ErrNotRunning: the node's process is not running (down).
+var ErrNotRunning = errors.New("not running")
+
+// signal sends sig to the running process; cause (0: none) is added to
+// the harness's causes that explain the exit it may bring.
+func (p *NodeProc) signal(sig syscall.Signal, cause exitCause) (chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.cmd == nil {
-		return nil, fmt.Errorf("node %d: not running", p.Index)
+		return nil, fmt.Errorf("node %d: %w", p.Index, ErrNotRunning)
 	}
-	if expectExit {
-		p.mu.expected = true
-	}
+	p.mu.causes |= cause
 	if err := p.mu.cmd.Process.Signal(sig); err != nil {
 		return nil, fmt.Errorf("node %d: %v: %w", p.Index, sig, err)
 	}
@@ -183,7 +281,7 @@ func (p *NodeProc) signal(sig syscall.Signal, expectExit bool) (chan struct{}, e
 
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *NodeProc) Kill() error {
-	done, err := p.signal(syscall.SIGKILL, true)
+	done, err := p.signal(syscall.SIGKILL, causeKill)
 	if err != nil {
 		return err
 	}
@@ -192,23 +290,23 @@ func (p *NodeProc) Kill() error {
 
 // Pause sends SIGSTOP; Resume SIGCONT.
 func (p *NodeProc) Pause() error {
-	_, err := p.signal(syscall.SIGSTOP, false)
+	_, err := p.signal(syscall.SIGSTOP, 0)
 	return err
 }
 
 func (p *NodeProc) Resume() error {
-	_, err := p.signal(syscall.SIGCONT, false)
+	_, err := p.signal(syscall.SIGCONT, 0)
 	return err
 }
 
 // Term stops the node gracefully: SIGTERM (and SIGCONT, should it be
 // paused), then SIGKILL if it has not exited within grace.
 func (p *NodeProc) Term(grace time.Duration) error {
-	done, err := p.signal(syscall.SIGTERM, true)
+	done, err := p.signal(syscall.SIGTERM, causeTerm)
 	if err != nil {
 		return err
 	}
-	_, _ = p.signal(syscall.SIGCONT, true)
+	_, _ = p.signal(syscall.SIGCONT, 0)
 	if waitDone(done, grace, p.Index, "SIGTERM") == nil {
 		return nil
 	}
@@ -219,15 +317,16 @@ func (p *NodeProc) Term(grace time.Duration) error {
 	return fmt.Errorf("node %d: did not stop within %v of SIGTERM", p.Index, grace)
 }
 
-// ExpectExit marks the next exit as the harness's doing (a crash asked
-// through the test hook) and returns the channel closed at the exit.
-func (p *NodeProc) ExpectExit() (chan struct{}, error) {
+// ExpectCrash marks an exit with CrashExitStatus as the harness's doing
+// (a crash asked through the test hook) and returns the channel closed at
+// the exit. Any other exit stays the node's own.
+func (p *NodeProc) ExpectCrash() (chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.cmd == nil {
-		return nil, fmt.Errorf("node %d: not running", p.Index)
+		return nil, fmt.Errorf("node %d: %w", p.Index, ErrNotRunning)
 	}
-	p.mu.expected = true
+	p.mu.causes |= causeCrash
 	return p.mu.done, nil
 }
 

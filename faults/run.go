@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -23,10 +24,12 @@ import (
 // and the workers, applies the schedule, heals, waits for convergence,
 // drains, reads every task back, and tears everything down.
 type Run struct {
-	cfg   Config
-	log   *slog.Logger
-	tl    Timeline
-	sched Schedule
+	cfg Config
+	log *slog.Logger
+	tl  Timeline
+	// startUnixNs is the wall clock when tl began (RunInfo.StartUnixNs).
+	startUnixNs int64
+	sched       Schedule
 	// rng resolves what the schedule leaves to run time (a worker to
 	// pause when none holds a claim).
 	rng *mrand.Rand
@@ -42,6 +45,12 @@ type Run struct {
 	delays     *delayMonitor
 	hooks      bool
 	hooksWhy   string
+	// held maps each node a fault of the current step holds down or
+	// paused to that fault's kind (set at apply, cleared at heal): the
+	// schedule's own doing, which a fault that cannot reach the node
+	// leaves out without being partial. Used by Execute's goroutine
+	// only.
+	held map[int]string
 
 	mu struct {
 		sync.Mutex
@@ -92,6 +101,7 @@ func NewRun(cfg Config) (*Run, error) {
 	r := &Run{cfg: cfg, log: cfg.Logger, sched: cfg.Schedule(), sink: NewSink()}
 	r.rng = mrand.New(mrand.NewPCG(uint64(cfg.Seed), runStream))
 	r.mu.seen = make(map[string]bool)
+	r.held = make(map[int]string)
 	return r, nil
 }
 
@@ -102,10 +112,12 @@ func (r *Run) printf(format string, args ...any) { fmt.Fprintf(r.cfg.Print, form
 
 // Execute runs everything. The error is the harness's own failure (the
 // cluster never formed, a file could not be written); what skuldd does
-// under the faults is the history's, for the checkers.
-func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
-	r.tl = NewTimeline()
+// under the faults is the history's, for the checkers. Once the output
+// directory exists, every outcome ends in finish, so the summary is
+// written and returned with the error too.
+func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	started := time.Now()
+	r.tl, r.startUnixNs = startTimeline()
 	r.sum.Seed, r.sum.Started = r.cfg.Seed, started.UTC().Format(time.RFC3339)
 	// A run starts from empty data dirs: a node started on the data dir
 	// of an earlier run (another cluster, another secret) would not be
@@ -124,11 +136,7 @@ func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
 	if err := WriteJSONFile(filepath.Join(r.cfg.Out, "schedule.json"), r.sched); err != nil {
 		return nil, err
 	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownBound)
-		defer cancel()
-		r.teardown(tctx)
-	}()
+	defer func() { sum, err = r.finish(ctx, started, err) }()
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -146,14 +154,50 @@ func (r *Run) Execute(ctx context.Context) (_ *RunSummary, err error) {
 		return nil, err
 	}
 	r.phase(PhaseDone, nil)
-	r.sum.Delays = r.delays.stop()
-	r.sum.Relay = r.relay.Stats()
 	r.stopNodes()
-	if err := r.rec.Close(); err != nil {
-		return nil, err
+	return nil, nil
+}
+
+// finish ends a run whatever its outcome (runErr): it tears down what is
+// left, records a NotePanic per node whose log holds a panic (every node
+// has exited by then, so the logs are whole), closes the history, and
+// writes leaders.jsonl and summary.json (summarize). It returns the
+// summary, and runErr joined with its own errors.
+func (r *Run) finish(ctx context.Context, started time.Time, runErr error) (*RunSummary, error) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownBound)
+	defer cancel()
+	if runErr != nil {
+		r.sum.Error = oneLine(runErr)
+		r.log.Error("run failed", "err", runErr)
+	}
+	r.sum.Delays = r.delays.stop()
+	r.delays = nil
+	if r.relay != nil {
+		r.sum.Relay = r.relay.Stats()
+	}
+	if r.rec != nil {
+		// Setup began: there is something to tear down.
+		r.teardown(tctx)
+	}
+	r.scanNodeLogs()
+	errs := []error{runErr}
+	if r.rec != nil {
+		errs = append(errs, r.rec.Close())
 	}
 	r.sum.ElapsedS = time.Since(started).Seconds()
-	return r.summarize()
+	sum, err := r.summarize()
+	return sum, errors.Join(append(errs, err)...)
+}
+
+// startTimeline starts the run's timeline and reads the wall clock at the
+// same instant (RunInfo.StartUnixNs): the midpoint of two wall readings
+// taken around the monotonic one, so it is off by at most half their
+// gap, microseconds.
+func startTimeline() (Timeline, int64) {
+	w0 := time.Now().UnixNano()
+	tl := NewTimeline()
+	w1 := time.Now().UnixNano()
+	return tl, w0 + (w1-w0)/2
 }
 
 func (r *Run) dir(name string) string { return filepath.Join(r.cfg.Out, name) }
@@ -339,6 +383,7 @@ func (r *Run) runInfo() RunInfo {
 		SkewBoundMs: c.SkewBound.Milliseconds(), MaxDriftMs: c.MaxDrift.Milliseconds(),
 		AAEIntervalMs: c.AAEInterval.Milliseconds(), TTLMs: c.TTL.Milliseconds(),
 		MaxAttempts: c.MaxAttempts, Started: r.sum.Started, Command: c.Command,
+		StartUnixNs: r.startUnixNs, OKFloor: OKFloors(c, r.sched),
 	}
 	if c.Quick {
 		ri.Scenario = "mix-quick"
@@ -352,6 +397,52 @@ func (r *Run) runInfo() RunInfo {
 		}
 	}
 	return ri
+}
+
+// The floors of acknowledged operations (RunInfo.OKFloor): a run whose
+// workload got almost nothing acknowledged judged nothing, however clean
+// its checkers' verdict.
+const (
+	// okFloorFraction is the faults phase's floor as a fraction of the
+	// enqueues the workload aims at over that phase's least length,
+	// counted against every ok of the phase (enqueues, claims, renews,
+	// updates, completes...). A quick run is about 100 s of warmup,
+	// holds and gaps (15 steps of 2-4.5 s holds and 3 s gaps) at 120
+	// enqueue/s: 12,000 enqueues aimed at, a floor of 1,206 oks. On the
+	// loaded 2-core machine the loops reach about half the rate aimed at
+	// (seed 4242: 6,471 enqueues in 110 s) and each enqueue brings about
+	// four more oks (claims, updates, completes): 32,245 oks, 27 times
+	// the floor, so a slower machine or a run with its windows mostly
+	// unavailable still clears it; a cluster that served nothing, or a
+	// workload that died in its first seconds, does not.
+	okFloorFraction = 0.1
+	// drainFloorPerNode: a drain that finished had drainEmpties empty
+	// (ok) claims from every node, and claimed what was left besides;
+	// one ok per node, a third of that least, says the drain reached
+	// every node at all.
+	drainFloorPerNode = 1
+)
+
+// OKFloors returns the floors of c's run with schedule s, per phase: the
+// faults phase and the drain (the phases between set no client to work:
+// heal and convergence run with the workers stopped, and the final reads
+// are not in the history). The faults phase lasts at least its warmup
+// and every step's hold and gap (the waits for recovery only add), cut
+// short by Duration in a long run; the floor counts from that, never from
+// an estimate it may fall short of.
+func OKFloors(c *Config, s Schedule) map[string]int64 {
+	var least time.Duration
+	for _, st := range s.Steps {
+		least += st.Hold() + st.Gap
+	}
+	if !c.Quick && c.Duration > 0 {
+		least = min(least, c.Duration)
+	}
+	least += c.Warmup
+	return map[string]int64{
+		PhaseFaults: int64(okFloorFraction * c.EnqueuePerSec * least.Seconds()),
+		PhaseDrain:  int64(drainFloorPerNode * c.Topology.Nodes),
+	}
 }
 
 // observe sees every recorded event: it keeps the ids of the tasks
@@ -398,12 +489,26 @@ const (
 	// a connect check from each namespace to each other node did not
 	// match what it names (Detail: the pairs that differ).
 	NotePartitionMismatch = "partition-mismatch"
+	// NoteHealFailed: a fault's heal failed (a restart, the iptables
+	// flush, a clock reset), so the fault may hold past its stop event
+	// (Detail: the nemesis and the error).
+	NoteHealFailed = "heal-failed"
+	// NoteWorkerExit: a worker process (one client loop) exited before
+	// the harness stopped it, or had to be killed because it did not stop
+	// (Detail: which, and its status): its ops in flight stay unanswered,
+	// and the load the run claims to have driven was not.
+	NoteWorkerExit = "worker-exit"
 )
 
 // HarnessFaultNotes are the notes that fail a run: the harness did not do
 // what the record says it did, or a node failed by itself, so the history
 // cannot be judged as if the schedule had run as drawn.
-var HarnessFaultNotes = []string{NoteExit, NoteSkipped, NotePanic, NotePartial, NoteCrashFallback, NotePartitionMismatch}
+var HarnessFaultNotes = []string{NoteExit, NoteSkipped, NotePanic, NotePartial, NoteCrashFallback, NotePartitionMismatch,
+	NoteHealFailed, NoteWorkerExit}
+
+// IsHarnessFault reports whether a note's name is one of
+// HarnessFaultNotes.
+func IsHarnessFault(note string) bool { return slices.Contains(HarnessFaultNotes, note) }
 
 // note records a nemesis note now.
 func (r *Run) note(what string, targets []int, detail map[string]any) {
@@ -568,12 +673,17 @@ func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) e
 		return err
 	}
 	// Every fault of the step is healed, so a node down now exited on
-	// its own (its log says why): start it again, so the steps after
-	// this one act on a whole cluster, and say so.
+	// its own (its log says why; the reaper recorded NoteExit then) or
+	// its heal's restart failed (NoteHealFailed): start it again, so
+	// the steps after this one act on a whole cluster, and say so.
 	for _, i := range r.down() {
-		r.log.Warn("restarting a node that exited on its own", "node", i, "step", k+1)
-		rep.Errors = append(rep.Errors, fmt.Sprintf("node %d had exited on its own; restarted", i))
-		r.note(NoteRestart, []int{i}, map[string]any{"reason": "exited on its own"})
+		reason := "exited on its own: " + r.nodes[i-1].LastExit().Text
+		if r.nodes[i-1].LastExit().Expected {
+			reason = "still down after the heal: its restart failed"
+		}
+		r.log.Warn("restarting a node that is down", "node", i, "step", k+1, "reason", reason)
+		rep.Errors = append(rep.Errors, fmt.Sprintf("node %d %s; restarted", i, reason))
+		r.note(NoteRestart, []int{i}, map[string]any{"reason": reason})
 		if err := r.restart([]int{i}); err != nil {
 			rep.Errors = append(rep.Errors, oneLine(err))
 		}
@@ -638,6 +748,7 @@ func (r *Run) healPhase(ctx context.Context) int64 {
 	if err != nil {
 		r.log.Warn("heal", "err", err)
 		detail["error"] = err.Error()
+		r.note(NoteHealFailed, nil, map[string]any{"nemesis": "all", "error": oneLine(err)})
 	}
 	return r.phase(PhaseHeal, detail)
 }
@@ -645,6 +756,7 @@ func (r *Run) healPhase(ctx context.Context) int64 {
 // stopNodes stops every node with SIGTERM, all at once.
 func (r *Run) stopNodes() {
 	var wg sync.WaitGroup
+	var mu sync.Mutex // guards r.sum.Notes against the goroutines
 	for _, n := range r.nodes {
 		if n.State() == StateDown {
 			continue
@@ -652,14 +764,17 @@ func (r *Run) stopNodes() {
 		wg.Go(func() {
 			if err := n.Term(r.cfg.StopGrace); err != nil {
 				r.log.Warn("stop", "node", n.Index, "err", err)
+				mu.Lock()
 				r.sum.Notes = append(r.sum.Notes, err.Error())
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// teardown removes everything the run made, whatever state it is in.
+// teardown removes everything the run made, whatever state it is in, but
+// the history, which finish closes once the node logs are scanned.
 func (r *Run) teardown(ctx context.Context) {
 	if r.pool != nil {
 		r.pool.Stop(time.Second)
@@ -676,9 +791,6 @@ func (r *Run) teardown(ctx context.Context) {
 	}
 	if r.api != nil {
 		r.api.Close()
-	}
-	if r.rec != nil {
-		_ = r.rec.Close()
 	}
 	Teardown(ctx, r.cfg.Topology, r.log)
 }

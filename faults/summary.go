@@ -3,6 +3,8 @@ package faults
 import (
 	"bufio"
 	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +23,16 @@ type RunSummary struct {
 	Started  string      `json:"started"`
 	ElapsedS float64     `json:"elapsed_s"`
 	Phases   []PhaseTime `json:"phases"`
+	// Error is the harness's own failure that ended the run early
+	// (Execute's error); the summary is written all the same.
+	Error string `json:"error,omitempty"`
+	// HarnessFaults are the history's notes that fail the run
+	// (HarnessFaultNotes), in order.
+	HarnessFaults []HarnessFault `json:"harness_faults"`
+	// ConnectChecks counts the partitions' connect checks run
+	// (checkPartition); Leaders the records written to leaders.jsonl.
+	ConnectChecks int `json:"connect_checks"`
+	Leaders       int `json:"leaders"`
 	// Ops counts each operation's events by type (invoke, ok, fail,
 	// info); Codes the fail and info codes per operation.
 	Ops   map[string]map[string]int `json:"ops"`
@@ -45,6 +57,14 @@ type RunSummary struct {
 	NodeExits map[int][]string `json:"node_exits,omitempty"`
 	NodeLogs  map[int]LogScan  `json:"node_logs"`
 	Notes     []string         `json:"notes,omitempty"`
+}
+
+// HarnessFault is one note of HarnessFaultNotes in the history.
+type HarnessFault struct {
+	Note    string          `json:"note"`
+	TS      float64         `json:"t_s"`
+	Targets []int           `json:"targets,omitempty"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
 }
 
 // PhaseTime is when a phase began (s since the run began).
@@ -116,7 +136,7 @@ func (s *RunSummary) Count(events []Event) {
 	}
 	var faultStart, faultEnd int64 = -1, -1
 	open := map[string][]int{} // nemesis kind -> indexes into s.Windows still open
-	s.Windows = nil
+	s.Windows, s.HarnessFaults = nil, []HarnessFault{}
 	for _, e := range events {
 		switch e.Type {
 		case Invoke, OK, Fail, Info:
@@ -138,6 +158,9 @@ func (s *RunSummary) Count(events []Event) {
 				faultEnd = e.TNs
 			}
 		case Nemesis:
+			if e.F == "note" && IsHarnessFault(e.Nemesis) {
+				s.HarnessFaults = append(s.HarnessFaults, HarnessFault{Note: e.Nemesis, TS: secs(e.TNs), Targets: e.Targets, Detail: e.Detail})
+			}
 			if e.F == "start" {
 				open[e.Nemesis] = append(open[e.Nemesis], len(s.Windows))
 				s.Windows = append(s.Windows, WindowCounts{Nemesis: e.Nemesis, Targets: e.Targets, StartS: secs(e.TNs), StopS: -1})
@@ -239,6 +262,18 @@ func (s *RunSummary) Print(w io.Writer) {
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)
 	}
+	fmt.Fprintf(w, "Partition connect checks: %d; leaderships read from the node logs: %d\n", s.ConnectChecks, s.Leaders)
+	if len(s.HarnessFaults) == 0 {
+		fmt.Fprintf(w, "Harness faults: none recorded\n")
+	} else {
+		fmt.Fprintf(w, "Harness faults (each fails the run): %d\n", len(s.HarnessFaults))
+		for _, h := range s.HarnessFaults {
+			fmt.Fprintf(w, "  %-18s t=%.1fs nodes %v %s\n", h.Note, h.TS, h.Targets, truncateLine(string(h.Detail), printDetailMax))
+		}
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "RUN FAILED: %s\n", s.Error)
+	}
 	phases := make([]string, len(s.Phases))
 	for i, p := range s.Phases {
 		phases[i] = fmt.Sprintf("%s@%.1fs", p.Phase, p.TS)
@@ -256,27 +291,59 @@ func mapKeys(m map[string]int) func(func(string) bool) {
 	}
 }
 
-// summarize reads the history back, scans the node logs, writes
-// summary.json and prints it.
+// printDetailMax bounds a harness fault's detail in the printout (the
+// whole of it is in summary.json and the history).
+const printDetailMax = 400
+
+// panicLineMax bounds the panic line a NotePanic carries.
+const panicLineMax = 300
+
+func truncateLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// scanNodeLogs scans every node's log (once all have exited, so the logs
+// are whole) into the summary, and records a NotePanic for each node
+// whose log holds a panic or a Go fatal error.
+func (r *Run) scanNodeLogs() {
+	r.sum.NodeLogs = map[int]LogScan{}
+	for _, n := range r.nodes {
+		ls := ScanLog(n.LogPath)
+		r.sum.NodeLogs[n.Index] = ls
+		if ls.Panic > 0 && r.rec != nil {
+			r.note(NotePanic, []int{n.Index}, map[string]any{"first": ls.FirstPanic, "panics": ls.Panic, "log": n.LogPath})
+		}
+	}
+}
+
+// summarize reads the history back, writes leaders.jsonl from the node
+// logs, writes summary.json and prints it. What it cannot read or write
+// is in the summary's notes and its error; summary.json is written
+// whenever the output directory takes it.
 func (r *Run) summarize() (*RunSummary, error) {
+	s := &r.sum
 	events, err := ReadHistory(filepath.Join(r.cfg.Out, HistoryFile))
 	if err != nil {
-		return nil, err
+		s.Notes = append(s.Notes, "summary: "+oneLine(err))
 	}
-	s := &r.sum
 	s.Count(events)
-	s.NodeLogs, s.NodeExits = map[int]LogScan{}, map[int][]string{}
+	s.NodeExits = map[int][]string{}
 	for _, n := range r.nodes {
-		s.NodeLogs[n.Index] = ScanLog(n.LogPath)
 		if ex := n.Unexpected(); len(ex) > 0 {
 			s.NodeExits[n.Index] = ex
 		}
 	}
-	if err := WriteJSONFile(filepath.Join(r.cfg.Out, SummaryFile), s); err != nil {
-		return nil, err
+	n, lerr := r.writeLeaders()
+	s.Leaders = n
+	if lerr != nil {
+		s.Notes = append(s.Notes, oneLine(lerr))
 	}
+	werr := WriteJSONFile(filepath.Join(r.cfg.Out, SummaryFile), s)
 	s.Print(r.cfg.Print)
-	return s, nil
+	return s, errors.Join(werr, lerr)
 }
 
 // LogScan is what a node's log holds: its warnings, errors and panics.
@@ -286,6 +353,8 @@ type LogScan struct {
 	Error  int `json:"error"`
 	Panic  int `json:"panic"`
 	Starts int `json:"starts"`
+	// FirstPanic is the first panic line (panicLine), truncated.
+	FirstPanic string `json:"first_panic,omitempty"`
 	// TopErrors are the most frequent error messages, with counts.
 	TopErrors []string `json:"top_errors,omitempty"`
 }
@@ -294,6 +363,27 @@ type LogScan struct {
 const topErrors = 6
 
 var logMsg = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"|msg=(\S+)`)
+
+// panicLine reports whether a log line is the start of a panic: the Go
+// runtime's "panic: " or "fatal error: " at the start of a line (an
+// unrecovered panic, a fatal runtime error such as a concurrent map
+// write), or net/http's "http: panic serving" (a handler's panic it
+// recovered, printed by the log package, since skuldd's HTTP server has no
+// ErrorLog), or a panic skuldd's own wire server recovered and logged
+// (recoveredPanics): the node lives on, but a panic on input is a bug
+// all the same. Other slog lines (they start with time=) are never
+// panics, at level=ERROR included.
+func panicLine(line string) bool {
+	if strings.HasPrefix(line, "time=") {
+		return slices.ContainsFunc(recoveredPanics, func(m string) bool { return strings.Contains(line, m) })
+	}
+	return strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") ||
+		strings.Contains(line, "http: panic serving")
+}
+
+// recoveredPanics are the messages of skuldd's log lines for panics it
+// recovered from (wire/server.go).
+var recoveredPanics = []string{`msg="wire: handler panicked"`, `msg="wire: stream reader panicked"`}
 
 // ScanLog scans a node's text log.
 func ScanLog(path string) LogScan {
@@ -310,6 +400,12 @@ func ScanLog(path string) LogScan {
 		line := sc.Text()
 		ls.Lines++
 		switch {
+		case panicLine(line):
+			ls.Panic++
+			msgs[line]++
+			if ls.FirstPanic == "" {
+				ls.FirstPanic = truncateLine(line, panicLineMax)
+			}
 		case strings.HasPrefix(line, "=== faults: start"):
 			ls.Starts++
 		case strings.Contains(line, "level=WARN"):
@@ -319,9 +415,6 @@ func ScanLog(path string) LogScan {
 			if m := logMsg.FindStringSubmatch(line); m != nil {
 				msgs[m[1]+m[2]]++
 			}
-		case strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:"):
-			ls.Panic++
-			msgs[line]++
 		}
 	}
 	keys := slices.SortedFunc(mapKeys(msgs), func(a, b string) int { return cmp.Compare(msgs[b], msgs[a]) })

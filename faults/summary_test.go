@@ -101,3 +101,103 @@ func TestDelayStats(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// Only the notes of HarnessFaultNotes are the summary's harness faults,
+// in history order, and the printout names them.
+func TestSummaryHarnessFaults(t *testing.T) {
+	events := []Event{
+		{Proc: -1, Type: Phase, F: PhaseFaults, TNs: 1e9},
+		{Proc: -1, Type: Nemesis, F: "note", Nemesis: NoteRepaired, TNs: 2e9},
+		{Proc: -1, Type: Nemesis, F: "note", Nemesis: NoteExit, Targets: []int{3}, TNs: 3e9, Detail: []byte(`{"status":"exit status 2"}`)},
+		{Proc: -1, Type: Nemesis, F: "note", Nemesis: NoteRestart, Targets: []int{3}, TNs: 4e9},
+		{Proc: -1, Type: Nemesis, F: "note", Nemesis: NotePartitionMismatch, Targets: []int{1, 2}, TNs: 5e9},
+		{Proc: -1, Type: Nemesis, F: "start", Nemesis: NoteSkipped, TNs: 6e9}, // a start, not a note
+	}
+	var sum RunSummary
+	sum.Count(events)
+	if len(sum.HarnessFaults) != 2 || sum.HarnessFaults[0].Note != NoteExit || sum.HarnessFaults[1].Note != NotePartitionMismatch {
+		t.Fatalf("harness faults %+v", sum.HarnessFaults)
+	}
+	if h := sum.HarnessFaults[0]; h.TS != 3 || h.Targets[0] != 3 || string(h.Detail) != `{"status":"exit status 2"}` {
+		t.Errorf("node exit %+v", h)
+	}
+	var out bytes.Buffer
+	sum.Print(&out)
+	for _, want := range []string{"Harness faults (each fails the run): 2", NoteExit, "exit status 2", NotePartitionMismatch} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printout lacks %q:\n%s", want, out.String())
+		}
+	}
+	sum.Count(events[:2])
+	out.Reset()
+	sum.Print(&out)
+	if !strings.Contains(out.String(), "Harness faults: none recorded") {
+		t.Errorf("printout of a clean run:\n%s", out.String())
+	}
+}
+
+// A panic is the runtime's, net/http's, or one skuldd's wire server
+// recovered and logged; another line the node logs at level=ERROR is not
+// one, whatever it says.
+func TestPanicLine(t *testing.T) {
+	cases := []struct {
+		line string
+		want bool
+	}{
+		{"panic: runtime error: index out of range [3] with length 3", true},
+		{"panic: boom [recovered]", true},
+		{"fatal error: concurrent map writes", true},
+		{"2026/05/09 07:30:00 http: panic serving 10.77.0.254:40000: runtime error", true},
+		{`time=2026-05-09T07:30:00Z level=ERROR msg="wire: handler panicked" panic="boom"`, true},
+		{`time=2026-05-09T07:30:00Z level=ERROR msg="wire: stream reader panicked" panic="boom"`, true},
+		{`time=2026-05-09T07:30:00Z level=ERROR msg="claim failed" err="handler panicked"`, false},
+		{`time=2026-05-09T07:30:00Z level=ERROR msg="http: panic serving x"`, false},
+		{"time=2026-05-09T07:30:00Z level=INFO msg=leading partition=1 epoch=2", false},
+		{"goroutine 1 [running]:", false},
+		{"=== faults: start 2 of node 1 at t=9.000s ===", false},
+	}
+	for _, c := range cases {
+		if got := panicLine(c.line); got != c.want {
+			t.Errorf("%q: %v; want %v", c.line, got, c.want)
+		}
+	}
+}
+
+// ScanLog keeps the first panic line, for the NotePanic's detail.
+func TestScanLogFirstPanic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n2.log")
+	log := "time=x level=ERROR msg=\"claim failed\" err=boom\n" +
+		"fatal error: concurrent map writes\n" +
+		"goroutine 7 [running]:\n" +
+		"panic: later\n"
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ls := ScanLog(path)
+	if ls.Panic != 2 || ls.Error != 1 || ls.FirstPanic != "fatal error: concurrent map writes" {
+		t.Errorf("scan %+v", ls)
+	}
+}
+
+// A run that failed before it had a history still writes summary.json,
+// with why.
+func TestSummarizeWithoutHistory(t *testing.T) {
+	out := t.TempDir()
+	var printed bytes.Buffer
+	r := &Run{cfg: Config{Out: out, Print: &printed}}
+	r.sum.Error = "setup: the cluster never formed"
+	s, err := r.summarize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, rerr := os.ReadFile(filepath.Join(out, SummaryFile))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !strings.Contains(string(b), "the cluster never formed") || len(s.Notes) == 0 || !strings.Contains(s.Notes[0], HistoryFile) {
+		t.Errorf("summary %s; notes %v", b, s.Notes)
+	}
+	if !strings.Contains(printed.String(), "RUN FAILED: setup: the cluster never formed") {
+		t.Errorf("printout:\n%s", printed.String())
+	}
+}

@@ -62,39 +62,60 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err := json.Unmarshal(line, &cfg); err != nil {
 		return fmt.Errorf("worker: config: %w", err)
 	}
-	stop := make(chan struct{})
-	answers := make(chan bool, 1)
-	go func() {
-		// Ends when the harness closes stdin (at the latest when it
-		// exits); then the loop stops.
-		defer close(stop)
-		_ = scanJSONLines(br, "stdin", func(b []byte) error {
-			var m parentMsg
-			if err := json.Unmarshal(b, &m); err != nil {
-				return err
-			}
-			if m.Stop {
-				return io.EOF
-			}
-			if m.Accepted != nil {
-				answers <- *m.Accepted
-			}
-			return nil
-		})
-	}()
-	em := &pipeEmitter{w: bufio.NewWriter(out), answers: answers, stop: stop}
+	pr := newParentReader()
+	go pr.read(br)
+	em := &pipeEmitter{w: bufio.NewWriter(out), answers: pr.answers, closed: pr.closed}
+	stop := pr.stop
 	loop := NewLoop(cfg, em)
 	defer loop.Close()
 	loop.Run(ctx, stop)
 	return em.err
 }
 
+// parentReader reads a worker's stdin: the harness's stop and the sink's
+// answers.
+type parentReader struct {
+	stop    chan struct{} // closed at the stop, or when stdin closes
+	closed  chan struct{} // closed when stdin closes: no answer can come
+	answers chan bool
+	once    sync.Once
+}
+
+func newParentReader() *parentReader {
+	return &parentReader{stop: make(chan struct{}), closed: make(chan struct{}), answers: make(chan bool, 1)}
+}
+
+// read reads until the harness closes stdin (at the latest when it exits),
+// and on past a stop: the sink's answer to an offer the loop made just
+// before the stop may come after it, and the loop finishes the operation
+// it is in. (It once stopped reading at the stop, and a worker whose offer
+// crossed the stop waited for an answer it never read until the harness
+// killed it.)
+func (pr *parentReader) read(in io.Reader) {
+	defer close(pr.closed)
+	defer pr.once.Do(func() { close(pr.stop) })
+	_ = scanJSONLines(in, "stdin", func(b []byte) error {
+		var m parentMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		if m.Stop {
+			pr.once.Do(func() { close(pr.stop) })
+		}
+		if m.Accepted != nil {
+			pr.answers <- *m.Accepted
+		}
+		return nil
+	})
+}
+
 // pipeEmitter is a worker's Emitter: lines on stdout, answers on stdin.
 type pipeEmitter struct {
 	w       *bufio.Writer
 	answers chan bool
-	stop    chan struct{}
-	err     error
+	// closed: the harness closed stdin, so no answer can come.
+	closed chan struct{}
+	err    error
 }
 
 func (p *pipeEmitter) write(m workerMsg) {
@@ -126,6 +147,8 @@ func (p *pipeEmitter) Offer(proc int, task string, claim uint32) (bool, error) {
 	select {
 	case a := <-p.answers:
 		return a, nil
+	case <-p.closed:
+		return false, errors.New("worker: the harness closed the pipe before the sink answered")
 	case <-t.C:
 		return false, errors.New("worker: the sink did not answer")
 	}
@@ -168,6 +191,11 @@ type WorkerProc struct {
 	holdSince atomic.Int64
 	paused    atomic.Bool
 	lines     atomic.Int64
+	// stopping: the harness told the worker to stop; killed: it did not
+	// within the grace, and the harness killed it. An exit before the stop,
+	// or a kill, is a harness fault (NoteWorkerExit).
+	stopping atomic.Bool
+	killed   atomic.Bool
 }
 
 // WorkerPool runs the worker processes.
@@ -254,9 +282,25 @@ func (p *WorkerPool) read(w *WorkerProc, out io.Reader) {
 	if err != nil {
 		p.log.Error("worker output", "worker", w.Loop, "err", err)
 	}
-	if err := w.cmd.Wait(); err != nil {
+	err = w.cmd.Wait()
+	if err != nil {
 		p.log.Warn("worker exited", "worker", w.Loop, "status", err)
 	}
+	var why string
+	switch {
+	case w.killed.Load():
+		why = "did not stop within the grace; killed"
+	case !w.stopping.Load():
+		why = "exited before it was told to stop"
+	default:
+		return
+	}
+	status := "0"
+	if err != nil {
+		status = err.Error()
+	}
+	detail, _ := json.Marshal(map[string]any{"worker": w.Loop, "why": why, "status": status})
+	p.rec.Record(Event{Proc: -1, Type: Nemesis, F: "note", TNs: p.tl.Now(), Nemesis: NoteWorkerExit, Detail: detail})
 }
 
 func (w *WorkerProc) send(m parentMsg) {
@@ -317,6 +361,7 @@ func (p *WorkerPool) ResumeAll() {
 func (p *WorkerPool) Stop(grace time.Duration) {
 	p.ResumeAll()
 	for _, w := range p.Procs {
+		w.stopping.Store(true)
 		w.send(parentMsg{Stop: true})
 	}
 	end := time.Now().Add(grace)
@@ -326,6 +371,7 @@ func (p *WorkerPool) Stop(grace time.Duration) {
 		case <-w.done:
 		case <-t.C:
 			p.log.Warn("worker did not stop; killing it", "worker", w.Loop, "grace", grace)
+			w.killed.Store(true)
 			_ = w.cmd.Process.Kill()
 		}
 		t.Stop()

@@ -71,3 +71,33 @@ func TestWorkerProtocol(t *testing.T) {
 		t.Errorf("%d events, %d offers, %d holding notices; want some of each and 10 offers", events, offers, holds)
 	}
 }
+
+// A sink's answer that comes after the stop still reaches the loop: the
+// offer it made just before the stop is answered, and the loop finishes
+// its operation (the reader once stopped reading at the stop, and such a
+// worker waited until the harness killed it).
+func TestParentReaderReadsPastTheStop(t *testing.T) {
+	pr := newParentReader()
+	yes := true
+	stop, _ := json.Marshal(parentMsg{Stop: true})
+	ans, _ := json.Marshal(parentMsg{Accepted: &yes})
+	pr.read(strings.NewReader(string(stop) + "\n" + string(ans) + "\n"))
+	select {
+	case <-pr.stop:
+	default:
+		t.Error("stop not closed")
+	}
+	select {
+	case a := <-pr.answers:
+		if !a {
+			t.Error("answer false; want true")
+		}
+	default:
+		t.Error("the answer after the stop was dropped")
+	}
+	select {
+	case <-pr.closed:
+	default:
+		t.Error("closed not closed at the end of stdin")
+	}
+}

@@ -156,14 +156,38 @@ func runSuite(ctx context.Context, args []string) int {
 		return 2
 	}
 	sum, err := r.Execute(ctx)
+	if sum != nil {
+		// The summary is printed by the run; say where it is and what
+		// of the harness itself went wrong, whatever the outcome.
+		fmt.Printf("faults: summary in %s\n", filepath.Join(cfg.Out, faults.SummaryFile))
+		printHarnessFaults(sum)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "faults: run failed after %v: %v\n", time.Since(start).Round(time.Second), err)
 		return 1
 	}
-
-	_ = sum
 	fmt.Printf("faults: run done in %v; output in %s\n", time.Since(start).Round(time.Second), cfg.Out)
 	return check(cfg.Out)
+}
+
+// printHarnessFaults says how many harness faults the history records, by
+// note (the checkers fail the run on each).
+func printHarnessFaults(sum *faults.RunSummary) {
+	if len(sum.HarnessFaults) == 0 {
+		fmt.Println("faults: no harness faults recorded")
+		return
+	}
+	counts := map[string]int{}
+	for _, h := range sum.HarnessFaults {
+		counts[h.Note]++
+	}
+	var parts []string
+	for _, n := range faults.HarnessFaultNotes {
+		if counts[n] > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", n, counts[n]))
+		}
+	}
+	fmt.Printf("faults: %d harness fault(s) recorded in the history (each fails the run): %s\n", len(sum.HarnessFaults), strings.Join(parts, " "))
 }
 
 // check runs the checkers over the run in dir, writes report.txt,
