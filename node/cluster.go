@@ -83,8 +83,8 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	replica(wire.OpPull, peer.Unary(func(ctx context.Context, _ *wire.Request, r *wire.PullRequest) (any, error) {
 		return n.ctl.ServePull(ctx, r)
 	}))
-	replica(wire.OpRelease, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
-		return nil, n.ctl.ServeRelease(req.PeerID, r)
+	replica(wire.OpRelease, peer.Unary(func(ctx context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
+		return nil, n.ctl.ServeRelease(ctx, req.PeerID, r)
 	}))
 	n.repl.Register(mux, n.loaded)
 	n.deps.Register(mux, n.loaded)

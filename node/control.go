@@ -85,6 +85,11 @@ func (h controlHost) Pull(ctx context.Context, addr string, from uint64, part ui
 	return h.n.repl.PullPartition(ctx, addr, from, part)
 }
 
+// Gather is the replication plane's gathering of a zombie's copy.
+func (h controlHost) Gather(ctx context.Context, part uint16, from uint64) error {
+	return h.n.repl.Gather(ctx, part, from)
+}
+
 // drifting reports whether this node's clock is ahead of the cluster's by
 // more than allowed, or not yet judged (control.Control.Drifting); reason
 // says why. Never before Start.

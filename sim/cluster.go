@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/faults"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/store"
@@ -20,11 +21,13 @@ import (
 // concurrent use: clients call nodes while the nemesis kills and restarts
 // them.
 type cluster struct {
-	cfg   *Config
-	net   *peer.MemNet
-	log   *slog.Logger
-	mu    sync.Mutex
-	nodes []*simNode
+	cfg *Config
+	net *peer.MemNet
+	log *slog.Logger
+	// onLead receives each node's "leading" log records (leaderTap).
+	onLead func(faults.Leadership)
+	mu     sync.Mutex
+	nodes  []*simNode
 }
 
 // simNode is one node, running or down, with what outlives its
@@ -72,8 +75,9 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 	cfg.Partitions = c.cfg.Partitions
 	cfg.Replicas = c.cfg.Replicas
 	cfg.SkewBound = c.cfg.SkewBound
-	cfg.Drift.MaxDrift = c.cfg.SkewBound / 2 // below the skew bound, as Validate wants
+	cfg.Drift.MaxDrift = c.cfg.maxDrift()
 	cfg.AAEInterval = c.cfg.AAEInterval
+	cfg.ReconcileInterval = c.cfg.ReconcileInterval
 	cfg.DefaultMaxAttempts = c.cfg.MaxAttempts
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.RaftTick = 10 * time.Millisecond
@@ -95,19 +99,20 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 	cfg.RejoinInterval = 200 * time.Millisecond
 	cfg.ClockProbe = 100 * time.Millisecond
 	cfg.LeaveTimeout = time.Second
-	cfg.Logger = c.log.With("member", i+1)
+	cfg.Logger = slog.New(&leaderTap{next: c.log.With("member", i+1).Handler(), node: i + 1, record: c.onLead})
 	return cfg
 }
 
 // newCluster starts cfg.Nodes nodes: the first founds the cluster, each
 // other joins through the ones before it.
-func newCluster(ctx context.Context, cfg *Config, seed uint64, log *slog.Logger) (*cluster, error) {
-	c := &cluster{cfg: cfg, net: peer.NewMemNet(), log: log}
+func newCluster(ctx context.Context, cfg *Config, seed uint64, log *slog.Logger, onLead func(faults.Leadership)) (*cluster, error) {
+	c := &cluster{cfg: cfg, net: peer.NewMemNet(), log: log, onLead: onLead}
+	rng := rand.New(rand.NewPCG(seed, streamNodes))
 	for i := range cfg.Nodes {
 		sn := &simNode{fs: store.NewMemFS(), shift: clock.NewShift(clock.Real{}, 0)}
 		sn.cfg = c.nodeConfig(i, sn)
 		// Reordering draws its delays from the seed too.
-		sn.cfg.Faults.Seed(seed + uint64(i))
+		sn.cfg.Faults.Seed(rng.Uint64())
 		for j := range i {
 			sn.cfg.Join = append(sn.cfg.Join, addrOf(j))
 		}

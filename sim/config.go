@@ -29,13 +29,41 @@ type Config struct {
 	// synced survives its crash (each crash draws 0..this).
 	MaxUnsyncedPercent int
 
-	// SkewBound is the nodes' clock skew bound; a clock fault shifts one
-	// node's clock by at most SkewBound/clockShiftDivisor either way, inside
-	// the drift limit (node.Config.Drift.MaxDrift = SkewBound/2), so the
-	// shifted node keeps serving and claims must still never overlap.
+	// SkewBound is the nodes' clock skew bound (node.Config.SkewBound).
+	// The design promises no two live claims of a task while every pair
+	// of clocks is within it: a claim that leader A (clock offset oA)
+	// grants at real time ti ends at E = ti + oA + TTL by A's clock, and
+	// any leader B (offset oB) takes it for expired only once B's clock
+	// reads E + SkewBound, at real time ti + TTL + SkewBound - (oB - oA):
+	// no earlier than the lease's real end ti + TTL while
+	// oB - oA <= SkewBound.
+	//
+	// So a clock fault (clockShifts) shifts one or more nodes, each by a
+	// whole number of ms within ±SkewBound/2, the others keeping true
+	// time; clock faults share one track and never overlap, so at every
+	// instant any two clocks are at most SkewBound apart: up to the bound
+	// (with clockSpreadProb two nodes sit at its two ends), never beyond
+	// it, and the checkers must find no overlap.
+	//
+	// The nodes' drift limit is Drift.MaxDrift = SkewBound/2 (maxDrift):
+	// a node more than that ahead of the cluster's median clock (the
+	// lower median of its own and its peers') stands by: it hands off
+	// what it leads, leads nothing, and grants and renews no claim until
+	// its lead is under half the limit again. One node up to SkewBound/2
+	// ahead of peers at true time is within the limit and keeps serving,
+	// so the lease arithmetic alone must keep its claims apart from the
+	// others'; a node at +SkewBound/2 with the other two at -SkewBound/2
+	// is the whole bound ahead of the median and stands by, which
+	// exercises the drift handoff too. Safety within the bound never
+	// rests on the drift watch.
 	SkewBound time.Duration
 	// AAEInterval is the nodes' anti-entropy interval.
 	AAEInterval time.Duration
+	// ReconcileInterval is how often the nodes re-check their blocked
+	// tasks' dependencies (node.Config.ReconcileInterval, 30 s by default):
+	// short, so a completion notice lost to a crash is caught within the
+	// drain's settle window, which waits for it.
+	ReconcileInterval time.Duration
 
 	// TTL is the lease a client asks for; MaxAttempts its tasks'
 	// max_attempts.
@@ -45,6 +73,21 @@ type Config struct {
 	// than a claim; after MaxTasksPerClient enqueues it only claims.
 	EnqueueProb       float64
 	MaxTasksPerClient int
+	// DepProb is the chance an enqueue depends on 1..MaxDeps tasks the
+	// client saw acknowledged earlier (as the fault suite's workload,
+	// faults.Mix): a dependent is claimable only once they complete.
+	DepProb float64
+	MaxDeps int
+	// W1Prob is the chance an enqueue asks w=1 (acknowledged once one
+	// replica holds the task) rather than the default, a majority. The
+	// simulated crashes lose only what a node had not synced, and a node
+	// syncs before it acknowledges, so a w=1 task acknowledged must never
+	// be lost either: nothing here is beyond the bounds.
+	W1Prob float64
+	// CancelProb is the chance that an enqueue is followed by the cancel
+	// of the task the client saw acknowledged last (claimed by another
+	// client or not), as the fault suite's workload does.
+	CancelProb float64
 	// Work bounds a claimed task's work; a slow task (SlowProb) works
 	// about SlowWork and renews every TTL/renewsPerTTL meanwhile.
 	Work     time.Duration
@@ -75,8 +118,15 @@ type Config struct {
 	PollInterval time.Duration
 }
 
-// clockShiftDivisor: a clock fault shifts by at most SkewBound over this.
-const clockShiftDivisor = 4
+// clockSpreadProb is the chance that a clock fault shifting two or more
+// nodes puts the first at +SkewBound/2 and the second at -SkewBound/2:
+// the full bound apart, the case the lease arithmetic is tightest in
+// (the second's leader expiring the first's claims).
+const clockSpreadProb = 0.5
+
+// maxDrift is the nodes' drift limit (Drift.MaxDrift): half the skew
+// bound, below it as node.Config.Validate wants (see SkewBound).
+func (c *Config) maxDrift() time.Duration { return c.SkewBound / 2 }
 
 // renewsPerTTL is how often a slow task is renewed per lease.
 const renewsPerTTL = 3
@@ -102,10 +152,15 @@ func DefaultConfig() Config {
 		MaxUnsyncedPercent: 50,
 		SkewBound:          100 * time.Millisecond,
 		AAEInterval:        200 * time.Millisecond,
+		ReconcileInterval:  500 * time.Millisecond,
 		TTL:                time.Second,
 		MaxAttempts:        20,
 		EnqueueProb:        0.5,
 		MaxTasksPerClient:  20,
+		DepProb:            0.15,
+		MaxDeps:            2,
+		W1Prob:             0.3,
+		CancelProb:         0.03,
 		Work:               50 * time.Millisecond,
 		SlowProb:           0.05,
 		SlowWork:           2500 * time.Millisecond,
@@ -142,13 +197,14 @@ func (c *Config) Validate() error {
 	check(c.MaxUnsyncedPercent >= 0 && c.MaxUnsyncedPercent <= 100, "max unsynced percent %d: want 0..100", c.MaxUnsyncedPercent)
 	check(c.TTL > c.SkewBound, "ttl %v must exceed the skew bound %v", c.TTL, c.SkewBound)
 	check(c.MaxTasksPerClient >= 1, "max tasks per client %d: want at least 1", c.MaxTasksPerClient)
-	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb} {
+	check(c.MaxDeps >= 1, "max deps %d: want at least 1", c.MaxDeps)
+	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb, "dep": c.DepProb, "w=1": c.W1Prob, "cancel": c.CancelProb} {
 		check(p >= 0 && p <= 1, "%s probability %v: want 0..1", name, p)
 	}
 	check(c.FailProb >= 0 && c.SnoozeProb >= 0 && c.AbandonProb >= 0 && c.FailProb+c.SnoozeProb+c.AbandonProb <= 1,
 		"fail, snooze and abandon probabilities %v, %v, %v: want each >= 0, summing to at most 1", c.FailProb, c.SnoozeProb, c.AbandonProb)
 	for name, d := range map[string]time.Duration{
-		"fault time": c.FaultTime, "delay max": c.DelayMax, "skew bound": c.SkewBound, "aae interval": c.AAEInterval,
+		"fault time": c.FaultTime, "delay max": c.DelayMax, "skew bound": c.SkewBound, "aae interval": c.AAEInterval, "reconcile interval": c.ReconcileInterval,
 		"work": c.Work, "slow work": c.SlowWork, "retry after": c.RetryAfter, "snooze delay": c.SnoozeDelay,
 		"idle pause": c.IdlePause, "request timeout": c.RequestTimeout, "start timeout": c.StartTimeout,
 		"recover timeout": c.RecoverTimeout, "converge timeout": c.ConvergeTimeout, "drain timeout": c.DrainTimeout,

@@ -12,12 +12,20 @@
 // reordering, duplicated requests, lost replies of forwarded requests)
 // and nodes (kills, crashes that lose unsynced writes, a majority of the
 // nodes crashed at once, a node frozen as by SIGSTOP with its clients'
-// requests held until it thaws, clock shifts within the skew bound). At the end the simulation heals, waits
-// for the replicas to converge, drains the queue, reads every task from
-// every node and judges the history with the fault suite's own checkers
-// (faults.Analyze): no acknowledged write lost, no overlapping live
-// claims, claim ids growing, no claim after an acknowledged completion,
-// replicas converged, and the rest of that suite.
+// requests held until it thaws, clock shifts of one or more nodes up to
+// the skew bound apart, never beyond: Config.SkewBound). The clients
+// enqueue with w=1 or a majority, some tasks depending on tasks
+// acknowledged earlier, and offer each task's side effect to a fenced
+// sink (faults.Sink) before they complete it. At the end the simulation
+// heals, waits for the replicas to converge, drains the queue, reads
+// every task from every node and judges the history with the fault
+// suite's own checkers (faults.Analyze): no acknowledged write lost
+// (whatever w acknowledged it: a crash here loses only unsynced writes),
+// no overlapping live claims, claim ids growing, no claim after an
+// acknowledged completion or before a dependency's, no complete accepted
+// after the sink fenced its claim, replicas converged, and the rest of
+// that suite. Nothing the simulation does is beyond the design's bounds,
+// so any anomaly fails the seed.
 //
 // Determinism: a seed fixes the schedule and each client's choices, not
 // the interleaving. Go's scheduler is not deterministic, inside a bubble
@@ -26,10 +34,13 @@
 // answers every time: a failing seed usually, not always, fails again.
 // The test prints the replay command of every failing seed:
 //
-//	go test ./sim -run TestSim -seed N
+//	go test ./sim -run TestSim -seed N -seeds 1
 //
-// and -seeds K runs K seeds from -seed (default 1); CI runs the default
-// count, a long search runs -seeds 100000.
+// and -seeds K runs K seeds from -seed. Their defaults are 1 and 200, or
+// $SKULDD_SIM_SEED and $SKULDD_SIM_SEEDS when set: CI sets the first
+// from the commit and prints the range (.ci/run), so each commit tries
+// other seeds and its log says which; a plain go test ./... runs seeds
+// 1-200. A long search runs -seeds 100000.
 //
 // Concurrency: a Run belongs to one goroutine (the test's, inside its
 // bubble); the clients, the nemesis and the nodes' own goroutines run in

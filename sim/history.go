@@ -12,10 +12,11 @@ import (
 // (faults.Event), with times from the bubble's virtual clock: the one
 // real-time reference every node shares. Safe for concurrent use.
 type recorder struct {
-	start  time.Time
-	mu     sync.Mutex
-	events []faults.Event
-	finals []faults.FinalRead
+	start   time.Time
+	mu      sync.Mutex
+	events  []faults.Event
+	finals  []faults.FinalRead
+	leaders []faults.Leadership
 }
 
 func newRecorder() *recorder { return &recorder{start: time.Now()} }
@@ -55,9 +56,17 @@ func (r *recorder) final(fr faults.FinalRead) {
 	r.finals = append(r.finals, fr)
 }
 
+// leading records that a node started leading a partition at an epoch.
+func (r *recorder) leading(l faults.Leadership) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l.TNs = r.now()
+	r.leaders = append(r.leaders, l)
+}
+
 // input returns the run for the checkers.
 func (r *recorder) input(info faults.RunInfo) *faults.Input {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return &faults.Input{Run: info, Events: r.events, Finals: r.finals}
+	return &faults.Input{Run: info, Events: r.events, Finals: r.finals, Leaders: r.leaders}
 }

@@ -33,11 +33,15 @@ type Result struct {
 // OK reports whether the run passed every check.
 func (r *Result) OK() bool { return len(r.Problems) == 0 && r.Report != nil && r.Report.OK() }
 
-// Streams of the seed: the schedule and each client draw from their own,
-// so adding a client leaves the schedule as it was.
+// Streams of the seed: the schedule, the nodes' fault injectors and each
+// client (the drain last) draw from their own PCG stream of the seed, so
+// adding a client leaves the schedule as it was. The run's seed only ever
+// seeds these streams, never offset by a node or client number, so two
+// seeds of a range share no draws.
 const (
 	streamSchedule = iota
-	streamClients
+	streamNodes
+	streamClients // streamClients+k is client k's; the drain's is k = Clients
 )
 
 // Run runs one seed: the cluster, the workload under the seed's fault
@@ -52,19 +56,19 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	res := &Result{Seed: seed, Schedule: schedule(&cfg, rand.New(rand.NewPCG(seed, streamSchedule)))}
 	rec := newRecorder()
 	rec.phase(faults.PhaseSetup, nil)
-	c, err := newCluster(ctx, &cfg, seed, log)
+	c, err := newCluster(ctx, &cfg, seed, log, rec.leading)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	r := &run{cfg: &cfg, c: c, rec: rec, res: res}
+	r := &run{cfg: &cfg, c: c, rec: rec, res: res, sink: faults.NewSink()}
 
 	rec.phase(faults.PhaseFaults, res.Schedule)
 	until := time.Now().Add(cfg.FaultTime)
 	var wg sync.WaitGroup
 	stride := cfg.Clients + 1 // the drain is process Clients
 	for k := range cfg.Clients {
-		cl := &client{cfg: &cfg, c: c, rec: rec, rng: rand.New(rand.NewPCG(seed, streamClients+uint64(k))),
+		cl := &client{cfg: &cfg, c: c, rec: rec, sink: r.sink, rng: rand.New(rand.NewPCG(seed, streamClients+uint64(k))),
 			proc: k, stride: stride, tag: fmt.Sprintf("c%d", k)}
 		wg.Go(func() { cl.run(ctx, until) })
 	}
@@ -97,12 +101,17 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	// blocked for good.
 	sleep(ctx, shutdownLinger)
 
+	// W stays 0, a majority, though some enqueues ask w=1: the checkers
+	// read it only to excuse losses of replicas lost for good, and no
+	// fault here loses one (a crash keeps what was synced), so a w=1
+	// acknowledgement must survive as a majority's must. Each enqueue's
+	// ok carries its acks.
 	res.History = rec.input(faults.RunInfo{
 		Seed: int64(seed), Scenario: "sim", Nodes: cfg.Nodes, Addrs: addrs(cfg.Nodes),
 		Partitions: cfg.Partitions, Replicas: cfg.Replicas,
-		SkewBoundMs: cfg.SkewBound.Milliseconds(), MaxDriftMs: (cfg.SkewBound / 2).Milliseconds(),
+		SkewBoundMs: cfg.SkewBound.Milliseconds(), MaxDriftMs: cfg.maxDrift().Milliseconds(),
 		AAEIntervalMs: cfg.AAEInterval.Milliseconds(), TTLMs: cfg.TTL.Milliseconds(), MaxAttempts: cfg.MaxAttempts,
-		Command: ReplayCommand(seed),
+		Command: ReplayCommand(seed), StartUnixNs: rec.start.UnixNano(),
 	})
 	res.Report = faults.Analyze(res.History)
 	return res, nil
@@ -112,9 +121,9 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 // their timers (memberlist's probe timeout is well below it).
 const shutdownLinger = 10 * time.Second
 
-// ReplayCommand is the command that runs seed again.
+// ReplayCommand is the command that runs seed again, and only it.
 func ReplayCommand(seed uint64) string {
-	return fmt.Sprintf("go test ./sim -run TestSim -seed %d", seed)
+	return fmt.Sprintf("go test ./sim -run TestSim -seed %d -seeds 1", seed)
 }
 
 func addrs(n int) []string {
@@ -131,7 +140,9 @@ type run struct {
 	c   *cluster
 	rec *recorder
 	res *Result
-	mu  sync.Mutex // guards res.Problems
+	// sink is the fenced sink every client offers its effects to.
+	sink *faults.Sink
+	mu   sync.Mutex // guards res.Problems
 }
 
 func (r *run) problem(format string, args ...any) {
@@ -196,7 +207,9 @@ func (r *run) apply(f fault) {
 		c.crash(f.Node, f.Unsynced, f.Seed)
 		c.crash(f.Peer, f.Unsynced, f.Seed+1)
 	case faultClock:
-		c.shiftClock(f.Node, f.Shift)
+		for k, i := range f.Shifted {
+			c.shiftClock(i, time.Duration(f.OffsetsMs[k])*time.Millisecond)
+		}
 	case faultFreeze:
 		c.faults(f.Node).Freeze()
 		c.isolate(f.Node)
@@ -218,7 +231,9 @@ func (r *run) heal(ctx context.Context, f fault) {
 		wg.Go(func() { r.restart(ctx, f, f.Peer) })
 		wg.Wait()
 	case faultClock:
-		c.shiftClock(f.Node, 0)
+		for _, i := range f.Shifted {
+			c.shiftClock(i, 0)
+		}
 	case faultIsolate:
 		c.rejoin(f.Node)
 	case faultFreeze:
@@ -308,13 +323,19 @@ func (r *run) agree(ctx context.Context, ids []task.ID) bool {
 }
 
 // drain claims and completes through every node in turn until no claim
-// has found anything for drainSettle: long enough for every lease to
-// end and every delay to pass. proc is the drain's history process.
+// has found anything for the settle window: long enough for every lease
+// to end, every delay to pass, and every blocked task whose dependencies
+// completed to be made ready (a reconcile interval, should the notice of
+// the completion have been lost; the drain's own completions reset the
+// window, so a chain unblocks link by link). A task blocked behind a dead
+// dependency stays blocked for good: no claim finds it, so it holds the
+// drain up no longer than any empty queue, and the checkers count it as
+// handled. proc is the drain's history process.
 func (r *run) drain(ctx context.Context, stride int) {
 	cfg := r.cfg
-	cl := &client{cfg: cfg, c: r.c, rec: r.rec, rng: rand.New(rand.NewPCG(r.res.Seed, streamClients+uint64(cfg.Clients))),
+	cl := &client{cfg: cfg, c: r.c, rec: r.rec, sink: r.sink, rng: rand.New(rand.NewPCG(r.res.Seed, streamClients+uint64(cfg.Clients))),
 		proc: cfg.Clients, stride: stride, tag: "drain"}
-	settle := cfg.TTL + cfg.SkewBound + max(cfg.RetryAfter, cfg.SnoozeDelay) + cfg.PollInterval
+	settle := cfg.TTL + cfg.SkewBound + max(cfg.RetryAfter, cfg.SnoozeDelay) + cfg.ReconcileInterval + cfg.PollInterval
 	deadline := time.Now().Add(cfg.DrainTimeout)
 	lastFound := time.Now()
 	unled := "" // why the last poll found the partitions not all served

@@ -30,7 +30,9 @@ const (
 	// faultCrash cuts a node's power: only what it synced survives, and a
 	// drawn share of the rest. It restarts when the fault ends.
 	faultCrash
-	// faultClock shifts one node's clock within the skew bound.
+	// faultClock shifts the clocks of one or more nodes, each within half
+	// the skew bound of true time, so no two are more than the bound apart
+	// (Config.SkewBound).
 	faultClock
 	// faultCut drops what one node sends another, one way: the other's
 	// requests still arrive and are answered.
@@ -74,7 +76,8 @@ func (k faultKind) String() string {
 func (k faultKind) MarshalJSON() ([]byte, error) { return json.Marshal(k.String()) }
 
 // fault is one fault of the schedule: Kind on node Node (0-based; for a
-// link fault, the link from Node to Peer) from At for For.
+// link fault, the link from Node to Peer; for a clock fault, the first of
+// Shifted) from At for For.
 type fault struct {
 	Kind faultKind `json:"kind"`
 	// Track is the fault's track (schedule): faults of one track never
@@ -84,11 +87,15 @@ type fault struct {
 	For   time.Duration `json:"for"`
 	Node  int           `json:"node"`
 	Peer  int           `json:"peer"`
-	// Delay is a delay fault's delay (a reorder's bound); Shift a clock fault's shift;
-	// Unsynced the percent of unsynced writes a crash keeps.
+	// Delay is a delay fault's delay (a reorder's bound); Unsynced the
+	// percent of unsynced writes a crash keeps.
 	Delay    time.Duration `json:"delay,omitempty"`
-	Shift    time.Duration `json:"shift,omitempty"`
 	Unsynced int           `json:"unsynced,omitempty"`
+	// Shifted are a clock fault's nodes (0-based) and OffsetsMs their
+	// clock offsets, in the same order: the nemesis event's detail, where
+	// the checkers read "offsets_ms" against its targets.
+	Shifted   []int   `json:"shifted,omitempty"`
+	OffsetsMs []int64 `json:"offsets_ms,omitempty"`
 	// Seed draws which unsynced writes a crash keeps.
 	Seed uint64 `json:"seed,omitempty"`
 }
@@ -106,6 +113,13 @@ func (f fault) link() bool {
 // targets returns the nodes the fault acts on, 1-based as the history
 // names nodes.
 func (f fault) targets() []int {
+	if f.Kind == faultClock {
+		out := make([]int, len(f.Shifted))
+		for i, n := range f.Shifted {
+			out[i] = n + 1
+		}
+		return out
+	}
 	if f.link() {
 		return []int{f.Node + 1, f.Peer + 1}
 	}
@@ -153,8 +167,8 @@ func track(cfg *Config, rng *rand.Rand, kinds []faultKind, id int) []fault {
 		case faultDelay, faultReorder:
 			f.Delay = between(rng, time.Millisecond, cfg.DelayMax)
 		case faultClock:
-			bound := cfg.SkewBound / clockShiftDivisor
-			f.Shift = between(rng, -bound, bound)
+			f.Shifted, f.OffsetsMs = clockShifts(cfg, rng)
+			f.Node = f.Shifted[0]
 		case faultCrash, faultMajorityDown:
 			f.Unsynced = rng.IntN(cfg.MaxUnsyncedPercent + 1)
 			f.Seed = rng.Uint64()
@@ -162,6 +176,25 @@ func track(cfg *Config, rng *rand.Rand, kinds []faultKind, id int) []fault {
 		out = append(out, f)
 		at += f.For
 	}
+}
+
+// clockShifts draws a clock fault's nodes, 1 to all of them, and their
+// offsets: each a whole number of ms (so the history's offsets_ms are the
+// offsets exactly) within ±SkewBound/2, so that with the other nodes at
+// true time no two clocks are more than SkewBound apart (Config.SkewBound
+// has the arithmetic). With clockSpreadProb, two of them go to the two
+// ends, the full bound apart.
+func clockShifts(cfg *Config, rng *rand.Rand) (nodes []int, offsetsMs []int64) {
+	half := cfg.SkewBound.Milliseconds() / 2
+	nodes = rng.Perm(cfg.Nodes)[:1+rng.IntN(cfg.Nodes)]
+	offsetsMs = make([]int64, len(nodes))
+	for i := range offsetsMs {
+		offsetsMs[i] = rng.Int64N(2*half+1) - half
+	}
+	if len(nodes) >= 2 && rng.Float64() < clockSpreadProb {
+		offsetsMs[0], offsetsMs[1] = half, -half
+	}
+	return nodes, offsetsMs
 }
 
 // between draws a duration in [lo, hi].

@@ -3,10 +3,13 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -16,21 +19,60 @@ import (
 	"github.com/skuldd/skuldd/sim"
 )
 
-var (
-	seedFlag  = flag.Uint64("seed", 1, "the first seed to run (a failing seed prints the command that replays it)")
-	seedsFlag = flag.Int("seeds", defaultSeeds, "how many seeds to run, from -seed on")
-	logFlag   = flag.Bool("simlog", false, "log the nodes to the test log (verbose: for replaying one seed)")
+// The seeds a run takes: -seed and -seeds, whose defaults come from the
+// environment when it sets them (envSeed, envSeeds), else defaultSeed
+// and defaultSeeds. CI exports envSeed drawn from the commit (.ci/run),
+// so each commit tries other seeds and its log names them; a plain
+// `go test ./...` elsewhere runs the fixed default range, the same on
+// every machine. Any uint64 start works: a seed only seeds PCG streams,
+// and a range past the top wraps around to 0.
+const (
+	envSeed  = "SKULDD_SIM_SEED"
+	envSeeds = "SKULDD_SIM_SEEDS"
+	// defaultSeed is the first seed when the environment names none.
+	defaultSeed = 1
+	// defaultSeeds is how many seeds CI and a plain go test run.
+	// Measured on the 2-core CI machine, shared: see TestSim.
+	defaultSeeds = 200
 )
 
-// defaultSeeds is what CI runs. Measured on the 2-core CI machine,
-// shared: 150 seeds in 118 s (about 0.8 s a seed, 25 s of virtual time
-// each), so 200 seeds take about 160 s, inside the three-minute budget.
-const defaultSeeds = 200
+var (
+	seedFlag  = flag.Uint64("seed", envUint(envSeed, defaultSeed), "the first seed to run (default $"+envSeed+" if set; a failing seed prints the command that replays it)")
+	seedsFlag = flag.Int("seeds", int(envUint(envSeeds, defaultSeeds)), "how many seeds to run, from -seed on (default $"+envSeeds+" if set)")
+	logFlag   = flag.Bool("simlog", false, "log the nodes to the test log (verbose: for replaying one seed)")
+	// envErr is a malformed envSeed or envSeeds: TestSim fails with it
+	// rather than run seeds other than the ones CI printed.
+	envErr error
+)
+
+// envUint returns the environment variable name as a uint64, def when
+// it is unset or empty; a malformed value sets envErr.
+func envUint(name string, def uint64) uint64 {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("$%s=%q: want a decimal uint64: %w", name, s, err))
+		return def
+	}
+	return v
+}
 
 // TestSim runs -seeds seeds from -seed, each in its own synctest bubble.
+// Cost, on the 2-core CI machine: shared with the other packages' tests,
+// 150 seeds took 118 s (about 0.8 s a seed, 25 s of virtual time each),
+// so 200 take about 160 s, inside the three-minute budget. Dependencies,
+// the fenced sink, w=1 enqueues and wider clock shifts cost 5-12%
+// more CPU: `go test ./sim -run TestSim` alone, 200 seeds, took 96 s
+// (105 s of CPU) with them and 90-100 s (94 s of CPU) without.
 func TestSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the simulation is not short")
+	}
+	if envErr != nil {
+		t.Fatal(envErr)
 	}
 	for k := range *seedsFlag {
 		seed := *seedFlag + uint64(k)
@@ -50,7 +92,7 @@ func runSeed(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: %v\nreplay: %s", seed, err, sim.ReplayCommand(seed))
 	}
 	if testing.Verbose() {
-		t.Logf("%s; %d faults; %s", res.Report.Verdict(), len(res.Schedule), opsLine(res))
+		t.Logf("%s; %d faults; %s; %s", res.Report.Verdict(), len(res.Schedule), opsLine(res), mixLine(res))
 	}
 	if res.OK() {
 		return
@@ -77,6 +119,27 @@ func opsLine(res *sim.Result) string {
 		parts = append(parts, fmt.Sprintf("%s %d/%d ok", o.F, o.OK, o.Attempted))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// mixLine summarises what the history shows of the workload's harder
+// parts: dependency edges, enqueues acknowledged by one replica alone,
+// the fenced sink's answers.
+func mixLine(res *sim.Result) string {
+	var edges, oneAck, effects, refused int
+	for _, e := range res.History.Events {
+		switch {
+		case e.Type == faults.Invoke && e.F == faults.FEnqueue:
+			edges += len(e.Deps)
+		case e.Type == faults.OK && e.F == faults.FEnqueue && e.Acks == 1:
+			oneAck++
+		case e.Type == faults.Effect:
+			effects++
+			if e.Accepted != nil && !*e.Accepted {
+				refused++
+			}
+		}
+	}
+	return fmt.Sprintf("%d dependency edges, %d enqueues acknowledged by 1 replica, %d effects (%d fenced off)", edges, oneAck, effects, refused)
 }
 
 // maxExampleTasks bounds the tasks whose history a failure prints.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/skuldd/skuldd/faults"
@@ -24,14 +25,20 @@ const maxUpdates = 3
 // choice from its own rng, so its choices depend on the seed and on the
 // answers it got, never on another client's pace.
 type client struct {
-	cfg *Config
-	c   *cluster
-	rec *recorder
-	rng *rand.Rand
+	cfg  *Config
+	c    *cluster
+	rec  *recorder
+	sink *faults.Sink
+	rng  *rand.Rand
 	// proc is the history's process; after an outcome in doubt the client
 	// takes proc+stride, a process of its own no other client uses.
 	proc, stride int
 	enqueued     int
+	// acked are the tasks this client saw acknowledged, in order: what
+	// its later enqueues may depend on (at most MaxTasksPerClient), the
+	// last of them what a cancel cancels; cancels numbers the cancels.
+	acked   []task.ID
+	cancels int
 	// tag makes the client's payloads unique across the run.
 	tag string
 }
@@ -89,19 +96,70 @@ func (cl *client) run(ctx context.Context, until time.Time) {
 	}
 }
 
+// enqueue enqueues one task, asking w=1 or a majority, sometimes
+// depending on tasks the client saw acknowledged. The invoke records the
+// deps; the ok records the answer's acks (how many replicas held the
+// task), which is how the history tells a w=1 acknowledgement: the
+// history has no field for the w asked, and needs none, since a task
+// acknowledged must survive whatever w acknowledged it here.
 func (cl *client) enqueue(ctx context.Context) {
 	id := faults.NewTaskID(cl.rng, time.Now())
 	cl.enqueued++
 	payload := fmt.Sprintf("%s-%d", cl.tag, cl.enqueued)
-	req := &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: queue, Data: []byte(payload), MaxAttempts: cl.cfg.MaxAttempts}}}
+	deps := cl.drawDeps()
+	w := 0 // a majority
+	if cl.rng.Float64() < cl.cfg.W1Prob {
+		w = 1
+	}
+	et := wire.EnqueueTask{ID: &id, Queue: queue, Data: []byte(payload), Deps: deps, MaxAttempts: cl.cfg.MaxAttempts}
+	req := &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: w}
+	inv := faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts}
+	for _, d := range deps {
+		inv.Deps = append(inv.Deps, d.String())
+	}
 	var resp *wire.EnqueueResponse
-	cl.do(ctx, faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts},
+	typ := cl.do(ctx, inv,
 		func(ctx context.Context, s wire.Service) (err error) { resp, err = s.Enqueue(ctx, req); return err },
 		func(e *faults.Event) {
 			if len(resp.Results) == 1 {
 				e.Acks = resp.Results[0].Acks
 			}
 		})
+	if typ == faults.OK {
+		cl.acked = append(cl.acked, id)
+	}
+	// Drawn whatever the outcome, so the draws do not depend on outcomes.
+	if cl.rng.Float64() < cl.cfg.CancelProb && len(cl.acked) > 0 {
+		cl.cancel(ctx, cl.acked[len(cl.acked)-1])
+	}
+}
+
+// cancel cancels task id with a reason no other cancel of the run gives:
+// the checkers tell by it which cancel a final view shows.
+func (cl *client) cancel(ctx context.Context, id task.ID) {
+	cl.cancels++
+	reason := fmt.Sprintf("%s-x%d", cl.tag, cl.cancels)
+	cl.do(ctx, faults.Event{F: faults.FCancel, Task: id.String(), Value: reason},
+		func(ctx context.Context, s wire.Service) error {
+			_, err := s.Cancel(ctx, &wire.CancelRequest{ID: id, Reason: reason})
+			return err
+		}, nil)
+}
+
+// drawDeps draws, with DepProb, 1..MaxDeps distinct tasks the client saw
+// acknowledged, as the fault suite's workload does (faults.Loop.enqueue);
+// none before the first acknowledgement.
+func (cl *client) drawDeps() []task.ID {
+	if len(cl.acked) == 0 || cl.rng.Float64() >= cl.cfg.DepProb {
+		return nil
+	}
+	var deps []task.ID
+	for range 1 + cl.rng.IntN(cl.cfg.MaxDeps) {
+		if d := cl.acked[cl.rng.IntN(len(cl.acked))]; !slices.Contains(deps, d) {
+			deps = append(deps, d)
+		}
+	}
+	return deps
 }
 
 // claimAndWork claims one task and works it (work: the client's fates;
@@ -111,12 +169,14 @@ func (cl *client) claimAndWork(ctx context.Context, work bool) bool {
 	ttl := cl.cfg.TTL.Milliseconds()
 	var resp *wire.ClaimResponse
 	var v *wire.TaskView
-	typ := cl.do(ctx, faults.Event{F: faults.FClaim, Queue: queue, TTLMs: ttl},
+	const count = 1
+	typ := cl.do(ctx, faults.Event{F: faults.FClaim, Queue: queue, TTLMs: ttl, Tasks: count},
 		func(ctx context.Context, s wire.Service) (err error) {
-			resp, err = s.Claim(ctx, &wire.ClaimRequest{Queue: queue, TTLMs: ttl, Count: 1})
+			resp, err = s.Claim(ctx, &wire.ClaimRequest{Queue: queue, TTLMs: ttl, Count: count})
 			return err
 		},
 		func(e *faults.Event) {
+			e.Tasks = len(resp.Tasks) // more than asked: the checkers flag it
 			if len(resp.Tasks) == 0 {
 				return
 			}
@@ -192,7 +252,15 @@ func (cl *client) update(ctx context.Context, id task.ID, claim uint32, seq uint
 		}, nil) == faults.OK
 }
 
+// complete offers the task's side effect to the fenced sink, then sends
+// the complete whatever the sink said, as the fault suite's workers do
+// (faults.Loop.completeWithEffect): the history then shows how skuldd
+// answers a complete whose effect the sink fenced off, which must not be
+// ok. The Effect event is the client's own proc's, recorded at the sink's
+// answer, between the claim's outcome and the complete's invoke.
 func (cl *client) complete(ctx context.Context, id task.ID, claim uint32) {
+	accepted := cl.sink.Offer(id.String(), claim)
+	cl.rec.record(faults.Event{Proc: cl.proc, Type: faults.Effect, F: faults.Effect, Task: id.String(), Claim: &claim, Accepted: &accepted})
 	cl.do(ctx, faults.Event{F: faults.FComplete, Task: id.String(), Claim: &claim},
 		func(ctx context.Context, s wire.Service) error {
 			_, err := s.Complete(ctx, &wire.CompleteRequest{ID: id, Claim: claim})

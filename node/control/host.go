@@ -103,6 +103,9 @@ type DataPlane interface {
 	// Pull copies part from node from, at addr, into this replica, and
 	// returns how many records it merged.
 	Pull(ctx context.Context, addr string, from uint64, part uint16) (int, error)
+	// Gather takes into this replica of part, which this node leads, what
+	// node from's copy holds that counts (replication.Plane.Gather).
+	Gather(ctx context.Context, part uint16, from uint64) error
 }
 
 // Lifecycle is the node's life as control sees it.

@@ -14,8 +14,14 @@ import (
 // partition's cohort keeps its copy until the partition's leader, serving
 // with the new cohort, releases it. The leader serves only after a
 // majority of the new cohort holds the data (the handoff's carry), so by
-// then the zombie's copy adds nothing. Each node asks for its own zombies
-// on an interval, so a lost answer or a restart only delays a release.
+// then the zombie's copy adds nothing the handoff did not carry, but for
+// one kind of write: an enqueue with w=1 that the zombie acknowledged
+// alone while it still took itself for the leader (paused, or cut off,
+// while the others took over). An acknowledged write is never lost, so
+// the leader gathers the zombie's copy (the specs, edges and tombstones
+// it holds; its states are orphans) before it says yes. Each node asks
+// for its own zombies on an interval, so a lost answer or a restart only
+// delays a release.
 
 // Zombie reports whether this node (self) holds a zombie of a partition
 // the registry has led by leader with cohort: another node leads it, this
@@ -124,9 +130,11 @@ func (c *Control) release(ctx context.Context, part uint16) error {
 }
 
 // ServeRelease is OpRelease at a partition's leader: yes if it leads the
-// partition (so a majority of its cohort holds the data) and the asker,
-// peer (0: this node), is not in that cohort.
-func (c *Control) ServeRelease(peer uint64, r *wire.ReleaseRequest) error {
+// partition (so a majority of its cohort holds the data), the asker, peer
+// (0: this node), is not in that cohort, and it gathered what the asker's
+// copy holds that counts (Host.Gather) while still leading at the same
+// epoch.
+func (c *Control) ServeRelease(ctx context.Context, peer uint64, r *wire.ReleaseRequest) error {
 	if int(r.Part) >= c.host.Partitions() {
 		return fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
 	}
@@ -138,6 +146,13 @@ func (c *Control) ServeRelease(peer uint64, r *wire.ReleaseRequest) error {
 	}
 	if slices.Contains(c.cohort(int(r.Part)), r.Node) {
 		return fmt.Errorf("%w: node %d is in partition %d's cohort", task.ErrInvalid, r.Node, r.Part)
+	}
+	ep := c.host.Replica(int(r.Part)).Epoch()
+	if err := c.host.Gather(ctx, r.Part, r.Node); err != nil {
+		return fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, r.Part, err)
+	}
+	if now := c.host.Replica(int(r.Part)).Epoch(); now != ep {
+		return fmt.Errorf("%w: partition %d: leadership changed while gathering node %d's copy", wire.ErrUnavailable, r.Part, r.Node)
 	}
 	return nil
 }

@@ -176,6 +176,28 @@ wait:
 	return sealedSet, nil
 }
 
+// Gather takes into this node's replica of part, which it leads, what
+// peer's copy holds that counts: the records that grow without a line of
+// writes (specs, reverse edges, tombstones) and states stamped with this
+// replica's epoch, one whole anti-entropy pass, pushing nothing. The
+// leader runs it before it lets a zombie drop its copy (control's
+// ServeRelease): a copy a move left behind holds nothing the handoff did
+// not carry, except what it acknowledged alone, an enqueue with w=1
+// answered while it still took itself for the leader (paused or cut off
+// as others took over). Its states are orphans there and stay out; the
+// task itself is the enqueue's, and was acknowledged.
+func (p *Plane) Gather(ctx context.Context, part uint16, peer uint64) error {
+	ep := p.host.Replica(part).Epoch()
+	if ep == 0 {
+		return fmt.Errorf("%w: partition %d: this node does not lead it", wire.ErrUnavailable, part)
+	}
+	mode := aaeMode{ep: ep, pull: partition.Source{Epoch: ep, Floor: ep, From: peer}}
+	if err := p.aaeRounds(ctx, part, peer, mode); err != nil {
+		return fmt.Errorf("partition %d: gather node %d's copy: %w", part, peer, err)
+	}
+	return nil
+}
+
 // carryTo makes peer's replica hold exactly this one's at ep: it first
 // raises peer's promise to ep (an empty item at ep, merged durably), then
 // runs leader rounds until its tree equals this replica's. The promise

@@ -160,3 +160,55 @@ func TestCarryInEndsAfterOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestGather: the leader takes from a zombie's copy the tasks it alone
+// holds (an enqueue the zombie acknowledged with w=1 while it still took
+// itself for the leader: the simulation's seeds 1291 and 5081 lost them
+// when the zombie then dropped its copy), without the zombie's orphan
+// states, and pushes nothing to it; a node that does not lead gathers
+// nothing.
+func TestGather(t *testing.T) {
+	net := peer.NewMemNet()
+	addrs := map[uint64]string{1: "127.0.0.1:1", 2: "127.0.0.1:2"}
+	a, ha := testNode(t, net, 1, addrs)
+	_, hz := testNode(t, net, 2, addrs)
+	ctx := t.Context()
+	if err := a.Gather(ctx, 0, 2); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("Gather by a node that does not lead = %v; want ErrUnavailable", err)
+	}
+	if err := ha.r.Promise(3, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.r.Lead(3); err != nil {
+		t.Fatal(err)
+	}
+	// The zombie led at epoch 2: a task it enqueued alone, with a claim
+	// it granted after it lost its epoch (an orphan).
+	now := clock.UnixMilli(clock.Real{})
+	id := task.MakeID(now, 2, 7)
+	st := &task.State{Stamp: 2, Claims: []task.Claim{{Index: 0, Start: now, End: now + 1000, Epoch: 2}}}
+	rec := task.Record{ID: id, Spec: &task.Spec{ID: id, Queue: "q", MaxAttempts: 3}, State: st}
+	d, errs, err := hz.r.Merge(partition.Source{Epoch: 2, Authority: 2, From: 2}, []task.Record{rec}, now)
+	if err != nil || errs != nil {
+		t.Fatal(err, errs)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ha.r.Record(id, true); err == nil {
+		t.Fatal("the leader holds the zombie's task before the gather")
+	}
+	if err := a.Gather(ctx, 0, 2); err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	got, err := ha.r.Record(id, true)
+	if err != nil || got.Spec == nil {
+		t.Fatalf("the zombie's task after the gather: %+v, %v; want its spec", got, err)
+	}
+	if got.State != nil && len(got.State.Claims) > 0 {
+		t.Fatalf("the zombie's orphan claim was taken: %+v", got.State)
+	}
+	if z, err := hz.r.Record(id, true); err != nil || z.State == nil || len(z.State.Claims) != 1 {
+		t.Fatalf("the zombie's copy changed: %+v, %v", z, err)
+	}
+}
