@@ -166,9 +166,11 @@ type Loop struct {
 	recent []string
 	count  int
 	// cancelDue: the last enqueue drew a cancel, sent before the next
-	// claim; cancels numbers them, for their unique reasons.
+	// claim; cancels numbers them, for their unique reasons; lastAcked is
+	// the id the loop saw acknowledged last.
 	cancelDue bool
 	cancels   int
+	lastAcked string
 }
 
 // NewLoop returns a loop.
@@ -293,6 +295,7 @@ func (l *Loop) enqueue(ctx context.Context) {
 	// Drawn whatever the outcome, so the draws do not depend on outcomes.
 	l.cancelDue = l.rng.Float64() < l.cfg.Mix.Cancel
 	if res.Type == OK {
+		l.lastAcked = id.String()
 		if len(l.recent) < maxRecent {
 			l.recent = append(l.recent, id.String())
 		} else {
@@ -301,14 +304,16 @@ func (l *Loop) enqueue(ctx context.Context) {
 	}
 }
 
-// cancel cancels a task the loop saw acknowledged, with a reason no other
-// cancel of the run gives (the checkers tell by it which cancel a final
-// view shows).
+// cancel cancels the task the loop saw acknowledged last, with a reason
+// no other cancel of the run gives (the checkers tell by it which cancel a
+// final view shows). The latest, because most older ones are completed
+// already (a cancel of those is refused): the cancel then races the
+// task's claim, work and completion.
 func (l *Loop) cancel(ctx context.Context) {
-	if len(l.recent) == 0 {
+	if l.lastAcked == "" {
 		return
 	}
-	id, err := task.ParseID(l.recent[l.rng.IntN(len(l.recent))])
+	id, err := task.ParseID(l.lastAcked)
 	if err != nil {
 		return
 	}
