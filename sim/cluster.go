@@ -61,9 +61,6 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 	cfg.NoListen = true
 	cfg.PeerNet = c.net
 	cfg.StoreFS = sn.fs
-	// The zeroing ahead of the log opens its file through the OS, which
-	// an in-memory disk has not got.
-	cfg.NoWALZeroAhead = true
 	// No sync holds: the pressure watch judges contention by the real
 	// scheduler's latency, and a hold is a timer. Under a loaded machine
 	// (CI running every package) it held a sync in the bubble while a

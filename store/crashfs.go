@@ -3,8 +3,12 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
+	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -16,37 +20,82 @@ type FS = vfs.FS
 // CrashFS is a filesystem on disk that can forget what was not synced: a
 // power cut for one process, which kill -9 is not (the page cache keeps
 // every write a killed process made). The fault suite's test build runs
-// nodes on it and crashes them through it.
+// nodes on it and crashes them through it. The store's log zeroing
+// (walfile.go) sits above it and writes through it, so the log it crashes
+// is the one production writes: zeros written and synced ahead of the
+// log's end through a second handle of the file, the log written over
+// them through the first.
 //
-// It wraps another FS (the OS's) and tracks, for each file written
-// through it, the length it had at its last sync and the original bytes
-// of every synced region overwritten since (a reused log file is
-// overwritten in place). Crash stops every further write and puts each
-// file back as its last sync left it: overwritten regions restored,
-// anything past the synced length cut off. Metadata (creation, rename,
-// removal) is taken as durable at once: the model is a filesystem that
-// orders metadata before data, like ext4's default, and what it tests is
-// that nothing is acknowledged before the sync of its data.
+// It wraps another FS (the OS's) and keeps one record per path for every
+// file written through it, shared by every handle open on that path, as
+// Linux keeps one page cache per file: a sync through any handle makes
+// the whole file durable, whichever handle wrote. The record is the
+// file's length and the bytes it held, at its last completed sync, of
+// every range written since (a reused log file is overwritten in place,
+// and a log is written over zeros synced ahead of it). A sync makes
+// durable what was written before it began; what is written while it
+// runs is taken as not durable until a later sync. Crash stops every
+// further write and sync and puts each file back as its last completed
+// sync left it: ranges written since restored, anything past its length
+// then cut off (a hole a write past the end left included). Metadata
+// (creation, rename, removal) is taken as durable at once: the model is
+// a filesystem that orders metadata before data, like ext4's default,
+// and what it tests is that nothing is acknowledged before the sync of
+// its data.
 //
 // Sync, SyncData and SyncTo all sync the whole file (SyncTo reports a
 // full sync): durable at least as much as the store asked for.
+//
+// Limits: a file is known by its path, so hard links (Link) are not
+// modelled; and Crash restores files through the os package, so the
+// wrapped FS must be the OS's.
 type CrashFS struct {
 	FS
-	mu      sync.Mutex
-	files   map[string]*crashState // by path, while written or not yet synced
-	crashed bool
+	mu    sync.Mutex
+	files map[string]*crashState // by path, every file opened for writing and not removed since
+	// crashed is set, under mu, by Crash; read under a file's crashState.mu
+	// by every write and sync, so that none lands after the file's restore.
+	crashed atomic.Bool
 }
 
-// crashState is what CrashFS remembers of one file.
+// crashState is what CrashFS knows of one file, shared by every handle
+// open on its path. Under mu, every write through any handle, so size and
+// the images are exact.
 type crashState struct {
-	mu     sync.Mutex
-	synced int64 // the file's length at its last sync (or when first opened)
-	// shadow holds the original bytes of regions below synced that were
-	// overwritten since the last sync, by offset; only the first write of
-	// a region since the sync is kept, so restoring them in any order
-	// gives back the synced content.
-	shadow map[int64][]byte
+	mu   sync.Mutex
+	size int64 // the file's length now
+	// durable is the file as its last completed sync (or its opening)
+	// left it; durableSeq is that sync's number.
+	durable    crashImage
+	durableSeq uint64
+	// syncs are the syncs in progress, each with the file as it was when
+	// it began: what it makes durable if it succeeds.
+	syncs   []*pendingSync
+	nextSeq uint64 // the number of the next sync; they begin at 1
 }
+
+// pendingSync is a sync in progress through one handle of the file.
+type pendingSync struct {
+	seq uint64
+	img crashImage
+}
+
+// crashImage is a file's content at some point, kept as its difference
+// from the content now: the length it had then, and the bytes it held then
+// of every range below that length written since. Each range is read
+// before its first write after that point, so it holds the content then.
+type crashImage struct {
+	size  int64
+	saved []savedRange // sorted by offset, disjoint
+}
+
+// savedRange is the content of a file at off, as a crashImage keeps it.
+type savedRange struct {
+	off int64
+	b   []byte
+}
+
+func (r savedRange) end() int64 { return r.off + int64(len(r.b)) }
 
 // NewCrashFS returns a CrashFS over base; nil is the disk.
 func NewCrashFS(base FS) *CrashFS {
@@ -56,11 +105,13 @@ func NewCrashFS(base FS) *CrashFS {
 	return &CrashFS{FS: base, files: make(map[string]*crashState)}
 }
 
-// errCrashed fails every write after Crash.
+// errCrashed fails every write, sync and change of metadata after Crash.
 var errCrashed = errors.New("store: crash filesystem: crashed")
 
 // Create creates a file whose synced length is 0: until it is synced, a
-// crash leaves it empty.
+// crash leaves it empty. A file that was at name is replaced (a new
+// inode): handles still open on it keep the old record, no longer the
+// path's.
 func (fs *CrashFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.check(); err != nil {
 		return nil, err
@@ -69,11 +120,16 @@ func (fs *CrashFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 	if err != nil {
 		return nil, err
 	}
-	return fs.track(name, f, 0), nil
+	st := newCrashState(0)
+	fs.mu.Lock()
+	fs.files[name] = st
+	fs.mu.Unlock()
+	return &crashFile{File: f, fs: fs, st: st}, nil
 }
 
-// OpenReadWrite opens a file for writing; what it holds now counts as
-// synced.
+// OpenReadWrite opens a file for writing. A file already written through
+// fs shares its record with the handles open on it (the log zeroing's
+// second handle of a log); any other counts as synced as it is now.
 func (fs *CrashFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	if err := fs.check(); err != nil {
 		return nil, err
@@ -82,24 +138,37 @@ func (fs *CrashFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, op
 	if err != nil {
 		return nil, err
 	}
+	fs.mu.Lock()
+	st, ok := fs.files[name]
+	fs.mu.Unlock()
+	if ok {
+		return &crashFile{File: f, fs: fs, st: st}, nil
+	}
 	return fs.trackExisting(name, f)
 }
 
-// ReuseForWrite renames an old file for reuse (a recycled log): its old
-// content counts as synced, so overwriting it keeps shadows.
+// ReuseForWrite renames an old file for reuse (a recycled log). Its
+// record moves with it; a file not written through fs counts as synced as
+// it is, so overwriting it keeps the ranges it held.
 func (fs *CrashFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.check(); err != nil {
 		return nil, err
 	}
-	fs.forget(oldname)
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 	if err != nil {
+		// The rename may have happened before the open failed.
+		if _, serr := fs.FS.Stat(oldname); errors.Is(serr, os.ErrNotExist) {
+			fs.moved(oldname, newname)
+		}
 		return nil, err
+	}
+	if st := fs.moved(oldname, newname); st != nil {
+		return &crashFile{File: f, fs: fs, st: st}, nil
 	}
 	return fs.trackExisting(newname, f)
 }
 
-// Rename moves the file's tracking with it.
+// Rename moves the file's record with it; a file it replaces is gone.
 func (fs *CrashFS) Rename(oldname, newname string) error {
 	if err := fs.check(); err != nil {
 		return err
@@ -107,24 +176,43 @@ func (fs *CrashFS) Rename(oldname, newname string) error {
 	if err := fs.FS.Rename(oldname, newname); err != nil {
 		return err
 	}
-	fs.mu.Lock()
-	if st, ok := fs.files[oldname]; ok {
-		delete(fs.files, oldname)
-		fs.files[newname] = st
-	} else {
-		delete(fs.files, newname)
-	}
-	fs.mu.Unlock()
+	fs.moved(oldname, newname)
 	return nil
 }
 
-// Remove forgets the file.
+// moved records that oldname was renamed to newname and returns the
+// file's record, nil if it had none.
+func (fs *CrashFS) moved(oldname, newname string) *crashState {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	st, ok := fs.files[oldname]
+	delete(fs.files, oldname)
+	if !ok {
+		delete(fs.files, newname)
+		return nil
+	}
+	fs.files[newname] = st
+	return st
+}
+
+// Remove forgets the file. Handles still open on it write to a file no
+// longer on disk, which a crash has nothing to restore of.
 func (fs *CrashFS) Remove(name string) error {
 	if err := fs.check(); err != nil {
 		return err
 	}
-	fs.forget(name)
-	return fs.FS.Remove(name)
+	fs.mu.Lock()
+	st := fs.files[name]
+	fs.mu.Unlock()
+	if err := fs.FS.Remove(name); err != nil {
+		return err
+	}
+	fs.mu.Lock()
+	if fs.files[name] == st { // not created again meanwhile
+		delete(fs.files, name)
+	}
+	fs.mu.Unlock()
+	return nil
 }
 
 // RemoveAll forgets every file under dir.
@@ -145,13 +233,14 @@ func (fs *CrashFS) RemoveAll(dir string) error {
 // Unwrap returns the wrapped FS.
 func (fs *CrashFS) Unwrap() vfs.FS { return fs.FS }
 
-// Crash makes every later write through fs fail and puts every file it
-// tracks back as its last sync left it. The caller then exits at once, as
-// a machine that lost power would stop: the store is not closed.
+// Crash makes every later write and sync through fs fail and puts every
+// file it tracks back as its last completed sync left it. A write in
+// progress ends before its file is restored. The caller then exits at
+// once, as a machine that lost power would stop: the store is not closed.
 func (fs *CrashFS) Crash() error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.crashed = true
+	fs.crashed.Store(true)
 	var errs []error
 	for name, st := range fs.files {
 		if err := st.restore(name); err != nil {
@@ -162,18 +251,10 @@ func (fs *CrashFS) Crash() error {
 }
 
 func (fs *CrashFS) check() error {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.crashed {
+	if fs.crashed.Load() {
 		return errCrashed
 	}
 	return nil
-}
-
-func (fs *CrashFS) forget(name string) {
-	fs.mu.Lock()
-	delete(fs.files, name)
-	fs.mu.Unlock()
 }
 
 func (fs *CrashFS) trackExisting(name string, f vfs.File) (vfs.File, error) {
@@ -182,19 +263,24 @@ func (fs *CrashFS) trackExisting(name string, f vfs.File) (vfs.File, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: crash filesystem: stat %s: %w", name, err)
 	}
-	return fs.track(name, f, fi.Size()), nil
-}
-
-func (fs *CrashFS) track(name string, f vfs.File, synced int64) vfs.File {
-	st := &crashState{synced: synced}
 	fs.mu.Lock()
-	fs.files[name] = st
-	fs.mu.Unlock()
-	return &crashFile{File: f, fs: fs, st: st}
+	defer fs.mu.Unlock()
+	st, ok := fs.files[name]
+	if !ok { // else another handle was opened meanwhile: share its record
+		st = newCrashState(fi.Size())
+		fs.files[name] = st
+	}
+	return &crashFile{File: f, fs: fs, st: st}, nil
 }
 
-// restore writes the shadows back and truncates the file to its synced
-// length. Called under fs.mu, with every write refused.
+// newCrashState returns the record of a file of size bytes, all synced.
+func newCrashState(size int64) *crashState {
+	return &crashState{size: size, durable: crashImage{size: size}, nextSeq: 1}
+}
+
+// restore writes back what the file held at its last completed sync and
+// truncates it to its length then. Called under fs.mu, once crashed is
+// set: no write or sync starts on the file after it takes st.mu.
 func (st *crashState) restore(name string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -206,106 +292,100 @@ func (st *crashState) restore(name string) error {
 		return fmt.Errorf("store: crash filesystem: restore %s: %w", name, err)
 	}
 	defer f.Close()
-	for off, b := range st.shadow {
-		if _, err := f.WriteAt(b, off); err != nil {
-			return fmt.Errorf("store: crash filesystem: restore %s at %d: %w", name, off, err)
+	for _, r := range st.durable.saved {
+		if _, err := f.WriteAt(r.b, r.off); err != nil {
+			return fmt.Errorf("store: crash filesystem: restore %s at %d: %w", name, r.off, err)
 		}
 	}
-	if err := f.Truncate(st.synced); err != nil {
-		return fmt.Errorf("store: crash filesystem: truncate %s to %d: %w", name, st.synced, err)
+	if err := f.Truncate(st.durable.size); err != nil {
+		return fmt.Errorf("store: crash filesystem: truncate %s to %d: %w", name, st.durable.size, err)
 	}
-	return f.Sync()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: crash filesystem: sync restored %s: %w", name, err)
+	}
+	return nil
 }
 
-// crashFile is a file written through CrashFS.
-type crashFile struct {
-	vfs.File
-	fs  *CrashFS
-	st  *crashState
-	pos int64 // the offset of the next Write
-}
-
-func (f *crashFile) Write(p []byte) (int, error) {
-	if err := f.before(p, f.pos); err != nil {
-		return 0, err
-	}
-	n, err := f.File.Write(p)
-	f.pos += int64(n)
-	return n, err
-}
-
-func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.before(p, off); err != nil {
-		return 0, err
-	}
-	return f.File.WriteAt(p, off)
-}
-
-// before keeps the original bytes of the synced region p is about to
-// overwrite at off, unless a write since the last sync already did.
-func (f *crashFile) before(p []byte, off int64) error {
-	if err := f.fs.check(); err != nil {
-		return err
-	}
-	st := f.st
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	end := min(off+int64(len(p)), st.synced)
-	if off >= end {
-		return nil // all past the synced length: a crash truncates it away
-	}
-	if st.shadow == nil {
-		st.shadow = make(map[int64][]byte)
-	}
-	// Keep byte ranges not yet shadowed. Writes of one file are sequential
-	// and mostly append, so a region is at most split by earlier writes.
+// keep saves, from r (the file now), the bytes of [off, end) below the
+// image's length that it has not saved yet: the ranges a write is about
+// to change for the first time since the image's point, which still hold
+// the content then.
+func (im *crashImage) keep(r io.ReaderAt, off, end int64) error {
+	end = min(end, im.size)
+	// From the first saved range that ends past off: the ones before it
+	// are all below off.
+	i := sort.Search(len(im.saved), func(i int) bool { return im.saved[i].end() > off })
 	for o := off; o < end; {
-		if covered, next := st.coveredLocked(o, end); covered {
-			o = next
+		if i < len(im.saved) && im.saved[i].off <= o {
+			o = im.saved[i].end()
+			i++
 			continue
 		}
 		stop := end
-		for so := range st.shadow {
-			if so > o && so < stop {
-				stop = so
-			}
+		if i < len(im.saved) {
+			stop = min(stop, im.saved[i].off)
 		}
-		buf := make([]byte, stop-o)
-		if _, err := f.File.ReadAt(buf, o); err != nil {
-			return fmt.Errorf("store: crash filesystem: keep %d bytes at %d: %w", len(buf), o, err)
+		b := make([]byte, stop-o)
+		if n, err := r.ReadAt(b, o); n < len(b) {
+			return fmt.Errorf("store: crash filesystem: keep %d bytes at %d: read %d: %w", len(b), o, n, err)
 		}
-		st.shadow[o] = buf
+		im.saved = slices.Insert(im.saved, i, savedRange{off: o, b: b})
+		i++
 		o = stop
 	}
 	return nil
 }
 
-// coveredLocked reports whether offset o is inside a shadowed region, and
-// where that region ends (capped at end).
-func (st *crashState) coveredLocked(o, end int64) (bool, int64) {
-	for so, b := range st.shadow {
-		if o >= so && o < so+int64(len(b)) {
-			return true, min(so+int64(len(b)), end)
+// crashFile is a handle of a file written through CrashFS.
+type crashFile struct {
+	vfs.File
+	fs  *CrashFS
+	st  *crashState
+	pos int64 // the offset of the next Write (each handle has its own)
+}
+
+func (f *crashFile) Write(p []byte) (int, error) {
+	n, err := f.write(f.pos, len(p), func() (int, error) { return f.File.Write(p) })
+	f.pos += int64(n)
+	return n, err
+}
+
+func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
+	return f.write(off, len(p), func() (int, error) { return f.File.WriteAt(p, off) })
+}
+
+// write runs do, which writes n bytes at off, under the file's record's
+// lock, after every image the file has (its last sync's, and each sync's
+// in progress) kept what the write changes. Past the file's end (a step's
+// zeros a gap past the log's end) nothing is kept: a crash cuts off what
+// lies past the length an image had, the hole with it.
+func (f *crashFile) write(off int64, n int, do func() (int, error)) (int, error) {
+	st := f.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := f.fs.check(); err != nil {
+		return 0, err
+	}
+	end := off + int64(n)
+	if err := st.durable.keep(f.File, off, end); err != nil {
+		return 0, err
+	}
+	for _, s := range st.syncs {
+		if s.seq < st.durableSeq {
+			continue // began before the last completed sync: it can only fall behind it
+		}
+		if err := s.img.keep(f.File, off, end); err != nil {
+			return 0, err
 		}
 	}
-	return false, 0
+	written, err := do()
+	st.size = max(st.size, off+int64(written))
+	return written, err
 }
 
-func (f *crashFile) Sync() error {
-	if err := f.File.Sync(); err != nil {
-		return err
-	}
-	f.synced()
-	return nil
-}
+func (f *crashFile) Sync() error { return f.sync(f.File.Sync) }
 
-func (f *crashFile) SyncData() error {
-	if err := f.File.SyncData(); err != nil {
-		return err
-	}
-	f.synced()
-	return nil
-}
+func (f *crashFile) SyncData() error { return f.sync(f.File.SyncData) }
 
 // SyncTo syncs the whole file (see CrashFS).
 func (f *crashFile) SyncTo(int64) (bool, error) {
@@ -315,14 +395,34 @@ func (f *crashFile) SyncTo(int64) (bool, error) {
 	return true, nil
 }
 
-// synced records a completed sync: the file's content now is durable.
-func (f *crashFile) synced() {
-	fi, err := f.File.Stat()
+// sync runs do, a sync of the file through this handle. If it succeeds,
+// the file as it was when do began is durable, whichever handle wrote it,
+// unless a later sync already completed.
+func (f *crashFile) sync(do func() error) error {
 	st := f.st
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err == nil {
-		st.synced = fi.Size()
+	if err := f.fs.check(); err != nil {
+		st.mu.Unlock()
+		return err
 	}
-	st.shadow = nil
+	ps := &pendingSync{seq: st.nextSeq, img: crashImage{size: st.size}}
+	st.nextSeq++
+	st.syncs = append(st.syncs, ps)
+	st.mu.Unlock()
+
+	err := do()
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.syncs = slices.DeleteFunc(st.syncs, func(s *pendingSync) bool { return s == ps })
+	if err != nil {
+		return err
+	}
+	if err := f.fs.check(); err != nil {
+		return err // the power went before the sync ended
+	}
+	if ps.seq > st.durableSeq {
+		st.durable, st.durableSeq = ps.img, ps.seq
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -123,5 +125,249 @@ func TestCrashFSStoreKeepsAcknowledged(t *testing.T) {
 		if _, err := s.FullSpec(0, id); err != nil {
 			t.Fatalf("acknowledged task %s after the crash: %v", id, err)
 		}
+	}
+}
+
+// TestCrashFSSharesFileAcrossHandles: every handle open on a path shares
+// one record of what is synced, as Linux keeps one page cache per file. It
+// is what the log zeroing (walfile.go) does on the fault suite's nodes: a
+// log written through one handle, zeros written and synced ahead of it
+// through another.
+func TestCrashFSSharesFileAcrossHandles(t *testing.T) {
+	const zeros = 16 // bytes of zeros a step writes, a gap past the log
+	zero := strings.Repeat("\x00", zeros)
+	for _, tc := range []struct {
+		name string
+		// run writes through fs in dir, log being the log's handle of
+		// dir/log and step a second handle of the same file.
+		run  func(t *testing.T, fs *store.CrashFS, dir string, log, step vfs.File)
+		want string // the log file after the crash
+	}{
+		{
+			name: "synced through the other handle",
+			run: func(t *testing.T, _ *store.CrashFS, _ string, log, step vfs.File) {
+				mustWrite(t, log, "acked")
+				mustSync(t, step)
+				mustWrite(t, log, "-lost")
+			},
+			want: "acked",
+		},
+		{
+			name: "zeros synced ahead past a hole",
+			run: func(t *testing.T, _ *store.CrashFS, _ string, log, step vfs.File) {
+				mustWrite(t, log, "log")
+				mustWriteAt(t, step, zero, 8) // a hole at 3..8
+				mustSync(t, step)
+			},
+			want: "log\x00\x00\x00\x00\x00" + zero,
+		},
+		{
+			name: "unsynced log over synced zeros reverts to zeros",
+			run: func(t *testing.T, _ *store.CrashFS, _ string, log, step vfs.File) {
+				mustWriteAt(t, step, zero, 0)
+				mustSync(t, step)
+				mustWrite(t, log, "acked")
+				mustSync(t, log)
+				mustWrite(t, log, "-lost-lost") // over the zeros, unsynced
+			},
+			want: "acked" + zero[5:],
+		},
+		{
+			name: "unsynced log into a synced hole reverts to zeros",
+			run: func(t *testing.T, _ *store.CrashFS, _ string, log, step vfs.File) {
+				mustWrite(t, log, "ab")
+				mustWriteAt(t, step, zero, 8)
+				mustSync(t, step)
+				mustWrite(t, log, "cdefgh") // 2..8: the hole
+				mustWriteAt(t, step, "zz", 30)
+			},
+			want: "ab\x00\x00\x00\x00\x00\x00" + zero,
+		},
+		{
+			name: "log synced over zeros synced ahead",
+			run: func(t *testing.T, _ *store.CrashFS, _ string, log, step vfs.File) {
+				mustWriteAt(t, step, zero, 0)
+				mustSync(t, step)
+				mustWrite(t, log, "acked")
+				mustSync(t, step) // the step's sync flushes the log's write
+				mustWrite(t, log, "xx")
+			},
+			want: "acked" + zero[5:],
+		},
+		{
+			name: "renamed while open",
+			run: func(t *testing.T, fs *store.CrashFS, dir string, log, step vfs.File) {
+				mustWrite(t, log, "before")
+				if err := fs.Rename(filepath.Join(dir, "log"), filepath.Join(dir, "moved")); err != nil {
+					t.Fatal(err)
+				}
+				mustWrite(t, log, "-after")
+				third, err := fs.OpenReadWrite(filepath.Join(dir, "moved"), vfs.WriteCategoryUnspecified)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer third.Close()
+				mustSync(t, third)
+				mustWrite(t, log, "-lost")
+				if err := fs.Rename(filepath.Join(dir, "moved"), filepath.Join(dir, "log")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "before-after",
+		},
+		{
+			name: "reused while open",
+			run: func(t *testing.T, fs *store.CrashFS, dir string, log, step vfs.File) {
+				mustWrite(t, log, "old-log-")
+				mustSync(t, log)
+				mustWrite(t, log, "lost")
+				reused, err := fs.ReuseForWrite(filepath.Join(dir, "log"), filepath.Join(dir, "new"), vfs.WriteCategoryUnspecified)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer reused.Close()
+				mustWrite(t, reused, "NEW") // over synced bytes: reverts
+				if err := fs.Rename(filepath.Join(dir, "new"), filepath.Join(dir, "log")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "old-log-",
+		},
+		{
+			name: "removed and created again",
+			run: func(t *testing.T, fs *store.CrashFS, dir string, log, step vfs.File) {
+				mustWrite(t, log, "gone")
+				mustSync(t, step)
+				if err := fs.Remove(filepath.Join(dir, "log")); err != nil {
+					t.Fatal(err)
+				}
+				again, err := fs.Create(filepath.Join(dir, "log"), vfs.WriteCategoryUnspecified)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer again.Close()
+				mustWrite(t, again, "new")
+				mustSync(t, again)
+				mustWrite(t, log, "to the removed file, not restored over the new one")
+			},
+			want: "new",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fs := store.NewCrashFS(vfs.Default)
+			log, err := fs.Create(filepath.Join(dir, "log"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			step, err := fs.OpenReadWrite(filepath.Join(dir, "log"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer step.Close()
+			tc.run(t, fs, dir, log, step)
+			if err := fs.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("after the crash: %q; want %q", got, tc.want)
+			}
+			if err := step.Sync(); err == nil {
+				t.Error("a sync after the crash succeeded")
+			}
+		})
+	}
+}
+
+// TestCrashFSWriteDuringSync: a sync makes durable what was written before
+// it began, not what another handle writes while it runs (Linux makes no
+// promise for those).
+func TestCrashFSWriteDuringSync(t *testing.T) {
+	dir := t.TempDir()
+	base := &heldSyncFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{})}
+	fs := store.NewCrashFS(base)
+	path := filepath.Join(dir, "log")
+	log, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	step, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer step.Close()
+	mustWriteAt(t, step, "0000000000", 0)
+	mustSync(t, step) // zeros synced ahead
+	mustWrite(t, log, "abc")
+	base.hold.Store(true)
+	done := make(chan error)
+	go func() { done <- step.Sync() }()
+	<-base.entered                         // the sync has begun...
+	mustWrite(t, log, "def")               // ...and the log writes over more zeros meanwhile
+	mustWriteAt(t, step, "0000000000", 10) // and the step past the end
+	base.release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "abc0000000"; string(got) != want {
+		t.Errorf("after the crash: %q; want %q", got, want)
+	}
+}
+
+// heldSyncFS is the OS filesystem whose next sync, once hold is set, is
+// held: it signals entered and waits for release before it syncs.
+type heldSyncFS struct {
+	vfs.FS
+	hold             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (fs *heldSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return &heldSyncFile{File: f, fs: fs}, err
+}
+
+func (fs *heldSyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, c, opts...)
+	return &heldSyncFile{File: f, fs: fs}, err
+}
+
+type heldSyncFile struct {
+	vfs.File
+	fs *heldSyncFS
+}
+
+func (f *heldSyncFile) Sync() error {
+	if f.fs.hold.CompareAndSwap(true, false) {
+		f.fs.entered <- struct{}{}
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+func mustWriteAt(t *testing.T, f vfs.File, s string, off int64) {
+	t.Helper()
+	if _, err := f.WriteAt([]byte(s), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSync(t *testing.T, f vfs.File) {
+	t.Helper()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -33,7 +33,12 @@
 //
 // A log file on disk is kept written with zeros a little ahead of its end
 // (walfile.go), so a commit's fdatasync nearly always flushes data alone,
-// without a grown file size or newly used blocks to commit as well.
+// without a grown file size or newly used blocks to commit as well. The
+// zeroing wraps whatever filesystem the store is given, so the crash
+// filesystems of tests sit under it and crash the log production writes:
+// CrashFS (crashfs.go; the fault suite's test build), whose record of what
+// is synced is shared by every handle of a file, and MemFS (memfs.go; the
+// simulation's disks).
 //
 // store is the only importer of cockroachdb/pebble. It imports task and
 // clock; it must not import wire, partition, raftgroup, node or raft.

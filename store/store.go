@@ -45,7 +45,8 @@ type Config struct {
 	// Dir is the database directory; created if missing.
 	Dir string
 	// FS is the filesystem; default vfs.Default. Tests pass vfs.NewMem or a
-	// crashable filesystem.
+	// crashable filesystem (CrashFS, MemFS). Unless NoWALZeroAhead, the
+	// log's zeroing (walfile.go) sits above it and writes through it.
 	FS vfs.FS
 	// CacheBytes is the block cache's room for blocks (filters, indexes,
 	// data). Pebble charges its memtables to the same cache, so Open sizes
@@ -74,6 +75,10 @@ type Config struct {
 	NoWALZeroAhead bool
 	// Logger receives Pebble's log lines.
 	Logger *slog.Logger
+
+	// tuneZeroAhead, when set (tests), adjusts the log zeroing before Open
+	// hands it to Pebble: smaller steps, the hooks of a step.
+	tuneZeroAhead func(*zeroAheadFS)
 }
 
 // Default sizes. The block cache is small because the hot data (indexes)
@@ -157,7 +162,13 @@ func Open(cfg Config) (*Store, error) {
 		Logger:                      pebbleLogger{cfg.Logger.With("component", "pebble")},
 	}
 	if !cfg.NoWALZeroAhead {
-		opts.FS = wrapWALFS(cfg.FS, cfg.Logger.With("component", "store"))
+		// Over any FS, the crash filesystems of tests included: they then
+		// crash the log that production runs (walfile.go).
+		zfs := newZeroAheadFS(cfg.FS, cfg.Logger.With("component", "store"))
+		if cfg.tuneZeroAhead != nil {
+			cfg.tuneZeroAhead(zfs)
+		}
+		opts.FS = zfs
 	}
 	// Always installed, so that syncs are counted even without a hold.
 	pacer := &syncPacer{}

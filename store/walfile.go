@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -37,7 +36,8 @@ import (
 // unclean end (record.ErrUnexpectedEOF), which it tolerates in the newest
 // log, as it does a torn append. An older log always ends with the EOF
 // trailer Pebble writes when it closes it, before any zeros, so its zeros
-// are never read.
+// are never read. The crash filesystems (CrashFS, MemFS) run this log too,
+// and walcrash_test.go crashes it, a step held included.
 
 // walWriteCategory is the category Pebble creates and reuses log files
 // with (vfs.DiskWriteCategory); zeroAheadFS leaves every other file alone.
@@ -65,21 +65,21 @@ const (
 	walZeroBuf      = 128 << 10
 )
 
-// wrapWALFS returns the FS Pebble is to write through: fs itself, unless
-// it is the OS filesystem, whose log files then zero ahead of their end.
-// Only the OS filesystem: a step writes and syncs the file through a
-// descriptor of its own, from its own goroutine, alongside Pebble's writes
-// and syncs, which plain OS files allow (vfs.File's contract, one Write or
-// Sync at a time, holds for Pebble's own use of the file).
-func wrapWALFS(fs vfs.FS, logger *slog.Logger) vfs.FS {
-	if fs != vfs.Default {
-		return fs
-	}
-	return newZeroAheadFS(fs, logger)
-}
-
-// zeroAheadFS wraps the OS filesystem; log files it creates or reuses zero
-// ahead of their end.
+// zeroAheadFS wraps the filesystem the store is given, whatever it is (the
+// OS's, the test build's CrashFS, the simulation's MemFS), so that every
+// build runs the same log; log files it creates or reuses zero ahead of
+// their end.
+//
+// A step writes and syncs the file through a handle of its own, opened
+// through the wrapped FS (OpenReadWrite, which neither truncates nor
+// moves the log's handle), from its own goroutine, alongside the log's
+// writes and syncs through the log's handle. The wrapped FS must allow
+// that: two handles of one file, each one Write or Sync at a time (the
+// vfs.File contract), writing disjoint ranges, and a sync through either
+// making the whole file durable. Open files on Linux do, and so do
+// CrashFS (one record of what is synced, shared by every handle of a
+// path) and MemFS (every handle of a file shares its node, data and
+// synced data).
 type zeroAheadFS struct {
 	vfs.FS
 	step, lowWater, gap int64
@@ -95,6 +95,9 @@ type zeroAheadFS struct {
 func newZeroAheadFS(fs vfs.FS, logger *slog.Logger) *zeroAheadFS {
 	return &zeroAheadFS{FS: fs, step: walZeroStep, lowWater: walZeroLowWater, gap: walZeroGap, logger: logger}
 }
+
+// Unwrap returns the wrapped FS (vfs.Root walks through it).
+func (fs *zeroAheadFS) Unwrap() vfs.FS { return fs.FS }
 
 func (fs *zeroAheadFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
@@ -127,7 +130,10 @@ func (fs *zeroAheadFS) wrap(f vfs.File, name string, size int64) vfs.File {
 	// step taken the report on the log's descriptor, Pebble's next sync of
 	// the log would succeed and acknowledge writes that never reached the
 	// disk. With its own descriptor, the log's sync still gets the error.
-	zf, err := os.OpenFile(name, os.O_WRONLY, 0)
+	// On the OS filesystem OpenReadWrite is open(2) with O_RDWR|O_CREATE
+	// (no O_TRUNC, no O_APPEND): a new open file of the same inode, which
+	// the log's handle just created or reused, its offset its own.
+	zf, err := fs.FS.OpenReadWrite(name, walWriteCategory)
 	if err != nil {
 		fs.logger.Warn("WAL zeroing off for this log; its syncs may cost more", "file", name, "err", err)
 		return f
@@ -152,7 +158,7 @@ func (fs *zeroAheadFS) wrap(f vfs.File, name string, size int64) vfs.File {
 // are synced before zeroed moves past them.
 type zeroAheadFile struct {
 	vfs.File
-	zf                  *os.File // the steps' own descriptor of the file
+	zf                  vfs.File // the steps' own handle of the file
 	name                string
 	step, lowWater, gap int64
 	logger              *slog.Logger

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,15 +229,14 @@ func TestZeroAheadOwnDescriptor(t *testing.T) {
 	if z.zf.Fd() == f.Fd() {
 		t.Fatal("steps use the log's descriptor")
 	}
-	a, err := z.zf.Stat()
-	if err != nil {
+	var a, b syscall.Stat_t
+	if err := syscall.Fstat(int(z.zf.Fd()), &a); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.Stat(path)
-	if err != nil {
+	if err := syscall.Stat(path, &b); err != nil {
 		t.Fatal(err)
 	}
-	if !os.SameFile(a, b) {
+	if a.Dev != b.Dev || a.Ino != b.Ino {
 		t.Fatal("the steps' descriptor is not of the log's file")
 	}
 }
@@ -266,8 +267,7 @@ func TestZeroAheadStepFails(t *testing.T) {
 	}
 }
 
-// TestZeroAheadLeavesOtherFiles checks that only log files on the OS
-// filesystem are wrapped.
+// TestZeroAheadLeavesOtherFiles checks that only log files are wrapped.
 func TestZeroAheadLeavesOtherFiles(t *testing.T) {
 	fs := testZeroFS(walZeroStep, walZeroLowWater)
 	dir := t.TempDir()
@@ -279,13 +279,6 @@ func TestZeroAheadLeavesOtherFiles(t *testing.T) {
 		t.Error("a table file zeroes ahead")
 	}
 	_ = f.Close()
-	mem := vfs.NewMem()
-	if got := wrapWALFS(mem, slog.New(slog.DiscardHandler)); got != mem {
-		t.Errorf("an in-memory filesystem is wrapped: %T", got)
-	}
-	if _, ok := wrapWALFS(vfs.Default, slog.New(slog.DiscardHandler)).(*zeroAheadFS); !ok {
-		t.Error("the OS filesystem is not wrapped")
-	}
 }
 
 // TestStoreLogZeroedAndReplayed runs a store on the real filesystem with
@@ -429,5 +422,57 @@ func TestStoreNoWALZeroAhead(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // time for a step, were one started
 	if name, size := newestLog(t, dir); size >= walZeroGap {
 		t.Fatalf("log %s has %d bytes with zeroing off", name, size)
+	}
+}
+
+// TestZeroAheadThroughCrashFS checks that on CrashFS a step's zeros and
+// sync go through CrashFS, on the log's own record: after a crash the file
+// holds what the log wrote before the step's sync and the zeros synced
+// ahead of it, and a log write over those zeros, not synced since, is
+// zeros again.
+func TestZeroAheadThroughCrashFS(t *testing.T) {
+	cfs := NewCrashFS(vfs.Default)
+	fs := newZeroAheadFS(cfs, slog.New(slog.DiscardHandler))
+	fs.step, fs.lowWater, fs.gap = 16<<10, 8<<10, 4<<10
+	logged := make(chan struct{})
+	fs.beforeStep = func() { <-logged } // the step syncs after the first write
+	path := filepath.Join(t.TempDir(), "000002.log")
+	f, err := fs.Create(path, walWriteCategory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var release sync.Once
+	letStep := func() { release.Do(func() { close(logged) }) }
+	defer letStep() // before Close, which waits for the step
+	z := zf(t, f)
+	first := bytes.Repeat([]byte{0xab}, 1000)
+	if _, err := f.Write(bytes.Clone(first)); err != nil { // starts a step a gap past it
+		t.Fatal(err)
+	}
+	letStep()
+	z.mu.Lock()
+	for z.busy {
+		z.idle.Wait()
+	}
+	steps, zeroed := z.stepsRun, z.zeroed
+	z.mu.Unlock()
+	if steps != 1 || zeroed != int64(len(first))+fs.gap+fs.step {
+		t.Fatalf("after the first step: %d steps, zeroed to %d", steps, zeroed)
+	}
+	// Over the hole and the zeros, short of the low water: no step.
+	if _, err := f.Write(bytes.Repeat([]byte{0xcd}, 2*int(fs.gap))); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfs.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Clone(first), make([]byte, zeroed-int64(len(first)))...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the crash: %d bytes, first diff at %d; want the first write then zeros to %d", len(got), firstDiff(got[:min(len(got), len(want))], want), zeroed)
 	}
 }

@@ -200,7 +200,10 @@ type Config struct {
 	Debug http.Handler
 	// StoreFS is the filesystem the store writes through; nil is the
 	// disk's. The test build passes a store.CrashFS, so that the fault
-	// suite can crash a node losing what it had not synced.
+	// suite can crash a node losing what it had not synced; the
+	// simulation a store.MemFS. Unless NoWALZeroAhead, the store's log
+	// zeroing sits above it and writes through it, so the log crashed is
+	// the one production writes.
 	StoreFS store.FS
 
 	// Clock reads wall time; tests skew it (the hidden --clock-offset).
