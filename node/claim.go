@@ -209,14 +209,17 @@ func (n *Node) releaseUnanswered(id task.ID, idx uint32) {
 	})
 }
 
-// waitAll waits until every write in ps is durable.
+// waitAll waits until every write in ps is durable, and returns the first
+// error. It waits on all of them even after an error: each must be waited
+// on once (store.Pending).
 func waitAll(ps []*store.Pending) error {
+	var first error
 	for _, p := range ps {
-		if err := p.Wait(); err != nil {
-			return err
+		if err := p.Wait(); err != nil && first == nil {
+			first = err
 		}
 	}
-	return nil
+	return first
 }
 
 // claimOneApply claims the best ready task of queue across the partitions

@@ -22,41 +22,63 @@ import (
 // clients' throughput fell by two thirds. So a hold applies only when the
 // CPU it saves is wanted: while the node's owner says the CPU is
 // contended (SetWALHold; the node judges by how long its goroutines wait
-// to run), and then only after a sync cycle that carried at least
-// busySyncCommits commits, since holding a lone writer saves no sync.
+// to run), and then only after a sync cycle in which at least
+// busySyncCommits commits waited for a sync at once, since holding a lone
+// writer saves no sync.
 //
 // Pebble asks for the hold after each sync (Options.WALMinSyncInterval is
-// a function), on the WAL's flush goroutine.
+// a function), on the WAL's flush goroutine, after it has woken the
+// sync's waiters. So a lone writer's next commit can be applied before
+// Pebble asks: counting the commits applied since the previous ask would
+// then count two in the cycle and hold a lone writer. Counting the
+// commits that wait at once cannot: a lone writer's commit stops waiting
+// (Pending.Wait returns) before its next one is applied.
 
-// busySyncCommits is the fewest commits in one sync cycle (from the end of
-// one sync to the end of the next) after which the next sync may be held:
-// with fewer, the hold would gather nothing to share the sync with.
+// busySyncCommits is the fewest commits waiting at once in a sync cycle
+// (from the end of one sync to the end of the next) after which the next
+// sync may be held: with fewer, the hold would gather nothing to share the
+// sync with.
 const busySyncCommits = 2
 
-// syncPacer counts the log's synced commits and syncs, and decides each
-// hold.
+// syncPacer counts the log's waiting commits and its syncs, and decides
+// each hold.
 type syncPacer struct {
 	// hold is the hold after a busy cycle, in nanoseconds; 0 never holds.
 	hold atomic.Int64
-	// commits counts the commits that asked for a sync since Open.
-	commits atomic.Uint64
-	// seen is commits as of the previous sync.
-	seen atomic.Uint64
+	// waiting counts the commits applied that wait for a sync and have not
+	// finished waiting. A Pending that is never waited on stays counted:
+	// the pacer then holds after cycles one commit less busy, which costs
+	// latency while the CPU is contended, never durability.
+	waiting atomic.Int64
+	// peak is the most commits waiting at once since the previous sync.
+	peak atomic.Int64
 	// syncs counts the syncs, held those followed by a hold.
 	syncs, held atomic.Uint64
 }
 
-// committed records a commit that waits for a sync.
-func (p *syncPacer) committed() { p.commits.Add(1) }
+// applied records a commit that waits for a sync; synced, that it has
+// finished waiting (durable or failed).
+func (p *syncPacer) applied() {
+	n := p.waiting.Add(1)
+	for {
+		m := p.peak.Load()
+		if n <= m || p.peak.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (p *syncPacer) synced() { p.waiting.Add(-1) }
 
 // next is Pebble's WALMinSyncInterval: called after each sync, it returns
-// how long the next sync must wait from now.
+// how long the next sync must wait from now. The next cycle's peak starts
+// at the commits waiting now (the next sync's, and any of this sync's
+// that have not yet woken).
 func (p *syncPacer) next() time.Duration {
 	p.syncs.Add(1)
-	n := p.commits.Load()
-	cycle := n - p.seen.Swap(n)
+	peak := p.peak.Swap(p.waiting.Load())
 	hold := time.Duration(p.hold.Load())
-	if hold == 0 || cycle < busySyncCommits {
+	if hold == 0 || peak < busySyncCommits {
 		return 0
 	}
 	p.held.Add(1)

@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// TestSyncPacer: the hold follows a sync cycle of busySyncCommits commits
-// or more, never one with fewer, and never while the hold is 0.
+// TestSyncPacer: the hold follows a sync cycle in which busySyncCommits
+// commits or more waited at once, never one with fewer, and never while
+// the hold is 0.
 func TestSyncPacer(t *testing.T) {
 	const hold = 3 * time.Millisecond
 	for _, tc := range []struct {
 		name string
 		hold time.Duration
-		// cycles is the commits in each cycle; want the hold after each.
+		// cycles is the commits that wait together in each cycle (each
+		// applied, then all synced); want the hold after each.
 		cycles []int
 		want   []time.Duration
 	}{
@@ -26,7 +28,10 @@ func TestSyncPacer(t *testing.T) {
 			var held uint64
 			for i, n := range tc.cycles {
 				for range n {
-					p.committed()
+					p.applied()
+				}
+				for range n {
+					p.synced()
 				}
 				got := p.next()
 				if got != tc.want[i] {
@@ -40,5 +45,29 @@ func TestSyncPacer(t *testing.T) {
 				t.Errorf("counted %d syncs, %d held; want %d, %d", p.syncs.Load(), p.held.Load(), len(tc.cycles), held)
 			}
 		})
+	}
+}
+
+// TestSyncPacerLoneWriterAheadOfTheAsk: Pebble asks for the hold after it
+// has woken the sync's waiters, so a lone writer's next commit may be
+// applied before the ask (CI's TestWALHold saw "6 syncs, 1 held" for
+// five commits one after another). That cycle still had one commit
+// waiting at a time: no hold. Commits that overlap while the ask is late
+// are two waiting at once: a hold.
+func TestSyncPacerLoneWriterAheadOfTheAsk(t *testing.T) {
+	const hold = 3 * time.Millisecond
+	var p syncPacer
+	p.hold.Store(int64(hold))
+	p.applied()
+	for i := range 5 {
+		p.synced()  // the sync woke the writer...
+		p.applied() // ...whose next commit comes before Pebble's ask
+		if got := p.next(); got != 0 {
+			t.Fatalf("sync %d of a lone writer: hold %v, want none", i, got)
+		}
+	}
+	p.applied() // a second writer while the first still waits
+	if got := p.next(); got != hold {
+		t.Fatalf("two commits waiting at once: hold %v, want %v", got, hold)
 	}
 }

@@ -111,24 +111,30 @@ func (b *Batch) PutPromise(part uint16, epoch, candidate uint64) error {
 }
 
 // Pending is an applied batch whose durability is not yet confirmed.
-type Pending struct{ b *pebble.Batch }
+type Pending struct {
+	b     *pebble.Batch
+	pacer *syncPacer
+}
 
 // Apply gives the batch its place in the WAL and makes it visible to reads,
 // without waiting for the sync. Call it while holding the lock that orders
 // the writes; then release the lock and Wait. The batch must not be used
 // after Apply.
 func (b *Batch) Apply() (*Pending, error) {
-	b.s.pacer.committed()
+	b.s.pacer.applied()
 	if err := b.s.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		b.s.pacer.synced()
 		_ = b.b.Close()
 		return nil, fmt.Errorf("store: apply: %w", err)
 	}
-	return &Pending{b: b.b}, nil
+	return &Pending{b: b.b, pacer: b.s.pacer}, nil
 }
 
-// Wait blocks until the applied batch is durable (its WAL synced).
+// Wait blocks until the applied batch is durable (its WAL synced). Every
+// Pending must be waited on, once (the sync pacer counts it until then).
 func (p *Pending) Wait() error {
 	err := p.b.SyncWait()
+	p.pacer.synced()
 	_ = p.b.Close()
 	if err != nil {
 		return fmt.Errorf("store: sync: %w", err)
@@ -150,8 +156,10 @@ func (b *Batch) Commit() error {
 // already there) calls it before acknowledging: the write it found may have
 // been applied by a concurrent request and not yet be synced.
 func (s *Store) Barrier() error {
-	s.pacer.committed()
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+	s.pacer.applied()
+	err := s.db.LogData(nil, pebble.Sync)
+	s.pacer.synced()
+	if err != nil {
 		return fmt.Errorf("store: sync barrier: %w", err)
 	}
 	return nil

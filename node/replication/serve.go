@@ -55,10 +55,15 @@ func (p *Plane) serveReplicate(peer uint64, req *wire.ReplicateRequest) (*wire.R
 		}
 	}
 	merged := time.Now()
+	var syncErr error
 	for _, d := range durables {
-		if err := d.Wait(); err != nil {
-			return nil, err
+		// Every one waited on, even after an error (store.Pending).
+		if err := d.Wait(); err != nil && syncErr == nil {
+			syncErr = err
 		}
+	}
+	if syncErr != nil {
+		return nil, syncErr
 	}
 	p.stats.Served.Add(1)
 	p.stats.MergeNanos.Add(int64(merged.Sub(began)))
