@@ -17,7 +17,7 @@ var allowedInternal = map[string][]string{
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
 	"node":         {"node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
-	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "clock", "wire", "task"},
+	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
 	// The metadata group's bring-up, joining, gossip, peers' addresses.
 	"node/membership": {"node/peer", "member", "raftgroup", "store", "clock", "wire"},
 	// How clients and peers reach a node: sockets, QUIC and HTTP servers.

@@ -3,6 +3,8 @@ package faults
 import (
 	"fmt"
 	"slices"
+
+	"github.com/skuldd/skuldd/wire"
 )
 
 // A refused operation changes nothing, anywhere, ever (the project's
@@ -23,6 +25,7 @@ import (
 const (
 	kindRefusedComplete       = "refused complete visible"
 	kindCompletionUnexplained = "completion no complete explains"
+	kindCompletionNoClaim     = "completion with no completing claim"
 	kindRefusedFail           = "refused fail visible"
 	kindRefusedSnooze         = "refused snooze visible"
 	kindReleaseUnexplained    = "release no fail or snooze explains"
@@ -34,8 +37,8 @@ const (
 
 func checkRefused(h *history) *Check {
 	c := newCheck("refused ops change nothing",
-		"every completion, release, lease end and cancel a final view shows was written by a complete, fail, snooze, claim or renew, or cancel that came back ok or info: none only by refused ones, none by no op at all",
-		kindRefusedComplete, kindCompletionUnexplained, kindRefusedFail, kindRefusedSnooze, kindReleaseUnexplained,
+		"every completion, release, lease end and cancel a final view shows was written by a complete, fail, snooze, claim or renew, or cancel that came back ok or info: none only by refused ones, none by no op at all; a completed view marks the claim that completed it",
+		kindRefusedComplete, kindCompletionUnexplained, kindCompletionNoClaim, kindRefusedFail, kindRefusedSnooze, kindReleaseUnexplained,
 		kindRefusedRenew, kindLeaseUnexplained, kindRefusedCancel, kindCancelUnexplained)
 	var judged int64
 	for _, id := range h.ids {
@@ -95,8 +98,21 @@ func viewExample(t *taskHist, r taskRead, claims ...uint32) Example {
 	return Example{Task: t.id, Claims: claims, Nodes: []int{r.read.Node}, TNs: []int64{r.read.TNs}}
 }
 
-// refusedCompletion judges the claim a view shows completing the task.
+// refusedCompletion judges the claim a view shows completing the task. A
+// complete acts under a claim, and a task's claims are never dropped, so
+// a view completed with no claim marked as the completing one shows a
+// completion no complete invocation can explain, whatever the history
+// sent (a cancel marks none, but its view's state is cancelled).
 func refusedCompletion(flags *taskFlags, t *taskHist, r taskRead) {
+	if r.view.State == finalCompleted && !slices.ContainsFunc(r.view.Claims, func(cl wire.ClaimView) bool { return cl.Completed != nil }) {
+		ex := viewExample(t, r)
+		for _, o := range t.completes {
+			ex.Events = append(ex.Events, o.events()...)
+		}
+		ex.Detail = fmt.Sprintf("state completed, yet none of its %d claim(s) is marked as the completing one (%d complete(s) sent)",
+			len(r.view.Claims), len(t.completes))
+		flags.add(kindCompletionNoClaim, "", r.read.TNs, ex, r.read.Node)
+	}
 	for _, cl := range r.view.Claims {
 		if cl.Completed == nil {
 			continue

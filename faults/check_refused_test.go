@@ -66,6 +66,18 @@ func TestRefused(t *testing.T) {
 		{name: "completed by a claim under which no complete was sent", check: check, kind: kindCompletionUnexplained, want: 1, inject: func(b *builder) {
 			b.dropOps(FComplete, taskD, 0)
 		}},
+		{name: "completed, yet no claim marked as the completing one", check: check, kind: kindCompletionNoClaim, want: 1, inject: func(b *builder) {
+			b.views[taskD].Claims[0].Completed = nil
+		}},
+		{name: "completed, with no claims at all", check: check, kind: kindCompletionNoClaim, want: 1, inject: func(b *builder) {
+			b.views[taskD].Claims = []wire.ClaimView{}
+		}},
+		{name: "completed on one replica only, no claim marked there", check: check, kind: kindCompletionNoClaim, want: 1, inject: func(b *builder) {
+			b.onNode(taskA, 3).Claims[0].Completed = nil
+		}},
+		{name: "cancelled, no claim marked (a cancel completes none)", check: check, kind: kindCompletionNoClaim, inject: func(b *builder) {
+			cancelled(b, OK, "why-G")
+		}},
 		{name: "released as a fail whose fail came back fail", check: check, kind: kindRefusedFail, want: 1, inject: func(b *builder) {
 			b.outcomeOf(FFail, taskC, 1, Fail)
 		}},

@@ -24,6 +24,14 @@ func (r *Replica) TreeSnapshot() *antientropy.Tree {
 	return r.tree.Clone()
 }
 
+// Root returns the root of the replica's hash tree: it changes with every
+// record the replica's content gains or changes.
+func (r *Replica) Root() antientropy.Digest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tree.Root()
+}
+
 // TreeBytes returns the memory of the replica's hash tree, for metrics. It
 // depends on the shape only, never on the number of tasks, and does not
 // take the lock: the tree's size never changes after New.

@@ -554,7 +554,7 @@ func TestTreeRelease(t *testing.T) {
 	var shipped []task.Record
 	now := workLeader(t, l, &shipped)
 	merge(t, f, 1, now, shipped...)
-	if err := f.ReleaseAt(1); err != nil {
+	if err := f.ReleaseAt(1, f.Root()); err != nil {
 		t.Fatal(err)
 	}
 	if root := f.TreeSnapshot().Root(); !root.IsZero() {

@@ -22,6 +22,10 @@ import (
 // partition (or was superseded by a promise to a higher epoch).
 var ErrNotLeader = errors.New("not the partition leader")
 
+// ErrCopyChanged: a zombie's copy changed after its leader was asked to
+// gather it; the release waits for a gather of the copy as it is now.
+var ErrCopyChanged = errors.New("the copy changed since the release was asked")
+
 // Config configures a Replica.
 type Config struct {
 	// Part is the partition number; Partitions is P, the cluster's count.
@@ -758,14 +762,18 @@ func stateRecord(id task.ID, st *task.State) task.Record {
 // ReleaseAt drops the replica's data: this node left the partition's
 // cohort and the partition's leader, serving with the new cohort, holds
 // what it held (a zombie released; DESIGN.md, Topology). registry is the
-// registry epoch at which the release was decided. The promise stays, so
-// the replica still refuses epochs it promised away. A leading replica is
-// not released, nor one that promised an epoch above registry: a handoff
-// to that epoch may be carrying the partition to this node and count it
-// among the epoch's sealed members, which must hold the data (the carry
-// first raises each member's promise to the epoch, so a carried copy is
-// never released behind it).
-func (r *Replica) ReleaseAt(registry uint64) error {
+// registry epoch at which the release was decided, root the replica's
+// tree root (Root) when this node asked the leader: the leader gathered
+// the copy as it was then. The promise stays, so the replica still
+// refuses epochs it promised away. A leading replica is not released, nor
+// one that promised an epoch above registry: a handoff to that epoch may
+// be carrying the partition to this node and count it among the epoch's
+// sealed members, which must hold the data (the carry first raises each
+// member's promise to the epoch, so a carried copy is never released
+// behind it). Nor is one whose root moved since the ask (ErrCopyChanged):
+// a write merged meanwhile (a stale coordinator's w=1 enqueue, say) may
+// be on this copy alone.
+func (r *Replica) ReleaseAt(registry uint64, root antientropy.Digest) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.epoch != 0 {
@@ -774,6 +782,9 @@ func (r *Replica) ReleaseAt(registry uint64) error {
 	if r.promised > registry {
 		return fmt.Errorf("%w: partition %d: release decided at registry epoch %d, but this replica promised epoch %d: a handoff may count on its copy",
 			task.ErrEpoch, r.cfg.Part, registry, r.promised)
+	}
+	if now := r.tree.Root(); now != root {
+		return fmt.Errorf("%w: partition %d: tree root %v, the leader gathered %v", ErrCopyChanged, r.cfg.Part, now, root)
 	}
 	if err := r.cfg.Store.DropPartition(r.cfg.Part); err != nil {
 		return err

@@ -1523,23 +1523,32 @@ func TestReserveThenClaim(t *testing.T) {
 // released, nor a replica that promised an epoch above the one the
 // release was decided at (a handoff may count on its copy: the seeded
 // simulation's seed 1371 lost acknowledged completions when a zombie
-// release raced the carry of a move that sealed the releasing node).
+// release raced the carry of a move that sealed the releasing node), nor
+// a replica whose copy changed since the leader was asked to gather it (a
+// record merged after the ask may be on this copy alone).
 func TestRelease(t *testing.T) {
 	s := newStore(t)
 	r := leader(t, s)
 	id := task.MakeID(t0, 1, 0)
 	enqueue(t, r, t0, spec(id, "q", 0, 3))
-	if err := r.ReleaseAt(1); !errors.Is(err, partition.ErrNotLeader) {
+	asked := r.Root()
+	if err := r.ReleaseAt(1, asked); !errors.Is(err, partition.ErrNotLeader) {
 		t.Errorf("release of a leader = %v; want ErrNotLeader", err)
 	}
 	r.Resign()
-	if err := r.ReleaseAt(0); !errors.Is(err, task.ErrEpoch) {
+	if err := r.ReleaseAt(0, asked); !errors.Is(err, task.ErrEpoch) {
 		t.Errorf("release decided at epoch 0 of a replica that promised 1 = %v; want ErrEpoch", err)
+	}
+	// A w=1 enqueue merged after the ask, as a stale coordinator sends it.
+	late := task.MakeID(t0, 2, 0)
+	merge(t, r, 1, t0, task.Record{ID: late, Spec: spec(late, "q", 0, 3), State: &task.State{}})
+	if err := r.ReleaseAt(1, asked); !errors.Is(err, partition.ErrCopyChanged) {
+		t.Errorf("release of a copy that gained a task since the ask = %v; want ErrCopyChanged", err)
 	}
 	if has, err := s.HasTasks(0); err != nil || !has {
 		t.Fatalf("a refused release dropped the data: HasTasks = %v, %v", has, err)
 	}
-	if err := r.ReleaseAt(1); err != nil {
+	if err := r.ReleaseAt(1, r.Root()); err != nil {
 		t.Fatal(err)
 	}
 	if has, err := s.HasTasks(0); err != nil || has {

@@ -554,10 +554,13 @@ type AAEFetchResponse struct {
 }
 
 // ReleaseRequest asks Part's leader whether Node, no longer in its cohort,
-// may drop its copy; a plain acknowledgement means yes.
+// may drop its copy; a plain acknowledgement means yes. Root is the root
+// of Node's anti-entropy tree of Part when it asked (16 bytes): the yes
+// holds for the copy as it was then.
 type ReleaseRequest struct {
 	Part uint16 `cbor:"1,keyasint"`
 	Node uint64 `cbor:"2,keyasint"`
+	Root []byte `cbor:"3,keyasint"`
 }
 
 // DependentsRequest records that each of Dependents waits on Dep.

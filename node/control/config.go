@@ -115,6 +115,14 @@ const (
 	// the whole stop (27 s by default): scripts/cluster.sh and the systemd
 	// unit wait longer than that before they kill.
 	HandOffTimeout = 15 * time.Second
+	// gatherParallel bounds the gathers of zombies' copies a leader runs
+	// at once (one per zombie and partition at most): after a move of
+	// many partitions each zombie asks for each, and a gather is a whole
+	// anti-entropy pass with the zombie.
+	gatherParallel = 2
+	// gatherTimeout bounds one gather of a zombie's copy, like a move's
+	// carry (moveTimeout) of the same partition.
+	gatherTimeout = moveTimeout
 	// electParallel bounds how many partition handoffs run at once at start.
 	electParallel = 8
 	// clockCheckWait bounds how long a starting node waits for its clock's

@@ -34,8 +34,12 @@ type Control struct {
 		by map[int]int
 	}
 
+	// gathers are the gathers of zombies' copies this node ran or runs as
+	// their partitions' leader (zombie.go).
+	gathers gatherRuns
+
 	// wg holds the loops and everything they started (takeovers, moves,
-	// hand-offs); Wait waits for it.
+	// hand-offs, gathers); Wait waits for it.
 	wg sync.WaitGroup
 }
 
@@ -55,6 +59,7 @@ func New(cfg Config, host Host) (*Control, error) {
 	c := &Control{cfg: cfg, host: host, log: cfg.Logger, kick: make(chan struct{}, 1)}
 	c.clock.det = det
 	c.runs.by = make(map[int]int)
+	c.gathers.by = make(map[gatherKey]*gatherRun)
 	return c, nil
 }
 
@@ -67,6 +72,7 @@ func (c *Control) StartClock(ctx context.Context) {
 // Start starts the loops that run once the node serves: the voters of
 // the metadata group, failover, placement and zombies. They end with ctx.
 func (c *Control) Start(ctx context.Context) {
+	c.startGathers(ctx)
 	c.wg.Go(func() { c.voterLoop(ctx) })
 	c.wg.Go(func() { c.failoverLoop(ctx) })
 	c.wg.Go(func() { c.placementLoop(ctx) })

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/epoch"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/peer"
@@ -52,8 +53,11 @@ type Replica interface {
 	// Resign stops leading; ResignAt only if it still leads at ep.
 	Resign()
 	ResignAt(ep uint64) bool
-	// Release drops the replica's data (a zombie's).
-	ReleaseAt(registry uint64) error
+	// Root is the root of the replica's anti-entropy tree.
+	Root() antientropy.Digest
+	// ReleaseAt drops the replica's data (a zombie's) if its root is
+	// still root (partition.Replica.ReleaseAt).
+	ReleaseAt(registry uint64, root antientropy.Digest) error
 }
 
 // Cluster is what this node knows of the others and how it reaches them.

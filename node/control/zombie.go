@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -105,15 +107,17 @@ func (c *Control) zombie(pl Placement, part int) bool {
 }
 
 // release asks part's leader whether this node may drop its copy, and
-// drops it if so.
+// drops it if so. The answer holds for the copy as it was when asked (its
+// tree root): a copy that changed since is kept for the next ask.
 func (c *Control) release(ctx context.Context, part uint16) error {
 	pl, _ := c.host.Placement()
 	addr := c.host.AddrOf(pl.Leaders[part])
 	if addr == "" {
 		return fmt.Errorf("%w: leader of partition %d unknown", wire.ErrUnavailable, part)
 	}
+	root := c.host.Replica(int(part)).Root()
 	// The pool bounds the call.
-	if err := c.host.Peers().Call(ctx, addr, wire.OpRelease, &wire.ReleaseRequest{Part: part, Node: c.cfg.Self}, nil); err != nil {
+	if err := c.host.Peers().Call(ctx, addr, wire.OpRelease, &wire.ReleaseRequest{Part: part, Node: c.cfg.Self, Root: root[:]}, nil); err != nil {
 		return err
 	}
 	// Look again: the registry may have put this node back meanwhile.
@@ -122,7 +126,7 @@ func (c *Control) release(ctx context.Context, part uint16) error {
 	}
 	// Only at the epoch the decision was made at: a replica that promised
 	// a newer one may be a sealed member of a handoff in flight.
-	if err := c.host.Replica(int(part)).ReleaseAt(pl.Epochs[part]); err != nil {
+	if err := c.host.Replica(int(part)).ReleaseAt(pl.Epochs[part], root); err != nil {
 		return err
 	}
 	c.log.Info("released a partition this node no longer holds for its cohort", "partition", part, "epoch", pl.Epochs[part])
@@ -131,9 +135,9 @@ func (c *Control) release(ctx context.Context, part uint16) error {
 
 // ServeRelease is OpRelease at a partition's leader: yes if it leads the
 // partition (so a majority of its cohort holds the data), the asker, peer
-// (0: this node), is not in that cohort, and it gathered what the asker's
-// copy holds that counts (Host.Gather) while still leading at the same
-// epoch.
+// (0: this node), is not in that cohort, and it has gathered the asker's
+// copy as it was when asked (its tree root) while leading at the epoch it
+// leads at now (gathered).
 func (c *Control) ServeRelease(ctx context.Context, peer uint64, r *wire.ReleaseRequest) error {
 	if int(r.Part) >= c.host.Partitions() {
 		return fmt.Errorf("%w: partition %d out of range", task.ErrInvalid, r.Part)
@@ -141,18 +145,108 @@ func (c *Control) ServeRelease(ctx context.Context, peer uint64, r *wire.Release
 	if peer != 0 && peer != r.Node {
 		return fmt.Errorf("%w: node %d asks to release for node %d", task.ErrInvalid, peer, r.Node)
 	}
+	if len(r.Root) != antientropy.DigestLen {
+		return fmt.Errorf("%w: release of partition %d: tree root of %d bytes, want %d", task.ErrInvalid, r.Part, len(r.Root), antientropy.DigestLen)
+	}
 	if !c.leads(int(r.Part)) {
 		return fmt.Errorf("%w: node %d does not lead partition %d; ask its leader", wire.ErrUnavailable, c.cfg.Self, r.Part)
 	}
 	if slices.Contains(c.cohort(int(r.Part)), r.Node) {
 		return fmt.Errorf("%w: node %d is in partition %d's cohort", task.ErrInvalid, r.Node, r.Part)
 	}
-	ep := c.host.Replica(int(r.Part)).Epoch()
-	if err := c.host.Gather(ctx, r.Part, r.Node); err != nil {
-		return fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, r.Part, err)
+	var root antientropy.Digest
+	copy(root[:], r.Root)
+	return c.gathered(gatherKey{part: r.Part, node: r.Node}, c.host.Replica(int(r.Part)).Epoch(), root)
+}
+
+// Gathering a zombie's copy. A gather is a whole anti-entropy pass with
+// the zombie, as long as the partition is large, so it runs in the
+// background, bounded (gatherTimeout, gatherParallel), and the zombie
+// asks again (every ZombieCheck) until one has finished:
+//
+//   - A gather started after the zombie asked with tree root R pulled all
+//     the copy held at R. The yes is for a later ask with the same R (the
+//     copy has not changed since), and the zombie releases only if its
+//     root is still R (partition.Replica.ReleaseAt): so whatever the copy
+//     holds when dropped, the leader holds too. A copy that changed (a
+//     write merged there, by a coordinator that still takes it for a
+//     cohort member) is gathered again.
+//   - It counts only if this node led at one epoch throughout, the one it
+//     leads at when it says yes: what it gathered is then in the line of
+//     writes it leads, which the next handoff carries.
+
+// gatherKey names a zombie's copy: its partition and node.
+type gatherKey struct {
+	part uint16
+	node uint64
+}
+
+// gatherRun is one gather of a zombie's copy.
+type gatherRun struct {
+	epoch uint64             // the epoch this node led at when it started
+	root  antientropy.Digest // the copy's tree root when the zombie asked
+	done  bool
+	err   error // the gather's outcome, once done
+}
+
+// gatherRuns is the last gather of each zombie's copy, and how many run.
+// INVARIANT: running is the number of runs in by that are not done, at
+// most gatherParallel.
+type gatherRuns struct {
+	sync.Mutex
+	ctx     context.Context // Start's; nil before it: nothing is gathered
+	by      map[gatherKey]*gatherRun
+	running int
+}
+
+// startGathers lets gathers run, until ctx ends.
+func (c *Control) startGathers(ctx context.Context) {
+	c.gathers.Lock()
+	c.gathers.ctx = ctx
+	c.gathers.Unlock()
+}
+
+// gathered says yes (nil) when a gather of k's copy at root, started while
+// this node led at ep, has finished while it still leads at ep. Otherwise
+// it starts one, unless one of k runs or gatherParallel do, and says not
+// yet (wire.ErrUnavailable).
+func (c *Control) gathered(k gatherKey, ep uint64, root antientropy.Digest) error {
+	c.gathers.Lock()
+	defer c.gathers.Unlock()
+	g := c.gathers.by[k]
+	switch {
+	case g != nil && !g.done:
+		return fmt.Errorf("%w: partition %d: gathering node %d's copy; ask again", wire.ErrUnavailable, k.part, k.node)
+	case g != nil && g.epoch == ep && g.root == root && g.err == nil:
+		return nil
+	case c.gathers.ctx == nil:
+		return fmt.Errorf("%w: partition %d: node %d is starting", wire.ErrUnavailable, k.part, c.cfg.Self)
+	case c.gathers.running >= gatherParallel:
+		return fmt.Errorf("%w: partition %d: %d gathers of zombies' copies running; ask again", wire.ErrUnavailable, k.part, c.gathers.running)
 	}
-	if now := c.host.Replica(int(r.Part)).Epoch(); now != ep {
-		return fmt.Errorf("%w: partition %d: leadership changed while gathering node %d's copy", wire.ErrUnavailable, r.Part, r.Node)
+	g = &gatherRun{epoch: ep, root: root}
+	c.gathers.by[k] = g
+	c.gathers.running++
+	ctx := c.gathers.ctx
+	c.wg.Go(func() { c.gather(ctx, k, g) })
+	return fmt.Errorf("%w: partition %d: gathering node %d's copy; ask again", wire.ErrUnavailable, k.part, k.node)
+}
+
+// gather runs g, the gather of k's copy, and records its outcome.
+func (c *Control) gather(ctx context.Context, k gatherKey, g *gatherRun) {
+	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)
+	defer cancel()
+	err := c.host.Gather(ctx, k.part, k.node)
+	if err == nil {
+		if now := c.host.Replica(int(k.part)).Epoch(); now != g.epoch {
+			err = fmt.Errorf("leadership changed while gathering (epoch %d, now %d)", g.epoch, now)
+		}
 	}
-	return nil
+	if err != nil {
+		c.log.Debug("gather of a zombie's copy failed; its next ask starts another", "partition", k.part, "zombie", k.node, "err", err)
+	}
+	c.gathers.Lock()
+	g.done, g.err = true, err
+	c.gathers.running--
+	c.gathers.Unlock()
 }

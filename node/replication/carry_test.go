@@ -102,7 +102,7 @@ func TestCarryRaisesPromiseFirst(t *testing.T) {
 	if ep, _ := hb.r.Promised(); ep != 3 {
 		t.Fatalf("node 2 promised epoch %d after the carry; want 3", ep)
 	}
-	if err := hb.r.ReleaseAt(2); !errors.Is(err, task.ErrEpoch) {
+	if err := hb.r.ReleaseAt(2, hb.r.Root()); !errors.Is(err, task.ErrEpoch) {
 		t.Fatalf("release decided at epoch 2 after the carry at 3 = %v; want ErrEpoch", err)
 	}
 	// A member that promised a newer epoch refuses the carry.
