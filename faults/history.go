@@ -50,6 +50,10 @@ const (
 	FGet      = "get"
 )
 
+// opNames are the operations in the order every table and plot of a run
+// lists them (report.txt, the summary, the throughput plot).
+var opNames = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel, FGet}
+
 // Event is one line of the history.
 type Event struct {
 	// Index is the event's position in the history, from 0.

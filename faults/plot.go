@@ -46,6 +46,7 @@ var (
 		FComplete: color.NRGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 		FFail:     color.NRGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 		FSnooze:   color.NRGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+		FCancel:   color.NRGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
 		FGet:      color.NRGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
 	}
 	otherColor = color.NRGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
@@ -128,13 +129,12 @@ func throughput(h *history) ([]series, int) {
 		}
 		counts[o.f][o.tc/plotBucketNs]++
 	}
-	order := []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FGet}
 	var names []string
 	for f := range counts {
 		names = append(names, f)
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		if d := rank(order, a) - rank(order, b); d != 0 {
+		if d := rank(opNames, a) - rank(opNames, b); d != 0 {
 			return d
 		}
 		return strings.Compare(a, b)

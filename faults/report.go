@@ -107,8 +107,7 @@ func opStats(ops []*op) []OpStats {
 		s.add(o)
 		total.add(o)
 	}
-	order := []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel, FGet}
-	slices.SortStableFunc(names, func(a, b string) int { return rank(order, a) - rank(order, b) })
+	slices.SortStableFunc(names, func(a, b string) int { return rank(opNames, a) - rank(opNames, b) })
 	out := make([]OpStats, 0, len(names)+1)
 	for _, n := range names {
 		out = append(out, *byF[n])

@@ -191,7 +191,7 @@ func (s *RunSummary) Count(events []Event) {
 
 // Print writes the counts for a person.
 func (s *RunSummary) Print(w io.Writer) {
-	ops := []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FGet}
+	ops := opNames
 	fmt.Fprintf(w, "\nOperations (whole run):\n  %-9s %8s %8s %8s %8s\n", "op", "invoke", "ok", "fail", "info")
 	for _, op := range ops {
 		if m := s.Ops[op]; m != nil {

@@ -33,6 +33,8 @@ func TestSummaryCount(t *testing.T) {
 		{Proc: -1, Type: Phase, F: PhaseHeal, TNs: s(8)},
 		{Proc: 11, Type: Invoke, F: FClaim, TNs: s(9)},
 		{Proc: 11, Type: OK, F: FClaim, TNs: s(9.1)},
+		{Proc: 12, Type: Invoke, F: FCancel, TNs: s(9.2)},
+		{Proc: 12, Type: Fail, F: FCancel, Code: "completed", TNs: s(9.3)},
 	}
 	var sum RunSummary
 	sum.Count(events)
@@ -65,6 +67,12 @@ func TestSummaryCount(t *testing.T) {
 	sum.Print(&out)
 	if !strings.Contains(out.String(), "kill-minority") {
 		t.Errorf("printout lacks the windows:\n%s", out.String())
+	}
+	// Every operation the workload sends is printed, cancels included.
+	for _, w := range []string{"cancel           1        0        1        0", "cancel    fail:completed=1"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("printout lacks %q:\n%s", w, out.String())
+		}
 	}
 }
 
