@@ -43,6 +43,17 @@ type offerMsg struct {
 type parentMsg struct {
 	Stop     bool  `json:"stop,omitempty"`
 	Accepted *bool `json:"accepted,omitempty"`
+	// Task and Claim name the offer Accepted answers: an answer that
+	// comes after its offer timed out must not answer the next one.
+	Task  string `json:"task,omitempty"`
+	Claim uint32 `json:"claim,omitempty"`
+}
+
+// answer is the sink's answer to one offer.
+type answer struct {
+	task  string
+	claim uint32
+	ok    bool
 }
 
 // offerWait bounds a worker's wait for the sink's answer: the harness
@@ -77,12 +88,12 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 type parentReader struct {
 	stop    chan struct{} // closed at the stop, or when stdin closes
 	closed  chan struct{} // closed when stdin closes: no answer can come
-	answers chan bool
+	answers chan answer
 	once    sync.Once
 }
 
 func newParentReader() *parentReader {
-	return &parentReader{stop: make(chan struct{}), closed: make(chan struct{}), answers: make(chan bool, 1)}
+	return &parentReader{stop: make(chan struct{}), closed: make(chan struct{}), answers: make(chan answer, 1)}
 }
 
 // read reads until the harness closes stdin (at the latest when it exits),
@@ -103,7 +114,7 @@ func (pr *parentReader) read(in io.Reader) {
 			pr.once.Do(func() { close(pr.stop) })
 		}
 		if m.Accepted != nil {
-			pr.answers <- *m.Accepted
+			pr.answers <- answer{task: m.Task, claim: m.Claim, ok: *m.Accepted}
 		}
 		return nil
 	})
@@ -112,7 +123,7 @@ func (pr *parentReader) read(in io.Reader) {
 // pipeEmitter is a worker's Emitter: lines on stdout, answers on stdin.
 type pipeEmitter struct {
 	w       *bufio.Writer
-	answers chan bool
+	answers chan answer
 	// closed: the harness closed stdin, so no answer can come.
 	closed chan struct{}
 	err    error
@@ -144,13 +155,18 @@ func (p *pipeEmitter) Offer(proc int, task string, claim uint32) (bool, error) {
 	}
 	t := time.NewTimer(offerWait)
 	defer t.Stop()
-	select {
-	case a := <-p.answers:
-		return a, nil
-	case <-p.closed:
-		return false, errors.New("worker: the harness closed the pipe before the sink answered")
-	case <-t.C:
-		return false, errors.New("worker: the sink did not answer")
+	for {
+		select {
+		case a := <-p.answers:
+			if a.task != task || a.claim != claim {
+				continue // the late answer to an offer that timed out
+			}
+			return a.ok, nil
+		case <-p.closed:
+			return false, errors.New("worker: the harness closed the pipe before the sink answered")
+		case <-t.C:
+			return false, errors.New("worker: the sink did not answer")
+		}
 	}
 }
 
@@ -270,7 +286,7 @@ func (p *WorkerPool) read(w *WorkerProc, out io.Reader) {
 			p.rec.Record(*m.Event)
 		case m.Offer != nil:
 			ok := offer(p.rec, p.sink, p.tl, m.Offer.Proc, m.Offer.Task, m.Offer.Claim)
-			w.send(parentMsg{Accepted: &ok})
+			w.send(parentMsg{Accepted: &ok, Task: m.Offer.Task, Claim: m.Offer.Claim})
 		case m.Holding != nil:
 			w.holding.Store(*m.Holding)
 			if *m.Holding {

@@ -49,7 +49,7 @@ func TestWorkerProtocol(t *testing.T) {
 		case m.Offer != nil:
 			offers++
 			ok := sink.Offer(m.Offer.Task, m.Offer.Claim)
-			ans, _ := json.Marshal(parentMsg{Accepted: &ok})
+			ans, _ := json.Marshal(parentMsg{Accepted: &ok, Task: m.Offer.Task, Claim: m.Offer.Claim})
 			if _, err := inW.Write(append(ans, '\n')); err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestParentReaderReadsPastTheStop(t *testing.T) {
 	pr := newParentReader()
 	yes := true
 	stop, _ := json.Marshal(parentMsg{Stop: true})
-	ans, _ := json.Marshal(parentMsg{Accepted: &yes})
+	ans, _ := json.Marshal(parentMsg{Accepted: &yes, Task: "t", Claim: 2})
 	pr.read(strings.NewReader(string(stop) + "\n" + string(ans) + "\n"))
 	select {
 	case <-pr.stop:
@@ -89,8 +89,8 @@ func TestParentReaderReadsPastTheStop(t *testing.T) {
 	}
 	select {
 	case a := <-pr.answers:
-		if !a {
-			t.Error("answer false; want true")
+		if a != (answer{task: "t", claim: 2, ok: true}) {
+			t.Errorf("answer %+v; want yes to task t claim 2", a)
 		}
 	default:
 		t.Error("the answer after the stop was dropped")
@@ -99,5 +99,23 @@ func TestParentReaderReadsPastTheStop(t *testing.T) {
 	case <-pr.closed:
 	default:
 		t.Error("closed not closed at the end of stdin")
+	}
+}
+
+// An answer that comes after its offer gave up waiting does not answer
+// the next offer: the worker would go on to complete a task before the
+// harness recorded its effect.
+func TestOfferSkipsALateAnswer(t *testing.T) {
+	answers := make(chan answer, 2)
+	answers <- answer{task: "a", claim: 1, ok: false} // a's, late
+	answers <- answer{task: "b", claim: 1, ok: true}
+	var out strings.Builder
+	em := &pipeEmitter{w: bufio.NewWriter(&out), answers: answers, closed: make(chan struct{})}
+	ok, err := em.Offer(3, "b", 1)
+	if err != nil || !ok {
+		t.Fatalf("Offer(b) = %v, %v; want b's answer, yes", ok, err)
+	}
+	if !strings.Contains(out.String(), `"task":"b"`) {
+		t.Errorf("offer line %q does not name task b", out.String())
 	}
 }
