@@ -91,8 +91,10 @@ const (
 // answering may take effect at any later time.
 const tNever = int64(math.MaxInt64)
 
-// maxExamples bounds the examples kept per anomaly kind and bound class:
-// enough to debug from, short enough to read.
+// maxExamples bounds the examples kept per anomaly kind of the instances
+// that fail the run: enough to debug from, short enough to read. The
+// instances a fault beyond the bounds excuses are all kept
+// (Anomaly.Excused), each with its excuse.
 const maxExamples = 10
 
 // Input is a finished run.
@@ -236,6 +238,9 @@ func (t *taskHist) found() []taskRead { return t.views }
 
 // window is a nemesis fault from its start to its stop.
 type window struct {
+	// num is the window's number in the report's windows table (1, 2,
+	// ... in the order the faults started).
+	num     int
 	nemesis string
 	targets []int
 	detail  json.RawMessage
@@ -568,8 +573,14 @@ type Anomaly struct {
 	Count int `json:"count"`
 	// BeyondBounds is the instances a fault beyond the bounds excuses
 	// (RunInfo.BeyondBounds): reported as the guarantee's boundary.
-	BeyondBounds int       `json:"beyond_bounds"`
-	Examples     []Example `json:"examples,omitempty"`
+	BeyondBounds int `json:"beyond_bounds"`
+	// Examples are the first maxExamples instances within the bounds.
+	Examples []Example `json:"examples,omitempty"`
+	// Excused is every instance beyond the bounds, each naming in
+	// Excused the window, nodes and grant or deletion that excuse it:
+	// not capped, since each is a place where the run claims the design
+	// promised nothing.
+	Excused []Example `json:"excused,omitempty"`
 	// at holds every instance's time, for the per-window tables.
 	at []int64
 }
@@ -629,18 +640,14 @@ func (c *Check) flag(kind string, why excuse, at int64, ex Example) {
 	}
 	a := c.anomaly(kind)
 	a.at = append(a.at, at)
-	beyond := why != ""
-	ex.Beyond, ex.Excused = beyond, string(why)
-	kept := a.Count
-	if beyond {
+	if why != "" {
+		ex.Beyond, ex.Excused = true, string(why)
 		a.BeyondBounds++
-		kept = a.BeyondBounds
-	} else {
-		a.Count++
+		a.Excused = append(a.Excused, ex)
+		return
 	}
-	// Up to maxExamples of each class, so excused instances never crowd
-	// out the ones that fail the run.
-	if kept <= maxExamples {
+	a.Count++
+	if a.Count <= maxExamples {
 		a.Examples = append(a.Examples, ex)
 	}
 }

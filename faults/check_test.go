@@ -385,8 +385,11 @@ func (tc flagCase) judge() []string {
 	if r.OK() != (tc.want == 0) {
 		out = append(out, fmt.Sprintf("OK() = %v with %d anomalies within bounds\n%s", r.OK(), tc.want, dump(r)))
 	}
-	if tc.want+tc.beyond > 0 && len(a.Examples) == 0 {
+	if tc.want > 0 && len(a.Examples) == 0 {
 		out = append(out, fmt.Sprintf("%s: no example", tc.kind))
+	}
+	if len(a.Excused) != a.BeyondBounds || slices.ContainsFunc(a.Excused, func(ex Example) bool { return ex.Excused == "" }) {
+		out = append(out, fmt.Sprintf("%s: %d beyond the bounds, %d listed excused, each must name its excuse: %+v", tc.kind, a.BeyondBounds, len(a.Excused), a.Excused))
 	}
 	return out
 }

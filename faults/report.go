@@ -219,7 +219,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteText writes the report for people: the run, the operations, a table
 // of the nemesis windows, a table of the checks, the anomalies with their
-// examples, and the verdict.
+// examples, every excused anomaly with its excuse, and the verdict.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := &printer{w: tw}
@@ -324,6 +324,10 @@ func (r *Report) writeChecks(p *printer) {
 	}
 }
 
+// writeAnomalies writes the checks' notes, then the anomalies that fail
+// the run, up to maxExamples examples of each kind and the count of the
+// rest, then every anomaly a fault beyond the bounds excuses, each with
+// that fault.
 func (r *Report) writeAnomalies(p *printer) {
 	header := false
 	for _, c := range r.Checks {
@@ -331,15 +335,38 @@ func (r *Report) writeAnomalies(p *printer) {
 			p.printf("\nnote (%s): %s\n", c.Name, n)
 		}
 		for _, a := range c.Anomalies {
-			if a.Count+a.BeyondBounds == 0 {
+			if a.Count == 0 {
 				continue
 			}
 			if !header {
 				p.printf("\nAnomalies (examples; times are seconds since the run began)\n")
 				header = true
 			}
-			p.printf("%s: %s: %d within bounds, %d beyond\n", c.Name, a.Kind, a.Count, a.BeyondBounds)
+			p.printf("%s: %s: %d within bounds", c.Name, a.Kind, a.Count)
+			if a.BeyondBounds > 0 {
+				p.printf(", %d beyond (under Excused anomalies)", a.BeyondBounds)
+			}
+			p.printf("\n")
 			for _, ex := range a.Examples {
+				p.printf("  %s\n", ex.String())
+			}
+			if rest := a.Count - len(a.Examples); rest > 0 {
+				p.printf("  ... and %d more\n", rest)
+			}
+		}
+	}
+	header = false
+	for _, c := range r.Checks {
+		for _, a := range c.Anomalies {
+			if len(a.Excused) == 0 {
+				continue
+			}
+			if !header {
+				p.printf("\nExcused anomalies (every one, with the fault beyond the bounds that excuses it; reported, not failed)\n")
+				header = true
+			}
+			p.printf("%s: %s: %d beyond bounds\n", c.Name, a.Kind, a.BeyondBounds)
+			for _, ex := range a.Excused {
 				p.printf("  %s\n", ex.String())
 			}
 		}

@@ -160,7 +160,7 @@ func TestWriteText(t *testing.T) {
 			twoClaims(b, 10000, 11000)
 			b.beyondClock(9000, 10500, testLeader, 5000)
 		}, []string{"VERDICT PASS", "anomalies beyond the bounds, reported not failed", "[beyond bounds] task " + taskH, "clock-beyond (beyond bounds)",
-			"excused by clock-beyond on nodes [1] from 9.000s to 10.500s: node 1, its clock offset 5000 ms, granted claim 0"}},
+			"Excused anomalies", "excused by window 2, clock-beyond on nodes [1] from 9.000s to 10.500s: node 1, its clock offset 5000 ms, granted claim 0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,4 +205,84 @@ func TestWriteJSON(t *testing.T) {
 	if lost.Kind != kindLost || lost.Count != 1 || lost.Examples[0].Task != taskG {
 		t.Errorf("total-queue's first anomaly = %+v; want lost 1 of %s", lost, taskG)
 	}
+}
+
+// Every excused anomaly is listed, in report.txt and report.json, with
+// the fault that excuses it (its window's number in the windows table,
+// its nodes and span), however many there are; the examples of the
+// anomalies that fail the run stay capped, the rest counted.
+func TestExcusedListed(t *testing.T) {
+	const n = maxExamples + 3
+	lose := func(b *builder) []string {
+		var ids []string
+		for i := range n {
+			tid := id(0x1000 + i)
+			b.enqueue(tid, 30, 40, OK)
+			b.absent = append(b.absent, tid)
+			ids = append(ids, tid)
+		}
+		return ids
+	}
+	t.Run("excused", func(t *testing.T) {
+		b := base()
+		ids := lose(b)
+		b.beyondFault("power-cut", 100, 200)
+		rep := Analyze(b.input())
+		if !rep.OK() {
+			t.Fatalf("the excused losses fail the run:\n%s", dump(rep))
+		}
+		const excuse = "excused by window 1, power-cut on nodes [] from 0.100s to 0.200s"
+		var buf bytes.Buffer
+		if err := rep.WriteJSON(&buf); err != nil {
+			t.Fatal(err)
+		}
+		var got Report
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Checks[1:3] { // the two total-queue checks
+			a := c.Anomalies[0]
+			if a.Kind != kindLost || a.BeyondBounds != n || len(a.Excused) != n || len(a.Examples) != 0 {
+				t.Fatalf("%s: %s %d beyond, %d listed excused, %d examples; want %d, %d, 0", c.Name, a.Kind, a.BeyondBounds, len(a.Excused), len(a.Examples), n, n)
+			}
+			for i, ex := range a.Excused {
+				if ex.Task != ids[i] || !ex.Beyond || "excused by "+ex.Excused != excuse {
+					t.Errorf("%s: excused %d = %+v; want task %s, %s", c.Name, i, ex, ids[i], excuse)
+				}
+			}
+		}
+		buf.Reset()
+		if err := rep.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		txt := buf.String()
+		_, section, ok := strings.Cut(txt, "\nExcused anomalies")
+		if !ok {
+			t.Fatalf("no excused section:\n%s", txt)
+		}
+		for _, tid := range ids {
+			if got := strings.Count(section, "task "+tid+" "); got != 2 {
+				t.Errorf("task %s listed %d times in the excused section; want once per total-queue check:\n%s", tid, got, section)
+			}
+		}
+		if got := strings.Count(section, excuse); got != 2*n {
+			t.Errorf("%d excuses in the excused section; want %d:\n%s", got, 2*n, section)
+		}
+	})
+	t.Run("within the bounds", func(t *testing.T) {
+		b := base()
+		lose(b)
+		rep := Analyze(b.input())
+		a := findAnomaly(t, findCheck(t, rep, "total-queue (dequeue = acknowledged complete)"), kindLost)
+		if a.Count != n || len(a.Examples) != maxExamples || len(a.Excused) != 0 {
+			t.Fatalf("lost %d, %d examples, %d excused; want %d, %d, 0", a.Count, len(a.Examples), len(a.Excused), n, maxExamples)
+		}
+		var buf bytes.Buffer
+		if err := rep.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "  ... and 3 more\n") || strings.Contains(buf.String(), "\nExcused anomalies") {
+			t.Errorf("want the examples capped with the rest counted, and no excused section:\n%s", buf.String())
+		}
+	})
 }

@@ -31,7 +31,7 @@ func (h *history) buildWindows() {
 		}
 		if e.F == "start" {
 			w := window{
-				nemesis: e.Nemesis, targets: e.Targets, detail: e.Detail, start: e.TNs, stop: h.tEnd, open: true,
+				num: len(h.windows) + 1, nemesis: e.Nemesis, targets: e.Targets, detail: e.Detail, start: e.TNs, stop: h.tEnd, open: true,
 				beyond: beyond[e.Nemesis], clock: isClockFault(e.Nemesis), wipe: isWipe(e.Nemesis),
 			}
 			if w.wipe {
@@ -241,9 +241,10 @@ func (h *history) explained(id string, from, to int64, need int) excuse {
 	return ""
 }
 
-// describe names a window for an excuse: the nemesis, its nodes, its span.
+// describe names a window for an excuse: its number in the report's
+// windows table, the nemesis, its nodes, its span.
 func (w *window) describe() string {
-	return fmt.Sprintf("%s on nodes %v from %s to %s", w.nemesis, w.targets, fmtSec(w.start), fmtSec(w.stop))
+	return fmt.Sprintf("window %d, %s on nodes %v from %s to %s", w.num, w.nemesis, w.targets, fmtSec(w.start), fmtSec(w.stop))
 }
 
 // wipeLossNeed is how many of a task's partition's replicas must be lost
