@@ -34,10 +34,11 @@ type FS = vfs.FS
 // every range written since (a reused log file is overwritten in place,
 // and a log is written over zeros synced ahead of it). A sync makes
 // durable what was written before it began; what is written while it
-// runs is taken as not durable until a later sync. Crash stops every
-// further write and sync and puts each file back as its last completed
-// sync left it: ranges written since restored, anything past its length
-// then cut off (a hole a write past the end left included). Metadata
+// runs is taken as not durable until a later sync. Crash cuts the power:
+// it halts every further write, sync and change of metadata (they never
+// return; see Crash) and puts each file back as its last completed sync
+// left it: ranges written since restored, anything past its length then
+// cut off (a hole a write past the end left included). Metadata
 // (creation, rename, removal) is taken as durable at once: the model is
 // a filesystem that orders metadata before data, like ext4's default,
 // and what it tests is that nothing is acknowledged before the sync of
@@ -53,9 +54,18 @@ type CrashFS struct {
 	FS
 	mu    sync.Mutex
 	files map[string]*crashState // by path, every file opened for writing and not removed since
-	// crashed is set, under mu, by Crash; read under a file's crashState.mu
-	// by every write and sync, so that none lands after the file's restore.
+	// crashed is set by Crash under cut's write lock, before it restores
+	// the files; read under a file's crashState.mu by every write and
+	// sync, so that none lands after the file's restore, and under cut's
+	// read lock by every change of metadata, so that none lands after the
+	// cut. Once it is set, they halt (halt).
 	crashed atomic.Bool
+	cut     sync.RWMutex
+	// refused is closed by RefuseAfterCrash: the operations the crash
+	// halted, waiting on it, then fail.
+	refused    chan struct{}
+	refuseOnce sync.Once
+	halted     atomic.Int64 // operations halted by the cut, for tests
 }
 
 // crashState is what CrashFS knows of one file, shared by every handle
@@ -102,10 +112,11 @@ func NewCrashFS(base FS) *CrashFS {
 	if base == nil {
 		base = vfs.Default
 	}
-	return &CrashFS{FS: base, files: make(map[string]*crashState)}
+	return &CrashFS{FS: base, files: make(map[string]*crashState), refused: make(chan struct{})}
 }
 
-// errCrashed fails every write, sync and change of metadata after Crash.
+// errCrashed fails every write, sync and change of metadata after Crash,
+// once RefuseAfterCrash has been called.
 var errCrashed = errors.New("store: crash filesystem: crashed")
 
 // Create creates a file whose synced length is 0: until it is synced, a
@@ -113,9 +124,10 @@ var errCrashed = errors.New("store: crash filesystem: crashed")
 // inode): handles still open on it keep the old record, no longer the
 // path's.
 func (fs *CrashFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return nil, err
 	}
+	defer fs.cut.RUnlock()
 	f, err := fs.FS.Create(name, category)
 	if err != nil {
 		return nil, err
@@ -131,9 +143,10 @@ func (fs *CrashFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 // fs shares its record with the handles open on it (the log zeroing's
 // second handle of a log); any other counts as synced as it is now.
 func (fs *CrashFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return nil, err
 	}
+	defer fs.cut.RUnlock()
 	f, err := fs.FS.OpenReadWrite(name, category, opts...)
 	if err != nil {
 		return nil, err
@@ -151,9 +164,10 @@ func (fs *CrashFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, op
 // record moves with it; a file not written through fs counts as synced as
 // it is, so overwriting it keeps the ranges it held.
 func (fs *CrashFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return nil, err
 	}
+	defer fs.cut.RUnlock()
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 	if err != nil {
 		// The rename may have happened before the open failed.
@@ -170,9 +184,10 @@ func (fs *CrashFS) ReuseForWrite(oldname, newname string, category vfs.DiskWrite
 
 // Rename moves the file's record with it; a file it replaces is gone.
 func (fs *CrashFS) Rename(oldname, newname string) error {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return err
 	}
+	defer fs.cut.RUnlock()
 	if err := fs.FS.Rename(oldname, newname); err != nil {
 		return err
 	}
@@ -198,9 +213,10 @@ func (fs *CrashFS) moved(oldname, newname string) *crashState {
 // Remove forgets the file. Handles still open on it write to a file no
 // longer on disk, which a crash has nothing to restore of.
 func (fs *CrashFS) Remove(name string) error {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return err
 	}
+	defer fs.cut.RUnlock()
 	fs.mu.Lock()
 	st := fs.files[name]
 	fs.mu.Unlock()
@@ -217,9 +233,10 @@ func (fs *CrashFS) Remove(name string) error {
 
 // RemoveAll forgets every file under dir.
 func (fs *CrashFS) RemoveAll(dir string) error {
-	if err := fs.check(); err != nil {
+	if err := fs.begin(); err != nil {
 		return err
 	}
+	defer fs.cut.RUnlock()
 	fs.mu.Lock()
 	for name := range fs.files {
 		if name == dir || len(name) > len(dir) && name[:len(dir)] == dir && name[len(dir)] == os.PathSeparator {
@@ -230,17 +247,51 @@ func (fs *CrashFS) RemoveAll(dir string) error {
 	return fs.FS.RemoveAll(dir)
 }
 
+// MkdirAll creates a directory (metadata: durable at once).
+func (fs *CrashFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := fs.begin(); err != nil {
+		return err
+	}
+	defer fs.cut.RUnlock()
+	return fs.FS.MkdirAll(dir, perm)
+}
+
+// Link links a file; links are not modelled (see CrashFS), but none is
+// made after the cut.
+func (fs *CrashFS) Link(oldname, newname string) error {
+	if err := fs.begin(); err != nil {
+		return err
+	}
+	defer fs.cut.RUnlock()
+	return fs.FS.Link(oldname, newname)
+}
+
 // Unwrap returns the wrapped FS.
 func (fs *CrashFS) Unwrap() vfs.FS { return fs.FS }
 
-// Crash makes every later write and sync through fs fail and puts every
-// file it tracks back as its last completed sync left it. A write in
-// progress ends before its file is restored. The caller then exits at
-// once, as a machine that lost power would stop: the store is not closed.
+// Crash cuts the power: it puts every file it tracks back as its last
+// completed sync left it, and from the cut on, every write, sync and
+// change of metadata through fs halts: it never returns (until
+// RefuseAfterCrash, which a crashed process never calls). A change of
+// metadata in progress ends before the cut, a write in progress before
+// its file's restore; a sync in progress halts when it ends, its file
+// restored as if it had not run. The caller then exits at once, as a
+// machine that lost power would stop: the store is not closed.
+//
+// Invariant: after the cut, nothing the process does through fs returns,
+// so nothing changes the files or sees its writes fail. A refused write
+// would be an error Pebble takes as fatal (pebbleLogger.Fatalf exits 70,
+// and a failed log write panics), and the crashed process would exit on
+// its own, with its own status, before the crash hook's exit 137: a power
+// cut makes no progress after it, errors included. Reads are not halted:
+// a store reads only files it synced before it used them (tables, blob
+// files), which the restore leaves as they are.
 func (fs *CrashFS) Crash() error {
+	fs.cut.Lock() // no change of metadata in progress
+	fs.crashed.Store(true)
+	fs.cut.Unlock()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.crashed.Store(true)
 	var errs []error
 	for name, st := range fs.files {
 		if err := st.restore(name); err != nil {
@@ -250,9 +301,42 @@ func (fs *CrashFS) Crash() error {
 	return errors.Join(errs...)
 }
 
-func (fs *CrashFS) check() error {
+// RefuseAfterCrash makes the operations a crash halts fail instead: those
+// halted return errCrashed, and after a Crash every later one fails at
+// once. It is for tests that crash a store in process and must then close
+// it (a close writes and syncs) to open the image again; Pebble may take
+// such a failure as fatal and end the process (see Crash), so the store
+// must do nothing between the crash and its close. The crash hook never
+// calls it.
+func (fs *CrashFS) RefuseAfterCrash() {
+	fs.refuseOnce.Do(func() { close(fs.refused) })
+}
+
+// halt is what an operation meets once the power is cut: it waits for
+// RefuseAfterCrash, forever in a crashed process, and then fails. It must
+// not be called holding a lock Crash takes (a file's crashState.mu, mu,
+// cut).
+func (fs *CrashFS) halt() error {
+	fs.halted.Add(1)
+	<-fs.refused
+	return errCrashed
+}
+
+// haltIfCrashed halts a caller after the cut (pebbleLogger.Fatalf) and
+// returns at once before it.
+func (fs *CrashFS) haltIfCrashed() {
 	if fs.crashed.Load() {
-		return errCrashed
+		_ = fs.halt()
+	}
+}
+
+// begin starts a change of metadata: it holds cut's read lock, to be
+// released by the caller, or halts after the cut.
+func (fs *CrashFS) begin() error {
+	fs.cut.RLock()
+	if fs.crashed.Load() {
+		fs.cut.RUnlock()
+		return fs.halt()
 	}
 	return nil
 }
@@ -362,10 +446,11 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *crashFile) write(off int64, n int, do func() (int, error)) (int, error) {
 	st := f.st
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err := f.fs.check(); err != nil {
-		return 0, err
+	if f.fs.crashed.Load() {
+		st.mu.Unlock() // the file's restore takes it
+		return 0, f.fs.halt()
 	}
+	defer st.mu.Unlock()
 	end := off + int64(n)
 	if err := st.durable.keep(f.File, off, end); err != nil {
 		return 0, err
@@ -401,9 +486,9 @@ func (f *crashFile) SyncTo(int64) (bool, error) {
 func (f *crashFile) sync(do func() error) error {
 	st := f.st
 	st.mu.Lock()
-	if err := f.fs.check(); err != nil {
+	if f.fs.crashed.Load() {
 		st.mu.Unlock()
-		return err
+		return f.fs.halt()
 	}
 	ps := &pendingSync{seq: st.nextSeq, img: crashImage{size: st.size}}
 	st.nextSeq++
@@ -413,16 +498,28 @@ func (f *crashFile) sync(do func() error) error {
 	err := do()
 
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	st.syncs = slices.DeleteFunc(st.syncs, func(s *pendingSync) bool { return s == ps })
+	if f.fs.crashed.Load() {
+		// The power went before the sync ended: it made nothing durable,
+		// and it never ends, whatever do returned.
+		st.mu.Unlock()
+		return f.fs.halt()
+	}
+	defer st.mu.Unlock()
 	if err != nil {
 		return err
-	}
-	if err := f.fs.check(); err != nil {
-		return err // the power went before the sync ended
 	}
 	if ps.seq > st.durableSeq {
 		st.durable, st.durableSeq = ps.img, ps.seq
 	}
 	return nil
+}
+
+// Preallocate reserves room for the file, halted after the cut like
+// every other change.
+func (f *crashFile) Preallocate(off, length int64) error {
+	if f.fs.crashed.Load() {
+		return f.fs.halt()
+	}
+	return f.File.Preallocate(off, length)
 }

@@ -4,9 +4,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -16,7 +18,8 @@ import (
 
 // TestCrashFSForgetsUnsynced: after Crash, every file holds what its last
 // sync left: appends after it are cut off, synced bytes overwritten since
-// are restored, a file never synced is empty, and writes fail.
+// are restored, a file never synced is empty, and writes fail once
+// refused (TestCrashFSHaltsAfterCrash: until then they halt).
 func TestCrashFSForgetsUnsynced(t *testing.T) {
 	dir := t.TempDir()
 	fs := store.NewCrashFS(vfs.Default)
@@ -68,12 +71,136 @@ func TestCrashFSForgetsUnsynced(t *testing.T) {
 			t.Errorf("%s after crash: %q; want %q", name, got, want)
 		}
 	}
+	fs.RefuseAfterCrash()
 	if _, err := a.Write([]byte("after")); err == nil {
 		t.Error("a write after the crash succeeded")
 	}
 	if _, err := fs.Create(path("d"), vfs.WriteCategoryUnspecified); err == nil {
 		t.Error("a create after the crash succeeded")
 	}
+}
+
+// TestCrashFSHaltsAfterCrash: after Crash, every write, sync and change
+// of metadata halts, a power cut: none returns, with an error or without
+// (an error is what made Pebble exit 70, or panic, before the crash
+// hook's exit 137), and none changes the disk; a sync in progress at the
+// cut halts when it ends and makes nothing durable. RefuseAfterCrash then
+// fails them all. In a synctest bubble, so that synctest.Wait proves each
+// one durably blocked, not merely slow.
+func TestCrashFSHaltsAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	path := func(n string) string { return filepath.Join(dir, n) }
+	synctest.Test(t, func(t *testing.T) {
+		base := &heldSyncFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{})}
+		fs := store.NewCrashFS(base)
+		a, err := fs.Create(path("a"), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		mustWrite(t, a, "synced")
+		mustSync(t, a)
+		mustWrite(t, a, "-lost")
+		a2, err := fs.OpenReadWrite(path("a"), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a2.Close()
+		if err := fs.MkdirAll(path("sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// b's sync is in progress at the cut.
+		b, err := fs.Create(path("b"), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		mustWrite(t, b, "written before its sync began")
+		type result struct {
+			op  string
+			err error
+		}
+		returned := make(chan result, 20)
+		run := func(op string, f func() error) {
+			go func() { returned <- result{op, f()} }()
+		}
+		base.hold.Store(true)
+		run("a sync in progress at the cut", b.Sync)
+		<-base.entered
+
+		if err := fs.Crash(); err != nil {
+			t.Fatal(err)
+		}
+		base.release <- struct{}{} // the sync under it ends, after the cut
+		ops := map[string]func() error{
+			"Write":         func() error { _, err := a.Write([]byte("x")); return err },
+			"WriteAt":       func() error { _, err := a2.WriteAt([]byte("y"), 0); return err },
+			"Sync":          a.Sync,
+			"SyncData":      a2.SyncData,
+			"SyncTo":        func() error { _, err := a.SyncTo(1); return err },
+			"Preallocate":   func() error { return a.Preallocate(0, 1<<20) },
+			"Create":        func() error { _, err := fs.Create(path("new"), vfs.WriteCategoryUnspecified); return err },
+			"OpenReadWrite": func() error { _, err := fs.OpenReadWrite(path("a"), vfs.WriteCategoryUnspecified); return err },
+			"ReuseForWrite": func() error {
+				_, err := fs.ReuseForWrite(path("a"), path("reused"), vfs.WriteCategoryUnspecified)
+				return err
+			},
+			"Rename":    func() error { return fs.Rename(path("a"), path("renamed")) },
+			"Remove":    func() error { return fs.Remove(path("a")) },
+			"RemoveAll": func() error { return fs.RemoveAll(path("sub")) },
+			"MkdirAll":  func() error { return fs.MkdirAll(path("newdir"), 0o755) },
+			"Link":      func() error { return fs.Link(path("a"), path("linked")) },
+		}
+		for op, f := range ops {
+			run(op, f)
+		}
+		synctest.Wait() // every goroutine of the bubble but this one durably blocked
+		var early []string
+		for len(returned) > 0 {
+			r := <-returned
+			early = append(early, r.op+" ("+errString(r.err)+")")
+		}
+		if len(early) > 0 {
+			slices.Sort(early)
+			t.Errorf("returned after the crash, where a power cut makes no progress: %s", strings.Join(early, ", "))
+		}
+		checkDisk := func(when string) {
+			t.Helper()
+			for name, want := range map[string]string{"a": "synced", "b": ""} {
+				got, err := os.ReadFile(path(name))
+				if err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				if string(got) != want {
+					t.Errorf("%s: %s holds %q; want %q", when, name, got, want)
+				}
+			}
+			for _, name := range []string{"new", "reused", "renamed", "linked", "newdir"} {
+				if _, err := os.Stat(path(name)); err == nil {
+					t.Errorf("%s: %s exists, made after the cut", when, name)
+				}
+			}
+			if _, err := os.Stat(path("sub")); err != nil {
+				t.Errorf("%s: sub, made before the cut: %v", when, err)
+			}
+		}
+		checkDisk("while halted")
+
+		fs.RefuseAfterCrash()
+		for range len(ops) + 1 - len(early) {
+			if r := <-returned; r.err == nil {
+				t.Errorf("%s succeeded once refused", r.op)
+			}
+		}
+		checkDisk("once refused")
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
 }
 
 func mustWrite(t *testing.T, f vfs.File, s string) {
@@ -115,6 +242,9 @@ func TestCrashFSStoreKeepsAcknowledged(t *testing.T) {
 	if err := fs.Crash(); err != nil {
 		t.Fatal(err)
 	}
+	// The store did nothing since its last wait: refused, its writes fail
+	// rather than halt, so that it closes.
+	fs.RefuseAfterCrash()
 	_ = s.Close() // fails: writes are refused; it releases the lock
 	s, err = store.Open(store.Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -277,6 +407,7 @@ func TestCrashFSSharesFileAcrossHandles(t *testing.T) {
 			if string(got) != tc.want {
 				t.Errorf("after the crash: %q; want %q", got, tc.want)
 			}
+			fs.RefuseAfterCrash()
 			if err := step.Sync(); err == nil {
 				t.Error("a sync after the crash succeeded")
 			}

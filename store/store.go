@@ -159,7 +159,7 @@ func Open(cfg Config) (*Store, error) {
 		MemTableSize:                cfg.MemTableBytes,
 		MemTableStopWritesThreshold: memTableStopWrites,
 		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      pebbleLogger{cfg.Logger.With("component", "pebble")},
+		Logger:                      newPebbleLogger(cfg.Logger.With("component", "pebble"), cfg.FS),
 	}
 	if !cfg.NoWALZeroAhead {
 		// Over any FS, the crash filesystems of tests included: they then
@@ -211,17 +211,39 @@ func (s *Store) Close() error {
 }
 
 // pebbleLogger adapts slog to pebble's Logger. Fatalf logs and exits:
-// Pebble calls it only on unrecoverable corruption, where carrying on would
-// risk acknowledged data.
-type pebbleLogger struct{ l *slog.Logger }
+// Pebble calls it on unrecoverable corruption and on a failed write or
+// sync of its log or MANIFEST, where carrying on would risk acknowledged
+// data.
+//
+// On a CrashFS whose power was cut, Fatalf halts instead, silently, as
+// every write and sync through it does (CrashFS.Crash): the process
+// then ends by the crash's own exit, never by this one, whatever Pebble
+// made of the cut (the halted writes already leave it nothing to fail
+// on; this also covers what it might read in the meantime).
+type pebbleLogger struct {
+	l     *slog.Logger
+	crash *CrashFS // nil unless the store runs on one
+}
+
+func newPebbleLogger(l *slog.Logger, fs vfs.FS) pebbleLogger {
+	c, _ := fs.(*CrashFS)
+	return pebbleLogger{l: l, crash: c}
+}
+
+// fatalExit ends the process on Pebble's fatal error; a variable so that
+// a test can see whether Fatalf gets to it.
+var fatalExit = os.Exit
 
 func (p pebbleLogger) Infof(format string, args ...any) { p.l.Info(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...))
 }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
+	if p.crash != nil {
+		p.crash.haltIfCrashed()
+	}
 	p.l.Error("fatal storage error", "err", fmt.Sprintf(format, args...))
-	os.Exit(70)
+	fatalExit(70)
 }
 
 var (

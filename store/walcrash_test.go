@@ -44,7 +44,9 @@ type crashDisk struct {
 	// crash cuts the power and returns the FS to open the data dir on
 	// again, as the machine's next boot finds it.
 	crash func() (vfs.FS, error)
-	// refuses is whether the disk refuses writes after the cut (CrashFS).
+	// refuses is whether the disk refuses writes after the cut (CrashFS,
+	// refused at once: CrashFS.RefuseAfterCrash, as the test closes the
+	// store in process; the crash hook's CrashFS halts them instead).
 	// Pebble then exits when a batch fills a log block, a log rotates, or
 	// a flush or compaction writes its MANIFEST: nothing may be applied
 	// after the cut, and no flush may run across it.
@@ -55,7 +57,11 @@ type crashDisk struct {
 // the plain OS filesystem.
 func onDisk(t *testing.T) crashDisk {
 	fs := NewCrashFS(vfs.Default)
-	return crashDisk{dir: t.TempDir(), fs: fs, crash: func() (vfs.FS, error) { return vfs.Default, fs.Crash() }, refuses: true}
+	return crashDisk{dir: t.TempDir(), fs: fs, crash: func() (vfs.FS, error) {
+		err := fs.Crash()
+		fs.RefuseAfterCrash() // else a wait on a sync the cut halted never returns
+		return vfs.Default, err
+	}, refuses: true}
 }
 
 // inMemory is a MemFS, as the simulation's nodes have; a crash is its
