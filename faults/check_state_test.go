@@ -171,6 +171,16 @@ func TestAttempts(t *testing.T) {
 		{name: "acknowledged fail recorded as a snooze", check: check, kind: kindReleaseKind, want: 1, inject: func(b *builder) {
 			b.views[taskC].Failures[1].Snooze = true
 		}},
+		// The snoozes are checked apart from the fails: a case each.
+		{name: "acknowledged snooze on no replica", check: check, kind: kindReleaseMissing, want: 1, inject: func(b *builder) {
+			snoozeThenDead(b)
+			v := b.views[taskK]
+			v.Failures = v.Failures[1:]
+		}},
+		{name: "acknowledged snooze recorded as a fail", check: check, kind: kindReleaseKind, want: 1, inject: func(b *builder) {
+			snoozeThenDead(b)
+			b.views[taskK].Failures[0].Snooze = false
+		}},
 	})
 }
 

@@ -410,7 +410,11 @@ var flagTests = []func(*testing.T){
 // TestCheckerMutations disables each anomaly kind's branch in turn (its
 // instances dropped: mutedKind) and requires that some case of the tables
 // then fails: no checker branch goes untested, and no table case passes
-// whatever the checker does.
+// whatever the checker does. It mutes kinds, not branches, so a kind
+// flagged from several places has a case for each that only it flags
+// (stale ops by grant, cancel and final record; epochs falling in the
+// grants and in the views; the fields wellFormed requires; the releases
+// of fails and of snoozes; each total-queue check's unexpected).
 func TestCheckerMutations(t *testing.T) {
 	var cases []flagCase
 	collecting = &cases
@@ -445,6 +449,22 @@ func TestHistoryDefects(t *testing.T) {
 		}},
 		{name: "complete without claim id", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
 			b.op(FComplete, 100, 110, Fail, Event{Task: taskA}, Event{})
+		}},
+		// Each field wellFormed requires is its own branch: a case each.
+		{name: "fail without task", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.op(FFail, 100, 110, Fail, Event{Claim: u32(0)}, Event{})
+		}},
+		{name: "update without seq", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.op(FUpdate, 100, 110, Fail, Event{Task: taskA, Claim: u32(0), Value: "x"}, Event{})
+		}},
+		{name: "enqueue without task", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.op(FEnqueue, 100, 110, Fail, Event{Value: "x", Queue: "q"}, Event{})
+		}},
+		{name: "cancel without task", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.op(FCancel, 100, 110, Fail, Event{Value: "why"}, Event{})
+		}},
+		{name: "claim ok naming a task without claim id", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
+			b.op(FClaim, 100, 110, OK, Event{Queue: "q", TTLMs: 2000}, Event{Task: taskX, Epoch: testEpoch})
 		}},
 		{name: "invoke while the proc has an op in flight", check: "history", kind: kindOverlapping, want: 1, inject: func(b *builder) {
 			b.events = append(b.events, Event{Proc: 97, Type: Invoke, F: FClaim, TNs: 100 * nsPerMs},
