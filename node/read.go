@@ -129,7 +129,20 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 					return false, err
 				}
 			}
-			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, nil, now))
+			// A task's updates live apart from its spec and state: read
+			// them, as get does, so the listing shows the same history
+			// (none to read for a task never claimed).
+			var ups []task.Update
+			if len(rec.State.Claims) > 0 {
+				err := n.store.Updates(uint16(p), sp.ID, func(u task.Update) bool {
+					ups = append(ups, u)
+					return true
+				})
+				if err != nil {
+					return false, err
+				}
+			}
+			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, ups, now))
 			sent++
 			if len(page.Tasks) == listPageSize {
 				if err := emit(page); err != nil {
