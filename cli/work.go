@@ -21,6 +21,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skuldd/skuldd/client"
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -54,7 +55,8 @@ func ctlWorkCommand() *ucli.Command {
 			"are handed back. --addr may list several nodes, comma-separated.",
 		ArgsUsage: "-- command [args...]",
 		Flags: []ucli.Flag{
-			&ucli.StringSliceFlag{Name: "queue", Usage: "queue to serve, Q or Q:weight (repeatable; the weight is its lottery tickets, default 1)"},
+			&ucli.StringSliceFlag{Name: "queue", Usage: "queue to serve, NAME or NAME=WEIGHT (repeatable; the weight is its lottery tickets, default 1; " +
+				"a NAME ending in ':' and digits needs the =WEIGHT, as NAME:W was once the weight syntax)"},
 			&ucli.IntFlag{Name: "concurrency", Value: 1, Usage: "commands running at once"},
 			&ucli.DurationFlag{Name: "time-limit", Usage: "per task; the attempt fails past it (default none)"},
 			&ucli.DurationFlag{Name: "ttl", Value: client.DefaultWorkerTTL, Usage: "lease of each claim, renewed at a third"},
@@ -65,25 +67,51 @@ func ctlWorkCommand() *ucli.Command {
 	}
 }
 
-// workQueues parses the --queue values.
+// workQueues parses the --queue values: each is NAME or NAME=WEIGHT.
+// '=' is not a queue name character, so the split is never ambiguous, and
+// any valid queue name can be served (with ':' in it too). A value without
+// '=' that ends in ':' and digits after a nonempty prefix (P:N) is
+// refused: it was once NAME:WEIGHT, but it is also a valid queue name, so
+// reading it either way would serve the wrong queue for someone; the
+// error names both spellings (P=N and P:N=1).
 func workQueues(vals []string) ([]client.Queue, error) {
 	if len(vals) == 0 {
 		return nil, usagef("work: missing --queue")
 	}
 	var qs []client.Queue
 	for _, v := range vals {
-		name, weight, hasWeight := strings.Cut(v, ":")
+		name, weight, hasWeight := strings.Cut(v, "=")
+		if err := task.ValidateQueue(name); err != nil {
+			return nil, usagef("work: --queue %q: %v (the form is NAME or NAME=WEIGHT)", v, err)
+		}
 		q := client.Queue{Name: name, Weight: 1}
 		if hasWeight {
 			w, err := strconv.Atoi(weight)
 			if err != nil || w < 1 {
-				return nil, usagef("work: --queue %q: the weight must be a positive integer", v)
+				return nil, usagef("work: --queue %q: the weight after '=' must be a positive integer", v)
 			}
 			q.Weight = w
+		} else if i := strings.LastIndexByte(name, ':'); i > 0 && isDigits(name[i+1:]) {
+			return nil, usagef("work: --queue %q is ambiguous: ':' belongs to queue names, so give a weight after '=': "+
+				"--queue %s=%s serves queue %q with weight %s, --queue %s=1 serves the queue named %q",
+				v, name[:i], name[i+1:], name[:i], name[i+1:], name, name)
 		}
 		qs = append(qs, q)
 	}
 	return qs, nil
+}
+
+// isDigits reports whether s is a nonempty run of ASCII digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func ctlWork(c *ucli.Context) error {
