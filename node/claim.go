@@ -131,13 +131,7 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 		part := n.partOf(g.Spec.ID)
 		var s *replication.Shipment
 		if to, ep := n.repl.Followers(part); len(to) > 0 || ep == 0 {
-			st := g.State
-			id := g.Spec.ID
-			// The spec without payload lets a follower index the claim
-			// without reading the spec back (task.Record.Meta).
-			meta := *g.Spec
-			meta.Data = nil
-			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{{ID: id, State: &st, Meta: &meta}}, n.repl.WholeRecord(part, id))
+			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{g.Record()}, n.repl.WholeRecord(part, g.Spec.ID))
 		}
 		c.ships = append(c.ships, s)
 	}

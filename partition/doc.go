@@ -87,7 +87,9 @@
 //     the leader sends it (Source.Authority: shipped writes, anti-entropy
 //     pushes, repairs, transfers), updates included (a whole record: the
 //     follower refuses a partial one with task.ErrNotFound, and the
-//     leader resends the whole record). A follower's state stamped with
+//     leader resends the whole record; only a record whose state has no
+//     claim, hence no update, may be partial, and only over a zero
+//     state). A follower's state stamped with
 //     the leader's epoch is joined with it: it is the same line of
 //     writes;
 //   - the leader takes from a follower's records specs, reverse edges and

@@ -116,7 +116,7 @@ func TestFreshSpecLeavesWhenNotReady(t *testing.T) {
 			return task.Record{ID: id, State: &task.State{
 				Claims:     []task.Claim{{Index: 0, Start: t0, End: t0 + 60_000, Epoch: 1}},
 				Completion: &task.Completion{Claim: 0, At: t0 + 1},
-			}}
+			}, Full: true}
 		}},
 		{"collected elsewhere", func(id task.ID) task.Record {
 			return task.Record{ID: id, Tomb: t0 + 1}

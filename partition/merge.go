@@ -27,10 +27,11 @@ func (e *CompletedError) Error() string {
 // Unwrap makes errors.Is(err, task.ErrCompleted) hold.
 func (e *CompletedError) Unwrap() error { return task.ErrCompleted }
 
-// task.Record returns task id as the leader ships it after a local write: its
+// Record returns task id as the leader ships it after a local write: its
 // current merged state (from the hot cache of a claimed task, else the
-// store), its spec with payload if withSpec, and updates. It fails with
-// task.ErrNotFound for an unknown task.
+// store), its spec with payload if withSpec, and updates. The record is
+// Full when updates are every update this replica holds of the task. It
+// fails with task.ErrNotFound for an unknown task.
 //
 // The state is read after the write, so it may include later writes
 // (and merges) too: it is a CRDT, so shipping more is harmless. A caller
@@ -69,6 +70,18 @@ func (r *Replica) Record(id task.ID, withSpec bool, updates ...task.Update) (tas
 		return task.Record{}, err
 	}
 	rec.State = &st
+	given := make(map[updateKey]bool, len(updates))
+	for _, u := range updates {
+		given[updateKey{id, u.Claim, u.Seq}] = true
+	}
+	rec.Full = true
+	err = r.cfg.Store.Updates(r.cfg.Part, id, func(u task.Update) bool {
+		rec.Full = given[updateKey{id, u.Claim, u.Seq}]
+		return rec.Full
+	})
+	if err != nil {
+		return task.Record{}, fmt.Errorf("partition %d: record %s: %w", r.cfg.Part, id, err)
+	}
 	return rec, nil
 }
 
@@ -403,10 +416,18 @@ func (m *merger) decide(cur *merging, rec *task.Record) (take taking, refused er
 		return takeNone, nil
 	case src.Authority > 0 && here < src.Authority, in > here:
 		// The record's line of writes supersedes this replica's: its
-		// updates replace this replica's, so they must all be here,
-		// unless this replica holds none (a zero state has no updates:
-		// every update comes with its claim's state).
-		if !rec.Full && !cur.st.IsZero() {
+		// updates replace this replica's, and from then on this replica
+		// holds the line, which the next handoff may take from it as
+		// the whole of the line's updates. So the record must hold all
+		// of them (Full), unless its line can have none: its state has
+		// no claim (every update belongs to a claim) and this replica
+		// holds none to drop (a zero state). A partial record with
+		// claims taken into a zero state left a replica holding an
+		// epoch's state with only the updates of the write that
+		// carried it; a handoff then took that state from it and the
+		// earlier claims' acknowledged updates were dropped on every
+		// replica (the simulation's seed 300649).
+		if !rec.Full && (!cur.st.IsZero() || len(rec.State.Claims) > 0) {
 			return takeNone, fmt.Errorf("%w: %s: the state stamped %d replaces one stamped %d: send the whole record", task.ErrNotFound, rec.ID, in, here)
 		}
 		return takeReplace, nil

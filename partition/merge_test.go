@@ -291,7 +291,8 @@ func TestMergeFollowsLeader(t *testing.T) {
 	converged(t, "repeat", l, sl, s.f, sf)
 
 	// In reverse order, on a fresh replica: a record of a task it lacks
-	// is refused until the leader resends it with the spec.
+	// is refused until the leader resends it whole (spec and updates: a
+	// later write's record carries only that write's updates).
 	sf2 := newStore(t)
 	f2 := follower(t, sf2)
 	byID := map[task.ID]*task.Spec{}
@@ -301,11 +302,10 @@ func TestMergeFollowsLeader(t *testing.T) {
 	for i := len(s.shipped) - 1; i >= 0; i-- {
 		rec := s.shipped[i]
 		if errs := mergeErrs(t, f2, 1, now, rec); errs != nil {
-			if !errors.Is(errs[0], task.ErrNotFound) || rec.Spec != nil {
+			if !errors.Is(errs[0], task.ErrNotFound) || rec.Spec != nil && rec.Full {
 				t.Fatalf("reverse merge of %v: %v", rec.ID, errs[0])
 			}
-			rec.Spec = byID[rec.ID]
-			merge(t, f2, 1, now, rec)
+			merge(t, f2, 1, now, wholeRecords(t, l, rec.ID)...)
 		}
 	}
 	converged(t, "reverse", l, sl, f2, sf2)
@@ -320,9 +320,7 @@ func TestMergeFollowsLeader(t *testing.T) {
 		switch {
 		case err == nil:
 		case errors.Is(err, task.ErrNotFound):
-			rec := recs[i]
-			rec.Spec = byID[rec.ID]
-			again = append(again, rec)
+			again = append(again, wholeRecords(t, l, recs[i].ID)...)
 		default:
 			t.Fatalf("shuffled merge of %v: %v", recs[i].ID, err)
 		}
@@ -463,7 +461,7 @@ func TestMergeRefusals(t *testing.T) {
 	// its task's state.
 	knownState := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}, Stamp: 1}
 	merge(t, f, 1, t0, task.Record{ID: known, Spec: spec(known, "q", 0, 3), State: &knownState,
-		Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("x")}}})
+		Updates: []task.Update{{Claim: 0, Seq: 0, Data: []byte("x")}}, Full: true})
 
 	withSpec := func(n int, mod func(*task.Spec)) task.Record {
 		sp := spec(id(n), "q", 0, 3)
@@ -915,7 +913,7 @@ func TestMergeOnLeader(t *testing.T) {
 	}
 	// A claim of the head granted elsewhere (merged in) moves the head.
 	claimed := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 1}}}
-	merge(t, l, 1, t0, task.Record{ID: high, State: &claimed})
+	merge(t, l, 1, t0, task.Record{ID: high, State: &claimed, Full: true})
 	if got, want := take(), []string{fmt.Sprintf("q 1 %v true", low)}; !slices.Equal(got, want) {
 		t.Errorf("heads after merging a claim of the head = %v; want %v", got, want)
 	}

@@ -21,6 +21,20 @@ type Granted struct {
 	Claim task.Claim
 }
 
+// Record is the grant's record to ship to the followers: the state, and
+// the spec without its payload as Meta (a follower indexes the claim
+// without reading its spec back). The task's first claim's record is
+// Full: no update can exist before a task's first claim (updates belong
+// to claims, and claims are never dropped), so its empty update set is
+// the whole of its line's, and a follower holding the task unclaimed
+// takes it without asking for the whole record (Merge).
+func (g *Granted) Record() task.Record {
+	st := g.State.Clone()
+	meta := *g.Spec
+	meta.Data = nil
+	return task.Record{ID: g.Spec.ID, State: &st, Meta: &meta, Full: len(st.Claims) == 1}
+}
+
 // maxClaimRetries bounds how often ClaimBest picks again when the task it
 // reserved stopped being claimable before it could claim it.
 const maxClaimRetries = 8

@@ -239,6 +239,59 @@ func TestMergeWholeRecordToReplace(t *testing.T) {
 	checkTree(t, "b", b, sb)
 }
 
+// TestMergePartialRecordIntoUnclaimed: a replica that holds a task
+// unclaimed (a zero state) and missed its claims and updates refuses a
+// partial record of a later write (task.ErrNotFound: send whole): taken,
+// it would hold the line's state with only that write's updates, and a
+// handoff that takes the state from it drops the others everywhere (the
+// simulation's seed 300649 lost two claims' acknowledged updates so).
+// A first claim's record is Full and taken at once; the whole record
+// brings every update.
+func TestMergePartialRecordIntoUnclaimed(t *testing.T) {
+	a, sa := replicaOf(t, 1)
+	b, sb := replicaOf(t, 2)
+	promiseAll(t, 1, 1, a, b)
+	if err := a.Lead(1); err != nil {
+		t.Fatal(err)
+	}
+	id, other := task.MakeID(t0, 1, 0), task.MakeID(t0, 1, 1)
+	enqueue(t, a, t0, spec(id, "q", 5, 3), spec(other, "q", 0, 3))
+	merge(t, b, 1, t0, wholeRecords(t, a, id, other)...) // b holds both unclaimed
+	g := mustClaim(t, a, "q", t0)
+	if g.Spec.ID != id {
+		t.Fatalf("claimed %v; want %v", g.Spec.ID, id)
+	}
+	if err := a.Update(id, g.Claim.Index, 0, []byte("u0"), t0); err != nil {
+		t.Fatal(err)
+	}
+	// b missed the claim and the update. a wins epoch 2 and renews:
+	// the renew's record carries the state and none of the updates.
+	promiseAll(t, 2, 1, a)
+	if err := a.Lead(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Renew(id, g.Claim.Index, t0+2, ttl); err != nil {
+		t.Fatal(err)
+	}
+	src := partition.Source{Epoch: 2, Authority: 2, From: 1}
+	errs := mergeSrcErrs(t, b, src, t0+2, record(t, a, id, false))
+	if errs == nil || !errors.Is(errs[0], task.ErrNotFound) {
+		t.Fatalf("partial record with claims into an unclaimed task: %v; want ErrNotFound (send whole)", errs)
+	}
+	mergeSrc(t, b, src, t0+2, wholeRecords(t, a, id)...)
+	if got := updatesOf(t, sb, id); len(got) != 1 || got[0] != "0/0=u0" {
+		t.Errorf("updates after the whole record: %v; want [0/0=u0]", got)
+	}
+	// A first claim's record is whole: taken as shipped.
+	g2 := mustClaim(t, a, "q", t0+3)
+	if g2.Spec.ID != other || !g2.Record().Full {
+		t.Fatalf("first claim of %v: record full %v; want %v, full", g2.Spec.ID, g2.Record().Full, other)
+	}
+	mergeSrc(t, b, src, t0+3, g2.Record())
+	converged(t, "after the first claim's record", a, sa, b, sb)
+	checkTree(t, "b", b, sb)
+}
+
 // TestMergeStampAboveSender: a record stamped above the epoch it is
 // merged at comes from behind a newer leader: refused, nothing written.
 func TestMergeStampAboveSender(t *testing.T) {
@@ -291,7 +344,7 @@ func TestLeaderWritesStamp(t *testing.T) {
 	// A newer leader's state of the other task (merged as its records
 	// would be, through a higher epoch) makes this one stop.
 	newer := task.State{Claims: []task.Claim{{Index: 0, Start: t0, End: t0 + ttl, Epoch: 5}}, Stamp: 5}
-	mergeSrc(t, a, partition.Source{Epoch: 5, Authority: 5, From: 1}, t0+1, task.Record{ID: other, State: &newer})
+	mergeSrc(t, a, partition.Source{Epoch: 5, Authority: 5, From: 1}, t0+1, task.Record{ID: other, State: &newer, Full: true})
 	if _, err := a.Renew(other, 0, t0+2, ttl); !errors.Is(err, partition.ErrNotLeader) {
 		t.Errorf("renew of a task a newer leader wrote = %v; want ErrNotLeader", err)
 	}

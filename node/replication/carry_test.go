@@ -187,7 +187,7 @@ func TestGather(t *testing.T) {
 	now := clock.UnixMilli(clock.Real{})
 	id := task.MakeID(now, 2, 7)
 	st := &task.State{Stamp: 2, Claims: []task.Claim{{Index: 0, Start: now, End: now + 1000, Epoch: 2}}}
-	rec := task.Record{ID: id, Spec: &task.Spec{ID: id, Queue: "q", MaxAttempts: 3}, State: st}
+	rec := task.Record{ID: id, Spec: &task.Spec{ID: id, Queue: "q", MaxAttempts: 3}, State: st, Full: true}
 	d, errs, err := hz.r.Merge(partition.Source{Epoch: 2, Authority: 2, From: 2}, []task.Record{rec}, now)
 	if err != nil || errs != nil {
 		t.Fatal(err, errs)
