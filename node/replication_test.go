@@ -828,14 +828,29 @@ func TestClusterUnansweredClaimCostsNoAttempt(t *testing.T) {
 	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
-	const leader = 0
-	r, err := c.Client(leader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "unanswered", MaxAttempts: 1}}})
+	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "unanswered", MaxAttempts: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := r.Results[0].ID
-	for _, f := range []int{1, 2} {
-		c.Faults(leader).DropReplication(c.Addr(f))
+	// The task's partition leader, whichever node the handoffs after
+	// placement left leading it (the test once assumed node 0, and a
+	// claim another leader granted was answered).
+	led := c.LeadersSettled(t, 0)
+	part := int(partOfForTest(id, nodetest.DefaultPartitions))
+	leader := -1
+	for i, nid := range all {
+		if slices.Contains(led[nid], part) {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("no node leads partition %d: %v", part, led)
+	}
+	for f := range 3 {
+		if f != leader {
+			c.Faults(leader).DropReplication(c.Addr(f))
+		}
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 	cr, err := c.Client(leader).Claim(cctx, &wire.ClaimRequest{Queue: "unanswered", TTLMs: 60_000})
