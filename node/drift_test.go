@@ -140,7 +140,7 @@ func TestClusterRestartAheadLeadsNothing(t *testing.T) {
 	c.Placed(t, 0, all, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
-	victim := c.BusiestLeader(t, 0, 3)
+	victim, _ := c.BusiestLeader(t, 0, 3)
 	var batch []wire.EnqueueTask
 	for range 50 {
 		batch = append(batch, wire.EnqueueTask{Queue: "ahead"})

@@ -240,7 +240,7 @@ func TestClusterAbandonedTakeoverDoesNotBlock(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := c.IDs(0, 1, 2)
 	c.Placed(t, 0, all, 3)
-	a := c.BusiestLeader(t, 0, 3)
+	a, _ := c.BusiestLeader(t, 0, 3)
 	b, cc := (a+1)%3, (a+2)%3
 	v, err := c.View(b)
 	if err != nil {

@@ -83,7 +83,7 @@ func killOne(t *testing.T, size int) {
 	}
 	// The victim leads partitions (in some placements the last node leads
 	// none, and its death would test nothing of failover).
-	victim := c.BusiestLeader(t, 1, size)
+	victim, _ := c.BusiestLeader(t, 1, size)
 	var survivors []int
 	for i := range size {
 		if i != victim {
@@ -223,17 +223,11 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 	}
 	// The victim leads some partitions; claims through it take from them
 	// first.
-	victim := c.BusiestLeader(t, 1, 3)
+	victim, vparts := c.BusiestLeader(t, 1, 3)
 	vid := c.Node(victim).ID()
 	v, err := c.View(0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var vparts []int
-	for _, p := range v.Partitions {
-		if p.Leader == vid {
-			vparts = append(vparts, p.Partition)
-		}
 	}
 	r, err := c.Client(victim).Claim(ctx, &wire.ClaimRequest{Queue: "iso", TTLMs: 60_000, Count: 20})
 	if err != nil || len(r.Tasks) == 0 {
@@ -1198,7 +1192,7 @@ func TestClusterSlowFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 	const delay = 300 * time.Millisecond
-	l := c.BusiestLeader(t, 0, 3)
+	l, _ := c.BusiestLeader(t, 0, 3)
 	for j := range 3 {
 		if j != l {
 			c.Faults(l).Delay(c.Addr(j), delay)

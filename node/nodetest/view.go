@@ -217,32 +217,27 @@ func (c *Cluster) Leaders(t testing.TB, i int) []uint64 {
 }
 
 // BusiestLeader returns the node among [from, to) that leads the most
-// partitions as node 0 sees them (the first such on a tie), and logs it
-// as the test's victim. It does not wait; it fails the test if node 0
-// does not answer or none of the nodes leads any partition.
-func (c *Cluster) BusiestLeader(t testing.TB, from, to int) int {
+// partitions once leadership settled as node 0 sees it (LeadersSettled:
+// the registry and the leaders' replicas agree, so it waits as long and
+// fails the same way), the first such on a tie, with the partitions it
+// leads, and logs it as the test's victim. It fails the test if none of
+// the nodes leads any partition. (It once read node 0's view without
+// waiting, and a test could pick a victim whose partitions were still
+// changing hands.)
+func (c *Cluster) BusiestLeader(t testing.TB, from, to int) (int, []int) {
 	t.Helper()
-	v, err := c.View(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	best, most := -1, 0
+	led := c.LeadersSettled(t, 0)
+	best, most := -1, []int(nil)
 	for i := from; i < to; i++ {
-		id, led := c.Node(i).ID(), 0
-		for _, p := range v.Partitions {
-			if p.Leader == id {
-				led++
-			}
-		}
-		if led > most {
-			best, most = i, led
+		if parts := led[c.Node(i).ID()]; len(parts) > len(most) {
+			best, most = i, parts
 		}
 	}
 	if best < 0 {
-		t.Fatalf("none of nodes %d..%d leads a partition", from, to-1)
+		t.Fatalf("none of nodes %d..%d leads a partition: %v", from, to-1, led)
 	}
-	t.Logf("victim: node %d, leading %d of %d partitions", best, most, len(v.Partitions))
-	return best
+	t.Logf("victim: node %d, leading partitions %v", best, most)
+	return best, most
 }
 
 // AwaitTakeover waits until a node other than f leads partition part at
