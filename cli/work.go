@@ -31,9 +31,14 @@ const (
 	// workStderrTail is how much of a failed command's stderr its
 	// failure reason keeps (the end of it).
 	workStderrTail = 2 << 10
-	// workKillDelay is how long a command whose claim was lost (or whose
-	// time ran out) has to exit after SIGTERM before SIGKILL.
+	// workKillDelay is how long a command that is stopped (its claim was
+	// lost, its time ran out, or the drain did) has to exit after SIGTERM
+	// to its process group before SIGKILL to the group.
 	workKillDelay = 10 * time.Second
+	// workDrainBackstop is what the Worker's own drain timeout adds to
+	// --drain and workKillDelay: ctl stops its commands itself when the
+	// drain runs out, and the Worker's deadline only backs that up.
+	workDrainBackstop = 5 * time.Second
 	// workProgressFD is the command's file descriptor for progress lines
 	// (the first of exec.Cmd.ExtraFiles).
 	workProgressFD = 3
@@ -50,9 +55,11 @@ func ctlWorkCommand() *ucli.Command {
 			"SKULD_ATTEMPT in its environment; each line it writes to the file descriptor named by SKULD_PROGRESS_FD\n" +
 			"becomes a progress update. Exit 0 completes the task; any other exit fails the attempt, with the exit\n" +
 			"status and the end of stderr as the reason (retried with backoff until its max attempts). The lease is\n" +
-			"renewed while the command runs; if the claim is lost or the time limit passes, the command gets SIGTERM,\n" +
-			"then SIGKILL. SIGINT or SIGTERM drains: no more claims, running commands finish (for --drain), the rest\n" +
-			"are handed back. --addr may list several nodes, comma-separated.",
+			"renewed while the command runs; if the claim is lost or the time limit passes, the command's process group\n" +
+			"gets SIGTERM, then SIGKILL. Each command runs in a process group of its own, so Ctrl-C reaches ctl only.\n" +
+			"SIGINT, SIGTERM (or SIGHUP) drains: no more claims, running commands may finish within --drain; then,\n" +
+			"or at once on a second signal, they are stopped and their tasks handed back, no attempt counted.\n" +
+			"--addr may list several nodes, comma-separated.",
 		ArgsUsage: "-- command [args...]",
 		Flags: []ucli.Flag{
 			&ucli.StringSliceFlag{Name: "queue", Usage: "queue to serve, NAME or NAME=WEIGHT (repeatable; the weight is its lottery tickets, default 1; " +
@@ -60,7 +67,7 @@ func ctlWorkCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "concurrency", Value: 1, Usage: "commands running at once"},
 			&ucli.DurationFlag{Name: "time-limit", Usage: "per task; the attempt fails past it (default none)"},
 			&ucli.DurationFlag{Name: "ttl", Value: client.DefaultWorkerTTL, Usage: "lease of each claim, renewed at a third"},
-			&ucli.DurationFlag{Name: "drain", Value: client.DefaultDrainTimeout, Usage: "how long running commands may finish after SIGINT/SIGTERM"},
+			&ucli.DurationFlag{Name: "drain", Value: client.DefaultDrainTimeout, Usage: "how long running commands may finish after SIGINT/SIGTERM before they are stopped"},
 			&ucli.DurationFlag{Name: "poll", Value: client.DefaultPollWait, Usage: "long-poll once every queue is empty"},
 		},
 		Action: ctlWork,
@@ -136,33 +143,100 @@ func ctlWork(c *ucli.Context) error {
 		return usageError{err}
 	}
 	defer cl.Close()
+	drain := c.Duration("drain")
+	if drain < 0 {
+		return usagef("work: --drain %v: want 0 or more", drain)
+	}
 	st := &workStats{}
-	sw := &shellWorker{args: args, stats: st, stdout: c.App.Writer, stderr: c.App.ErrWriter}
+	sw := &shellWorker{args: args, stats: st, stdout: c.App.Writer, stderr: c.App.ErrWriter, procs: map[*workProc]struct{}{}}
 	w, err := cl.NewWorker(client.WorkerConfig{
-		Queues:       queues,
-		Concurrency:  c.Int("concurrency"),
-		TTL:          c.Duration("ttl"),
-		TimeLimit:    c.Duration("time-limit"),
-		DrainTimeout: c.Duration("drain"),
+		Queues:      queues,
+		Concurrency: c.Int("concurrency"),
+		TTL:         c.Duration("ttl"),
+		TimeLimit:   c.Duration("time-limit"),
+		// ctl ends the drain itself (workSignals); this only backs it up.
+		DrainTimeout: drain + workKillDelay + workDrainBackstop,
 		PollWait:     c.Duration("poll"),
 		Logger:       slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, sw.handle)
 	if err != nil {
 		return usageError{err}
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, workSignals()...)
+	defer signal.Stop(sigs)
+	ctx, startDrain := context.WithCancelCause(c.Context)
+	defer startDrain(nil)
+	done := make(chan struct{})
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	defer close(done)
+	bg.Go(func() { sw.onSignals(sigs, startDrain, drain, done) })
 	if isTerminal(c.App.ErrWriter) {
-		done := make(chan struct{})
-		defer close(done)
-		go st.show(c.App.ErrWriter, done)
+		bg.Go(func() { st.show(c.App.ErrWriter, done) })
 	}
-	return w.Run(ctx)
+	err = w.Run(ctx)
+	// Every command ctl started has exited before ctl does: one it
+	// stopped (or whose claim was lost) may still be on its way out, and
+	// nothing else would ever stop it, in a process group of its own.
+	sw.running.Wait()
+	return err
+}
+
+// workSignals are the signals that drain ctl work: SIGINT (a terminal's
+// Ctrl-C), SIGTERM (service managers, timeout), and SIGHUP (the terminal
+// went away) unless ctl was started with it ignored (nohup). The
+// commands are in process groups of their own, so these reach ctl only
+// (unless sent to each process) and ctl decides what the commands get.
+func workSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
+// onSignals drains on the first signal: it ends Run's context (no more
+// claims; the running commands go on) and, when drain has passed, stops
+// the commands still running (SIGTERM to each one's group, SIGKILL
+// workKillDelay later); a second signal stops them at once (SIGKILL) and
+// gives the signals their default action back, so a third ends ctl
+// itself. A command ctl stopped has its task handed back, no attempt
+// counted. It returns when done closes.
+func (sw *shellWorker) onSignals(sigs chan os.Signal, startDrain context.CancelCauseFunc, drain time.Duration, done <-chan struct{}) {
+	var sig os.Signal
+	select {
+	case <-done:
+		return
+	case sig = <-sigs:
+	}
+	startDrain(fmt.Errorf("work: %v", sig))
+	sw.note("%v: draining: no more claims; %d running commands may finish within %v (another signal stops them now)",
+		sig, sw.stats.running.Load(), drain)
+	timer := time.NewTimer(drain)
+	defer timer.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-timer.C:
+			if n := sw.stopAll(false); n > 0 {
+				sw.note("the drain is over: SIGTERM to %d running commands (SIGKILL in %v); their tasks are handed back unless they exit 0",
+					n, workKillDelay)
+			}
+		case sig = <-sigs:
+			signal.Stop(sigs)
+			if n := sw.stopAll(true); n > 0 {
+				sw.note("%v: SIGKILL to %d running commands; their tasks are handed back", sig, n)
+			}
+			return
+		}
+	}
 }
 
 // workStats counts what the shell worker did, for the status line.
 type workStats struct {
-	running, completed, failed atomic.Int64
+	running, completed, failed, handedBack atomic.Int64
 }
 
 // show redraws the status line every workStatusEvery until done.
@@ -175,7 +249,8 @@ func (s *workStats) show(w io.Writer, done <-chan struct{}) {
 			fmt.Fprintln(w)
 			return
 		case <-t.C:
-			fmt.Fprintf(w, "\rrunning %d, completed %d, failed %d ", s.running.Load(), s.completed.Load(), s.failed.Load())
+			fmt.Fprintf(w, "\rrunning %d, completed %d, failed %d, handed back %d ",
+				s.running.Load(), s.completed.Load(), s.failed.Load(), s.handedBack.Load())
 		}
 	}
 }
@@ -186,19 +261,143 @@ type shellWorker struct {
 	stats          *workStats
 	stdout, stderr io.Writer
 	outMu          sync.Mutex // one command's line at a time on stdout and stderr
+
+	mu sync.Mutex
+	// procs are the commands running.
+	procs map[*workProc]struct{}
+	// stopped: the drain is over (or a second signal came): no command
+	// starts any more.
+	stopped bool
+	// running counts the commands started and not yet exited.
+	running sync.WaitGroup
 }
+
+// errHandBack is what the handler returns for a command ctl stopped (the
+// drain ran out, or a second signal): the task goes back to its queue at
+// once, with no attempt counted.
+var errHandBack = client.SnoozeFor(0)
 
 // handle runs the command for job: exit 0 completes it.
 func (sw *shellWorker) handle(ctx context.Context, job *client.Job) error {
 	sw.stats.running.Add(1)
 	defer sw.stats.running.Add(-1)
 	err := sw.run(ctx, job)
-	if err == nil {
+	switch {
+	case err == nil:
 		sw.stats.completed.Add(1)
-	} else {
+	case err == errHandBack:
+		sw.stats.handedBack.Add(1)
+	default:
 		sw.stats.failed.Add(1)
 	}
 	return err
+}
+
+// note writes a line about the worker to stderr.
+func (sw *shellWorker) note(format string, args ...any) {
+	sw.outMu.Lock()
+	defer sw.outMu.Unlock()
+	fmt.Fprintf(sw.stderr, "skuldd: "+format+"\n", args...)
+}
+
+// stopAll stops every running command (kill: SIGKILL to its group at
+// once; else SIGTERM, then SIGKILL workKillDelay later) and every one
+// about to start; it returns how many were running.
+func (sw *shellWorker) stopAll(kill bool) int {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.stopped = true
+	for p := range sw.procs {
+		p.stop(kill, true)
+	}
+	return len(sw.procs)
+}
+
+// start starts cmd in a process group of its own, unless the commands
+// were stopped (false, nil: the task is to be handed back).
+func (sw *shellWorker) start(cmd *exec.Cmd, p *workProc) (bool, error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.stopped {
+		return false, nil
+	}
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	p.setGroup(cmd.Process.Pid)
+	sw.procs[p] = struct{}{}
+	sw.running.Add(1)
+	return true, nil
+}
+
+// exited is called once cmd.Wait returned for p: a command that was
+// stopped leaves nothing of its group behind (SIGKILL to what is left of
+// it), and p is signalled no more. It reports whether ctl's drain
+// stopped p (rather than its claim's end).
+func (sw *shellWorker) exited(p *workProc) (byDrain bool) {
+	sw.mu.Lock()
+	delete(sw.procs, p)
+	sw.mu.Unlock()
+	defer sw.running.Done()
+	return p.exited()
+}
+
+// workProc is a running command: its process group, and whether and why
+// it was stopped.
+type workProc struct {
+	pgid   int
+	mu     sync.Mutex
+	termed bool        // SIGTERM sent to the group
+	killed bool        // SIGKILL sent to the group
+	drain  bool        // stopped by the drain (or a second signal), not by its claim's end
+	timer  *time.Timer // the SIGKILL after a SIGTERM
+	gone   bool        // exited and reaped: its pgid may be another's now
+}
+
+// setGroup records p's process group: with Setpgid, the id of its first
+// process.
+func (p *workProc) setGroup(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pgid == 0 {
+		p.pgid = pid
+	}
+}
+
+// stop signals p's process group: SIGKILL if kill, else SIGTERM and
+// SIGKILL workKillDelay later. byDrain says the drain stopped it.
+func (p *workProc) stop(kill, byDrain bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone || p.pgid <= 1 {
+		return // never kill(0) or kill(-1): ctl's own group, or everything
+	}
+	p.drain = p.drain || byDrain
+	switch {
+	case kill && !p.killed:
+		p.killed = true
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	case !kill && !p.termed && !p.killed:
+		p.termed = true
+		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+		p.timer = time.AfterFunc(workKillDelay, func() { p.stop(true, false) })
+	}
+}
+
+// exited marks p gone after a last SIGKILL to its group if it was
+// signalled (whatever of it outlived its first process), and reports
+// whether the drain stopped it.
+func (p *workProc) exited() (byDrain bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if (p.termed || p.killed) && p.pgid > 1 {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	}
+	p.gone = true
+	return p.drain
 }
 
 func (sw *shellWorker) run(ctx context.Context, job *client.Job) error {
@@ -208,7 +407,17 @@ func (sw *shellWorker) run(ctx context.Context, job *client.Job) error {
 	}
 	defer progress.Close()
 	cmd := exec.CommandContext(ctx, sw.args[0], sw.args[1:]...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	// A process group of its own: a signal to ctl's group (a terminal's
+	// Ctrl-C, timeout -s INT) reaches ctl only, whose drain decides what
+	// the command gets; and ctl signals the whole group, so nothing the
+	// command started outlives it once it is stopped.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &workProc{}
+	cmd.Cancel = func() error { // the claim ended; maybe before start returned
+		p.setGroup(cmd.Process.Pid)
+		p.stop(false, false)
+		return nil
+	}
 	cmd.WaitDelay = workKillDelay
 	cmd.Stdin = bytes.NewReader(job.Data)
 	tail := &tailBuffer{max: workStderrTail}
@@ -222,18 +431,34 @@ func (sw *shellWorker) run(ctx context.Context, job *client.Job) error {
 		"SKULD_ATTEMPT="+strconv.FormatUint(uint64(job.Attempts)+1, 10),
 		"SKULD_PROGRESS_FD="+strconv.Itoa(workProgressFD),
 	)
-	if err := cmd.Start(); err != nil {
-		progressW.Close()
-		return fmt.Errorf("start %s: %w", sw.args[0], err)
-	}
+	started, err := sw.start(cmd, p)
 	progressW.Close() // the command holds its own copy
+	switch {
+	case err != nil:
+		return fmt.Errorf("start %s: %w", sw.args[0], err)
+	case !started:
+		return errHandBack
+	}
 	progressDone := make(chan error, 1)
 	go func() { progressDone <- forwardProgress(ctx, job, progress) }()
 	werr := cmd.Wait()
-	perr := <-progressDone
+	byDrain := sw.exited(p)
+	var perr error
+	select {
+	case perr = <-progressDone:
+	case <-time.After(workKillDelay):
+		// Something that left the command's group holds the progress
+		// pipe open: stop reading it, and take what came as all of it.
+		progress.Close()
+		if perr = <-progressDone; errors.Is(perr, os.ErrClosed) {
+			perr = nil
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
+	case byDrain && werr != nil:
+		return errHandBack
 	case werr != nil:
 		var ee *exec.ExitError
 		if errors.As(werr, &ee) {
