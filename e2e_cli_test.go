@@ -327,8 +327,12 @@ func TestShellWorker(t *testing.T) {
 	if line == "" {
 		t.Fatal("no `$ skuldd ctl work` line in README.md")
 	}
+	// The queue's lease and backoff apply to ctl work, which names
+	// neither (it once sent its own 30 s lease and 1 s backoff always).
+	n.ok(t, "queue", "set", "--default-ttl", "3m", "--backoff", "1h,2h", "greet")
 	ada := n.enqueue(t, "--queue", "greet", "--data", "ada")
 	nobody := n.enqueue(t, "--queue", "greet", "--max-attempts", "1")
+	again := n.enqueue(t, "--queue", "greet", "--max-attempts", "2")
 	cmd := exec.Command("sh", "-c", "exec \"$SKULDD\" ctl work --poll 200ms "+line)
 	cmd.Env = append(os.Environ(), "SKULDD="+n.bin, "SKULD_ADDR="+n.addr)
 	var stdout, stderr lockedBuffer
@@ -344,8 +348,18 @@ func TestShellWorker(t *testing.T) {
 		if got := n.get(t, nobody); got.State != "dead" {
 			return fmt.Errorf("the nameless task is %s", got.State)
 		}
+		if got := n.get(t, again); got.State != "delayed" {
+			return fmt.Errorf("the nameless task with 2 attempts is %s", got.State)
+		}
 		return nil
 	})
+	if c := n.get(t, ada).Claims; len(c) != 1 || c[0].End-c[0].Start != (3*time.Minute).Milliseconds() {
+		t.Errorf("ada's claims %+v; want one leased for the queue's 3m", c)
+	}
+	if got := n.get(t, again); len(got.Failures) != 1 ||
+		got.NotBefore-got.Failures[0].At < (45*time.Minute).Milliseconds() || got.NotBefore-got.Failures[0].At > (75*time.Minute).Milliseconds() {
+		t.Errorf("the retried task: failures %+v, not before %d; want one failure and the queue's 1h backoff ±25%%", got.Failures, got.NotBefore)
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -421,6 +421,7 @@ type updateOut struct {
 
 type failureOut struct {
 	Claim  uint32 `json:"claim"`
+	At     int64  `json:"at"`
 	Reason string `json:"reason"`
 	Snooze bool   `json:"snooze"`
 }

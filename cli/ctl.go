@@ -45,7 +45,8 @@ func ctlCommand() *ucli.Command {
 					&ucli.DurationFlag{Name: "delay", Usage: "not claimable before now + delay"},
 					&ucli.StringFlag{Name: "group"},
 					&ucli.StringFlag{Name: "description"},
-					&ucli.UintFlag{Name: "max-attempts", Usage: "attempts before the task is dead (default: the node's)"},
+					&ucli.UintFlag{Name: "max-attempts", Usage: "attempts before the task is dead (default: the queue's, else the node's)"},
+					&ucli.DurationFlag{Name: "time-limit", Usage: "how long one claim may run, renewals included; the leader ends it there, a failed attempt (default: the queue's, else none)"},
 					&ucli.IntFlag{Name: "w", Usage: "durable replica acks to wait for (default: majority)"},
 				},
 				Action: ctlAction(ctlEnqueue, "queue"),
@@ -241,6 +242,7 @@ func ctlEnqueue(e *ctlEnv) error {
 		Group:       c.String("group"),
 		Description: c.String("description"),
 		DelayMs:     c.Duration("delay").Milliseconds(),
+		TimeLimitMs: c.Duration("time-limit").Milliseconds(),
 	}
 	p := c.Int("priority")
 	if p != int(int32(p)) {

@@ -26,13 +26,17 @@ func ctlQueueCommand() *ucli.Command {
 			{
 				Name: "set",
 				Usage: "change the queue's settings (only the flags given; 0 resets to the node's default); " +
-					"a task's own --max-attempts, a claim's --ttl and a fail's --retry-after override them",
+					"a task's own --max-attempts and --time-limit, a claim's --ttl, a fail's --retry-after and a worker's own flags override them",
 				ArgsUsage: "QUEUE",
 				Flags: []ucli.Flag{
 					&ucli.UintFlag{Name: "max-attempts", Usage: "of tasks enqueued without one"},
 					&ucli.DurationFlag{Name: "default-ttl", Usage: "lease of a claim that asks for none"},
 					&ucli.StringFlag{Name: "backoff", Usage: "BASE,MAX: the delay after a failed attempt, BASE·2^(attempts-1) up to MAX (e.g. 1s,10m)"},
 					&ucli.GenericFlag{Name: "retention", Value: &days{}, Usage: "keep the queue's completed and cancelled tasks this long instead of the node's --retention (d for days, as in 30d)"},
+					&ucli.DurationFlag{Name: "time-limit", Usage: "of tasks enqueued without one: how long one claim may run"},
+					&ucli.DurationFlag{Name: "visibility", Usage: "workers' default: how long one claim's whole batch may run"},
+					&ucli.UintFlag{Name: "batch", Usage: "workers' default: the most tasks one claim asks for"},
+					&ucli.DurationFlag{Name: "long-poll", Usage: "workers' default: how long a claim waits once the queue was found empty"},
 				},
 				Action: ctlActionArgs(1, ctlQueueSet),
 			},
@@ -98,8 +102,23 @@ func ctlQueueSet(e *ctlEnv) error {
 		ms := c.Generic("retention").(*days).d.Milliseconds()
 		req.RetentionMs = &ms
 	}
-	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.RetentionMs == nil {
-		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff, --retention")
+	for flag, dst := range map[string]**int64{"time-limit": &req.TimeLimitMs, "visibility": &req.VisibilityMs, "long-poll": &req.LongPollMs} {
+		if c.IsSet(flag) {
+			ms := c.Duration(flag).Milliseconds()
+			*dst = &ms
+		}
+	}
+	if c.IsSet("batch") {
+		v := c.Uint("batch")
+		if uint64(v) > uint64(^uint32(0)) {
+			return usagef("--batch %d out of range", v)
+		}
+		n := uint32(v)
+		req.Batch = &n
+	}
+	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.RetentionMs == nil &&
+		req.TimeLimitMs == nil && req.VisibilityMs == nil && req.LongPollMs == nil && req.Batch == nil {
+		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff, --retention, --time-limit, --visibility, --batch, --long-poll")
 	}
 	resp, err := e.cl.QueueSet(e.ctx, req)
 	if err != nil {

@@ -65,10 +65,10 @@ func ctlWorkCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "queue", Usage: "queue to serve, NAME or NAME=WEIGHT (repeatable; the weight is its lottery tickets, default 1; " +
 				"a NAME ending in ':' and digits needs the =WEIGHT, as NAME:W was once the weight syntax)"},
 			&ucli.IntFlag{Name: "concurrency", Value: 1, Usage: "commands running at once"},
-			&ucli.DurationFlag{Name: "time-limit", Usage: "per task; the attempt fails past it (default none)"},
-			&ucli.DurationFlag{Name: "ttl", Value: client.DefaultWorkerTTL, Usage: "lease of each claim, renewed at a third"},
+			&ucli.DurationFlag{Name: "time-limit", Usage: "per command, besides the task's own time limit; the attempt fails past it (default: only the task's)"},
+			&ucli.DurationFlag{Name: "ttl", Usage: "lease of each claim, renewed at a third (default: the queue's default lease, else the node's)"},
 			&ucli.DurationFlag{Name: "drain", Value: client.DefaultDrainTimeout, Usage: "how long running commands may finish after SIGINT/SIGTERM before they are stopped"},
-			&ucli.DurationFlag{Name: "poll", Value: client.DefaultPollWait, Usage: "long-poll once every queue is empty"},
+			&ucli.DurationFlag{Name: "poll", Usage: "long-poll once every queue is empty (default: the queue's --long-poll, else 5s)"},
 		},
 		Action: ctlWork,
 	}

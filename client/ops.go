@@ -33,8 +33,13 @@ type Task struct {
 	// Group and Description are free text, for people.
 	Group, Description string
 	// MaxAttempts is how many claims may end without completion before
-	// the task is dead; 0 takes the node's default.
+	// the task is dead; 0 takes the queue's default, else the node's.
 	MaxAttempts uint32
+	// TimeLimit bounds how long one claim of the task may run, renewals
+	// included; 0 takes the queue's default, else none. The leader ends
+	// a claim at its limit, a failed attempt ("time limit"), and a
+	// Worker ends the handler a little before.
+	TimeLimit time.Duration
 }
 
 // Enqueued is the outcome of one enqueued task.
@@ -68,6 +73,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Enqueued, er
 		req.Tasks[i] = wire.EnqueueTask{
 			ID: &id, Queue: t.Queue, Priority: t.Priority, Data: t.Data, Deps: t.Deps,
 			DelayMs: t.Delay.Milliseconds(), Group: t.Group, Description: t.Description, MaxAttempts: t.MaxAttempts,
+			TimeLimitMs: t.TimeLimit.Milliseconds(),
 		}
 	}
 	var resp *wire.EnqueueResponse
@@ -97,9 +103,13 @@ type Claimed struct {
 	// claim carries. A newer claim of the task supersedes it, and the
 	// nodes then refuse it (ErrClaimLost).
 	Claim uint32
-	// End is when the lease ends by the granting node's clock, unless
-	// renewed.
-	End time.Time
+	// Start is when the claim began, and End when its lease ends unless
+	// renewed, by the granting node's clock.
+	Start, End time.Time
+	// Lease is how long the node granted: the TTL asked for, or the
+	// queue's default lease, or the node's, when the claim asked for
+	// none.
+	Lease time.Duration
 }
 
 // ClaimOptions shape a claim.
@@ -138,7 +148,8 @@ func claimedOf(views []wire.TaskView) []Claimed {
 		}
 		for _, c := range v.Claims {
 			if c.Claim == cl.Claim {
-				cl.End = time.UnixMilli(c.End)
+				cl.Start, cl.End = time.UnixMilli(c.Start), time.UnixMilli(c.End)
+				cl.Lease = time.Duration(c.End-c.Start) * time.Millisecond
 			}
 		}
 		out = append(out, cl)
@@ -146,8 +157,10 @@ func claimedOf(views []wire.TaskView) []Claimed {
 	return out
 }
 
-// Renew extends the lease of claim on task id to now+ttl (0: the node's
-// default) and returns its new end.
+// Renew extends the lease of claim on task id to now+ttl (0: the
+// queue's default lease, else the node's), never past the claim's start
+// plus the task's time limit, and returns its new end. It fails with
+// ErrTimeLimit once the claim ran for the time limit.
 func (c *Client) Renew(ctx context.Context, id ID, claim uint32, ttl time.Duration) (time.Time, error) {
 	req := &wire.RenewRequest{ID: id, Claim: claim, TTLMs: ttl.Milliseconds()}
 	var resp *wire.RenewResponse

@@ -28,6 +28,14 @@ type QueueChange struct {
 	Retention *time.Duration
 	// Paused: the queue takes enqueues and grants no claims.
 	Paused *bool
+	// TimeLimit applies to the queue's tasks enqueued without one.
+	TimeLimit *time.Duration
+	// Visibility, Batch and LongPoll are the defaults of the Workers
+	// that serve the queue (WorkerConfig.VisibilityLimit, Batch,
+	// PollWait), for those not given their own.
+	Visibility *time.Duration
+	Batch      *uint32
+	LongPoll   *time.Duration
 }
 
 // QueueSettings reads queue's settings from a node.
@@ -50,7 +58,8 @@ func (c *Client) SetQueue(ctx context.Context, queue string, ch QueueChange) (*Q
 		return &v
 	}
 	req := &wire.QueueSetRequest{Queue: queue, MaxAttempts: ch.MaxAttempts, DefaultTTLMs: ms(ch.DefaultTTL),
-		BackoffBaseMs: ms(ch.BackoffBase), BackoffMaxMs: ms(ch.BackoffMax), RetentionMs: ms(ch.Retention), Paused: ch.Paused}
+		BackoffBaseMs: ms(ch.BackoffBase), BackoffMaxMs: ms(ch.BackoffMax), RetentionMs: ms(ch.Retention), Paused: ch.Paused,
+		TimeLimitMs: ms(ch.TimeLimit), VisibilityMs: ms(ch.Visibility), Batch: ch.Batch, LongPollMs: ms(ch.LongPoll)}
 	var resp *wire.QueueSettings
 	err := c.do(ctx, "queue-set", func(ctx context.Context, cl *wire.Client) (err error) {
 		resp, err = cl.QueueSet(ctx, req)

@@ -21,9 +21,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.ran.Swap(true) {
 		return fmt.Errorf("%w: worker: Run called twice", ErrInvalid)
 	}
-	handlers, stopHandlers := context.WithCancelCause(context.Background())
+	// Handlers' contexts keep Run's values but not its end: a drain lets
+	// them finish (DrainTimeout) before stopHandlers ends them.
+	handlers, stopHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopHandlers(nil)
-	sl := newSlots(w.cfg, w.rng)
+	rctx, rcancel := context.WithTimeout(ctx, queueDefaultsWait)
+	w.defaults.read(rctx, w)
+	rcancel()
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go w.defaults.refresh(refreshCtx, w)
+	sl := newSlots(w.cfg, w.rng, w.batch)
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
 		i, n, poll, ok := sl.reserve()
@@ -34,7 +42,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		tasks, sent, err := w.claim(ctx, w.cfg.Queues[i].Name, n, poll)
+		tasks, sent, err := w.claim(ctx, i, n, poll)
 		sl.claimed(i, n, len(tasks), err == nil)
 		if err != nil {
 			w.log.Warn("claim failed", "queue", w.cfg.Queues[i].Name, "err", err)
@@ -48,7 +56,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		for _, t := range tasks {
 			wg.Go(func() {
 				defer sl.release(i)
-				w.runSlot(ctx, handlers, t, sent, ch)
+				w.runSlot(ctx, handlers, i, t, sent, ch)
 			})
 		}
 	}
@@ -63,17 +71,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// runSlot runs t, then each next task its completion claimed for the same
-// slot, until none comes or ctx (Run's) ended: those are handed back.
-func (w *Worker) runSlot(ctx, handlers context.Context, first Claimed, sent time.Time, ch *chain) {
+// runSlot runs t, a task of queue i, then each next task its completion
+// claimed for the same slot, until none comes or ctx (Run's) ended: those
+// are handed back.
+func (w *Worker) runSlot(ctx, handlers context.Context, i int, first Claimed, sent time.Time, ch *chain) {
 	for t := &first; t != nil; {
 		if ctx.Err() != nil {
 			w.handBack(*t) // claimed as the drain began
 			return
 		}
 		var batchEnd time.Time
-		if w.cfg.VisibilityLimit > 0 {
-			batchEnd = sent.Add(w.cfg.VisibilityLimit) // from the claim that brought t
+		if v := w.visibility(i); v > 0 {
+			batchEnd = sent.Add(v) // from the claim that brought t
 		}
 		t, sent = w.runJob(handlers, *t, sent, batchEnd, ch)
 	}
@@ -84,7 +93,9 @@ func (w *Worker) runSlot(ctx, handlers context.Context, first Claimed, sent time
 // reserved before a claim is sent, so concurrent claims never exceed the
 // bounds.
 type slots struct {
-	cfg     WorkerConfig
+	cfg WorkerConfig
+	// batch is the most tasks a claim of queue i asks for.
+	batch   func(i int) int
 	mu      sync.Mutex
 	running []int // by queue
 	total   int
@@ -93,8 +104,8 @@ type slots struct {
 	freed chan struct{}
 }
 
-func newSlots(cfg WorkerConfig, rng *rand.Rand) *slots {
-	return &slots{cfg: cfg, running: make([]int, len(cfg.Queues)), lot: newLottery(cfg.Queues, rng), freed: make(chan struct{}, 1)}
+func newSlots(cfg WorkerConfig, rng *rand.Rand, batch func(i int) int) *slots {
+	return &slots{cfg: cfg, batch: batch, running: make([]int, len(cfg.Queues)), lot: newLottery(cfg.Queues, rng), freed: make(chan struct{}, 1)}
 }
 
 // roomLocked reports whether queue i may run one more handler.
@@ -111,7 +122,7 @@ func (s *slots) reserve() (i, n int, poll, ok bool) {
 	if i, poll, ok = s.lot.draw(s.roomLocked); !ok {
 		return 0, 0, false, false
 	}
-	n = min(s.cfg.Batch, s.cfg.Concurrency-s.total)
+	n = min(s.batch(i), s.cfg.Concurrency-s.total)
 	if q := s.cfg.Queues[i]; q.Concurrency > 0 {
 		n = min(n, q.Concurrency-s.running[i])
 	}
@@ -166,14 +177,15 @@ func (s *slots) chain(ctx context.Context, i int) *chain {
 	}
 }
 
-// claim claims up to n tasks of queue, long-polling when poll. The claim
-// does not end with ctx: what it brings is handed back if ctx ended
+// claim claims up to n tasks of queue i, long-polling when poll. The
+// claim does not end with ctx: what it brings is handed back if ctx ended
 // meanwhile, rather than left to expire (an expiry counts an attempt).
 // sent is when the claim was sent: the leases are measured from it.
-func (w *Worker) claim(ctx context.Context, queue string, n int, poll bool) (tasks []Claimed, sent time.Time, err error) {
+func (w *Worker) claim(ctx context.Context, i, n int, poll bool) (tasks []Claimed, sent time.Time, err error) {
+	queue := w.cfg.Queues[i].Name
 	opts := ClaimOptions{TTL: w.cfg.TTL, Count: n}
 	if poll {
-		opts.Wait = w.cfg.PollWait
+		opts.Wait = w.pollWait(i)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Wait+writeTimeout)
 	defer cancel()
@@ -202,6 +214,11 @@ func (w *Worker) runJob(parent context.Context, t Claimed, sent, batchEnd time.T
 	if w.cfg.TimeLimit > 0 {
 		var c context.CancelFunc
 		ctx, c = context.WithTimeoutCause(ctx, w.cfg.TimeLimit, ErrTimeLimit)
+		defer c()
+	}
+	if limit := taskTimeLimit(t); limit > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithDeadlineCause(ctx, sent.Add(limit), ErrTimeLimit)
 		defer c()
 	}
 	if !batchEnd.IsZero() {
@@ -237,6 +254,20 @@ func (w *Worker) runJob(parent context.Context, t Claimed, sent, batchEnd time.T
 	return w.settle(job, returned, herr, cause, ch, log)
 }
 
+// taskTimeLimit is how long after its claim was sent t's handler may
+// run by the task's own time limit (0: none): the limit less a margin, a
+// tenth of it, at most timeLimitMargin, so that the failure, written
+// after, lands before the leader ends the claim at the limit. The
+// claim's start is after sent (the leader granted it after the worker
+// sent it), so the deadline comes before the leader's.
+func taskTimeLimit(t Claimed) time.Duration {
+	if t.TimeLimitMs <= 0 {
+		return 0
+	}
+	limit := time.Duration(t.TimeLimitMs) * time.Millisecond
+	return limit - min(limit/10, timeLimitMargin)
+}
+
 // call runs the handler, turning a panic into an error.
 func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 	defer func() {
@@ -253,7 +284,28 @@ func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 // ends the handler's context (cancel) when the claim is lost or the lease
 // ran out before a renewal succeeded.
 func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, t Claimed, sent time.Time) {
+	// The lease the node granted: the one asked for, or the queue's or
+	// node's default when the worker asked for none. Each renewal asks
+	// for as long again.
 	ttl := w.cfg.TTL
+	if ttl == 0 {
+		ttl = t.Lease
+	}
+	if ttl <= 0 {
+		// A Claimed not made by a claim (no lease in its view): what is
+		// left of it by this clock, at least unknownLease.
+		ttl = max(time.Until(t.End), unknownLease)
+	}
+	// No renewal grows a lease past the claim's start plus the task's
+	// time limit (by the node's clock, as End is); once the lease reaches
+	// it there is nothing left to renew, and the handler's own deadline
+	// (taskTimeLimit) comes before it.
+	atLimit := func(end time.Time) bool {
+		return t.TimeLimitMs > 0 && !t.Start.IsZero() && !end.Before(t.Start.Add(time.Duration(t.TimeLimitMs)*time.Millisecond))
+	}
+	if atLimit(t.End) {
+		return
+	}
 	every := ttl / 3
 	leaseEnd := sent.Add(ttl)
 	timer := time.NewTimer(time.Until(sent.Add(every)))
@@ -266,14 +318,21 @@ func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 		rctx, rcancel := context.WithDeadline(ctx, leaseEnd)
 		at := time.Now()
-		_, err := w.c.Renew(rctx, t.ID, t.Claim, ttl)
+		end, err := w.c.Renew(rctx, t.ID, t.Claim, w.cfg.TTL)
 		rcancel()
 		switch {
+		case err == nil && atLimit(end):
+			return
 		case err == nil:
 			leaseEnd = at.Add(ttl)
 			timer.Reset(time.Until(at.Add(every)))
 		case errors.Is(err, ErrClaimLost):
 			cancel(fmt.Errorf("%w: %w", ErrClaimLost, err))
+			return
+		case errors.Is(err, ErrTimeLimit):
+			// The lease reaches the task's time limit (the handler's own
+			// deadline comes first unless this clock ran slow).
+			cancel(ErrTimeLimit)
 			return
 		case ctx.Err() != nil:
 			return
@@ -322,11 +381,11 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 	case errors.Is(cause, ErrDraining):
 		err = w.c.Snooze(ctx, job.ID, job.Claim, 0)
 	case cause != nil:
-		err = w.c.Fail(ctx, job.ID, job.Claim, cause.Error(), w.cfg.Backoff.Delay(job.Attempts+1))
+		err = w.c.Fail(ctx, job.ID, job.Claim, cause.Error(), w.retryDelay(job))
 	case errors.As(herr, &retry):
 		err = w.c.Fail(ctx, job.ID, job.Claim, herr.Error(), retry.d)
 	default:
-		err = w.c.Fail(ctx, job.ID, job.Claim, herr.Error(), w.cfg.Backoff.Delay(job.Attempts+1))
+		err = w.c.Fail(ctx, job.ID, job.Claim, herr.Error(), w.retryDelay(job))
 	}
 	if errors.Is(err, ErrCancelled) {
 		log.Info("task cancelled while held; its outcome was not recorded", "err", err)
@@ -336,6 +395,16 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 		log.Warn("could not settle the task; its lease will end it", "err", err)
 	}
 	return next, sent
+}
+
+// retryDelay is the delay a failure of job sends: the Worker's own
+// Backoff when it has one, else 0, and the node applies the queue's
+// backoff (or its own).
+func (w *Worker) retryDelay(job *Job) time.Duration {
+	if w.cfg.Backoff.Base == 0 {
+		return 0
+	}
+	return w.cfg.Backoff.Delay(job.Attempts + 1)
 }
 
 // handBack snoozes t for 0: claimed while the worker drains.

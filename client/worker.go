@@ -9,24 +9,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skuldd/skuldd/task"
 )
 
 // Defaults of WorkerConfig.
 const (
 	// DefaultConcurrency is how many handlers a Worker runs at once.
 	DefaultConcurrency = 10
-	// DefaultWorkerTTL is the lease a Worker asks for; it renews at a
-	// third of it.
-	DefaultWorkerTTL = 30 * time.Second
 	// DefaultPollWait is how long a claim long-polls once every queue
 	// was found empty.
 	DefaultPollWait = 5 * time.Second
 	// DefaultDrainTimeout is how long Run waits for running handlers
 	// after its context ended before it hands their tasks back.
 	DefaultDrainTimeout = 30 * time.Second
-	// DefaultBackoffBase, DefaultBackoffMax and DefaultBackoffJitter
-	// shape the retry delay after a failed attempt.
-	DefaultBackoffBase   = time.Second
+	// DefaultBackoffMax and DefaultBackoffJitter complete a
+	// WorkerConfig.Backoff given with a Base only.
 	DefaultBackoffMax    = 10 * time.Minute
 	DefaultBackoffJitter = 0.25
 	// writeTimeout bounds the completion, failure or hand-back of one
@@ -34,13 +32,27 @@ const (
 	writeTimeout = 30 * time.Second
 	// claimErrorPause is the pause after a claim failed, before the next.
 	claimErrorPause = time.Second
+	// timeLimitMargin is how much earlier than the task's time limit a
+	// handler's context ends: its failure, written after, lands before
+	// the leader ends the claim at the limit. A tenth of the limit, at
+	// most this.
+	timeLimitMargin = time.Second
+	// unknownLease is the lease keepalive assumes for a Claimed whose
+	// view names no lease (one a caller built, not a claim's).
+	unknownLease = time.Second
 )
 
 // Why a handler's context ends (context.Cause).
 var (
-	// ErrTimeLimit: the handler ran past WorkerConfig.TimeLimit; the
-	// attempt fails.
-	ErrTimeLimit = errors.New("client: the task ran past its time limit")
+	// ErrTimeLimit: the handler reached its time limit, the task's own
+	// (less timeLimitMargin, so that its failure is written before the
+	// leader ends the claim) or WorkerConfig.TimeLimit; the attempt
+	// fails with the reason "time limit". A renewal returns it too once
+	// the claim ran for the task's time limit: the claim ended there, a
+	// failed attempt, unless completed, failed or snoozed first. (Before
+	// that, a renewal of a lease that reaches the limit answers the same
+	// end.)
+	ErrTimeLimit = task.ErrTimeLimit
 	// ErrVisibilityLimit: the claim's batch ran past
 	// WorkerConfig.VisibilityLimit; the attempt fails.
 	ErrVisibilityLimit = errors.New("client: the batch ran past its visibility limit")
@@ -95,22 +107,31 @@ type WorkerConfig struct {
 	// DefaultConcurrency.
 	Concurrency int
 	// Batch is the most tasks one claim asks for (never more than the
-	// free handlers); default 1.
+	// free handlers); 0: the queue's batch (ctl queue set --batch), else
+	// 1.
 	Batch int
-	// TTL is the lease of each claim; default DefaultWorkerTTL. The
-	// worker renews a third of the way into each lease.
+	// TTL is the lease of each claim; 0: the queue's default lease
+	// (ctl queue set --default-ttl), else the node's. The worker
+	// renews a third of the way into each lease, for as long as the
+	// lease the node granted.
 	TTL time.Duration
-	// TimeLimit bounds one task's handler (ErrTimeLimit); 0: none.
+	// TimeLimit bounds one task's handler (ErrTimeLimit), besides the
+	// task's own time limit (Task.TimeLimit, which the leader enforces);
+	// 0: only the task's.
 	TimeLimit time.Duration
 	// VisibilityLimit bounds every task of one claim's batch, from the
-	// claim (ErrVisibilityLimit); 0: none.
+	// claim (ErrVisibilityLimit); 0: the queue's (ctl queue set
+	// --visibility), else none.
 	VisibilityLimit time.Duration
-	// Backoff is the delay before a failed task is retried; zero fields
-	// take DefaultBackoffBase, DefaultBackoffMax, DefaultBackoffJitter
-	// (a negative Jitter: none).
+	// Backoff, when its Base is set, is the delay before a failed task is
+	// retried, sent with each failure; its zero Max and Jitter take
+	// DefaultBackoffMax and DefaultBackoffJitter (a negative Jitter:
+	// none). Unset (the zero value), the node applies the queue's
+	// backoff (ctl queue set --backoff), else its own, jittered.
 	Backoff Backoff
 	// PollWait is the long-poll of a claim once every queue was found
-	// empty; default DefaultPollWait.
+	// empty; 0: the queue's (ctl queue set --long-poll), else
+	// DefaultPollWait.
 	PollWait time.Duration
 	// DrainTimeout is how long Run waits for running handlers once its
 	// context ended; default DefaultDrainTimeout.
@@ -179,6 +200,8 @@ type Worker struct {
 	ran atomic.Bool
 	// rng draws the lottery; tests seed it.
 	rng *rand.Rand
+	// defaults are the queues' Worker defaults, read at Run.
+	defaults queueDefaults
 }
 
 // NewWorker checks cfg and returns a Worker of c that runs h.
@@ -209,22 +232,22 @@ func (c *Client) NewWorker(cfg WorkerConfig, h Handler) (*Worker, error) {
 			*v = d
 		}
 	}
-	def(&cfg.TTL, DefaultWorkerTTL)
-	def(&cfg.PollWait, DefaultPollWait)
 	def(&cfg.DrainTimeout, DefaultDrainTimeout)
-	def(&cfg.Backoff.Base, DefaultBackoffBase)
-	def(&cfg.Backoff.Max, DefaultBackoffMax)
-	switch {
-	case cfg.Backoff.Jitter == 0:
-		cfg.Backoff.Jitter = DefaultBackoffJitter
-	case cfg.Backoff.Jitter < 0:
-		cfg.Backoff.Jitter = 0
+	if cfg.Backoff.Base == 0 && (cfg.Backoff.Max != 0 || cfg.Backoff.Jitter != 0) {
+		return nil, fmt.Errorf("%w: worker: a backoff max or jitter without a base", ErrInvalid)
+	}
+	if cfg.Backoff.Base > 0 {
+		def(&cfg.Backoff.Max, DefaultBackoffMax)
+		cfg.Backoff.Max = max(cfg.Backoff.Max, cfg.Backoff.Base)
+		switch {
+		case cfg.Backoff.Jitter == 0:
+			cfg.Backoff.Jitter = DefaultBackoffJitter
+		case cfg.Backoff.Jitter < 0:
+			cfg.Backoff.Jitter = 0
+		}
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Batch == 0 {
-		cfg.Batch = 1
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -326,3 +326,193 @@ func TestDrainLosesNothing(t *testing.T) {
 		func(context.Context, *client.Job) error { return nil })
 	awaitState(t, c, ids, "completed")
 }
+
+// TestWorkerUsesQueueSettings: a Worker told no TTL and no backoff gets
+// the queue's (ctl queue set --default-ttl, --backoff): its claims are
+// leased for the queue's default and renewed for as long again, its
+// failed tasks wait the queue's backoff. Told its own, its own win.
+// (It once sent its own 30 s lease and 1 s backoff always, and the
+// queue's settings never applied to Worker or ctl work users.)
+func TestWorkerUsesQueueSettings(t *testing.T) {
+	_, c := oneNode(t)
+	ctx := t.Context()
+	for _, q := range []string{"qs", "own"} {
+		if _, err := c.SetQueue(ctx, q, client.QueueChange{DefaultTTL: ptr(7 * time.Minute),
+			BackoffBase: ptr(time.Hour), BackoffMax: ptr(2 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := enqueueN(t, c, "qs", 1, 0)
+	failed := enqueueN(t, c, "qs", 1, 5)
+	ownFailed := enqueueN(t, c, "own", 1, 5)
+	leases := make(chan time.Duration, 2)
+	release := make(chan struct{})
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "qs"}}, Concurrency: 2, PollWait: 50 * time.Millisecond},
+		func(ctx context.Context, j *client.Job) error {
+			leases <- j.Lease
+			if j.ID == failed[0] {
+				return errors.New("boom")
+			}
+			select { // held: keeps its claim until the test ends
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	defer close(release)
+	for range 2 {
+		if l := <-leases; l != 7*time.Minute {
+			t.Fatalf("a claim's lease %v; want the queue's 7m0s", l)
+		}
+	}
+	info := awaitState(t, c, failed, "delayed")[0]
+	if wait := time.Duration(info.NotBefore-info.Failures[0].At) * time.Millisecond; wait < 45*time.Minute || wait > 75*time.Minute {
+		t.Fatalf("failed task waits %v; want the queue's backoff, 1h ±25%%", wait)
+	}
+	h := awaitState(t, c, held, "claimed")[0]
+	if l := time.Duration(h.Claims[0].End-h.Claims[0].Start) * time.Millisecond; l != 7*time.Minute {
+		t.Fatalf("held claim's lease %v; want 7m0s", l)
+	}
+
+	// The Worker's own TTL and backoff win over the queue's.
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "own"}}, PollWait: 50 * time.Millisecond,
+		TTL: 40 * time.Second, Backoff: client.Backoff{Base: 3 * time.Minute, Jitter: -1}},
+		func(_ context.Context, j *client.Job) error {
+			if j.Lease != 40*time.Second {
+				t.Errorf("own TTL: lease %v; want 40s", j.Lease)
+			}
+			return errors.New("boom")
+		})
+	info = awaitState(t, c, ownFailed, "delayed")[0]
+	if wait := time.Duration(info.NotBefore-info.Failures[0].At) * time.Millisecond; wait != 3*time.Minute {
+		t.Fatalf("own backoff: the task waits %v; want 3m0s", wait)
+	}
+}
+
+// TestRenewTakesTheQueueLease: a renewal that names no TTL extends the
+// claim by the queue's default lease, as a claim that names none gets
+// (it once took the node's default, shortening a longer queue lease).
+func TestRenewTakesTheQueueLease(t *testing.T) {
+	_, c := oneNode(t)
+	ctx := t.Context()
+	if _, err := c.SetQueue(ctx, "long", client.QueueChange{DefaultTTL: ptr(5 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, "long", 1, 0)
+	got, err := c.Claim(ctx, "long", client.ClaimOptions{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	if got[0].Lease != 5*time.Minute {
+		t.Fatalf("claim's lease %v; want the queue's 5m0s", got[0].Lease)
+	}
+	before := time.Now()
+	end, err := c.Renew(ctx, got[0].ID, got[0].Claim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := end.Sub(before); d < 4*time.Minute {
+		t.Fatalf("renewed for %v; want the queue's 5m0s", d)
+	}
+}
+
+// TestWorkerTaskTimeLimit: a task's own time limit reaches the Worker
+// with its claim: the handler's context ends a little before the limit
+// (context.Cause ErrTimeLimit), and the attempt fails with the reason
+// "time limit", written before the leader's end of the claim.
+func TestWorkerTaskTimeLimit(t *testing.T) {
+	_, c := oneNode(t)
+	res, err := c.Enqueue(t.Context(), client.Task{Queue: "tl", MaxAttempts: 1, TimeLimit: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	causes := make(chan error, 1)
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "tl"}}, PollWait: 50 * time.Millisecond},
+		func(ctx context.Context, j *client.Job) error {
+			if j.TimeLimitMs != 1000 {
+				t.Errorf("job's time limit %d ms; want 1000", j.TimeLimitMs)
+			}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return context.Cause(ctx)
+		})
+	if cause := <-causes; !errors.Is(cause, client.ErrTimeLimit) {
+		t.Fatalf("handler's context ended with %v; want %v", cause, client.ErrTimeLimit)
+	}
+	info := awaitState(t, c, []client.ID{res.ID}, "dead")[0]
+	cl := info.Claims[0]
+	if len(info.Failures) != 1 || info.Failures[0].Reason != "time limit" || info.Failures[0].At >= cl.Start+1000 {
+		t.Fatalf("failures %+v, claim %+v; want the worker's own \"time limit\" failure before the limit", info.Failures, cl)
+	}
+}
+
+// TestWorkerRunsToTheTimeLimit: a handler that finishes within its
+// task's time limit completes, when the lease the node granted already
+// reaches the limit (the queue's default lease is longer than it) and
+// when renewals grow it there. A renewal of such a lease answers the same
+// end, and the Worker stops renewing: the claim is alive until the limit
+// (it once took the node's refusal for the limit passed, and failed the
+// attempt a third of the way in).
+func TestWorkerRunsToTheTimeLimit(t *testing.T) {
+	const limit, runs = 4 * time.Second, 2500 * time.Millisecond
+	_, c := oneNode(t)
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration // the Worker's; 0: the queue's default lease, longer than the limit
+	}{
+		{"the granted lease reaches the limit", 0},
+		{"a renewal reaches the limit", 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			queue := fmt.Sprintf("tl%d", tc.ttl.Milliseconds())
+			res, err := c.Enqueue(t.Context(), client.Task{Queue: queue, MaxAttempts: 1, TimeLimit: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan error, 1)
+			stop := startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: queue}}, TTL: tc.ttl, PollWait: 50 * time.Millisecond},
+				func(ctx context.Context, j *client.Job) error {
+					select {
+					case <-ctx.Done():
+						ended <- context.Cause(ctx)
+						return context.Cause(ctx)
+					case <-time.After(runs):
+						ended <- nil
+						return nil
+					}
+				})
+			defer stop()
+			if cause := <-ended; cause != nil {
+				t.Fatalf("the handler's context ended with %v within the time limit", cause)
+			}
+			info := awaitState(t, c, []client.ID{res.ID}, "completed")[0]
+			if len(info.Failures) != 0 {
+				t.Fatalf("failures %+v; want none", info.Failures)
+			}
+		})
+	}
+}
+
+// TestWorkerQueueDefaults: a Worker given no visibility limit takes the
+// queue's (ctl queue set --visibility), read as Run starts.
+func TestWorkerQueueDefaults(t *testing.T) {
+	_, c := oneNode(t)
+	if _, err := c.SetQueue(t.Context(), "vis", client.QueueChange{Visibility: ptr(300 * time.Millisecond),
+		LongPoll: ptr(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	ids := enqueueN(t, c, "vis", 2, 1)
+	causes := make(chan error, 2)
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "vis"}}, Concurrency: 2},
+		func(ctx context.Context, j *client.Job) error {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return context.Cause(ctx)
+		})
+	for range 2 {
+		if cause := <-causes; !errors.Is(cause, client.ErrVisibilityLimit) {
+			t.Fatalf("handler's context ended with %v; want the queue's visibility limit", cause)
+		}
+	}
+	awaitState(t, c, ids, "dead")
+}

@@ -32,7 +32,7 @@ import (
 //     a proc never having two in flight; the drain's ops too, and no task
 //     op the history does not show (no requeue: it resets attempts);
 //   - enqueue invoke: Task, Value (the payload, sent as data's bytes),
-//     Queue, Deps, MaxAttempts when set;
+//     Queue, Deps, MaxAttempts and TimeLimitMs when set;
 //   - claim invoke: TTLMs (else RunInfo.TTLMs is used), one task per
 //     claim; claim ok: Task, Claim, and Epoch and Attempts from the view;
 //     an ok with no Task is an empty poll;

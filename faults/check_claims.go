@@ -63,10 +63,15 @@ type interval struct{ from, to int64 }
 // while it was still surely held (a later one starts a new window at its
 // ok), and cut at the invoke of the first complete, fail or snooze of the
 // claim, or cancel of the task, that took or may have taken effect (a
-// refused one ended nothing).
+// refused one ended nothing), and at the task's time limit from the
+// claim's invoke less the margin (the leader ends the claim at its start
+// plus the limit, by the argument above for a lease).
 func (h *history) sureHeld(t *taskHist, g *op) []interval {
 	lease := func(o *op) int64 { ttl := h.ttlMs(o); return o.ti + ttl*nsPerMs - h.marginNs(ttl) }
 	cut := tNever
+	if limit := t.timeLimit(); limit > 0 {
+		cut = g.ti + limit*nsPerMs - h.marginNs(limit)
+	}
 	for _, ops := range [][]*op{t.completes, t.fails, t.snoozes} {
 		for _, o := range ops {
 			if o.claim == g.claim && o.mayHaveApplied() {
@@ -206,17 +211,24 @@ const (
 	kindGap          = "gap in final claim ids"
 	kindClaimMissing = "acknowledged claim missing from final state"
 	kindTwoLeaders   = "one epoch led by two nodes"
+	kindPastLimit    = "lease past the task's time limit"
 )
 
 func checkClaimIDs(h *history) *Check {
 	c := newCheck("claim ids",
-		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, with epochs that never fall, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state; no epoch of a partition has two leaders",
-		kindReused, kindDecreasing, kindEpochRegress, kindNotIncr, kindStartBefore, kindGap, kindClaimMissing, kindTwoLeaders)
+		"per task, ok claims get distinct ids that grow in real-time order (epochs never fall); final claims are dense, strictly increasing, with epochs that never fall, each starting no earlier than the previous end - skew bound; every acknowledged claim is in the final state; no epoch of a partition has two leaders; "+
+			"no lease of a task with a time limit, granted, renewed or final, ends past its claim's start + the limit",
+		kindReused, kindDecreasing, kindEpochRegress, kindNotIncr, kindStartBefore, kindGap, kindClaimMissing, kindTwoLeaders, kindPastLimit)
+	limited := 0
 	for _, id := range h.ids {
 		t := h.tasks[id]
 		h.grantOrder(c, t)
 		h.finalClaims(c, t)
+		if h.timeLimits(c, t) {
+			limited++
+		}
 	}
+	c.count("tasks with a time limit", int64(limited))
 	keys := slices.SortedFunc(maps.Keys(h.conflicts), func(a, b partEpoch) int {
 		return cmp.Or(cmp.Compare(a.part, b.part), cmp.Compare(a.epoch, b.epoch))
 	})
@@ -300,6 +312,46 @@ func (h *history) finalClaims(c *Check, t *taskHist) {
 				TNs: []int64{g.tc}, Events: g.events(), Detail: fmt.Sprintf("in none of %d replicas' views", len(views))})
 		}
 	}
+}
+
+// timeLimit is the time limit a task's enqueues asked for (0: none); a
+// retried enqueue carries the same.
+func (t *taskHist) timeLimit() int64 {
+	for _, e := range t.enqueues {
+		if e.inv.TimeLimitMs > 0 {
+			return e.inv.TimeLimitMs
+		}
+	}
+	return 0
+}
+
+// timeLimits checks that no lease of a task with a time limit ends past
+// its claim's start plus the limit: not a final claim, not a claim's or a
+// renewal's ok answer. Start and End are the same leader's clock (a
+// renewing leader keeps the claim's Start), so no fault excuses one. It
+// reports whether the task has a time limit.
+func (h *history) timeLimits(c *Check, t *taskHist) bool {
+	limit := t.timeLimit()
+	if limit <= 0 {
+		return false
+	}
+	starts := map[uint32]int64{}
+	for _, cl := range t.finalRecords() {
+		starts[cl.Claim] = cl.Start
+		if cl.End > cl.Start+limit {
+			c.flag(kindPastLimit, "", h.tEnd, Example{Task: t.id, Claims: []uint32{cl.Claim},
+				Detail: fmt.Sprintf("final claim %d..%d: %d ms past the %d ms limit", cl.Start, cl.End, cl.End-cl.Start-limit, limit)})
+		}
+	}
+	for _, o := range append(slices.Clone(t.grants), t.renews...) {
+		start, known := starts[o.claim]
+		if o.typ != OK || o.out == nil || !known || o.out.End <= start+limit {
+			continue
+		}
+		c.flag(kindPastLimit, "", o.tc, Example{Task: t.id, Claims: []uint32{o.claim}, TNs: []int64{o.tc}, Events: o.events(),
+			Detail: fmt.Sprintf("%s answered a lease to %d, %d ms past the claim's start %d + the %d ms limit", o.f, o.out.End, o.out.End-start-limit, start, limit)})
+	}
+	return true
 }
 
 // finalRecords returns the task's claims as the final views hold them, one

@@ -21,6 +21,28 @@ func twoClaims(b *builder, t0Ms, t1Ms int64) {
 	v.Attempts = 1
 }
 
+// timeLimit gives task's enqueues a time limit of ms, and caps the leases
+// its claims' ok answers already recorded report at the claim's start (as
+// the task's view holds it) plus the limit, as the leader does.
+func timeLimit(b *builder, taskID string, ms int64) {
+	starts := map[uint32]int64{}
+	for _, cl := range b.views[taskID].Claims {
+		starts[cl.Claim] = cl.Start
+	}
+	for i := range b.events {
+		e := &b.events[i]
+		switch {
+		case e.Type == Invoke && e.F == FEnqueue && e.Task == taskID:
+			e.TimeLimitMs = ms
+		case e.Type == OK && e.F == FClaim && e.Task == taskID && e.Claim != nil:
+			if start, ok := starts[*e.Claim]; ok {
+				e.End = min(e.End, start+ms)
+			}
+		}
+	}
+	b.views[taskID].TimeLimitMs = ms
+}
+
 // setEpoch sets the epoch a claim's ok reported.
 func setEpoch(b *builder, taskID string, claim uint32, epoch uint64) {
 	for i := range b.events {
@@ -103,6 +125,22 @@ func TestClaimOverlap(t *testing.T) {
 		{name: "an ok renew extends the window", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
 			twoClaims(b, 10000, 13000)
 			b.under(FRenew, taskH, 0, 11500, 11510, OK)
+		}},
+		// A time limit of 1500 ms ends claim 0's window at 11500 less
+		// the margin, whatever its renewals asked.
+		{name: "a renewal does not extend past the time limit", check: check, kind: kindOverlap, inject: func(b *builder) {
+			twoClaims(b, 10000, 11600)
+			b.under(FRenew, taskH, 0, 11000, 11010, OK)
+			timeLimit(b, taskH, 1500)
+			v := b.views[taskH]
+			v.Claims[0].End = v.Claims[0].Start + 1500
+		}},
+		{name: "within the time limit it does", check: check, kind: kindOverlap, want: 1, inject: func(b *builder) {
+			twoClaims(b, 10000, 11400)
+			b.under(FRenew, taskH, 0, 11000, 11010, OK)
+			timeLimit(b, taskH, 1500)
+			v := b.views[taskH]
+			v.Claims[0].End = v.Claims[0].Start + 1500
 		}},
 		{name: "a refused renew does not", check: check, kind: kindOverlap, inject: func(b *builder) {
 			twoClaims(b, 10000, 13000)
@@ -194,6 +232,22 @@ func TestClaimIDs(t *testing.T) {
 		{name: "final claims out of order", check: check, kind: kindNotIncr, want: 1, inject: func(b *builder) {
 			v := b.views[taskF]
 			v.Claims[0], v.Claims[1] = v.Claims[1], v.Claims[0]
+		}},
+		// taskF's claim 0 held its lease 2000 ms and expired; claim 1
+		// completed 100 ms in.
+		{name: "a final lease past the task's time limit", check: check, kind: kindPastLimit, want: 1, inject: func(b *builder) {
+			timeLimit(b, taskF, 1500)
+		}},
+		{name: "final leases within the task's time limit", check: check, kind: kindPastLimit, inject: func(b *builder) {
+			timeLimit(b, taskF, 2000)
+		}},
+		{name: "a renewal answered past the time limit", check: check, kind: kindPastLimit, want: 1, inject: func(b *builder) {
+			timeLimit(b, taskA, 4000) // claim 0 started at 25, held to 3005
+			b.op(FRenew, 2000, 2010, OK, Event{Task: taskA, Claim: u32(0), TTLMs: 3000}, Event{End: nodeEpochMs + 5000})
+		}},
+		{name: "a renewal answered at the time limit", check: check, kind: kindPastLimit, inject: func(b *builder) {
+			timeLimit(b, taskA, 4000)
+			b.op(FRenew, 2000, 2010, OK, Event{Task: taskA, Claim: u32(0), TTLMs: 3000}, Event{End: nodeEpochMs + 4025})
 		}},
 		{name: "final claim starts 300 ms before the previous end", check: check, kind: kindStartBefore, want: 1, inject: func(b *builder) {
 			v := b.views[taskF]

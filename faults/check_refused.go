@@ -136,6 +136,9 @@ func refusedCompletion(flags *taskFlags, t *taskHist, r taskRead) {
 // claim whose grant came back ok is its client's to release.
 func refusedReleases(flags *taskFlags, t *taskHist, r taskRead) {
 	for _, f := range r.view.Failures {
+		if f.TimeLimit {
+			continue // derived from the claim's lease (the claim ids check judges it)
+		}
 		ops, kind, what := underClaim(t.fails, f.Claim), kindRefusedFail, "fail"
 		if f.Snooze {
 			ops, kind, what = underClaim(t.snoozes, f.Claim), kindRefusedSnooze, "snooze"

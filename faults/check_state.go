@@ -437,6 +437,14 @@ func diverged(c *Check, t *taskHist, views []taskRead) {
 // reading node's clock still sees the latest claim live, the second is
 // only in claim answers. state is compared up to what the reading node's
 // clock decides (timeCompatible).
+// written returns the failures a fail or snooze wrote: without those
+// derived from a claim's time limit, which show only once the claim is
+// over, so replicas read a moment apart may differ in them (the claims
+// they derive from are compared).
+func written(fs []wire.FailureView) []wire.FailureView {
+	return slices.DeleteFunc(slices.Clone(fs), func(f wire.FailureView) bool { return f.TimeLimit })
+}
+
 func viewDiff(a, b *wire.TaskView) []string {
 	var out []string
 	if !timeCompatible(a.State, b.State) {
@@ -448,9 +456,10 @@ func viewDiff(a, b *wire.TaskView) []string {
 	}{
 		{"queue", a.Queue, b.Queue}, {"priority", a.Priority, b.Priority}, {"data", a.Data, b.Data},
 		{"deps", a.Deps, b.Deps}, {"claims", a.Claims, b.Claims}, {"updates", a.Updates, b.Updates},
-		{"failures", a.Failures, b.Failures}, {"max_attempts", a.MaxAttempts, b.MaxAttempts},
+		{"failures", written(a.Failures), written(b.Failures)}, {"max_attempts", a.MaxAttempts, b.MaxAttempts},
 		{"not_before", a.NotBefore, b.NotBefore}, {"enqueued_at", a.EnqueuedAt, b.EnqueuedAt},
 		{"group", a.Group, b.Group}, {"description", a.Description, b.Description}, {"cancelled", a.Cancelled, b.Cancelled},
+		{"time_limit_ms", a.TimeLimitMs, b.TimeLimitMs},
 	}
 	for _, f := range fields {
 		if !sameJSON(f.a, f.b) {

@@ -105,6 +105,9 @@ type Event struct {
 	// Tasks is, on a claim's invoke, how many tasks it asked for (count),
 	// and on its ok how many tasks the answer held; 0: not recorded.
 	Tasks int `json:"tasks,omitempty"`
+	// TimeLimitMs is an enqueue's time limit (0: none): how long one
+	// claim of the task may run, renewals included.
+	TimeLimitMs int64 `json:"time_limit_ms,omitempty"`
 
 	// Code is skuldd's error code (for fail and info), Err its message or
 	// the transport's error. An ok whose 2xx body did not decode carries

@@ -54,6 +54,11 @@ type Mix struct {
 	// IdlePause is how long a loop that found nothing to claim waits
 	// before it looks again (at most; an enqueue due sooner ends it).
 	IdlePause time.Duration `json:"idle_pause"`
+	// TimeLimited is the chance an enqueue carries TimeLimit: a slow
+	// task's work may outlast it, and its renewals are then refused
+	// (time_limit) and its claim ends there, a failed attempt.
+	TimeLimited float64       `json:"time_limited"`
+	TimeLimit   time.Duration `json:"time_limit"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -79,6 +84,10 @@ func DefaultMix() Mix {
 		SlowWorkMax:   2500 * time.Millisecond,
 		RenewsPerTTL:  3,
 		IdlePause:     150 * time.Millisecond,
+		// Within the slow work's 1-2.5 s: about half the slow tasks
+		// that carry it run past it.
+		TimeLimited: 0.3,
+		TimeLimit:   1800 * time.Millisecond,
 	}
 }
 
@@ -87,7 +96,8 @@ func (m Mix) Validate() error {
 	if m.EnqueuePerSec <= 0 {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
-	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel} {
+	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
+		"time-limited": m.TimeLimited} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -97,6 +107,9 @@ func (m Mix) Validate() error {
 	}
 	if m.MaxDeps < 0 || m.MaxUpdates < 0 || m.RenewsPerTTL < 1 {
 		return fmt.Errorf("mix: max deps %d, max updates %d, renews per ttl %d: want >= 0, >= 0, >= 1", m.MaxDeps, m.MaxUpdates, m.RenewsPerTTL)
+	}
+	if m.TimeLimited > 0 && m.TimeLimit <= 0 {
+		return fmt.Errorf("mix: time-limited %v of the tasks, with a time limit of %v", m.TimeLimited, m.TimeLimit)
 	}
 	if m.SlowWorkMax < m.SlowWorkMin || m.FastWork < 0 || m.IdlePause <= 0 {
 		return fmt.Errorf("mix: work times fast %v, slow [%v, %v], idle %v are not ranges", m.FastWork, m.SlowWorkMin, m.SlowWorkMax, m.IdlePause)
@@ -284,7 +297,12 @@ func (l *Loop) enqueue(ctx context.Context) {
 			}
 		}
 	}
-	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	if l.rng.Float64() < l.cfg.Mix.TimeLimited {
+		et.TimeLimitMs = l.cfg.Mix.TimeLimit.Milliseconds()
+	}
+	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue,
+		TimeLimitMs: et.TimeLimitMs}
 	var resp wire.EnqueueResponse
 	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {

@@ -85,10 +85,7 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 	}
 	ttl = req.TTLMs
 	if ttl == 0 {
-		ttl = n.queues.Of(req.Queue).DefaultTTLMs
-	}
-	if ttl == 0 {
-		ttl = n.cfg.DefaultTTL.Milliseconds()
+		ttl = n.defaultLease(req.Queue)
 	}
 	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
 		return 0, 0, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
@@ -101,6 +98,15 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 		return 0, 0, err
 	}
 	return ttl, count, nil
+}
+
+// defaultLease is the lease in ms of a claim or renewal of queue's task
+// that asks for none: the queue's default lease, else the node's.
+func (n *Node) defaultLease(queue string) int64 {
+	if ttl := n.queues.Of(queue).DefaultTTLMs; ttl > 0 {
+		return ttl
+	}
+	return n.cfg.DefaultTTL.Milliseconds()
 }
 
 // claimBatch claims up to count of queue's best ready tasks without

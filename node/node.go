@@ -125,7 +125,7 @@ func New(cfg Config) (*Node, error) {
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
 		exitc: make(chan error, 1),
 	}
-	n.queues = queues.New(metaGroup{n}, queues.Bounds{MaxTTL: cfg.MaxTTL, MaxDelay: cfg.MaxDelay})
+	n.queues = queues.New(metaGroup{n}, queues.Bounds{MaxTTL: cfg.MaxTTL, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait, MaxBatch: maxClaimCount})
 	return n, nil
 }
 

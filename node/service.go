@@ -188,6 +188,9 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	if err := task.ValidateMs("delay", et.DelayMs, n.cfg.MaxDelay); err != nil {
 		return nt, err
 	}
+	if err := task.ValidateMs("time limit", et.TimeLimitMs, n.cfg.MaxDelay); err != nil {
+		return nt, err
+	}
 	sp := &task.Spec{
 		Queue:       et.Queue,
 		Priority:    et.Priority,
@@ -196,6 +199,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		MaxAttempts: et.MaxAttempts,
 		EnqueuedAt:  now,
 		Data:        et.Data,
+		TimeLimit:   et.TimeLimitMs,
 	}
 	if et.ID != nil {
 		if et.ID.IsZero() {
@@ -210,6 +214,9 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	}
 	if sp.MaxAttempts == 0 {
 		sp.MaxAttempts = n.cfg.DefaultMaxAttempts
+	}
+	if sp.TimeLimit == 0 {
+		sp.TimeLimit = n.queues.Of(sp.Queue).TimeLimitMs
 	}
 	if et.DelayMs > 0 {
 		sp.NotBefore = now + et.DelayMs

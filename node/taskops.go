@@ -28,7 +28,7 @@ func leaderErr(err error) error {
 // stateRefusals are the refusals a leader derives from its replica's
 // state of a task, which a stale replica gets wrong.
 var stateRefusals = []error{
-	task.ErrClaimSuperseded, task.ErrClaimExpired, task.ErrClaimEnded, task.ErrCompleted,
+	task.ErrClaimSuperseded, task.ErrClaimExpired, task.ErrTimeLimit, task.ErrClaimEnded, task.ErrCompleted,
 	task.ErrCancelled, task.ErrNoSuchClaim, task.ErrNotFound, task.ErrSeq, task.ErrNotDead, task.ErrConflict,
 }
 
@@ -107,16 +107,14 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 			if drifting, _ := n.drifting(); drifting {
 				return n.errDrifting() // the coordinator retries at the next leader
 			}
-			if ttl = req.TTLMs; ttl == 0 {
-				ttl = n.cfg.DefaultTTL.Milliseconds()
-			}
-			if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
+			// 0: the queue's default lease, else the node's, as a claim's.
+			if ttl = req.TTLMs; ttl < 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
 				return fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
 			}
 			return nil
 		},
 		func(r *partition.Replica, now int64) (wr partition.Write, err error) {
-			c, wr, err = r.RenewApply(req.ID, req.Claim, now, ttl)
+			c, wr, err = r.RenewApply(req.ID, req.Claim, now, partition.Lease{TTL: ttl, QueueTTL: n.defaultLease})
 			return wr, err
 		})
 	if handled {

@@ -1063,7 +1063,7 @@ func TestApplyWrites(t *testing.T) {
 	}
 	ga := mustClaim(t, l, "q", now)
 	s.ship("claim a", now, a, false)
-	_, w, err := l.RenewApply(a, ga.Claim.Index, now+1, 5000)
+	_, w, err := l.RenewApply(a, ga.Claim.Index, now+1, partition.Lease{TTL: 5000})
 	s.shipWrite("renew a", now+1, must(w, err))
 	s.shipWrite("update a", now+2, must(l.UpdateApply(a, ga.Claim.Index, 0, []byte("half"), now+2)))
 	s.shipWrite("update a again", now+2, must(l.UpdateApply(a, ga.Claim.Index, 0, []byte("half"), now+3)))

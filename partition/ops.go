@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -153,7 +154,8 @@ func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pe
 		return nil, nil, nil
 	}
 	old := r.stateDigestLocked(id, &st)
-	c := task.Claim{Index: st.NextClaim(), Start: now, End: now + ttl, Epoch: r.epoch}
+	c := task.Claim{Index: st.NextClaim(), Start: now, Epoch: r.epoch}
+	c.End = sp.LeaseEnd(c, now, ttl) // at most the time limit
 	st.AddClaim(c)
 	st.Stamp = r.epoch
 	p, err := r.writeStateLocked(sp, old, &st, now)
@@ -201,18 +203,38 @@ func (r *Replica) checkStampLocked(id task.ID, st *task.State) error {
 
 // Renew extends claim idx of task id to now+ttl.
 func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
-	c, w, err := r.RenewApply(id, idx, now, ttl)
+	c, w, err := r.RenewApply(id, idx, now, Lease{TTL: ttl})
 	if err != nil {
 		return c, err
 	}
 	return c, w.Wait()
 }
 
+// Lease is how long a renewal extends a claim: TTL ms when above 0; else
+// QueueTTL of the task's queue (its default lease, as the node resolves
+// it). One of them is above 0.
+type Lease struct {
+	TTL      int64
+	QueueTTL func(queue string) int64
+}
+
+// of returns the lease in ms for a task of queue.
+func (l Lease) of(queue string) int64 {
+	if l.TTL > 0 || l.QueueTTL == nil {
+		return l.TTL
+	}
+	return l.QueueTTL(queue)
+}
+
 // RenewApply is Renew without the wait (see Write).
-func (r *Replica) RenewApply(id task.ID, idx uint32, now, ttl int64) (task.Claim, Write, error) {
+func (r *Replica) RenewApply(id task.ID, idx uint32, now int64, lease Lease) (task.Claim, Write, error) {
 	var out task.Claim
-	w, err := r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
-		c, err := st.Renew(idx, now, ttl)
+	w, err := r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+		ttl := lease.of(sp.Queue)
+		if ttl <= 0 {
+			return false, fmt.Errorf("%w: renew %s: no lease", task.ErrInvalid, id)
+		}
+		c, err := st.Renew(sp, idx, now, ttl)
 		out = c
 		return err == nil, err
 	})
@@ -378,7 +400,7 @@ func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, 
 				}
 			}
 			// Attempts(false) already counts claim idx, the one failing now.
-			wait = backoff(st.Attempts(false), base, maxD)
+			wait = backoff(id, st.Attempts(false), base, maxD)
 		}
 		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason)})
 		return done, err
@@ -386,21 +408,47 @@ func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, 
 }
 
 // Retry is how long a task failed by FailApply waits: After ms when set;
-// else the backoff after its n-th failed attempt, base·2^(n-1) at most
-// max, with Backoff's base and max for the task's queue when it gives a
+// else the backoff after its n-th failed attempt, base·2^(n-1) jittered
+// (backoff) at most max, with Backoff's base and max for the task's queue when it gives a
 // base above 0, and the replica's RetryBase and RetryMax otherwise.
 type Retry struct {
 	After   *int64
 	Backoff func(queue string) (base, max time.Duration)
 }
 
-// backoff is the retry delay after the failed-th failed attempt, in ms.
-func backoff(failed uint32, base, maxD time.Duration) int64 {
+// backoffJitter is the fraction by which a backoff delay is spread
+// either way: tasks that failed together (a dependency was down) do not
+// all come back at once.
+const backoffJitter = 0.25
+
+// backoff is the retry delay in ms of task id after its failed-th failed
+// attempt: base·2^(failed-1), drawn within ±backoffJitter of it, at most
+// maxD. The draw is a hash of the id and failed, not a random number, so
+// that a replay (the simulation, a test) computes the same delay, and
+// different tasks different ones.
+func backoff(id task.ID, failed uint32, base, maxD time.Duration) int64 {
 	d := base
 	for i := uint32(1); i < failed && d < maxD; i++ {
 		d *= 2
 	}
-	return min(d, maxD).Milliseconds()
+	d = min(d, maxD)
+	h := mix64(binary.BigEndian.Uint64(id[0:8]))
+	h = mix64(h ^ binary.BigEndian.Uint64(id[8:16]))
+	h = mix64(h ^ uint64(binary.BigEndian.Uint32(id[16:20]))<<32 ^ uint64(failed))
+	u := float64(h>>11) / (1 << 53) // in [0, 1)
+	d = time.Duration(float64(d) * (1 + backoffJitter*(2*u-1)))
+	return max(min(d, maxD).Milliseconds(), 1)
+}
+
+// mix64 is splitmix64's finalizer: every input bit moves every output
+// bit, so ids that differ in a few bits draw far apart.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Snooze ends claim idx without counting an attempt; the task is ready

@@ -34,6 +34,16 @@ type QueueSettings struct {
 	RetentionMs int64
 	// Paused: the queue takes enqueues and grants no claims.
 	Paused bool
+	// TimeLimitMs is the time limit of the queue's tasks enqueued without
+	// one: how long one claim may run.
+	TimeLimitMs int64
+	// VisibilityMs, Batch and LongPollMs are the defaults of the Workers
+	// that serve the queue: the limit on a claim's whole batch, the most
+	// tasks one claim asks for, and a claim's long-poll once the queue
+	// was found empty. The nodes keep them for the Workers.
+	VisibilityMs int64
+	Batch        uint32
+	LongPollMs   int64
 }
 
 // IsZero reports whether s holds no setting (the queue has none).
@@ -41,7 +51,8 @@ func (s QueueSettings) IsZero() bool { return s == QueueSettings{} }
 
 func (s QueueSettings) validate() error {
 	switch {
-	case s.DefaultTTLMs < 0, s.BackoffBaseMs < 0, s.BackoffMaxMs < 0, s.RetentionMs < 0:
+	case s.DefaultTTLMs < 0, s.BackoffBaseMs < 0, s.BackoffMaxMs < 0, s.RetentionMs < 0, s.TimeLimitMs < 0,
+		s.VisibilityMs < 0, s.LongPollMs < 0:
 		return fmt.Errorf("%w: negative duration in %+v", ErrInvalid, s)
 	case s.BackoffBaseMs > 0 && s.BackoffMaxMs > 0 && s.BackoffMaxMs < s.BackoffBaseMs:
 		return fmt.Errorf("%w: backoff max %d ms below its base %d ms", ErrInvalid, s.BackoffMaxMs, s.BackoffBaseMs)
@@ -60,6 +71,10 @@ type QueueChange struct {
 	BackoffBaseMs, BackoffMaxMs *int64
 	RetentionMs                 *int64
 	Paused                      *bool
+	TimeLimitMs                 *int64
+	VisibilityMs                *int64
+	Batch                       *uint32
+	LongPollMs                  *int64
 }
 
 func (c QueueChange) validate() error {
@@ -86,6 +101,12 @@ func (c QueueChange) apply(s QueueSettings) QueueSettings {
 	if c.Paused != nil {
 		s.Paused = *c.Paused
 	}
+	set(&s.TimeLimitMs, c.TimeLimitMs)
+	set(&s.VisibilityMs, c.VisibilityMs)
+	if c.Batch != nil {
+		s.Batch = *c.Batch
+	}
+	set(&s.LongPollMs, c.LongPollMs)
 	return s
 }
 
@@ -159,6 +180,10 @@ type queueChangeRecord struct {
 	BackoffMaxMs  *int64  `cbor:"5,keyasint,omitempty"`
 	RetentionMs   *int64  `cbor:"6,keyasint,omitempty"`
 	Paused        *bool   `cbor:"7,keyasint,omitempty"`
+	TimeLimitMs   *int64  `cbor:"8,keyasint,omitempty"`
+	VisibilityMs  *int64  `cbor:"9,keyasint,omitempty"`
+	Batch         *uint32 `cbor:"10,keyasint,omitempty"`
+	LongPollMs    *int64  `cbor:"11,keyasint,omitempty"`
 }
 
 func toQueueRecord(c QueueChange) *queueChangeRecord {
@@ -175,6 +200,10 @@ type queueRecord struct {
 	BackoffMaxMs  int64  `cbor:"5,keyasint,omitempty"`
 	RetentionMs   int64  `cbor:"6,keyasint,omitempty"`
 	Paused        bool   `cbor:"7,keyasint,omitempty"`
+	TimeLimitMs   int64  `cbor:"8,keyasint,omitempty"`
+	VisibilityMs  int64  `cbor:"9,keyasint,omitempty"`
+	Batch         uint32 `cbor:"10,keyasint,omitempty"`
+	LongPollMs    int64  `cbor:"11,keyasint,omitempty"`
 }
 
 // queueRecords returns qs sorted by name, so equal states encode to
@@ -184,12 +213,14 @@ func queueRecords(qs map[string]QueueSettings) []queueRecord {
 	for _, name := range slices.Sorted(maps.Keys(qs)) {
 		s := qs[name]
 		out = append(out, queueRecord{Queue: name, MaxAttempts: s.MaxAttempts, DefaultTTLMs: s.DefaultTTLMs,
-			BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused})
+			BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused,
+			TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs})
 	}
 	return out
 }
 
 func (r queueRecord) settings() QueueSettings {
 	return QueueSettings{MaxAttempts: r.MaxAttempts, DefaultTTLMs: r.DefaultTTLMs, BackoffBaseMs: r.BackoffBaseMs,
-		BackoffMaxMs: r.BackoffMaxMs, RetentionMs: r.RetentionMs, Paused: r.Paused}
+		BackoffMaxMs: r.BackoffMaxMs, RetentionMs: r.RetentionMs, Paused: r.Paused,
+		TimeLimitMs: r.TimeLimitMs, VisibilityMs: r.VisibilityMs, Batch: r.Batch, LongPollMs: r.LongPollMs}
 }

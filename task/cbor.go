@@ -102,7 +102,7 @@ func CountPresent(present ...bool) uint64 {
 // AppendCBOR appends sp's deterministic CBOR encoding to b.
 func (sp *Spec) AppendCBOR(b []byte) []byte {
 	b = AppendCBORHead(b, cborMap, CountPresent(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
-		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0))
+		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0, sp.TimeLimit != 0))
 	b = append(b, 1)
 	b = AppendCBORID(b, sp.ID)
 	b = stringField(b, 2, sp.Queue)
@@ -132,6 +132,9 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 		b = append(b, 10)
 		b = AppendCBORHead(b, cborBytes, uint64(len(sp.Data)))
 		b = append(b, sp.Data...)
+	}
+	if sp.TimeLimit != 0 {
+		b = intField(b, 11, sp.TimeLimit)
 	}
 	return b
 }
@@ -433,7 +436,7 @@ func (r *CBORReader) Uint64() uint64 { return r.Uint(math.MaxUint64) }
 // DecodeCBOR reads a spec in the form AppendCBOR writes into sp, which
 // must be the zero Spec.
 func (sp *Spec) DecodeCBOR(r *CBORReader) {
-	r.Fields(10, func(k uint64) {
+	r.Fields(11, func(k uint64) {
 		switch k {
 		case 1:
 			sp.ID = r.ID()
@@ -455,6 +458,8 @@ func (sp *Spec) DecodeCBOR(r *CBORReader) {
 			sp.EnqueuedAt = r.Int64()
 		case 10:
 			sp.Data = r.Bytes()
+		case 11:
+			sp.TimeLimit = r.Int64()
 		}
 	})
 }

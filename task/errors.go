@@ -21,6 +21,10 @@ var (
 	ErrClaimSuperseded = errors.New("claim superseded")
 	// ErrClaimExpired is returned when renewing a claim whose end has passed.
 	ErrClaimExpired = errors.New("claim expired")
+	// ErrTimeLimit is returned when renewing a claim whose lease already
+	// reaches its task's time limit: the claim ends there, a failed
+	// attempt, and only completing, failing or snoozing it remain.
+	ErrTimeLimit = errors.New("time limit")
 	// ErrClaimEnded is returned when a claim was already ended by fail or
 	// snooze.
 	ErrClaimEnded = errors.New("claim already ended")

@@ -41,17 +41,26 @@ func (s *State) checkOpen(idx uint32) error {
 	return nil
 }
 
-// Renew grows the end of claim idx to at least now+ttl. It is refused once
-// the claim has expired (now >= End) by the renewing node's clock.
-func (s *State) Renew(idx uint32, now, ttl int64) (Claim, error) {
+// Renew grows the end of claim idx of a task with spec sp to at least
+// now+ttl, at most the claim's time limit (Spec.LeaseEnd). It is refused
+// once the claim has expired (now >= End) by the renewing node's clock:
+// with ErrTimeLimit when the claim ran for its time limit (it can run no
+// longer, whatever the worker asks). A claim whose lease already reaches
+// its time limit, still running, renews to the same end: it is alive,
+// and its worker learns from the unchanged end that no renewal will
+// grow it.
+func (s *State) Renew(sp *Spec, idx uint32, now, ttl int64) (Claim, error) {
 	if err := s.checkOpen(idx); err != nil {
 		return Claim{}, err
 	}
 	c := &s.Claims[len(s.Claims)-1]
 	if now >= c.End {
+		if sp.TimeLimited(*c) {
+			return Claim{}, fmt.Errorf("%w: claim %d ran for its time limit of %d ms", ErrTimeLimit, idx, sp.TimeLimit)
+		}
 		return Claim{}, fmt.Errorf("%w: claim %d ended at %d, now %d", ErrClaimExpired, idx, c.End, now)
 	}
-	c.End = max(c.End, now+ttl)
+	c.End = max(c.End, sp.LeaseEnd(*c, now, ttl))
 	return *c, nil
 }
 

@@ -28,6 +28,31 @@ type Spec struct {
 	// Data is the payload. The store keeps it apart from the rest of the
 	// spec so that rebuilding indexes never reads payloads.
 	Data []byte `cbor:"10,keyasint,omitempty"`
+	// TimeLimit is how long, in ms, one claim of the task may run, from
+	// its start, renewals included; 0: no limit. The leader grants and
+	// renews no lease past Start+TimeLimit, so a claim that reaches it
+	// ends there as a failed attempt (TimeLimited). The node fills in the
+	// queue's default at enqueue.
+	TimeLimit int64 `cbor:"11,keyasint,omitempty"`
+}
+
+// LeaseEnd is the end of a lease of ttl ms asked for at now by claim c
+// (its Start is the claim's start) of a task with spec sp: now+ttl, at
+// most the claim's time limit.
+func (sp *Spec) LeaseEnd(c Claim, now, ttl int64) int64 {
+	end := now + ttl
+	if sp.TimeLimit > 0 {
+		end = min(end, c.Start+sp.TimeLimit)
+	}
+	return end
+}
+
+// TimeLimited reports whether claim c of a task with spec sp ended (or
+// ends) at its time limit: its lease reaches Start+TimeLimit. Unless
+// completed or released before, such a claim is a failed attempt whose
+// reason is the time limit.
+func (sp *Spec) TimeLimited(c Claim) bool {
+	return sp.TimeLimit > 0 && c.End >= c.Start+sp.TimeLimit
 }
 
 // Claim is one lease on a task. Its index is the claim id, a fencing token.

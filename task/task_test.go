@@ -245,24 +245,31 @@ func TestRenew(t *testing.T) {
 		idx     uint32
 		now     int64
 		ttl     int64
+		limit   int64 // the task's time limit
 		wantEnd int64
 		wantErr error
 	}{
-		{"grows end", fenceState(), 1, 1500, 1000, 2500, nil},
-		{"never shrinks end", fenceState(), 1, 1500, 10, 2000, nil},
-		{"just before end", fenceState(), 1, 1999, 1000, 2999, nil},
-		{"refused at end", fenceState(), 1, 2000, 1000, 0, task.ErrClaimExpired},
-		{"refused after end", fenceState(), 1, 2050, 1000, 0, task.ErrClaimExpired},
-		{"superseded", fenceState(), 0, 100, 1000, 0, task.ErrClaimSuperseded},
-		{"never granted", fenceState(), 2, 1500, 1000, 0, task.ErrNoSuchClaim},
-		{"no claims", task.State{}, 0, 1500, 1000, 0, task.ErrNoSuchClaim},
-		{"completed", completed, 1, 1500, 1000, 0, task.ErrCompleted},
-		{"ended by fail", failed, 1, 1500, 1000, 0, task.ErrClaimEnded},
+		{"grows end", fenceState(), 1, 1500, 1000, 0, 2500, nil},
+		{"never shrinks end", fenceState(), 1, 1500, 10, 0, 2000, nil},
+		{"just before end", fenceState(), 1, 1999, 1000, 0, 2999, nil},
+		{"refused at end", fenceState(), 1, 2000, 1000, 0, 0, task.ErrClaimExpired},
+		{"refused after end", fenceState(), 1, 2050, 1000, 0, 0, task.ErrClaimExpired},
+		{"superseded", fenceState(), 0, 100, 1000, 0, 0, task.ErrClaimSuperseded},
+		{"never granted", fenceState(), 2, 1500, 1000, 0, 0, task.ErrNoSuchClaim},
+		{"no claims", task.State{}, 0, 1500, 1000, 0, 0, task.ErrNoSuchClaim},
+		{"completed", completed, 1, 1500, 1000, 0, 0, task.ErrCompleted},
+		{"ended by fail", failed, 1, 1500, 1000, 0, 0, task.ErrClaimEnded},
+		// The claim started at 1000: a 1800 ms limit ends it at 2800.
+		{"within the time limit", fenceState(), 1, 1500, 1000, 1800, 2500, nil},
+		{"capped at the time limit", fenceState(), 1, 1900, 1000, 1800, 2800, nil},
+		{"at the time limit: alive, not grown", fenceState(), 1, 1500, 1000, 1000, 2000, nil},
+		{"refused past the time limit", fenceState(), 1, 2100, 1000, 1000, 0, task.ErrTimeLimit},
+		{"an expiry before the limit stays an expiry", fenceState(), 1, 2100, 1000, 5000, 0, task.ErrClaimExpired},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.st.Clone()
-			c, err := tc.st.Renew(tc.idx, tc.now, tc.ttl)
+			c, err := tc.st.Renew(&task.Spec{TimeLimit: tc.limit}, tc.idx, tc.now, tc.ttl)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Renew = %+v, %v; want %v", c, err, tc.wantErr)
 			}
@@ -370,7 +377,7 @@ func TestComplete(t *testing.T) {
 		}
 	}
 	// Every other operation sees the completion.
-	if _, err := st.Renew(1, 1600, 100); !errors.Is(err, task.ErrCompleted) {
+	if _, err := st.Renew(&task.Spec{}, 1, 1600, 100); !errors.Is(err, task.ErrCompleted) {
 		t.Errorf("Renew after complete = %v; want ErrCompleted", err)
 	}
 	if _, err := st.CheckUpdate(1, 2, 2); !errors.Is(err, task.ErrCompleted) {
@@ -404,7 +411,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("a repeated cancel changed the state: %+v -> %+v", first, st)
 	}
 	for name, op := range map[string]func() error{
-		"Renew":    func() error { _, err := st.Renew(1, 1600, 100); return err },
+		"Renew":    func() error { _, err := st.Renew(&task.Spec{}, 1, 1600, 100); return err },
 		"Update":   func() error { _, err := st.CheckUpdate(1, 0, 0); return err },
 		"Complete": func() error { _, err := st.Complete(1, 0, 0, 1600); return err },
 		"Fail":     func() error { _, err := st.End(1, task.Release{At: 1600}); return err },

@@ -93,6 +93,10 @@ type EnqueueTask struct {
 	// peer forwarded; it never comes from a client (not in JSON, and the
 	// coordinator clears it).
 	FreshID bool `cbor:"10,keyasint,omitempty" json:"-"`
+	// TimeLimitMs bounds how long one claim of the task may run, from its
+	// start (0: the queue's default, else none): the leader grants and
+	// renews no lease past it.
+	TimeLimitMs int64 `cbor:"11,keyasint,omitempty" json:"time_limit_ms,omitempty"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
@@ -308,6 +312,8 @@ type TaskView struct {
 	Failures    []FailureView `cbor:"16,keyasint,omitempty" json:"failures,omitempty"`
 	// Cancelled is set for a cancelled task.
 	Cancelled *CancelView `cbor:"17,keyasint,omitempty" json:"cancelled,omitempty"`
+	// TimeLimitMs is how long one claim may run (0: no limit).
+	TimeLimitMs int64 `cbor:"18,keyasint,omitempty" json:"time_limit_ms,omitempty"`
 }
 
 // CancelView is a task's cancel: when, and the reason given.
@@ -340,6 +346,10 @@ type FailureView struct {
 	Reason string `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
 	Snooze bool   `cbor:"4,keyasint,omitempty" json:"snooze,omitempty"`
 	Until  int64  `cbor:"5,keyasint,omitempty" json:"until,omitempty"`
+	// TimeLimit: the claim ran to its task's time limit and the leader
+	// ended it there (At is the limit); no fail was written, the failure
+	// is derived from the claim's lease, and shows once the claim is over.
+	TimeLimit bool `cbor:"6,keyasint,omitempty" json:"time_limit,omitempty"`
 }
 
 // PingResponse answers OpPing.
@@ -754,6 +764,16 @@ type QueueSetRequest struct {
 	// RetentionMs is how long the queue's ended (completed or cancelled)
 	// tasks are kept before garbage collection.
 	RetentionMs *int64 `cbor:"7,keyasint,omitempty" json:"retention_ms,omitempty"`
+	// TimeLimitMs is the time limit of the queue's tasks enqueued without
+	// one: how long one claim may run.
+	TimeLimitMs *int64 `cbor:"8,keyasint,omitempty" json:"time_limit_ms,omitempty"`
+	// VisibilityMs, Batch and LongPollMs are the defaults of the Workers
+	// that serve the queue: the limit on one claim's whole batch, the
+	// most tasks one claim asks for, the long-poll of a claim once the
+	// queue was found empty.
+	VisibilityMs *int64  `cbor:"9,keyasint,omitempty" json:"visibility_ms,omitempty"`
+	Batch        *uint32 `cbor:"10,keyasint,omitempty" json:"batch,omitempty"`
+	LongPollMs   *int64  `cbor:"11,keyasint,omitempty" json:"long_poll_ms,omitempty"`
 }
 
 // QueueSettings is a queue's settings as every node applies them; a 0
@@ -766,4 +786,8 @@ type QueueSettings struct {
 	BackoffMaxMs  int64  `cbor:"5,keyasint,omitempty" json:"backoff_max_ms"`
 	RetentionMs   int64  `cbor:"7,keyasint,omitempty" json:"retention_ms"`
 	Paused        bool   `cbor:"6,keyasint,omitempty" json:"paused"`
+	TimeLimitMs   int64  `cbor:"8,keyasint,omitempty" json:"time_limit_ms"`
+	VisibilityMs  int64  `cbor:"9,keyasint,omitempty" json:"visibility_ms"`
+	Batch         uint32 `cbor:"10,keyasint,omitempty" json:"batch"`
+	LongPollMs    int64  `cbor:"11,keyasint,omitempty" json:"long_poll_ms"`
 }

@@ -40,6 +40,7 @@ const (
 	CodeShuttingDown    Code = 22 // node is stopping; retry elsewhere
 	CodeOverloaded      Code = 23 // too many requests in flight; retry
 	CodeCancelled       Code = 24 // task cancelled
+	CodeTimeLimit       Code = 25 // renew of a claim that ran for its task's time limit
 )
 
 type codeInfo struct {
@@ -75,6 +76,7 @@ var codes = map[Code]codeInfo{
 	CodeShuttingDown:    {"shutting_down", ErrShuttingDown, http.StatusServiceUnavailable},
 	CodeOverloaded:      {"overloaded", ErrOverloaded, http.StatusTooManyRequests},
 	CodeCancelled:       {"cancelled", task.ErrCancelled, http.StatusConflict},
+	CodeTimeLimit:       {"time_limit", task.ErrTimeLimit, http.StatusConflict},
 }
 
 // Errors the transport and node produce that are not task errors.
@@ -141,7 +143,7 @@ func CodeOf(err error) Code {
 // codeOrder fixes the order CodeOf tries sentinels in.
 var codeOrder = []Code{
 	CodeDepNotFound, CodeNotFound, CodeTooLarge, CodeNoSuchClaim, CodeClaimSuperseded,
-	CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeCancelled, CodeConflict, CodeSeq, CodeNotDead,
+	CodeTimeLimit, CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeCancelled, CodeConflict, CodeSeq, CodeNotDead,
 	CodeStale, CodeEpoch, CodeUnavailable, CodeTimeout, CodeShuttingDown, CodeOverloaded,
 	CodeInvalid,
 }

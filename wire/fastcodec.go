@@ -168,7 +168,7 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
 		n := presentCount(true, t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
-			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID)
+			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID, t.TimeLimitMs != 0)
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
 			b = task.AppendCBORID(append(b, 1), *t.ID)
@@ -199,6 +199,9 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		if t.FreshID {
 			b = append(b, 10, cborTrue)
 		}
+		if t.TimeLimitMs != 0 {
+			b = task.AppendCBORInt(append(b, 11), t.TimeLimitMs)
+		}
 	}
 	if m.W != 0 {
 		b = task.AppendCBORInt(append(b, 2), int64(m.W))
@@ -215,7 +218,7 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 			return
 		}
 		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
-			r.Fields(10, func(k uint64) {
+			r.Fields(11, func(k uint64) {
 				switch k {
 				case 1:
 					id := r.ID()
@@ -238,6 +241,8 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 					t.MaxAttempts = r.Uint32()
 				case 10:
 					t.FreshID = r.Bool()
+				case 11:
+					t.TimeLimitMs = r.Int64()
 				}
 			})
 		})
@@ -426,7 +431,8 @@ func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
 
 func (v *TaskView) appendCBOR(b []byte) []byte {
 	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
-		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0, v.Cancelled != nil), 1)
+		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0, v.Cancelled != nil,
+		v.TimeLimitMs != 0), 1)
 	b = task.AppendCBORID(b, v.ID)
 	b = task.AppendCBORText(append(b, 2), v.Queue)
 	b = task.AppendCBORInt(append(b, 3), int64(v.Priority))
@@ -475,7 +481,7 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 	if len(v.Failures) > 0 {
 		b = task.AppendCBORHead(append(b, 16), cborMajorArray, uint64(len(v.Failures)))
 		for _, f := range v.Failures {
-			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0), 1)
+			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0, f.TimeLimit), 1)
 			b = task.AppendCBORHead(b, cborMajorUint, uint64(f.Claim))
 			b = task.AppendCBORInt(append(b, 2), f.At)
 			if f.Reason != "" {
@@ -487,6 +493,9 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 			if f.Until != 0 {
 				b = task.AppendCBORInt(append(b, 5), f.Until)
 			}
+			if f.TimeLimit {
+				b = append(b, 6, cborTrue)
+			}
 		}
 	}
 	if c := v.Cancelled; c != nil {
@@ -496,11 +505,14 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 			b = task.AppendCBORText(append(b, 2), c.Reason)
 		}
 	}
+	if v.TimeLimitMs != 0 {
+		b = task.AppendCBORInt(append(b, 18), v.TimeLimitMs)
+	}
 	return b
 }
 
 func (v *TaskView) read(r *task.CBORReader) {
-	r.Fields(17, func(k uint64) {
+	r.Fields(18, func(k uint64) {
 		switch k {
 		case 1:
 			v.ID = r.ID()
@@ -563,6 +575,8 @@ func (v *TaskView) read(r *task.CBORReader) {
 				}
 			})
 			v.Cancelled = c
+		case 18:
+			v.TimeLimitMs = r.Int64()
 		}
 	})
 }
@@ -586,7 +600,7 @@ func (c *ClaimView) read(r *task.CBORReader) {
 }
 
 func (f *FailureView) read(r *task.CBORReader) {
-	r.Fields(5, func(k uint64) {
+	r.Fields(6, func(k uint64) {
 		switch k {
 		case 1:
 			f.Claim = r.Uint32()
@@ -598,6 +612,8 @@ func (f *FailureView) read(r *task.CBORReader) {
 			f.Snooze = r.Bool()
 		case 5:
 			f.Until = r.Int64()
+		case 6:
+			f.TimeLimit = r.Bool()
 		}
 	})
 }

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/skuldd/skuldd/task"
 )
@@ -30,6 +32,7 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		Attempts:    st.Attempts(live),
 		NotBefore:   task.NotBefore(sp, st),
 		EnqueuedAt:  sp.EnqueuedAt,
+		TimeLimitMs: sp.TimeLimit,
 	}
 	if v.Deps == nil {
 		v.Deps = []task.ID{}
@@ -54,6 +57,7 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 	for _, r := range st.Releases {
 		v.Failures = append(v.Failures, FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
 	}
+	v.Failures = appendTimeLimited(v.Failures, sp, st, live)
 	var claim uint32
 	var next uint64
 	for i, u := range ups {
@@ -67,6 +71,39 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		next++
 	}
 	return v
+}
+
+// TimeLimitReason is the reason of a failure that is a claim's time
+// limit: the leader ended the claim there (no fail was written; the
+// failure is derived from the claim's lease reaching the limit).
+const TimeLimitReason = "time limit"
+
+// appendTimeLimited adds to fs, in claim order, a failure for each claim
+// of st that ran to its time limit and ended there: neither completed nor
+// released, and over (not the live claim).
+func appendTimeLimited(fs []FailureView, sp *task.Spec, st *task.State, live bool) []FailureView {
+	if sp.TimeLimit <= 0 {
+		return fs
+	}
+	latest, _ := st.Latest()
+	added := false
+	for _, c := range st.Claims {
+		if !sp.TimeLimited(c) || (live && c.Index == latest.Index) {
+			continue
+		}
+		if comp := st.Completion; comp != nil && (comp.Claim == c.Index || comp.Cancelled && comp.At < c.End) {
+			continue // completed by it, or cancelled before it ran out
+		}
+		if _, ok := st.ReleaseOf(c.Index); ok {
+			continue
+		}
+		fs = append(fs, FailureView{Claim: c.Index, At: c.End, Reason: TimeLimitReason, TimeLimit: true})
+		added = true
+	}
+	if added {
+		slices.SortStableFunc(fs, func(a, b FailureView) int { return cmp.Compare(a.Claim, b.Claim) })
+	}
+	return fs
 }
 
 // Check checks a list request's filters and returns the status it asks

@@ -24,8 +24,11 @@ type Group interface {
 
 // Bounds are the node's limits on what a queue's settings may ask.
 type Bounds struct {
-	// MaxTTL bounds a default lease; MaxDelay a backoff's base and max.
-	MaxTTL, MaxDelay time.Duration
+	// MaxTTL bounds a default lease; MaxDelay a backoff's base and max,
+	// a time limit and a visibility limit; MaxWait a long-poll; MaxBatch
+	// a Worker's batch (the tasks one claim may take).
+	MaxTTL, MaxDelay, MaxWait time.Duration
+	MaxBatch                  int
 }
 
 // Settings are the queues' settings as this node applies them. Safe for
@@ -113,6 +116,7 @@ func (s *Settings) Set(ctx context.Context, req *wire.QueueSetRequest) (*wire.Qu
 	q, err := s.g.ChangeQueue(ctx, raftgroup.QueueChange{
 		Queue: req.Queue, MaxAttempts: req.MaxAttempts, DefaultTTLMs: req.DefaultTTLMs,
 		BackoffBaseMs: req.BackoffBaseMs, BackoffMaxMs: req.BackoffMaxMs, RetentionMs: req.RetentionMs, Paused: req.Paused,
+		TimeLimitMs: req.TimeLimitMs, VisibilityMs: req.VisibilityMs, Batch: req.Batch, LongPollMs: req.LongPollMs,
 	})
 	switch {
 	case err == nil:
@@ -130,7 +134,8 @@ func (s *Settings) check(req *wire.QueueSetRequest) error {
 		return err
 	}
 	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.BackoffMaxMs == nil &&
-		req.RetentionMs == nil && req.Paused == nil {
+		req.RetentionMs == nil && req.Paused == nil && req.TimeLimitMs == nil && req.VisibilityMs == nil &&
+		req.Batch == nil && req.LongPollMs == nil {
 		return fmt.Errorf("%w: queue %s: no setting to change", task.ErrInvalid, req.Queue)
 	}
 	if v := req.RetentionMs; v != nil && *v < 0 {
@@ -141,12 +146,21 @@ func (s *Settings) check(req *wire.QueueSetRequest) error {
 			return err
 		}
 	}
-	for what, v := range map[string]*int64{"backoff base": req.BackoffBaseMs, "backoff max": req.BackoffMaxMs} {
+	for what, v := range map[string]*int64{"backoff base": req.BackoffBaseMs, "backoff max": req.BackoffMaxMs,
+		"time limit": req.TimeLimitMs, "visibility": req.VisibilityMs} {
 		if v != nil {
 			if err := task.ValidateMs(what, *v, s.bounds.MaxDelay); err != nil {
 				return err
 			}
 		}
+	}
+	if v := req.LongPollMs; v != nil {
+		if err := task.ValidateMs("long poll", *v, s.bounds.MaxWait); err != nil {
+			return err
+		}
+	}
+	if v := req.Batch; v != nil && int64(*v) > int64(s.bounds.MaxBatch) {
+		return fmt.Errorf("%w: queue %s: batch %d: want 0..%d", task.ErrInvalid, req.Queue, *v, s.bounds.MaxBatch)
 	}
 	return nil
 }
@@ -154,5 +168,6 @@ func (s *Settings) check(req *wire.QueueSetRequest) error {
 // view is queue's settings s as the client API shows them.
 func view(queue string, s raftgroup.QueueSettings) *wire.QueueSettings {
 	return &wire.QueueSettings{Queue: queue, MaxAttempts: s.MaxAttempts, DefaultTTLMs: s.DefaultTTLMs,
-		BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused}
+		BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused,
+		TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs}
 }

@@ -39,7 +39,7 @@ func ptr[T any](v T) *T { return &v }
 // returns and, once refreshed, what the node applies.
 func TestSetChecksBounds(t *testing.T) {
 	g := &fakeGroup{}
-	s := queues.New(g, queues.Bounds{MaxTTL: time.Minute, MaxDelay: time.Hour})
+	s := queues.New(g, queues.Bounds{MaxTTL: time.Minute, MaxDelay: time.Hour, MaxWait: time.Minute, MaxBatch: 100})
 	for _, tc := range []struct {
 		name string
 		req  wire.QueueSetRequest
