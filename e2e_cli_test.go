@@ -348,7 +348,7 @@ func TestShellWorker(t *testing.T) {
 		if got := n.get(t, nobody); got.State != "dead" {
 			return fmt.Errorf("the nameless task is %s", got.State)
 		}
-		if got := n.get(t, again); got.State != "delayed" {
+		if got := n.get(t, again); got.State != "retrying" {
 			return fmt.Errorf("the nameless task with 2 attempts is %s", got.State)
 		}
 		return nil
@@ -375,6 +375,55 @@ func TestShellWorker(t *testing.T) {
 	got := n.get(t, nobody)
 	if len(got.Failures) != 1 || !strings.Contains(got.Failures[0].Reason, "exit status 3") || !strings.Contains(got.Failures[0].Reason, "no name") {
 		t.Errorf("the nameless task's failures %+v; want exit status 3 and the stderr", got.Failures)
+	}
+}
+
+// TestShellWorkerExitCodes: the exit statuses README documents for `ctl
+// work` commands: 0 completes, 75 snoozes (no attempt counted), 65 fails
+// for good (dead at its first of ten attempts), 79 cancels with the end of
+// stderr as the reason, and any other fails the attempt, to be retried.
+func TestShellWorkerExitCodes(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	ids := map[string]string{}
+	for _, code := range []string{"0", "75", "65", "79", "3"} {
+		ids[code] = n.enqueue(t, "--queue", "codes", "--data", code)
+	}
+	cmd := exec.Command(n.bin, "ctl", "work", "--queue", "codes", "--poll", "200ms", "--snooze", "1h", "--",
+		"sh", "-c", `read code; echo "exiting $code" >&2; exit $code`)
+	cmd.Env = append(os.Environ(), "SKULD_ADDR="+n.addr)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	want := map[string]string{"0": "completed", "75": "snoozed", "65": "dead", "79": "cancelled", "3": "retrying"}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for code, id := range ids {
+			if got := n.get(t, id).State; got != want[code] {
+				return fmt.Errorf("the task whose command exits %s is %s; want %s", code, got, want[code])
+			}
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ctl work after SIGINT: %v; stderr %q", err, stderr.String())
+	}
+	if v := n.get(t, ids["75"]); v.Attempts != 0 || v.NotBefore-v.Failures[0].At != time.Hour.Milliseconds() {
+		t.Errorf("exit 75: attempts %d, failures %+v, not before %d; want none counted, an hour's snooze", v.Attempts, v.Failures, v.NotBefore)
+	}
+	if v := n.get(t, ids["65"]); v.Attempts != 1 || len(v.Failures) != 1 || !v.Failures[0].NoRetry ||
+		!strings.Contains(v.Failures[0].Reason, "exiting 65") {
+		t.Errorf("exit 65: attempts %d, failures %+v; want one no-retry failure with the stderr", v.Attempts, v.Failures)
+	}
+	if v := n.get(t, ids["79"]); v.Cancelled == nil || v.Cancelled.Reason != "exiting 79" {
+		t.Errorf("exit 79: cancelled %+v; want the stderr as the reason", v.Cancelled)
+	}
+	if v := n.get(t, ids["3"]); v.Attempts != 1 || len(v.Failures) != 1 || v.Failures[0].NoRetry {
+		t.Errorf("exit 3: attempts %d, failures %+v; want one failure, to be retried", v.Attempts, v.Failures)
 	}
 }
 

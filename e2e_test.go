@@ -403,7 +403,13 @@ type taskOut struct {
 	Attempts    uint32         `json:"attempts"`
 	NotBefore   int64          `json:"not_before"`
 	Failures    []failureOut   `json:"failures"`
+	Cancelled   *cancelOut     `json:"cancelled"`
 	Raw         map[string]any `json:"-"`
+}
+
+type cancelOut struct {
+	At     int64  `json:"at"`
+	Reason string `json:"reason"`
 }
 
 type claimOut struct {
@@ -420,10 +426,11 @@ type updateOut struct {
 }
 
 type failureOut struct {
-	Claim  uint32 `json:"claim"`
-	At     int64  `json:"at"`
-	Reason string `json:"reason"`
-	Snooze bool   `json:"snooze"`
+	Claim   uint32 `json:"claim"`
+	At      int64  `json:"at"`
+	Reason  string `json:"reason"`
+	Snooze  bool   `json:"snooze"`
+	NoRetry bool   `json:"no_retry"`
 }
 
 type ackOut struct {
@@ -802,8 +809,8 @@ func TestCtlSession(t *testing.T) {
 		}
 		n.claim(t, "retry", "5m", r)
 		n.ack(t, "fail", "--id", r, "--claim", "1", "--retry-after", "1h")
-		if s := n.get(t, r).State; s != "delayed" {
-			t.Fatalf("fail --retry-after 1h: state %q; want delayed", s)
+		if s := n.get(t, r).State; s != "retrying" {
+			t.Fatalf("fail --retry-after 1h: state %q; want retrying", s)
 		}
 	})
 
@@ -812,8 +819,8 @@ func TestCtlSession(t *testing.T) {
 		n.claim(t, "nap", "5m", id)
 		n.ack(t, "snooze", "--id", id, "--claim", "0", "--delay", "1s")
 		v := n.get(t, id)
-		if v.State != "delayed" || len(v.Failures) != 1 || !v.Failures[0].Snooze {
-			t.Fatalf("after snooze: state %q, failures %+v; want delayed and one snooze", v.State, v.Failures)
+		if v.State != "snoozed" || len(v.Failures) != 1 || !v.Failures[0].Snooze {
+			t.Fatalf("after snooze: state %q, failures %+v; want snoozed", v.State, v.Failures)
 		}
 		n.nothingToClaim(t, "nap")
 		c := n.claimSoon(t, "nap", "5m", 10*time.Second)
@@ -939,7 +946,7 @@ func TestCtlSession(t *testing.T) {
 		if l := n.list(t, "--queue", "grp", "--limit", "2"); len(l) != 2 {
 			t.Errorf("list --limit 2: %d tasks", len(l))
 		}
-		for _, st := range []string{"ready", "claimed", "delayed", "blocked", "completed", "dead"} {
+		for _, st := range []string{"ready", "claimed", "delayed", "snoozed", "retrying", "blocked", "completed", "dead"} {
 			for _, v := range n.list(t, "--state", st) {
 				if v.State != st {
 					t.Errorf("list --state %s: task %s is %s", st, v.ID, v.State)

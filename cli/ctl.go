@@ -89,7 +89,8 @@ func ctlCommand() *ucli.Command {
 				Usage: "end a claim as a failed attempt",
 				Flags: []ucli.Flag{idFlag, claimFlag,
 					&ucli.StringFlag{Name: "reason"},
-					&ucli.DurationFlag{Name: "retry-after", Usage: "default: exponential backoff"}},
+					&ucli.DurationFlag{Name: "retry-after", Usage: "default: the queue's backoff, else the node's"},
+					&ucli.BoolFlag{Name: "no-retry", Usage: "the task is dead at once, whatever its attempts left (a payload that cannot succeed)"}},
 				Action: ctlAction(ctlFail, "id", "claim"),
 			},
 			{
@@ -389,7 +390,7 @@ func ctlFail(e *ctlEnv) error {
 	if err != nil {
 		return err
 	}
-	req := &wire.FailRequest{ID: id, Claim: claim, Reason: e.c.String("reason")}
+	req := &wire.FailRequest{ID: id, Claim: claim, Reason: e.c.String("reason"), NoRetry: e.c.Bool("no-retry")}
 	if e.c.IsSet("retry-after") {
 		ms := e.c.Duration("retry-after").Milliseconds()
 		req.RetryAfterMs = &ms

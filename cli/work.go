@@ -45,6 +45,22 @@ const (
 	// workStatusEvery is how often the status line is redrawn on a
 	// terminal.
 	workStatusEvery = time.Second
+	// defaultWorkSnooze is how long a task whose command exits
+	// ExitSnooze waits before it is ready again (--snooze).
+	defaultWorkSnooze = time.Minute
+)
+
+// The exit statuses of a `ctl work` command that mean more than a failed
+// attempt. 75 and 65 follow sysexits.h (EX_TEMPFAIL: try again later;
+// EX_DATAERR: the input was wrong, so trying again cannot help); 79 is
+// past its range.
+const (
+	// ExitSnooze hands the task back for --snooze, no attempt counted.
+	ExitSnooze = 75
+	// ExitNoRetry fails the task for good: dead at once (SkipRetry).
+	ExitNoRetry = 65
+	// ExitCancel cancels the task (client.Cancel).
+	ExitCancel = 79
 )
 
 func ctlWorkCommand() *ucli.Command {
@@ -53,8 +69,10 @@ func ctlWorkCommand() *ucli.Command {
 		Usage: "claim tasks and run a command for each until interrupted (a shell worker)",
 		Description: "Runs `command args` once per task: the payload on stdin; SKULD_TASK_ID, SKULD_CLAIM, SKULD_QUEUE and\n" +
 			"SKULD_ATTEMPT in its environment; each line it writes to the file descriptor named by SKULD_PROGRESS_FD\n" +
-			"becomes a progress update. Exit 0 completes the task; any other exit fails the attempt, with the exit\n" +
-			"status and the end of stderr as the reason (retried with backoff until its max attempts). The lease is\n" +
+			"becomes a progress update. Exit 0 completes the task; exit 75 (EX_TEMPFAIL) snoozes it for --snooze, no\n" +
+			"attempt counted; exit 65 (EX_DATAERR) fails it for good (dead at once, no retry); exit 79 cancels it; any\n" +
+			"other exit fails the attempt, retried with backoff until its max attempts; the end of stderr is the reason\n" +
+			"of a failure or cancel. The lease is\n" +
 			"renewed while the command runs; if the claim is lost or the time limit passes, the command's process group\n" +
 			"gets SIGTERM, then SIGKILL. Each command runs in a process group of its own, so Ctrl-C reaches ctl only.\n" +
 			"SIGINT, SIGTERM (or SIGHUP) drains: no more claims, running commands may finish within --drain; then,\n" +
@@ -69,6 +87,7 @@ func ctlWorkCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "ttl", Usage: "lease of each claim, renewed at a third (default: the queue's default lease, else the node's)"},
 			&ucli.DurationFlag{Name: "drain", Value: client.DefaultDrainTimeout, Usage: "how long running commands may finish after SIGINT/SIGTERM before they are stopped"},
 			&ucli.DurationFlag{Name: "poll", Usage: "long-poll once every queue is empty (default: the queue's --long-poll, else 5s)"},
+			&ucli.DurationFlag{Name: "snooze", Value: defaultWorkSnooze, Usage: "how long a task whose command exits 75 waits before it is ready again"},
 		},
 		Action: ctlWork,
 	}
@@ -147,8 +166,12 @@ func ctlWork(c *ucli.Context) error {
 	if drain < 0 {
 		return usagef("work: --drain %v: want 0 or more", drain)
 	}
+	if c.Duration("snooze") < 0 {
+		return usagef("work: --snooze %v: want 0 or more", c.Duration("snooze"))
+	}
 	st := &workStats{}
-	sw := &shellWorker{args: args, stats: st, stdout: c.App.Writer, stderr: c.App.ErrWriter, procs: map[*workProc]struct{}{}}
+	sw := &shellWorker{args: args, stats: st, stdout: c.App.Writer, stderr: c.App.ErrWriter, procs: map[*workProc]struct{}{},
+		snooze: c.Duration("snooze")}
 	w, err := cl.NewWorker(client.WorkerConfig{
 		Queues:      queues,
 		Concurrency: c.Int("concurrency"),
@@ -257,7 +280,9 @@ func (s *workStats) show(w io.Writer, done <-chan struct{}) {
 
 // shellWorker runs the command for each task.
 type shellWorker struct {
-	args           []string
+	args []string
+	// snooze is how long an ExitSnooze hands the task back for.
+	snooze         time.Duration
 	stats          *workStats
 	stdout, stderr io.Writer
 	outMu          sync.Mutex // one command's line at a time on stdout and stderr
@@ -461,10 +486,22 @@ func (sw *shellWorker) run(ctx context.Context, job *client.Job) error {
 		return errHandBack
 	case werr != nil:
 		var ee *exec.ExitError
-		if errors.As(werr, &ee) {
-			return fmt.Errorf("%s: %s", ee.ProcessState, strings.TrimSpace(tail.String()))
+		if !errors.As(werr, &ee) {
+			return werr
 		}
-		return werr
+		reason := strings.TrimSpace(tail.String())
+		switch ee.ExitCode() {
+		case ExitSnooze:
+			return client.SnoozeFor(sw.snooze)
+		case ExitNoRetry:
+			return client.SkipRetry(fmt.Errorf("%s (no retry): %s", ee.ProcessState, reason))
+		case ExitCancel:
+			if reason == "" {
+				reason = ee.ProcessState.String()
+			}
+			return client.Cancel(reason)
+		}
+		return fmt.Errorf("%s: %s", ee.ProcessState, reason)
 	case perr != nil:
 		return fmt.Errorf("progress: %w", perr)
 	}

@@ -31,6 +31,9 @@ var (
 	// ErrCancelled: the task was cancelled (Client.Cancel, or a delete);
 	// a claim of it allows no more writes.
 	ErrCancelled = task.ErrCancelled
+	// ErrStale: a read showed less history than GetOptions.MinSeq says
+	// the caller saw (a replica behind); read again.
+	ErrStale = task.ErrStale
 	// ErrClaimLost matches every reason a claim no longer allows writes:
 	// superseded, expired, ended by fail or snooze, never granted, or the
 	// task completed or cancelled.
@@ -85,6 +88,9 @@ func claimLost(err error) bool {
 // later, may serve the call: the node could not be reached or answered
 // that it cannot serve now.
 func retryable(err error) bool {
+	if errors.As(err, new(notRetried)) {
+		return false
+	}
 	var we *wire.Error
 	if !errors.As(err, &we) {
 		return true // the transport's: the node was not reached, or the answer lost
@@ -104,3 +110,10 @@ func codeName(err error) string {
 	}
 	return we.Code.Name()
 }
+
+// notRetried wraps an error that must not be retried, whatever it is (a
+// listing that already yielded tasks).
+type notRetried struct{ err error }
+
+func (e notRetried) Error() string { return e.err.Error() }
+func (e notRetried) Unwrap() error { return e.err }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/skuldd/skuldd/task"
@@ -64,7 +65,25 @@ func (c *Client) Enqueue(ctx context.Context, t Task) (Enqueued, error) {
 // in the same order. Tasks without an id get one first, so the whole
 // batch is safe to send again.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Enqueued, error) {
-	req := &wire.EnqueueRequest{Tasks: make([]wire.EnqueueTask, len(tasks))}
+	return c.EnqueueWith(ctx, EnqueueOptions{}, tasks...)
+}
+
+// EnqueueOptions shape an enqueue request.
+type EnqueueOptions struct {
+	// W is how many replicas of each task's partition must hold it
+	// durably before the enqueue is acknowledged; 0: a majority of its
+	// cohort. W=1 answers sooner, and a task acknowledged by one replica
+	// is lost only if that replica's disk is, before anti-entropy copied
+	// it.
+	W int
+}
+
+// EnqueueWith is EnqueueBatch with options.
+func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...Task) ([]Enqueued, error) {
+	if opts.W < 0 {
+		return nil, fmt.Errorf("%w: enqueue: w=%d is negative", ErrInvalid, opts.W)
+	}
+	req := &wire.EnqueueRequest{W: opts.W, Tasks: make([]wire.EnqueueTask, len(tasks))}
 	for i, t := range tasks {
 		id := t.ID
 		if id.IsZero() {
@@ -92,7 +111,8 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Enqueued, er
 }
 
 // Info is a task as a node reads it: spec, state ("ready", "claimed",
-// "delayed", "blocked", "completed", "dead"), claims, progress and
+// "delayed" by its enqueue, "snoozed", "retrying" after a failure,
+// "blocked", "completed", "dead", "cancelled"), claims, progress and
 // failures.
 type Info = wire.TaskView
 
@@ -222,6 +242,16 @@ func (c *Client) Fail(ctx context.Context, id ID, claim uint32, reason string, r
 		ms := retryAfter.Milliseconds()
 		req.RetryAfterMs = &ms
 	}
+	return c.do(ctx, "fail", func(ctx context.Context, cl *wire.Client) error {
+		_, err := cl.Fail(ctx, req)
+		return err
+	})
+}
+
+// FailNoRetry ends claim as a failed attempt and the task with it: dead
+// at once, whatever its attempts left, with reason for people.
+func (c *Client) FailNoRetry(ctx context.Context, id ID, claim uint32, reason string) error {
+	req := &wire.FailRequest{ID: id, Claim: claim, Reason: reason, NoRetry: true}
 	return c.do(ctx, "fail", func(ctx context.Context, cl *wire.Client) error {
 		_, err := cl.Fail(ctx, req)
 		return err

@@ -363,6 +363,8 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 	}
 	var snooze *snoozeError
 	var retry *retryError
+	var skip *skipRetryError
+	var cancelled *cancelError
 	var err error
 	switch {
 	case returned && herr == nil && ch != nil && ch.want():
@@ -378,6 +380,10 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 		err = w.c.Complete(ctx, job.ID, job.Claim)
 	case returned && errors.As(herr, &snooze):
 		err = w.c.Snooze(ctx, job.ID, job.Claim, snooze.d)
+	case returned && errors.As(herr, &cancelled):
+		err = w.c.Cancel(ctx, job.ID, cancelled.reason)
+	case returned && errors.As(herr, &skip):
+		err = w.c.FailNoRetry(ctx, job.ID, job.Claim, herr.Error())
 	case errors.Is(cause, ErrDraining):
 		err = w.c.Snooze(ctx, job.ID, job.Claim, 0)
 	case cause != nil:

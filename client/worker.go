@@ -143,8 +143,9 @@ type WorkerConfig struct {
 // Handler handles one task. It returns nil to complete the task, an
 // error to fail the attempt (retried after the backoff, dead after the
 // task's max attempts), SnoozeFor(d) to hand it back for d without
-// counting an attempt, or RetryAfter(d, err) to fail it with its own
-// delay. Its context ends when the claim is lost (context.Cause:
+// counting an attempt, RetryAfter(d, err) to fail it with its own
+// delay, SkipRetry(err) to fail it for good (dead at once), or
+// Cancel(reason) to cancel the task. Its context ends when the claim is lost (context.Cause:
 // ErrClaimLost, ErrLeaseExpired), at the time limits, or at the end of a
 // drain: it must then return soon, and whatever it writes under the
 // claim is refused.
@@ -189,6 +190,26 @@ type retryError struct {
 
 func (e *retryError) Error() string { return fmt.Sprintf("%v (retry after %v)", e.err, e.d) }
 func (e *retryError) Unwrap() error { return e.err }
+
+// SkipRetry is what a handler returns to fail its task for good: it is
+// dead at once, with err as the reason, whatever its attempts left (a
+// payload that can never succeed). `ctl requeue` (Client.Requeue) brings
+// it back.
+func SkipRetry(err error) error { return &skipRetryError{err} }
+
+type skipRetryError struct{ err error }
+
+func (e *skipRetryError) Error() string { return fmt.Sprint(e.err) }
+func (e *skipRetryError) Unwrap() error { return e.err }
+
+// Cancel is what a handler returns to cancel its own task, with reason:
+// it ends as cancelled (not completed: its dependents stay blocked) and
+// is never claimed again.
+func Cancel(reason string) error { return &cancelError{reason} }
+
+type cancelError struct{ reason string }
+
+func (e *cancelError) Error() string { return "cancel: " + e.reason }
 
 // Worker claims tasks from its queues and runs a Handler on each,
 // renewing their leases while it runs.

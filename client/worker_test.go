@@ -261,7 +261,8 @@ func TestSnoozeAndRetryAfter(t *testing.T) {
 			}
 			return client.RetryAfter(time.Hour, errors.New("later"))
 		})
-	for _, info := range awaitState(t, c, append(snoozed, retried...), "delayed") {
+	infos := append(awaitState(t, c, snoozed, "snoozed"), awaitState(t, c, retried, "retrying")...)
+	for _, info := range infos {
 		wantAttempts := uint32(0)
 		if info.Queue == "retry" {
 			wantAttempts = 1
@@ -269,6 +270,42 @@ func TestSnoozeAndRetryAfter(t *testing.T) {
 		if info.Attempts != wantAttempts || time.Until(time.UnixMilli(info.NotBefore)) < 50*time.Minute {
 			t.Fatalf("%s: attempts %d, not before %v; want %d attempts, an hour", info.Queue, info.Attempts, time.UnixMilli(info.NotBefore), wantAttempts)
 		}
+	}
+}
+
+// TestSkipRetryAndCancel: a handler's SkipRetry makes its task dead at
+// once, at its first of five attempts, with the error as the reason (a
+// requeue brings it back); its Cancel cancels the task with the reason.
+func TestSkipRetryAndCancel(t *testing.T) {
+	_, c := oneNode(t)
+	skipped := enqueueN(t, c, "skip", 1, 5)
+	cancelled := enqueueN(t, c, "cancel", 1, 5)
+	var calls atomic.Int32
+	startWorker(t, c, client.WorkerConfig{Queues: []client.Queue{{Name: "skip"}, {Name: "cancel"}}, PollWait: 50 * time.Millisecond},
+		func(_ context.Context, j *client.Job) error {
+			calls.Add(1)
+			if j.Queue == "cancel" {
+				return client.Cancel("not wanted any more")
+			}
+			if j.Claim == 0 {
+				return client.SkipRetry(errors.New("malformed payload"))
+			}
+			return nil
+		})
+	dead := awaitState(t, c, skipped, "dead")[0]
+	if f := dead.Failures; dead.Attempts != 1 || len(f) != 1 || !f[0].NoRetry || f[0].Reason != "malformed payload" {
+		t.Fatalf("skipped task: attempts %d, failures %+v; want 1 attempt, one no-retry failure", dead.Attempts, f)
+	}
+	info := awaitState(t, c, cancelled, "cancelled")[0]
+	if info.Cancelled == nil || info.Cancelled.Reason != "not wanted any more" {
+		t.Fatalf("cancelled task: %+v; want the handler's reason", info.Cancelled)
+	}
+	if err := c.Requeue(t.Context(), skipped[0]); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(t, c, skipped, "completed")
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("handler ran %d times; want 3", n)
 	}
 }
 
@@ -365,7 +402,7 @@ func TestWorkerUsesQueueSettings(t *testing.T) {
 			t.Fatalf("a claim's lease %v; want the queue's 7m0s", l)
 		}
 	}
-	info := awaitState(t, c, failed, "delayed")[0]
+	info := awaitState(t, c, failed, "retrying")[0]
 	if wait := time.Duration(info.NotBefore-info.Failures[0].At) * time.Millisecond; wait < 45*time.Minute || wait > 75*time.Minute {
 		t.Fatalf("failed task waits %v; want the queue's backoff, 1h ±25%%", wait)
 	}
@@ -383,7 +420,7 @@ func TestWorkerUsesQueueSettings(t *testing.T) {
 			}
 			return errors.New("boom")
 		})
-	info = awaitState(t, c, ownFailed, "delayed")[0]
+	info = awaitState(t, c, ownFailed, "retrying")[0]
 	if wait := time.Duration(info.NotBefore-info.Failures[0].At) * time.Millisecond; wait != 3*time.Minute {
 		t.Fatalf("own backoff: the task waits %v; want 3m0s", wait)
 	}

@@ -140,6 +140,11 @@ func refusedReleases(flags *taskFlags, t *taskHist, r taskRead) {
 			continue // derived from the claim's lease (the claim ids check judges it)
 		}
 		ops, kind, what := underClaim(t.fails, f.Claim), kindRefusedFail, "fail"
+		if f.NoRetry {
+			// Only a fail that said no_retry explains one.
+			ops = slices.DeleteFunc(ops, func(o *op) bool { return !o.inv.NoRetry })
+			what = "fail with no_retry"
+		}
 		if f.Snooze {
 			ops, kind, what = underClaim(t.snoozes, f.Claim), kindRefusedSnooze, "snooze"
 		}

@@ -88,6 +88,13 @@ func TestRefused(t *testing.T) {
 		{name: "released as a fail with no fail sent", check: check, kind: kindReleaseUnexplained, want: 1, inject: func(b *builder) {
 			b.dropOps(FFail, taskC, 1)
 		}},
+		{name: "a fail with no_retry whose only fail said without", check: check, kind: kindReleaseUnexplained, want: 1, inject: func(b *builder) {
+			b.views[taskC].Failures[1].NoRetry = true
+		}},
+		{name: "a fail with no_retry that came back fail", check: check, kind: kindRefusedFail, want: 1, inject: func(b *builder) {
+			noRetryDead(b)
+			b.outcomeOf(FFail, taskK, 0, Fail)
+		}},
 		{name: "a snooze of a claim answered ok, with no snooze sent", check: check, kind: kindReleaseUnexplained, want: 1, inject: func(b *builder) {
 			snoozeThenDead(b)
 			b.dropOps(FSnooze, taskK, 0)

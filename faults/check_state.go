@@ -161,19 +161,23 @@ const (
 	kindClaimedDead    = "claimed with max_attempts used"
 	kindReleaseMissing = "acknowledged fail or snooze missing"
 	kindReleaseKind    = "fail and snooze confused"
+	kindNoRetryLost    = "fail's no_retry not as sent"
+	kindNoRetryLive    = "failed with no retry, not dead"
 )
 
 // Task states as views name them.
 const (
-	stateReady   = "ready"
-	stateClaimed = "claimed"
-	stateDelayed = "delayed"
+	stateReady    = "ready"
+	stateClaimed  = "claimed"
+	stateDelayed  = "delayed"
+	stateSnoozed  = "snoozed"
+	stateRetrying = "retrying"
 )
 
 func checkAttempts(h *history) *Check {
 	c := newCheck("attempt accounting",
-		"a dead view has at least max_attempts claims that ended without completion or snooze; a view is dead once attempts reach max_attempts; attempts never exceed the ended claims; no claim is granted once max_attempts are used; ok fails and snoozes are in the final state as such",
-		kindDeadEarly, kindNotDead, kindOverCounted, kindClaimedDead, kindReleaseMissing, kindReleaseKind)
+		"a dead view has at least max_attempts claims that ended without completion or snooze, or a fail with no_retry; a view is dead once attempts reach max_attempts, and once a fail with no_retry ended a claim; attempts never exceed the ended claims; no claim is granted once max_attempts are used or after an acknowledged fail with no_retry; ok fails and snoozes are in the final state as such, no_retry included",
+		kindDeadEarly, kindNotDead, kindOverCounted, kindClaimedDead, kindReleaseMissing, kindReleaseKind, kindNoRetryLost, kindNoRetryLive)
 	var dead int64
 	for _, id := range h.ids {
 		t := h.tasks[id]
@@ -205,8 +209,20 @@ func checkAttempts(h *history) *Check {
 // snoozed: a node releases as a snooze each claim it granted and never
 // answered (the client never saw it, so the history cannot), and such a
 // claim costs no attempt. (The workload never requeues, which would reset
-// the count.)
+// the count.) No claim follows an acknowledged fail with no_retry either:
+// the task was dead from then on.
 func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32, views []taskRead) {
+	for _, f := range t.fails {
+		if !f.ok() || !f.inv.NoRetry {
+			continue
+		}
+		for _, g := range t.grants {
+			if g.claim > f.claim {
+				c.flag(kindClaimedDead, "", g.tc, Example{Task: t.id, Claims: []uint32{f.claim, g.claim}, TNs: []int64{f.tc, g.tc},
+					Events: append(f.events(), g.events()...), Detail: fmt.Sprintf("claim %d granted after claim %d's acknowledged fail with no_retry", g.claim, f.claim)})
+			}
+		}
+	}
 	snoozed := map[uint32]bool{}
 	for _, o := range t.snoozes {
 		if o.mayHaveApplied() {
@@ -241,10 +257,12 @@ func (h *history) grantsWithinLimit(c *Check, t *taskHist, limit uint32, views [
 func attemptsOfView(flags *taskFlags, t *taskHist, r taskRead) {
 	v := r.view
 	snoozed := map[uint32]bool{}
+	noRetry := false // the workload never requeues, so one ends the task
 	for _, f := range v.Failures {
 		if f.Snooze {
 			snoozed[f.Claim] = true
 		}
+		noRetry = noRetry || f.NoRetry
 	}
 	var ended uint32
 	for i, cl := range v.Claims {
@@ -255,7 +273,10 @@ func attemptsOfView(flags *taskFlags, t *taskHist, r taskRead) {
 	}
 	ex := Example{Task: t.id, Nodes: []int{r.read.Node}, TNs: []int64{r.read.TNs}}
 	switch {
-	case v.State == finalDead && (v.MaxAttempts == 0 || ended < v.MaxAttempts):
+	case noRetry && v.State != finalDead && v.State != finalCancelled:
+		ex.Detail = fmt.Sprintf("%s after a fail with no_retry", v.State)
+		flags.add(kindNoRetryLive, "", r.read.TNs, ex, r.read.Node)
+	case v.State == finalDead && !noRetry && (v.MaxAttempts == 0 || ended < v.MaxAttempts):
 		ex.Detail = fmt.Sprintf("dead with %d ended claims, max_attempts %d", ended, v.MaxAttempts)
 		flags.add(kindDeadEarly, "", r.read.TNs, ex, r.read.Node)
 	case v.MaxAttempts > 0 && v.Attempts >= v.MaxAttempts && !slices.Contains([]string{finalDead, finalCompleted, finalCancelled, stateClaimed}, v.State):
@@ -289,6 +310,13 @@ func (h *history) releases(c *Check, t *taskHist, views []taskRead) {
 	mayHave := func(ops []*op, claim uint32) bool {
 		return slices.ContainsFunc(ops, func(o *op) bool { return o.claim == claim && o.mayHaveApplied() })
 	}
+	// otherFail: another fail of o's claim, with the other no_retry, may
+	// have taken effect first (the merge keeps the earliest release).
+	otherFail := func(o *op) bool {
+		return slices.ContainsFunc(t.fails, func(f *op) bool {
+			return f != o && f.claim == o.claim && f.inv.NoRetry != o.inv.NoRetry && f.mayHaveApplied()
+		})
+	}
 	check := func(o *op, snooze bool, other []*op) {
 		var flags taskFlags
 		defer flags.flush(c)
@@ -302,6 +330,9 @@ func (h *history) releases(c *Check, t *taskHist, views []taskRead) {
 			case r.view.Failures[i].Snooze != snooze && !mayHave(other, o.claim):
 				ex.Detail = fmt.Sprintf("%s acknowledged, view says snooze=%v", o.f, r.view.Failures[i].Snooze)
 				flags.add(kindReleaseKind, "", o.tc, ex, r.read.Node)
+			case !snooze && !r.view.Failures[i].Snooze && r.view.Failures[i].NoRetry != o.inv.NoRetry && !otherFail(o):
+				ex.Detail = fmt.Sprintf("fail with no_retry=%v acknowledged, view says no_retry=%v", o.inv.NoRetry, r.view.Failures[i].NoRetry)
+				flags.add(kindNoRetryLost, "", o.tc, ex, r.read.Node)
 			}
 		}
 	}
@@ -471,13 +502,13 @@ func viewDiff(a, b *wire.TaskView) []string {
 
 // timeCompatible reports whether two replicas' states of one task can
 // differ only by their clocks and reading instants: ready, claimed and
-// delayed turn into each other as time passes, and a claim live on one
-// clock may have expired into dead on another.
+// delayed (snoozed, retrying) turn into each other as time passes, and a
+// claim live on one clock may have expired into dead on another.
 func timeCompatible(a, b string) bool {
 	if a == b {
 		return true
 	}
-	live := []string{stateReady, stateClaimed, stateDelayed}
+	live := []string{stateReady, stateClaimed, stateDelayed, stateSnoozed, stateRetrying}
 	if slices.Contains(live, a) && slices.Contains(live, b) {
 		return true
 	}

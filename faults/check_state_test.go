@@ -117,6 +117,18 @@ func snoozeThenDead(b *builder) {
 	v.Attempts = 2
 }
 
+// noRetryDead adds task K: claim 0 failed with no_retry, acknowledged:
+// dead at its first attempt.
+func noRetryDead(b *builder) {
+	b.enqueue(taskK, 30, 40, OK)
+	b.claim(taskK, 0, 100, 110, OK)
+	b.op(FFail, 200, 210, OK, Event{Task: taskK, Claim: u32(0), NoRetry: true}, Event{})
+	v := b.view(taskK, finalDead)
+	v.Claims = []wire.ClaimView{claimView(0, 105, 205)}
+	v.Failures = []wire.FailureView{{Claim: 0, At: nodeEpochMs + 205, NoRetry: true}}
+	v.Attempts = 1
+}
+
 func TestAttempts(t *testing.T) {
 	const check = "attempt accounting"
 	runFlagCases(t, []flagCase{
@@ -180,6 +192,28 @@ func TestAttempts(t *testing.T) {
 		{name: "acknowledged snooze recorded as a fail", check: check, kind: kindReleaseKind, want: 1, inject: func(b *builder) {
 			snoozeThenDead(b)
 			b.views[taskK].Failures[0].Snooze = false
+		}},
+		{name: "dead at once after a fail with no_retry", check: check, kind: kindDeadEarly, inject: noRetryDead},
+		{name: "a fail with no_retry, yet ready", check: check, kind: kindNoRetryLive, want: 1, inject: func(b *builder) {
+			noRetryDead(b)
+			b.views[taskK].State = stateReady
+		}},
+		{name: "a fail with no_retry, then cancelled", check: check, kind: kindNoRetryLive, inject: func(b *builder) {
+			noRetryDead(b)
+			b.views[taskK].State = finalCancelled
+		}},
+		{name: "acknowledged fail with no_retry recorded without it", check: check, kind: kindNoRetryLost, want: 1, inject: func(b *builder) {
+			noRetryDead(b)
+			b.views[taskK].Failures[0].NoRetry = false
+		}},
+		{name: "acknowledged fail recorded with no_retry", check: check, kind: kindNoRetryLost, want: 1, inject: func(b *builder) {
+			b.views[taskC].Failures[1].NoRetry = true
+		}},
+		{name: "granted after an acknowledged fail with no_retry", check: check, kind: kindClaimedDead, want: 1, inject: func(b *builder) {
+			noRetryDead(b)
+			b.claim(taskK, 1, 300, 310, OK)
+			v := b.views[taskK]
+			v.Claims = append(v.Claims, claimView(1, 305, 400))
 		}},
 	})
 }

@@ -108,6 +108,8 @@ type Event struct {
 	// TimeLimitMs is an enqueue's time limit (0: none): how long one
 	// claim of the task may run, renewals included.
 	TimeLimitMs int64 `json:"time_limit_ms,omitempty"`
+	// NoRetry: a fail that said no_retry (the task is dead at once).
+	NoRetry bool `json:"no_retry,omitempty"`
 
 	// Code is skuldd's error code (for fail and info), Err its message or
 	// the transport's error. An ok whose 2xx body did not decode carries

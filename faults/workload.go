@@ -59,6 +59,9 @@ type Mix struct {
 	// (time_limit) and its claim ends there, a failed attempt.
 	TimeLimited float64       `json:"time_limited"`
 	TimeLimit   time.Duration `json:"time_limit"`
+	// NoRetry is the chance that a fail says no_retry (a handler's
+	// SkipRetry): the task is dead at once, whatever its attempts left.
+	NoRetry float64 `json:"no_retry"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -88,6 +91,8 @@ func DefaultMix() Mix {
 		// that carry it run past it.
 		TimeLimited: 0.3,
 		TimeLimit:   1800 * time.Millisecond,
+		// A fifth of the fails: about 1% of the tasks go dead at once.
+		NoRetry: 0.2,
 	}
 }
 
@@ -97,7 +102,7 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
 	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
-		"time-limited": m.TimeLimited} {
+		"time-limited": m.TimeLimited, "no-retry": m.NoRetry} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -495,6 +500,11 @@ func (l *Loop) renew(ctx context.Context, c claimed) Event {
 }
 
 func (l *Loop) fail(ctx context.Context, c claimed) Event {
+	if l.rng.Float64() < l.cfg.Mix.NoRetry {
+		inv := Event{F: FFail, Task: c.id.String(), Claim: uint32Ptr(c.claim), NoRetry: true}
+		return l.call(ctx, inv, http.MethodPost, "/v1/fail",
+			&wire.FailRequest{ID: c.id, Claim: c.claim, Reason: "faults harness, no retry", NoRetry: true}, nil, l.cfg.ReqTimeout, nil)
+	}
 	ms := l.cfg.Mix.FailRetry.Milliseconds()
 	inv := Event{F: FFail, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
 	return l.call(ctx, inv, http.MethodPost, "/v1/fail",

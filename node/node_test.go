@@ -153,15 +153,15 @@ func (x *h) wantState(id task.ID, want string) {
 	}
 }
 
-// wantDelayed reads task id and checks that it is delayed, as far as the
-// time the read was answered tells: past its not-before (a slow machine)
-// it may be ready already.
-func (x *h) wantDelayed(id task.ID) *wire.TaskView {
+// wantDelayed reads task id and checks that it is in state want (delayed,
+// snoozed or retrying), as far as the time the read was answered tells:
+// past its not-before (a slow machine) it may be ready already.
+func (x *h) wantDelayed(id task.ID, want string) *wire.TaskView {
 	x.t.Helper()
 	v := x.get(id)
 	now := time.Now().UnixMilli()
-	if v.State != "delayed" && !(v.State == "ready" && now >= v.NotBefore) {
-		x.t.Fatalf("task %s at %d: state %q, not before %d; want delayed", id, now, v.State, v.NotBefore)
+	if v.State != want && !(v.State == "ready" && now >= v.NotBefore) {
+		x.t.Fatalf("task %s at %d: state %q, not before %d; want %s", id, now, v.State, v.NotBefore, want)
 	}
 	return v
 }
@@ -547,7 +547,7 @@ func TestFail(t *testing.T) {
 	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 0, Reason: "boom", RetryAfterMs: i64(150)}); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
-	v := x.wantDelayed(id)
+	v := x.wantDelayed(id, "retrying")
 	if v.Attempts != 1 || len(v.Failures) != 1 || v.Failures[0].Reason != "boom" ||
 		v.Failures[0].Snooze || v.NotBefore != v.Failures[0].At+150 {
 		t.Fatalf("after fail with retry_after 150ms: %+v", v)
@@ -562,7 +562,7 @@ func TestFail(t *testing.T) {
 	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 1}); err != nil {
 		t.Fatalf("second fail: %v", err)
 	}
-	if v := x.wantDelayed(id); v.Attempts != 2 || v.NotBefore <= v.Failures[1].At {
+	if v := x.wantDelayed(id, "retrying"); v.Attempts != 2 || v.NotBefore <= v.Failures[1].At {
 		t.Fatalf("after a fail without retry_after: %+v; want 2 attempts and a backoff", v)
 	}
 	x.waitState(id, "ready")
@@ -586,6 +586,30 @@ func TestFail(t *testing.T) {
 	})
 }
 
+// TestFailNoRetry: a fail with no_retry makes the task dead at once,
+// whatever its attempts left; with a retry-after too it is refused and
+// changes nothing; a requeue brings the task back.
+func TestFailNoRetry(t *testing.T) {
+	x := newH(t)
+	id := x.enqueue1(wire.EnqueueTask{Queue: "nr", MaxAttempts: 5})
+	x.claim1("nr", longTTL)
+	x.refused("no_retry with a retry-after", wire.CodeInvalid, []task.ID{id}, func() error {
+		_, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 0, NoRetry: true, RetryAfterMs: i64(10)})
+		return err
+	})
+	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: id, Claim: 0, Reason: "bad input", NoRetry: true}); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	v := x.get(id)
+	if v.State != "dead" || v.Attempts != 1 || len(v.Failures) != 1 || !v.Failures[0].NoRetry || v.Failures[0].Reason != "bad input" {
+		t.Fatalf("after a fail with no retry: %+v; want dead at 1 attempt", v)
+	}
+	if _, err := x.cl().Requeue(x.ctx, &wire.RequeueRequest{ID: id}); err != nil {
+		t.Fatalf("requeue: %v", err)
+	}
+	x.waitState(id, "ready")
+}
+
 // Reference: DESIGN.md, "Operations" (snooze(id, claim, delay): ready again
 // after the delay without counting a failed attempt).
 func TestSnooze(t *testing.T) {
@@ -595,7 +619,7 @@ func TestSnooze(t *testing.T) {
 	if _, err := x.cl().Snooze(x.ctx, &wire.SnoozeRequest{ID: id, Claim: 0, DelayMs: 100}); err != nil {
 		t.Fatalf("snooze: %v", err)
 	}
-	if v := x.wantDelayed(id); v.Attempts != 0 || len(v.Failures) != 1 || !v.Failures[0].Snooze {
+	if v := x.wantDelayed(id, "snoozed"); v.Attempts != 0 || len(v.Failures) != 1 || !v.Failures[0].Snooze {
 		t.Fatalf("after snooze: %+v", v)
 	}
 	x.waitState(id, "ready")

@@ -118,7 +118,9 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 				return true, nil
 			}
 			if want != nil {
-				if s, _ := task.Derive(sp, &rec.State, now, skew); s != *want {
+				// The state's name, not only its status: "snoozed" and
+				// "retrying" are kinds of Delayed.
+				if s, _ := task.Derive(sp, &rec.State, now, skew); s != *want || task.StateName(sp, &rec.State, s) != req.State {
 					return true, nil
 				}
 			}

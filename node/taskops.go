@@ -139,10 +139,14 @@ func (n *Node) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, erro
 			if req.RetryAfterMs == nil {
 				return nil
 			}
+			if req.NoRetry {
+				return fmt.Errorf("%w: a fail with no retry takes no retry-after", task.ErrInvalid)
+			}
 			return task.ValidateMs("retry-after", *req.RetryAfterMs, n.cfg.MaxDelay)
 		},
 		func(r *partition.Replica, now int64) (partition.Write, error) {
-			return r.FailApply(req.ID, req.Claim, req.Reason, partition.Retry{After: req.RetryAfterMs, Backoff: n.queues.Backoff}, now)
+			return r.FailApply(req.ID, req.Claim, req.Reason,
+				partition.Retry{NoRetry: req.NoRetry, After: req.RetryAfterMs, Backoff: n.queues.Backoff}, now)
 		}))
 }
 

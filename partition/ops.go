@@ -390,9 +390,12 @@ func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64,
 func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, now int64) (Write, error) {
 	return r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
 		var wait int64
-		if retry.After != nil {
+		switch {
+		case retry.NoRetry:
+			// Dead at once: no delay to wait out.
+		case retry.After != nil:
 			wait = *retry.After
-		} else {
+		default:
 			base, maxD := r.cfg.RetryBase, r.cfg.RetryMax
 			if retry.Backoff != nil {
 				if b, m := retry.Backoff(sp.Queue); b > 0 {
@@ -402,16 +405,18 @@ func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, 
 			// Attempts(false) already counts claim idx, the one failing now.
 			wait = backoff(id, st.Attempts(false), base, maxD)
 		}
-		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason)})
+		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason), NoRetry: retry.NoRetry})
 		return done, err
 	})
 }
 
-// Retry is how long a task failed by FailApply waits: After ms when set;
-// else the backoff after its n-th failed attempt, base·2^(n-1) jittered
-// (backoff) at most max, with Backoff's base and max for the task's queue when it gives a
+// Retry is how long a task failed by FailApply waits: not at all when
+// NoRetry (the task is dead at once); After ms when set; else the backoff
+// after its n-th failed attempt, base·2^(n-1) jittered (backoff) at most
+// max, with Backoff's base and max for the task's queue when it gives a
 // base above 0, and the replica's RetryBase and RetryMax otherwise.
 type Retry struct {
+	NoRetry bool
 	After   *int64
 	Backoff func(queue string) (base, max time.Duration)
 }

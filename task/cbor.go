@@ -160,7 +160,7 @@ func (st *State) AppendCBOR(b []byte) []byte {
 		b = append(b, 2)
 		b = AppendCBORHead(b, cborArray, uint64(len(st.Releases)))
 		for _, r := range st.Releases {
-			b = AppendCBORHead(b, cborMap, CountPresent(true, true, r.Snooze, r.Until != 0, r.Reason != ""))
+			b = AppendCBORHead(b, cborMap, CountPresent(true, true, r.Snooze, r.Until != 0, r.Reason != "", r.NoRetry))
 			b = uintField(b, 1, uint64(r.Claim))
 			b = intField(b, 2, r.At)
 			if r.Snooze {
@@ -171,6 +171,9 @@ func (st *State) AppendCBOR(b []byte) []byte {
 			}
 			if r.Reason != "" {
 				b = stringField(b, 5, r.Reason)
+			}
+			if r.NoRetry {
+				b = append(b, 6, cborTrue)
 			}
 		}
 	}
@@ -503,7 +506,7 @@ func (c *Claim) decodeCBOR(r *CBORReader) {
 }
 
 func (rl *Release) decodeCBOR(r *CBORReader) {
-	r.Fields(5, func(k uint64) {
+	r.Fields(6, func(k uint64) {
 		switch k {
 		case 1:
 			rl.Claim = r.Uint32()
@@ -515,6 +518,8 @@ func (rl *Release) decodeCBOR(r *CBORReader) {
 			rl.Until = r.Int64()
 		case 5:
 			rl.Reason = r.Text()
+		case 6:
+			rl.NoRetry = r.Bool()
 		}
 	})
 }

@@ -131,7 +131,7 @@ func (s *valueSource) state() *task.State {
 		st.Claims = append(st.Claims, task.Claim{Index: uint32(s.u64v()), Start: s.i64(), End: s.i64(), Epoch: s.u64v()})
 	}
 	for range s.small(4) {
-		st.Releases = append(st.Releases, task.Release{Claim: uint32(s.u64v()), At: s.i64(), Snooze: s.small(2) == 1, Until: s.i64(), Reason: s.str()})
+		st.Releases = append(st.Releases, task.Release{Claim: uint32(s.u64v()), At: s.i64(), Snooze: s.small(2) == 1, Until: s.i64(), Reason: s.str(), NoRetry: s.small(2) == 1})
 	}
 	if s.small(2) == 1 {
 		st.Completion = &task.Completion{Claim: uint32(s.u64v()), Seq: s.u64v(), At: s.i64(), Cancelled: s.small(2) == 1, Reason: s.str()}
@@ -229,7 +229,7 @@ func FuzzCBORReader(f *testing.F) {
 // TestFastCodecFieldsKnown for why a count).
 func TestCBORFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&task.Spec{}: 11, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 5, &task.Completion{}: 5,
+		&task.Spec{}: 11, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 6, &task.Completion{}: 5,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (cbor.go) knows %d", v, n, fields)

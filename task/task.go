@@ -74,6 +74,9 @@ type Release struct {
 	// Until is the Unix ms time before which the task is not ready again.
 	Until  int64  `cbor:"4,keyasint,omitempty"`
 	Reason string `cbor:"5,keyasint,omitempty"`
+	// NoRetry ends a failed task for good: it is dead at once, whatever
+	// its attempts (a handler's SkipRetry), until a requeue.
+	NoRetry bool `cbor:"6,keyasint,omitempty"`
 }
 
 // Completion records how a task ended: completed by claim Claim at
@@ -162,14 +165,50 @@ func (s Status) String() string {
 // Ended reports whether s is terminal: completed or cancelled.
 func (s Status) Ended() bool { return s == Completed || s == Cancelled }
 
-// ParseStatus parses a status name.
+// The names a Delayed task's state takes by what delays it (StateName):
+// its enqueue delay ("delayed"), a snooze, or a failure awaiting its
+// retry.
+const (
+	StateSnoozed  = "snoozed"
+	StateRetrying = "retrying"
+)
+
+// ParseStatus parses a state name: a status's, or StateSnoozed or
+// StateRetrying, which are Delayed.
 func ParseStatus(s string) (Status, error) {
+	switch s {
+	case StateSnoozed, StateRetrying:
+		return Delayed, nil
+	}
 	for i, n := range statusNames {
 		if n == s {
 			return Status(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, blocked, completed, dead, cancelled)", ErrInvalid, truncate(s, 32))
+	return 0, fmt.Errorf("%w: unknown state %q (want one of ready, claimed, delayed, snoozed, retrying, blocked, completed, dead, cancelled)",
+		ErrInvalid, truncate(s, 32))
+}
+
+// StateName is the name of the state of a task whose derived status is
+// status: the status's name, except that a Delayed task is "snoozed"
+// when a snooze sets its not-before time (NotBefore), "retrying" when a
+// failure does, and "delayed" when its enqueue delay does (the earlier
+// wins a tie).
+func StateName(spec *Spec, s *State, status Status) string {
+	if status != Delayed {
+		return status.String()
+	}
+	nb, name := spec.NotBefore, status.String()
+	for _, r := range s.Releases {
+		if r.Claim < s.RequeueBase || r.Until <= nb {
+			continue
+		}
+		nb, name = r.Until, StateRetrying
+		if r.Snooze {
+			name = StateSnoozed
+		}
+	}
+	return name
 }
 
 // Equal reports whether s and o hold the same state (two replicas that
@@ -282,7 +321,7 @@ func Derive(spec *Spec, s *State, now, skew int64) (Status, int64) {
 		}
 	}
 	// No claim is live here, so every claim has ended.
-	if spec.MaxAttempts > 0 && s.Attempts(false) >= spec.MaxAttempts {
+	if spec.MaxAttempts > 0 && s.Attempts(false) >= spec.MaxAttempts || s.NoRetry() {
 		return Dead, 0
 	}
 	if s.DepsPending(spec) > 0 {
@@ -292,6 +331,17 @@ func Derive(spec *Spec, s *State, now, skew int64) (Status, int64) {
 		return Delayed, nb
 	}
 	return Ready, 0
+}
+
+// NoRetry reports whether a claim since the last requeue failed with
+// NoRetry: the task is dead, whatever its attempts.
+func (s *State) NoRetry() bool {
+	for _, r := range s.Releases {
+		if r.NoRetry && r.Claim >= s.RequeueBase {
+			return true
+		}
+	}
+	return false
 }
 
 // NotBefore returns the time before which the task may not be claimed: its
@@ -342,6 +392,7 @@ func releaseLess(a, b Release) bool {
 		cmp.Compare(boolInt(a.Snooze), boolInt(b.Snooze)),
 		cmp.Compare(a.Until, b.Until),
 		cmp.Compare(a.Reason, b.Reason),
+		cmp.Compare(boolInt(a.NoRetry), boolInt(b.NoRetry)),
 	) < 0
 }
 

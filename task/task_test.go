@@ -171,6 +171,19 @@ func TestDerive(t *testing.T) {
 			Claims:     expired3,
 			Completion: &task.Completion{Claim: 3, At: 900, Cancelled: true},
 		}, 1000, task.Cancelled, 0},
+		{"a fail with no retry is dead at its first attempt", spec(nil), task.State{
+			Claims:   []task.Claim{claim(0, 1000, 2000)},
+			Releases: []task.Release{{Claim: 0, At: 1500, Until: 1500, NoRetry: true}},
+		}, 1600, task.Dead, 0},
+		{"a fail with no retry without max attempts is dead", spec(func(s *task.Spec) { s.MaxAttempts = 0 }), task.State{
+			Claims:   []task.Claim{claim(0, 1000, 2000)},
+			Releases: []task.Release{{Claim: 0, At: 1500, Until: 1500, NoRetry: true}},
+		}, 1600, task.Dead, 0},
+		{"a requeue forgets a fail with no retry", spec(nil), task.State{
+			Claims:      []task.Claim{claim(0, 1000, 2000)},
+			Releases:    []task.Release{{Claim: 0, At: 1500, Until: 1500, NoRetry: true}},
+			RequeueBase: 1,
+		}, 1600, task.Ready, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,5 +556,44 @@ func TestTombs(t *testing.T) {
 		if got := task.TombLess(tc.a, tc.b); got != tc.want {
 			t.Errorf("TombLess(%d, %d) = %v; want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestStateName: a delayed task's state is named by what sets its
+// not-before time: its enqueue delay, a snooze or a failure; other
+// statuses keep their names.
+func TestStateName(t *testing.T) {
+	claims := []task.Claim{{Index: 0, Start: 100, End: 200}, {Index: 1, Start: 300, End: 400}}
+	for _, tc := range []struct {
+		name      string
+		notBefore int64
+		st        task.State
+		status    task.Status
+		want      string
+	}{
+		{"enqueue delay", 5000, task.State{}, task.Delayed, "delayed"},
+		{"snoozed", 0, task.State{Claims: claims[:1], Releases: []task.Release{{Claim: 0, At: 150, Snooze: true, Until: 5000}}},
+			task.Delayed, task.StateSnoozed},
+		{"failed", 0, task.State{Claims: claims[:1], Releases: []task.Release{{Claim: 0, At: 150, Until: 5000}}},
+			task.Delayed, task.StateRetrying},
+		{"the later delay names it", 0, task.State{Claims: claims, Releases: []task.Release{
+			{Claim: 0, At: 150, Until: 9000}, {Claim: 1, At: 350, Snooze: true, Until: 5000}}},
+			task.Delayed, task.StateRetrying},
+		{"an enqueue delay past the snooze", 9000, task.State{Claims: claims[:1], Releases: []task.Release{{Claim: 0, At: 150, Snooze: true, Until: 5000}}},
+			task.Delayed, "delayed"},
+		{"a requeue forgets earlier delays", 0, task.State{Claims: claims, RequeueBase: 1,
+			Releases: []task.Release{{Claim: 0, At: 150, Until: 9000}, {Claim: 1, At: 350, Snooze: true, Until: 5000}}},
+			task.Delayed, task.StateSnoozed},
+		{"not delayed", 0, task.State{}, task.Ready, "ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &task.Spec{NotBefore: tc.notBefore}
+			if got := task.StateName(sp, &tc.st, tc.status); got != tc.want {
+				t.Fatalf("StateName = %q; want %q", got, tc.want)
+			}
+			if st, err := task.ParseStatus(tc.want); err != nil || st != tc.status {
+				t.Fatalf("ParseStatus(%q) = %v, %v; want %v", tc.want, st, err, tc.status)
+			}
+		})
 	}
 }

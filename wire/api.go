@@ -184,6 +184,9 @@ type FailRequest struct {
 	Claim        uint32  `cbor:"2,keyasint" json:"claim"`
 	Reason       string  `cbor:"3,keyasint,omitempty" json:"reason,omitempty"`
 	RetryAfterMs *int64  `cbor:"4,keyasint,omitempty" json:"retry_after_ms,omitempty"`
+	// NoRetry makes the task dead at once, whatever its attempts left
+	// (a handler's SkipRetry); it excludes RetryAfterMs.
+	NoRetry bool `cbor:"5,keyasint,omitempty" json:"no_retry,omitempty"`
 }
 
 // SnoozeRequest ends claim Claim without counting an attempt; the task is
@@ -276,14 +279,15 @@ type QueuesRequest struct{}
 
 // QueueStats counts one queue's tasks by state.
 type QueueStats struct {
-	Queue     string `cbor:"1,keyasint" json:"queue"`
-	Ready     int64  `cbor:"2,keyasint" json:"ready"`
-	Claimed   int64  `cbor:"3,keyasint" json:"claimed"`
-	Delayed   int64  `cbor:"4,keyasint" json:"delayed"`
-	Blocked   int64  `cbor:"5,keyasint" json:"blocked"`
-	Completed int64  `cbor:"6,keyasint" json:"completed"`
-	Dead      int64  `cbor:"7,keyasint" json:"dead"`
-	Cancelled int64  `cbor:"8,keyasint,omitempty" json:"cancelled"`
+	Queue   string `cbor:"1,keyasint" json:"queue"`
+	Ready   int64  `cbor:"2,keyasint" json:"ready"`
+	Claimed int64  `cbor:"3,keyasint" json:"claimed"`
+	// Delayed counts delayed, snoozed and retrying tasks alike.
+	Delayed   int64 `cbor:"4,keyasint" json:"delayed"`
+	Blocked   int64 `cbor:"5,keyasint" json:"blocked"`
+	Completed int64 `cbor:"6,keyasint" json:"completed"`
+	Dead      int64 `cbor:"7,keyasint" json:"dead"`
+	Cancelled int64 `cbor:"8,keyasint,omitempty" json:"cancelled"`
 }
 
 // QueuesResponse answers QueuesRequest, sorted by queue name.
@@ -350,6 +354,9 @@ type FailureView struct {
 	// ended it there (At is the limit); no fail was written, the failure
 	// is derived from the claim's lease, and shows once the claim is over.
 	TimeLimit bool `cbor:"6,keyasint,omitempty" json:"time_limit,omitempty"`
+	// NoRetry: the fail said not to retry (a handler's SkipRetry); the
+	// task went dead with it.
+	NoRetry bool `cbor:"7,keyasint,omitempty" json:"no_retry,omitempty"`
 }
 
 // PingResponse answers OpPing.

@@ -481,7 +481,7 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 	if len(v.Failures) > 0 {
 		b = task.AppendCBORHead(append(b, 16), cborMajorArray, uint64(len(v.Failures)))
 		for _, f := range v.Failures {
-			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0, f.TimeLimit), 1)
+			b = append(b, cborMajorMap|presentCount(true, true, f.Reason != "", f.Snooze, f.Until != 0, f.TimeLimit, f.NoRetry), 1)
 			b = task.AppendCBORHead(b, cborMajorUint, uint64(f.Claim))
 			b = task.AppendCBORInt(append(b, 2), f.At)
 			if f.Reason != "" {
@@ -495,6 +495,9 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 			}
 			if f.TimeLimit {
 				b = append(b, 6, cborTrue)
+			}
+			if f.NoRetry {
+				b = append(b, 7, cborTrue)
 			}
 		}
 	}
@@ -600,7 +603,7 @@ func (c *ClaimView) read(r *task.CBORReader) {
 }
 
 func (f *FailureView) read(r *task.CBORReader) {
-	r.Fields(6, func(k uint64) {
+	r.Fields(7, func(k uint64) {
 		switch k {
 		case 1:
 			f.Claim = r.Uint32()
@@ -614,6 +617,8 @@ func (f *FailureView) read(r *task.CBORReader) {
 			f.Until = r.Int64()
 		case 6:
 			f.TimeLimit = r.Bool()
+		case 7:
+			f.NoRetry = r.Bool()
 		}
 	})
 }

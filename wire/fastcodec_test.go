@@ -166,7 +166,7 @@ func (s replSource) view() TaskView {
 		v.Updates = append(v.Updates, u)
 	}
 	for range s.rng.IntN(3) {
-		v.Failures = append(v.Failures, FailureView{Claim: uint32(s.i64()), At: s.i64(), Reason: s.str(), Snooze: s.rng.IntN(2) == 0, Until: s.i64(), TimeLimit: s.rng.IntN(2) == 0})
+		v.Failures = append(v.Failures, FailureView{Claim: uint32(s.i64()), At: s.i64(), Reason: s.str(), Snooze: s.rng.IntN(2) == 0, Until: s.i64(), TimeLimit: s.rng.IntN(2) == 0, NoRetry: s.rng.IntN(2) == 0})
 	}
 	if s.rng.IntN(3) == 0 {
 		v.Cancelled = &CancelView{At: s.i64(), Reason: s.str()}
@@ -309,7 +309,7 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		&EnqueueRequest{}: 2, &EnqueueTask{}: 11, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
-		&TaskView{}: 18, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 6,
+		&TaskView{}: 18, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (fastcodec.go) knows %d", v, n, fields)

@@ -23,7 +23,7 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		Priority:    sp.Priority,
 		Data:        data,
 		Deps:        sp.Deps,
-		State:       status.String(),
+		State:       task.StateName(sp, st, status),
 		Claims:      make([]ClaimView, 0, len(st.Claims)),
 		Updates:     []UpdateView{},
 		Group:       sp.Group,
@@ -55,7 +55,7 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		v.Cancelled = &CancelView{At: c.At, Reason: c.Reason}
 	}
 	for _, r := range st.Releases {
-		v.Failures = append(v.Failures, FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until})
+		v.Failures = append(v.Failures, FailureView{Claim: r.Claim, At: r.At, Reason: r.Reason, Snooze: r.Snooze, Until: r.Until, NoRetry: r.NoRetry})
 	}
 	v.Failures = appendTimeLimited(v.Failures, sp, st, live)
 	var claim uint32
