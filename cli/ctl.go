@@ -44,6 +44,8 @@ func ctlCommand() *ucli.Command {
 					&ucli.StringSliceFlag{Name: "dep", Usage: "id of a task that must complete first (repeatable)"},
 					&ucli.DurationFlag{Name: "delay", Usage: "not claimable before now + delay"},
 					&ucli.StringFlag{Name: "group"},
+					&ucli.StringFlag{Name: "kind", Usage: "what the task does, for workers that route by kind"},
+					&ucli.StringFlag{Name: "subtopic", Usage: "a label within the queue, for list and count"},
 					&ucli.StringFlag{Name: "description"},
 					&ucli.UintFlag{Name: "max-attempts", Usage: "attempts before the task is dead (default: the queue's, else the node's)"},
 					&ucli.DurationFlag{Name: "time-limit", Usage: "how long one claim may run, renewals included; the leader ends it there, a failed attempt (default: the queue's, else none)"},
@@ -129,8 +131,10 @@ func ctlCommand() *ucli.Command {
 				Usage: "list tasks, one per line",
 				Flags: []ucli.Flag{
 					&ucli.StringFlag{Name: "queue"},
-					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, blocked, completed, dead or cancelled"},
+					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, snoozed, retrying, blocked, completed, dead or cancelled"},
 					&ucli.StringFlag{Name: "group"},
+					&ucli.StringFlag{Name: "kind"},
+					&ucli.StringFlag{Name: "subtopic"},
 					&ucli.IntFlag{Name: "limit"},
 				},
 				Action: ctlAction(ctlList),
@@ -241,6 +245,8 @@ func ctlEnqueue(e *ctlEnv) error {
 	t := wire.EnqueueTask{
 		Queue:       c.String("queue"),
 		Group:       c.String("group"),
+		Kind:        c.String("kind"),
+		Subtopic:    c.String("subtopic"),
 		Description: c.String("description"),
 		DelayMs:     c.Duration("delay").Milliseconds(),
 		TimeLimitMs: c.Duration("time-limit").Milliseconds(),
@@ -471,7 +477,8 @@ func ctlGet(e *ctlEnv) error {
 }
 
 func ctlList(e *ctlEnv) error {
-	req := &wire.ListRequest{Queue: e.c.String("queue"), State: e.c.String("state"), Group: e.c.String("group"), Limit: e.c.Int("limit")}
+	req := &wire.ListRequest{Queue: e.c.String("queue"), State: e.c.String("state"), Group: e.c.String("group"),
+		Kind: e.c.String("kind"), Subtopic: e.c.String("subtopic"), Limit: e.c.Int("limit")}
 	return e.cl.List(e.ctx, req, func(p *wire.ListPage) error {
 		for i := range p.Tasks {
 			if err := e.out.Encode(&p.Tasks[i]); err != nil {

@@ -67,8 +67,8 @@ func ctlWorkCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "work",
 		Usage: "claim tasks and run a command for each until interrupted (a shell worker)",
-		Description: "Runs `command args` once per task: the payload on stdin; SKULD_TASK_ID, SKULD_CLAIM, SKULD_QUEUE and\n" +
-			"SKULD_ATTEMPT in its environment; each line it writes to the file descriptor named by SKULD_PROGRESS_FD\n" +
+		Description: "Runs `command args` once per task: the payload on stdin; SKULD_TASK_ID, SKULD_CLAIM, SKULD_QUEUE,\n" +
+			"SKULD_KIND, SKULD_SUBTOPIC and SKULD_ATTEMPT in its environment; each line it writes to the file descriptor named by SKULD_PROGRESS_FD\n" +
 			"becomes a progress update. Exit 0 completes the task; exit 75 (EX_TEMPFAIL) snoozes it for --snooze, no\n" +
 			"attempt counted; exit 65 (EX_DATAERR) fails it for good (dead at once, no retry); exit 79 cancels it; any\n" +
 			"other exit fails the attempt, retried with backoff until its max attempts; the end of stderr is the reason\n" +
@@ -453,6 +453,8 @@ func (sw *shellWorker) run(ctx context.Context, job *client.Job) error {
 		"SKULD_TASK_ID="+job.ID.String(),
 		"SKULD_CLAIM="+strconv.FormatUint(uint64(job.Claim), 10),
 		"SKULD_QUEUE="+job.Queue,
+		"SKULD_KIND="+job.Kind,
+		"SKULD_SUBTOPIC="+job.Subtopic,
 		"SKULD_ATTEMPT="+strconv.FormatUint(uint64(job.Attempts)+1, 10),
 		"SKULD_PROGRESS_FD="+strconv.Itoa(workProgressFD),
 	)

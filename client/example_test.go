@@ -72,9 +72,73 @@ func Example_worker() {
 	// Output: mail to ada@example.com, claim 0
 }
 
-// TestREADMEWorker: README's Go worker is Example_worker's code, which
-// go test runs.
-func TestREADMEWorker(t *testing.T) {
+// README:begin
+// Welcome is a kind's typed arguments: the payload, as JSON.
+type Welcome struct {
+	To string `json:"to"`
+}
+
+func (Welcome) Kind() string { return "welcome" }
+
+// serveMail runs a worker that routes each task of queue mail to the
+// handler of its kind, and logs every job.
+func serveMail(ctx context.Context, c *client.Client) error {
+	kinds := client.NewKinds()
+	client.HandleKind(kinds, func(ctx context.Context, job *client.Job, w Welcome) error {
+		fmt.Printf("welcome, %s\n", w.To)
+		return nil
+	})
+	w, err := c.NewWorker(client.WorkerConfig{Queues: []client.Queue{{Name: "mail"}}}, kinds.Handler())
+	if err != nil {
+		return err
+	}
+	w.Use(func(next client.Handler) client.Handler {
+		return func(ctx context.Context, job *client.Job) error {
+			err := next(ctx, job)
+			slog.Info("job done", "kind", job.Kind, "id", job.ID, "claim", job.Claim, "err", err)
+			return err
+		}
+	})
+	return w.Run(ctx)
+}
+
+// README:end
+
+// Tasks routed by kind to typed handlers; README.md shows the code
+// between the README markers above.
+func Example_kinds() {
+	nodes, stopNode := exampleNode()
+	defer stopNode()
+	c, err := client.New(client.Config{Nodes: nodes})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	enq, err := c.EnqueueKind(ctx, Welcome{To: "ada@example.com"}, client.Task{Queue: "mail"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { // stop the worker once the task completed
+		for ctx.Err() == nil {
+			if info, err := c.Get(ctx, enq.ID); err == nil && info.State == "completed" {
+				stop()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	if err := serveMail(ctx, c); err != nil {
+		log.Fatal(err)
+	}
+
+	// Output: welcome, ada@example.com
+}
+
+// TestREADMEExamples: each block of this file between README markers is
+// in README.md, dedented by the markers' indentation (the examples are
+// run by go test, so README's Go code compiles and does what it says).
+func TestREADMEExamples(t *testing.T) {
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)
@@ -83,14 +147,27 @@ func TestREADMEWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, _ := strings.Cut(string(src), "\t// README:begin\n")
-	example, _, found := strings.Cut(rest, "\t// README:end\n")
-	if !found {
-		t.Fatal("no README markers in example_test.go")
+	blocks := 0
+	var indent string
+	var block []string
+	in := false
+	for line := range strings.Lines(string(src)) {
+		trimmed := strings.TrimLeft(line, "\t")
+		switch {
+		case trimmed == "// README:begin\n":
+			in, indent, block = true, line[:len(line)-len(trimmed)], nil
+		case trimmed == "// README:end\n" && in:
+			in = false
+			blocks++
+			want := strings.Join(block, "")
+			if !strings.Contains(string(readme), want) {
+				t.Errorf("README.md does not show example block %d; want it to contain:\n%s", blocks, want)
+			}
+		case in:
+			block = append(block, strings.TrimPrefix(line, indent))
+		}
 	}
-	// README's block is the example one tab to the left.
-	want := strings.ReplaceAll("\n"+example, "\n\t", "\n")
-	if !strings.Contains(string(readme), want) {
-		t.Fatalf("README.md does not show Example_worker's code; want it to contain:%s", want)
+	if blocks < 2 {
+		t.Fatalf("%d README blocks in example_test.go; want the worker's and the kinds'", blocks)
 	}
 }

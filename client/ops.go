@@ -33,6 +33,10 @@ type Task struct {
 	Delay time.Duration
 	// Group and Description are free text, for people.
 	Group, Description string
+	// Kind names what the task does: a Worker whose handler is a Kinds
+	// routes it by kind (EnqueueKind sets it). Subtopic classifies it
+	// within its queue, for List and Count.
+	Kind, Subtopic string
 	// MaxAttempts is how many claims may end without completion before
 	// the task is dead; 0 takes the queue's default, else the node's.
 	MaxAttempts uint32
@@ -92,7 +96,7 @@ func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...
 		req.Tasks[i] = wire.EnqueueTask{
 			ID: &id, Queue: t.Queue, Priority: t.Priority, Data: t.Data, Deps: t.Deps,
 			DelayMs: t.Delay.Milliseconds(), Group: t.Group, Description: t.Description, MaxAttempts: t.MaxAttempts,
-			TimeLimitMs: t.TimeLimit.Milliseconds(),
+			TimeLimitMs: t.TimeLimit.Milliseconds(), Kind: t.Kind, Subtopic: t.Subtopic,
 		}
 	}
 	var resp *wire.EnqueueResponse

@@ -43,6 +43,8 @@ type ListOptions struct {
 	// "retrying", "blocked", "completed", "dead" or "cancelled".
 	State string
 	Group string
+	// Kind and Subtopic match those labels.
+	Kind, Subtopic string
 	// Limit is the most tasks listed; 0: all.
 	Limit int
 }
@@ -64,7 +66,8 @@ var errListStopped = errors.New("client: list stopped by the caller")
 //	}
 func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[*Info, error] {
 	return func(yield func(*Info, error) bool) {
-		req := &wire.ListRequest{Queue: opts.Queue, State: opts.State, Group: opts.Group, Limit: opts.Limit}
+		req := &wire.ListRequest{Queue: opts.Queue, State: opts.State, Group: opts.Group, Kind: opts.Kind, Subtopic: opts.Subtopic,
+			Limit: opts.Limit}
 		yielded, stopped := false, false
 		err := c.do(ctx, "list", func(ctx context.Context, cl *wire.Client) error {
 			err := cl.List(ctx, req, func(p *wire.ListPage) error {

@@ -67,6 +67,42 @@ func TestListIterates(t *testing.T) {
 	if seen != 5 {
 		t.Fatalf("ranged over %d tasks after a break at 5", seen)
 	}
+	// Kind and subtopic filter too, and the views carry them.
+	labelled, err := c.EnqueueBatch(t.Context(), []client.Task{
+		{Queue: "labels", Kind: "a", Subtopic: "eu"}, {Queue: "labels", Kind: "a", Subtopic: "us"}, {Queue: "labels", Kind: "b", Subtopic: "eu"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts client.ListOptions
+		want []int
+	}{
+		{client.ListOptions{Kind: "a"}, []int{0, 1}},
+		{client.ListOptions{Subtopic: "eu"}, []int{0, 2}},
+		{client.ListOptions{Queue: "labels", Kind: "b", Subtopic: "eu"}, []int{2}},
+		{client.ListOptions{Kind: "c"}, nil},
+	} {
+		var listed []client.ID
+		for info, err := range c.List(t.Context(), tc.opts) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.opts.Kind != "" && info.Kind != tc.opts.Kind || tc.opts.Subtopic != "" && info.Subtopic != tc.opts.Subtopic {
+				t.Fatalf("list %+v: %s has kind %q, subtopic %q", tc.opts, info.ID, info.Kind, info.Subtopic)
+			}
+			listed = append(listed, info.ID)
+		}
+		var want []client.ID
+		for _, i := range tc.want {
+			want = append(want, labelled[i].ID)
+		}
+		slices.SortFunc(listed, func(a, b client.ID) int { return a.Compare(b) })
+		slices.SortFunc(want, func(a, b client.ID) int { return a.Compare(b) })
+		if !slices.Equal(listed, want) {
+			t.Fatalf("list %+v: %v; want %v", tc.opts, listed, want)
+		}
+	}
 	for _, err := range c.List(t.Context(), client.ListOptions{State: "sleeping"}) {
 		if !errors.Is(err, client.ErrInvalid) {
 			t.Fatalf("list --state sleeping: %v; want ErrInvalid", err)

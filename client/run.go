@@ -21,6 +21,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.ran.Swap(true) {
 		return fmt.Errorf("%w: worker: Run called twice", ErrInvalid)
 	}
+	w.run = w.wrapped()
 	// Handlers' contexts keep Run's values but not its end: a drain lets
 	// them finish (DrainTimeout) before stopHandlers ends them.
 	handlers, stopHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -275,7 +276,7 @@ func (w *Worker) call(ctx context.Context, job *Job) (err error) {
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return w.h(ctx, job)
+	return w.run(ctx, job)
 }
 
 // keepalive renews t's lease a third of the way into it until ctx ends,

@@ -217,6 +217,9 @@ type Worker struct {
 	c   *Client
 	cfg WorkerConfig
 	h   Handler
+	// mw is the middleware Use added; run is h inside it, set by Run.
+	mw  []Middleware
+	run Handler
 	log *slog.Logger
 	ran atomic.Bool
 	// rng draws the lottery; tests seed it.

@@ -489,7 +489,7 @@ func viewDiff(a, b *wire.TaskView) []string {
 		{"deps", a.Deps, b.Deps}, {"claims", a.Claims, b.Claims}, {"updates", a.Updates, b.Updates},
 		{"failures", written(a.Failures), written(b.Failures)}, {"max_attempts", a.MaxAttempts, b.MaxAttempts},
 		{"not_before", a.NotBefore, b.NotBefore}, {"enqueued_at", a.EnqueuedAt, b.EnqueuedAt},
-		{"group", a.Group, b.Group}, {"description", a.Description, b.Description}, {"cancelled", a.Cancelled, b.Cancelled},
+		{"group", a.Group, b.Group}, {"kind", a.Kind, b.Kind}, {"subtopic", a.Subtopic, b.Subtopic}, {"description", a.Description, b.Description}, {"cancelled", a.Cancelled, b.Cancelled},
 		{"time_limit_ms", a.TimeLimitMs, b.TimeLimitMs},
 	}
 	for _, f := range fields {

@@ -412,6 +412,7 @@ func FuzzHTTPDecode(f *testing.F) {
 	for _, q := range []string{
 		"", "queue=q", "queue=e16", "queue=m1", "queue=m22&limit=3", "limit=-1", "limit=x", "limit=99999999999999999999",
 		"state=ready", "state=nope", "group=g&queue=q&state=dead&limit=1", "%zz", "queue=%00", ";;&&==",
+		"kind=a&subtopic=eu", "kind=%20", "subtopic=x&state=snoozed",
 	} {
 		f.Add(uint8(routeList), []byte(nil), q)
 	}

@@ -201,7 +201,8 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 // {"error": ...} line.
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	req := &wire.ListRequest{Queue: q.Get("queue"), State: q.Get("state"), Group: q.Get("group")}
+	req := &wire.ListRequest{Queue: q.Get("queue"), State: q.Get("state"), Group: q.Get("group"), Kind: q.Get("kind"),
+		Subtopic: q.Get("subtopic")}
 	if s := q.Get("limit"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 0 {

@@ -114,7 +114,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 				return false, err
 			}
 			sp := rec.Spec
-			if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group {
+			if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group ||
+				req.Kind != "" && sp.Kind != req.Kind || req.Subtopic != "" && sp.Subtopic != req.Subtopic {
 				return true, nil
 			}
 			if want != nil {

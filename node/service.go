@@ -179,6 +179,12 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	if err := task.ValidateGroup(et.Group); err != nil {
 		return nt, err
 	}
+	if err := task.ValidateLabel("kind", et.Kind); err != nil {
+		return nt, err
+	}
+	if err := task.ValidateLabel("subtopic", et.Subtopic); err != nil {
+		return nt, err
+	}
 	if err := task.ValidateDescription(et.Description); err != nil {
 		return nt, err
 	}
@@ -200,6 +206,8 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		EnqueuedAt:  now,
 		Data:        et.Data,
 		TimeLimit:   et.TimeLimitMs,
+		Kind:        et.Kind,
+		Subtopic:    et.Subtopic,
 	}
 	if et.ID != nil {
 		if et.ID.IsZero() {

@@ -93,6 +93,12 @@ func checkSpec(sp *task.Spec) error {
 	if err := task.ValidateGroup(sp.Group); err != nil {
 		return fmt.Errorf("task %s: %w", sp.ID, err)
 	}
+	if err := task.ValidateLabel("kind", sp.Kind); err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
+	if err := task.ValidateLabel("subtopic", sp.Subtopic); err != nil {
+		return fmt.Errorf("task %s: %w", sp.ID, err)
+	}
 	if err := task.ValidateDescription(sp.Description); err != nil {
 		return fmt.Errorf("task %s: %w", sp.ID, err)
 	}

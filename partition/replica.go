@@ -547,7 +547,7 @@ func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
 func SameTask(a, b *task.Spec) bool {
 	return a.ID == b.ID && a.Queue == b.Queue && a.Priority == b.Priority && slices.Equal(a.Deps, b.Deps) &&
 		a.Group == b.Group && a.Description == b.Description && a.MaxAttempts == b.MaxAttempts &&
-		a.TimeLimit == b.TimeLimit && string(a.Data) == string(b.Data)
+		a.TimeLimit == b.TimeLimit && a.Kind == b.Kind && a.Subtopic == b.Subtopic && string(a.Data) == string(b.Data)
 }
 
 // loadLocked reads a task's spec (without payload) and state for a

@@ -102,7 +102,8 @@ func CountPresent(present ...bool) uint64 {
 // AppendCBOR appends sp's deterministic CBOR encoding to b.
 func (sp *Spec) AppendCBOR(b []byte) []byte {
 	b = AppendCBORHead(b, cborMap, CountPresent(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
-		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0, sp.TimeLimit != 0))
+		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0, sp.TimeLimit != 0,
+		sp.Kind != "", sp.Subtopic != ""))
 	b = append(b, 1)
 	b = AppendCBORID(b, sp.ID)
 	b = stringField(b, 2, sp.Queue)
@@ -135,6 +136,12 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 	}
 	if sp.TimeLimit != 0 {
 		b = intField(b, 11, sp.TimeLimit)
+	}
+	if sp.Kind != "" {
+		b = stringField(b, 12, sp.Kind)
+	}
+	if sp.Subtopic != "" {
+		b = stringField(b, 13, sp.Subtopic)
 	}
 	return b
 }
@@ -439,7 +446,7 @@ func (r *CBORReader) Uint64() uint64 { return r.Uint(math.MaxUint64) }
 // DecodeCBOR reads a spec in the form AppendCBOR writes into sp, which
 // must be the zero Spec.
 func (sp *Spec) DecodeCBOR(r *CBORReader) {
-	r.Fields(11, func(k uint64) {
+	r.Fields(13, func(k uint64) {
 		switch k {
 		case 1:
 			sp.ID = r.ID()
@@ -463,6 +470,10 @@ func (sp *Spec) DecodeCBOR(r *CBORReader) {
 			sp.Data = r.Bytes()
 		case 11:
 			sp.TimeLimit = r.Int64()
+		case 12:
+			sp.Kind = r.Text()
+		case 13:
+			sp.Subtopic = r.Text()
 		}
 	})
 }

@@ -34,6 +34,11 @@ type Spec struct {
 	// ends there as a failed attempt (TimeLimited). The node fills in the
 	// queue's default at enqueue.
 	TimeLimit int64 `cbor:"11,keyasint,omitempty"`
+	// Kind names what the task does, for routing to a handler (a Go
+	// client's Kinds); Subtopic classifies it within its queue, for
+	// listing and counting. Both are optional labels (ValidateLabel).
+	Kind     string `cbor:"12,keyasint,omitempty"`
+	Subtopic string `cbor:"13,keyasint,omitempty"`
 }
 
 // LeaseEnd is the end of a lease of ttl ms asked for at now by claim c

@@ -42,6 +42,15 @@ func ValidateGroup(g string) error {
 	return validateName("group", g, MaxGroupLen)
 }
 
+// ValidateLabel checks a task's kind or subtopic (what names which): empty,
+// or up to MaxGroupLen bytes of [A-Za-z0-9._:-], as a group.
+func ValidateLabel(what, s string) error {
+	if s == "" {
+		return nil
+	}
+	return validateName(what, s, MaxGroupLen)
+}
+
 func validateName(what, s string, maxLen int) error {
 	if len(s) > maxLen {
 		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalid, what, len(s), maxLen)

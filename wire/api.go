@@ -97,6 +97,10 @@ type EnqueueTask struct {
 	// start (0: the queue's default, else none): the leader grants and
 	// renews no lease past it.
 	TimeLimitMs int64 `cbor:"11,keyasint,omitempty" json:"time_limit_ms,omitempty"`
+	// Kind routes the task to a handler; Subtopic classifies it within
+	// its queue (both optional labels).
+	Kind     string `cbor:"12,keyasint,omitempty" json:"kind,omitempty"`
+	Subtopic string `cbor:"13,keyasint,omitempty" json:"subtopic,omitempty"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
@@ -256,6 +260,9 @@ type ListRequest struct {
 	State string `cbor:"2,keyasint,omitempty" json:"state,omitempty"`
 	Group string `cbor:"3,keyasint,omitempty" json:"group,omitempty"`
 	Limit int    `cbor:"4,keyasint,omitempty" json:"limit,omitempty"`
+	// Kind and Subtopic filter by those labels.
+	Kind     string `cbor:"5,keyasint,omitempty" json:"kind,omitempty"`
+	Subtopic string `cbor:"6,keyasint,omitempty" json:"subtopic,omitempty"`
 }
 
 // ListPage is one page of a streamed list.
@@ -317,7 +324,9 @@ type TaskView struct {
 	// Cancelled is set for a cancelled task.
 	Cancelled *CancelView `cbor:"17,keyasint,omitempty" json:"cancelled,omitempty"`
 	// TimeLimitMs is how long one claim may run (0: no limit).
-	TimeLimitMs int64 `cbor:"18,keyasint,omitempty" json:"time_limit_ms,omitempty"`
+	TimeLimitMs int64  `cbor:"18,keyasint,omitempty" json:"time_limit_ms,omitempty"`
+	Kind        string `cbor:"19,keyasint,omitempty" json:"kind,omitempty"`
+	Subtopic    string `cbor:"20,keyasint,omitempty" json:"subtopic,omitempty"`
 }
 
 // CancelView is a task's cancel: when, and the reason given.

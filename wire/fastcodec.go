@@ -168,7 +168,8 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
 		n := presentCount(true, t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
-			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID, t.TimeLimitMs != 0)
+			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID, t.TimeLimitMs != 0,
+			t.Kind != "", t.Subtopic != "")
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
 			b = task.AppendCBORID(append(b, 1), *t.ID)
@@ -202,6 +203,12 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		if t.TimeLimitMs != 0 {
 			b = task.AppendCBORInt(append(b, 11), t.TimeLimitMs)
 		}
+		if t.Kind != "" {
+			b = task.AppendCBORText(append(b, 12), t.Kind)
+		}
+		if t.Subtopic != "" {
+			b = task.AppendCBORText(append(b, 13), t.Subtopic)
+		}
 	}
 	if m.W != 0 {
 		b = task.AppendCBORInt(append(b, 2), int64(m.W))
@@ -218,7 +225,7 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 			return
 		}
 		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
-			r.Fields(11, func(k uint64) {
+			r.Fields(13, func(k uint64) {
 				switch k {
 				case 1:
 					id := r.ID()
@@ -243,6 +250,10 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 					t.FreshID = r.Bool()
 				case 11:
 					t.TimeLimitMs = r.Int64()
+				case 12:
+					t.Kind = r.Text()
+				case 13:
+					t.Subtopic = r.Text()
 				}
 			})
 		})
@@ -432,7 +443,7 @@ func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
 func (v *TaskView) appendCBOR(b []byte) []byte {
 	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
 		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0, v.Cancelled != nil,
-		v.TimeLimitMs != 0), 1)
+		v.TimeLimitMs != 0, v.Kind != "", v.Subtopic != ""), 1)
 	b = task.AppendCBORID(b, v.ID)
 	b = task.AppendCBORText(append(b, 2), v.Queue)
 	b = task.AppendCBORInt(append(b, 3), int64(v.Priority))
@@ -511,11 +522,17 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 	if v.TimeLimitMs != 0 {
 		b = task.AppendCBORInt(append(b, 18), v.TimeLimitMs)
 	}
+	if v.Kind != "" {
+		b = task.AppendCBORText(append(b, 19), v.Kind)
+	}
+	if v.Subtopic != "" {
+		b = task.AppendCBORText(append(b, 20), v.Subtopic)
+	}
 	return b
 }
 
 func (v *TaskView) read(r *task.CBORReader) {
-	r.Fields(18, func(k uint64) {
+	r.Fields(20, func(k uint64) {
 		switch k {
 		case 1:
 			v.ID = r.ID()
@@ -580,6 +597,10 @@ func (v *TaskView) read(r *task.CBORReader) {
 			v.Cancelled = c
 		case 18:
 			v.TimeLimitMs = r.Int64()
+		case 19:
+			v.Kind = r.Text()
+		case 20:
+			v.Subtopic = r.Text()
 		}
 	})
 }

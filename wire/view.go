@@ -33,6 +33,8 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		NotBefore:   task.NotBefore(sp, st),
 		EnqueuedAt:  sp.EnqueuedAt,
 		TimeLimitMs: sp.TimeLimit,
+		Kind:        sp.Kind,
+		Subtopic:    sp.Subtopic,
 	}
 	if v.Deps == nil {
 		v.Deps = []task.ID{}
@@ -115,6 +117,12 @@ func (req *ListRequest) Check() (*task.Status, error) {
 		}
 	}
 	if err := task.ValidateGroup(req.Group); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateLabel("kind", req.Kind); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateLabel("subtopic", req.Subtopic); err != nil {
 		return nil, err
 	}
 	var want *task.Status
