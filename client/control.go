@@ -21,6 +21,17 @@ func (c *Client) Cancel(ctx context.Context, id ID, reason string) error {
 	})
 }
 
+// CancelClaim cancels task id as the holder of claim does (a handler
+// cancelling its own task): fenced like Fail, it is refused
+// (ErrClaimLost) unless claim is the task's latest, not ended.
+func (c *Client) CancelClaim(ctx context.Context, id ID, claim uint32, reason string) error {
+	req := &wire.CancelRequest{ID: id, Reason: reason, Claim: &claim}
+	return c.do(ctx, "cancel", func(ctx context.Context, cl *wire.Client) error {
+		_, err := cl.Cancel(ctx, req)
+		return err
+	})
+}
+
 // Delete deletes task id: it reads as not found afterwards. A live claim
 // is superseded as by Cancel. A task others depend on can be deleted only
 // once completed (ErrConflict: cancel it instead). A repeat succeeds.

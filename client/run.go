@@ -297,16 +297,10 @@ func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 		// left of it by this clock, at least unknownLease.
 		ttl = max(time.Until(t.End), unknownLease)
 	}
-	// No renewal grows a lease past the claim's start plus the task's
-	// time limit (by the node's clock, as End is); once the lease reaches
-	// it there is nothing left to renew, and the handler's own deadline
-	// (taskTimeLimit) comes before it.
-	atLimit := func(end time.Time) bool {
-		return t.TimeLimitMs > 0 && !t.Start.IsZero() && !end.Before(t.Start.Add(time.Duration(t.TimeLimitMs)*time.Millisecond))
-	}
-	if atLimit(t.End) {
-		return
-	}
+	// A lease that reaches the task's time limit renews to the same end:
+	// the renewals go on anyway, as they are how the worker learns that
+	// the claim was lost or the task cancelled, and the handler's own
+	// deadline (taskTimeLimit) comes before the limit.
 	every := ttl / 3
 	leaseEnd := sent.Add(ttl)
 	timer := time.NewTimer(time.Until(sent.Add(every)))
@@ -319,11 +313,11 @@ func (w *Worker) keepalive(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 		rctx, rcancel := context.WithDeadline(ctx, leaseEnd)
 		at := time.Now()
-		end, err := w.c.Renew(rctx, t.ID, t.Claim, w.cfg.TTL)
+		// As long again as granted: the queue's default may have changed
+		// since, and this loop's pace is the granted lease's.
+		_, err := w.c.Renew(rctx, t.ID, t.Claim, ttl)
 		rcancel()
 		switch {
-		case err == nil && atLimit(end):
-			return
 		case err == nil:
 			leaseEnd = at.Add(ttl)
 			timer.Reset(time.Until(at.Add(every)))
@@ -382,7 +376,7 @@ func (w *Worker) settle(job *Job, returned bool, herr, cause error, ch *chain, l
 	case returned && errors.As(herr, &snooze):
 		err = w.c.Snooze(ctx, job.ID, job.Claim, snooze.d)
 	case returned && errors.As(herr, &cancelled):
-		err = w.c.Cancel(ctx, job.ID, cancelled.reason)
+		err = w.c.CancelClaim(ctx, job.ID, job.Claim, cancelled.reason)
 	case returned && errors.As(herr, &skip):
 		err = w.c.FailNoRetry(ctx, job.ID, job.Claim, herr.Error())
 	case errors.Is(cause, ErrDraining):

@@ -309,6 +309,42 @@ func TestSkipRetryAndCancel(t *testing.T) {
 	}
 }
 
+// TestCancelClaimIsFenced: a handler's cancel carries its claim: once a
+// newer claim holds the task, the old holder's cancel is refused
+// (ErrClaimLost) and changes nothing; the holder's own goes through.
+func TestCancelClaimIsFenced(t *testing.T) {
+	_, c := oneNode(t)
+	ids := enqueueN(t, c, "fenced", 1, 5)
+	first, err := c.Claim(t.Context(), "fenced", client.ClaimOptions{TTL: 50 * time.Millisecond})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim: %v, %v", first, err)
+	}
+	var second []client.Claimed
+	testkit.WaitFor(t, 10*time.Second, func() error { // once the first lease (and the skew bound) ran out
+		second, err = c.Claim(t.Context(), "fenced", client.ClaimOptions{TTL: time.Minute})
+		if err == nil && len(second) == 0 {
+			err = errors.New("not claimable again yet")
+		}
+		return err
+	})
+	before, err := c.Get(t.Context(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CancelClaim(t.Context(), ids[0], first[0].Claim, "stale"); !errors.Is(err, client.ErrClaimLost) {
+		t.Fatalf("cancel under the superseded claim: %v; want ErrClaimLost", err)
+	}
+	if after, err := c.Get(t.Context(), ids[0]); err != nil || after.State != "claimed" || len(after.Claims) != len(before.Claims) {
+		t.Fatalf("after the refused cancel: %+v, %v; want the second claim holding the task", after, err)
+	}
+	if err := c.CancelClaim(t.Context(), ids[0], second[0].Claim, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if info := awaitState(t, c, ids, "cancelled")[0]; info.Cancelled.Reason != "mine" {
+		t.Fatalf("cancel reason %q; want mine", info.Cancelled.Reason)
+	}
+}
+
 // TestQueueConcurrency: a queue's own bound holds under the worker's.
 func TestQueueConcurrency(t *testing.T) {
 	_, c := oneNode(t)
@@ -487,8 +523,8 @@ func TestWorkerTaskTimeLimit(t *testing.T) {
 // task's time limit completes, when the lease the node granted already
 // reaches the limit (the queue's default lease is longer than it) and
 // when renewals grow it there. A renewal of such a lease answers the same
-// end, and the Worker stops renewing: the claim is alive until the limit
-// (it once took the node's refusal for the limit passed, and failed the
+// end, and the claim is alive until the limit (the Worker once took the
+// node's refusal of that renewal for the limit passed, and failed the
 // attempt a third of the way in).
 func TestWorkerRunsToTheTimeLimit(t *testing.T) {
 	const limit, runs = 4 * time.Second, 2500 * time.Millisecond

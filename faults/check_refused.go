@@ -140,9 +140,11 @@ func refusedReleases(flags *taskFlags, t *taskHist, r taskRead) {
 			continue // derived from the claim's lease (the claim ids check judges it)
 		}
 		ops, kind, what := underClaim(t.fails, f.Claim), kindRefusedFail, "fail"
+		// A fail's no_retry is part of what it wrote: only a fail that
+		// said no_retry explains a no_retry release, and only one that did
+		// not explains a plain one.
+		ops = slices.DeleteFunc(ops, func(o *op) bool { return o.inv.NoRetry != f.NoRetry })
 		if f.NoRetry {
-			// Only a fail that said no_retry explains one.
-			ops = slices.DeleteFunc(ops, func(o *op) bool { return !o.inv.NoRetry })
 			what = "fail with no_retry"
 		}
 		if f.Snooze {

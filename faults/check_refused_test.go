@@ -91,6 +91,11 @@ func TestRefused(t *testing.T) {
 		{name: "a fail with no_retry whose only fail said without", check: check, kind: kindReleaseUnexplained, want: 1, inject: func(b *builder) {
 			b.views[taskC].Failures[1].NoRetry = true
 		}},
+		{name: "a plain fail explained only by a fail with no_retry", check: check, kind: kindReleaseUnexplained, want: 1, inject: func(b *builder) {
+			noRetryDead(b)
+			b.outcomeOf(FFail, taskK, 0, Info)
+			b.views[taskK].Failures[0].NoRetry = false
+		}},
 		{name: "a fail with no_retry that came back fail", check: check, kind: kindRefusedFail, want: 1, inject: func(b *builder) {
 			noRetryDead(b)
 			b.outcomeOf(FFail, taskK, 0, Fail)

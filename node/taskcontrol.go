@@ -22,6 +22,9 @@ import (
 func (n *Node) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
 	return ack(onTask[wire.CancelRequest, wire.Ack](ctx, n, wire.OpCancel, req.ID, req, nil,
 		func(r *partition.Replica, now int64) (partition.Write, error) {
+			if req.Claim != nil {
+				return r.CancelUnderApply(req.ID, *req.Claim, req.Reason, now)
+			}
 			return r.CancelApply(req.ID, req.Reason, now)
 		}))
 }

@@ -109,7 +109,7 @@ func (n *Node) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewRe
 			}
 			// 0: the queue's default lease, else the node's, as a claim's.
 			if ttl = req.TTLMs; ttl < 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
-				return fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+				return fmt.Errorf("%w: ttl %dms: want 0 (the default) or 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
 			}
 			return nil
 		},

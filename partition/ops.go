@@ -201,7 +201,8 @@ func (r *Replica) checkStampLocked(id task.ID, st *task.State) error {
 	return fmt.Errorf("%w: partition %d: %s was written at epoch %d", ErrNotLeader, r.cfg.Part, id, st.Stamp)
 }
 
-// Renew extends claim idx of task id to now+ttl.
+// Renew extends claim idx of task id to now+ttl, never past the claim's
+// start plus its task's time limit (task.State.Renew).
 func (r *Replica) Renew(id task.ID, idx uint32, now, ttl int64) (task.Claim, error) {
 	c, w, err := r.RenewApply(id, idx, now, Lease{TTL: ttl})
 	if err != nil {
@@ -477,6 +478,15 @@ func (r *Replica) SnoozeApply(id task.ID, idx uint32, delay, now int64) (Write, 
 func (r *Replica) CancelApply(id task.ID, reason string, now int64) (Write, error) {
 	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
 		return st.Cancel(now, reason)
+	})
+}
+
+// CancelUnderApply is CancelApply by the holder of claim idx
+// (task.State.CancelUnder): refused unless idx is the latest claim, not
+// ended.
+func (r *Replica) CancelUnderApply(id task.ID, idx uint32, reason string, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+		return st.CancelUnder(idx, now, reason)
 	})
 }
 

@@ -21,9 +21,8 @@ var (
 	ErrClaimSuperseded = errors.New("claim superseded")
 	// ErrClaimExpired is returned when renewing a claim whose end has passed.
 	ErrClaimExpired = errors.New("claim expired")
-	// ErrTimeLimit is returned when renewing a claim whose lease already
-	// reaches its task's time limit: the claim ends there, a failed
-	// attempt, and only completing, failing or snoozing it remain.
+	// ErrTimeLimit is returned when renewing a claim that ran for its
+	// task's time limit: the claim ended there, a failed attempt.
 	ErrTimeLimit = errors.New("time limit")
 	// ErrClaimEnded is returned when a claim was already ended by fail or
 	// snooze.

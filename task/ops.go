@@ -121,11 +121,26 @@ func (s *State) Cancel(now int64, reason string) (done bool, err error) {
 	return true, nil
 }
 
+// CancelUnder is Cancel by the holder of claim idx (a handler cancelling
+// its own task): fenced like a fail, it is refused unless idx is the
+// task's latest claim, not ended; a repeat of a cancel is a no-op.
+func (s *State) CancelUnder(idx uint32, now int64, reason string) (done bool, err error) {
+	if c := s.Completion; c == nil || !c.Cancelled {
+		if err := s.checkOpen(idx); err != nil {
+			return false, err
+		}
+	}
+	return s.Cancel(now, reason)
+}
+
 // End ends claim idx early: a fail (snooze=false) or a snooze. A retry of
 // the same kind of release is a no-op (done=false, nil).
 func (s *State) End(idx uint32, r Release) (done bool, err error) {
 	if s.Completion == nil && s.CheckLatest(idx) == nil {
-		if prev, ok := s.ReleaseOf(idx); ok && prev.Snooze == r.Snooze {
+		// A repeat is a no-op, unless it asks for more than the first
+		// gave: a fail with no retry after a plain fail is refused (it
+		// would be acknowledged and change nothing).
+		if prev, ok := s.ReleaseOf(idx); ok && prev.Snooze == r.Snooze && (prev.NoRetry || !r.NoRetry) {
 			return false, nil
 		}
 	}

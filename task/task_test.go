@@ -460,6 +460,7 @@ func TestCancel(t *testing.T) {
 func TestEnd(t *testing.T) {
 	fail := task.Release{At: 1500, Until: 3000, Reason: "boom"}
 	snooze := task.Release{At: 1500, Snooze: true, Until: 4000}
+	noRetry := task.Release{At: 1500, Until: 1500, Reason: "bad input", NoRetry: true}
 	cases := []struct {
 		name       string
 		first      *task.Release // an earlier End of claim 1, if any
@@ -475,6 +476,11 @@ func TestEnd(t *testing.T) {
 		{"snooze twice", &snooze, 1, task.Release{At: 1600, Snooze: true}, false, nil, withClaim(snooze, 1)},
 		{"snooze after fail", &fail, 1, snooze, false, task.ErrClaimEnded, withClaim(fail, 1)},
 		{"fail after snooze", &snooze, 1, fail, false, task.ErrClaimEnded, withClaim(snooze, 1)},
+		// A fail with no retry after a plain one would change nothing:
+		// refused, not acknowledged. The other way round is a repeat.
+		{"no-retry fail after a fail", &fail, 1, task.Release{At: 1600, NoRetry: true}, false, task.ErrClaimEnded, withClaim(fail, 1)},
+		{"fail after a no-retry fail", &noRetry, 1, fail, false, nil, withClaim(noRetry, 1)},
+		{"no-retry fail twice", &noRetry, 1, noRetry, false, nil, withClaim(noRetry, 1)},
 		{"superseded", nil, 0, fail, false, task.ErrClaimSuperseded, task.Release{}},
 		{"never granted", nil, 7, fail, false, task.ErrNoSuchClaim, task.Release{}},
 		// Claim 1 ends at 2000: after that its expiry counted an attempt,
@@ -593,6 +599,41 @@ func TestStateName(t *testing.T) {
 			}
 			if st, err := task.ParseStatus(tc.want); err != nil || st != tc.status {
 				t.Fatalf("ParseStatus(%q) = %v, %v; want %v", tc.want, st, err, tc.status)
+			}
+		})
+	}
+}
+
+// TestCancelUnder: a cancel by a claim's holder is fenced like a fail:
+// only the latest claim, not ended, may cancel; a repeat is a no-op.
+func TestCancelUnder(t *testing.T) {
+	failed := fenceState()
+	failed.Releases = []task.Release{{Claim: 1, At: 1500}}
+	completed := fenceState()
+	completed.Completion = &task.Completion{Claim: 1, At: 1500}
+	cancelled := fenceState()
+	cancelled.Completion = &task.Completion{Claim: 2, At: 1500, Cancelled: true}
+	for _, tc := range []struct {
+		name     string
+		st       task.State
+		idx      uint32
+		wantDone bool
+		wantErr  error
+	}{
+		{"the latest claim", fenceState(), 1, true, nil},
+		{"a superseded claim", fenceState(), 0, false, task.ErrClaimSuperseded},
+		{"a claim ended by a fail", failed, 1, false, task.ErrClaimEnded},
+		{"a completed task", completed, 1, false, task.ErrCompleted},
+		{"a repeat", cancelled, 1, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.st.Clone()
+			done, err := tc.st.CancelUnder(tc.idx, 1600, "handler")
+			if done != tc.wantDone || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("CancelUnder = %v, %v; want %v, %v", done, err, tc.wantDone, tc.wantErr)
+			}
+			if !done && !reflect.DeepEqual(before, tc.st) {
+				t.Fatalf("a refused or repeated cancel changed the state: %+v -> %+v", before, tc.st)
 			}
 		})
 	}

@@ -212,6 +212,10 @@ type RequeueRequest struct {
 type CancelRequest struct {
 	ID     task.ID `cbor:"1,keyasint" json:"id"`
 	Reason string  `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
+	// Claim, when set, fences the cancel like a fail: it is refused
+	// unless Claim is the task's latest claim, not ended (a handler
+	// cancelling its own task; an operator's cancel names none).
+	Claim *uint32 `cbor:"3,keyasint,omitempty" json:"claim,omitempty"`
 }
 
 // DeleteRequest deletes a task, claimed or not (its claim is superseded,
