@@ -69,7 +69,7 @@ func (e *Error) Is(target error) bool {
 	case ErrClaimLost:
 		return claimLost(e.Err)
 	case ErrUnavailable:
-		return retryable(e.Err)
+		return unavailable(e.Err)
 	}
 	return false
 }
@@ -88,9 +88,13 @@ func claimLost(err error) bool {
 // later, may serve the call: the node could not be reached or answered
 // that it cannot serve now.
 func retryable(err error) bool {
-	if errors.As(err, new(notRetried)) {
-		return false
-	}
+	return !errors.As(err, new(notRetried)) && unavailable(err)
+}
+
+// unavailable reports whether err says the node could not be reached or
+// could not serve now, whether or not the call may be sent again (a
+// listing that already yielded tasks may not).
+func unavailable(err error) bool {
 	var we *wire.Error
 	if !errors.As(err, &we) {
 		return true // the transport's: the node was not reached, or the answer lost
