@@ -142,12 +142,13 @@ func ctlCommand() *ucli.Command {
 			{
 				Name:   "count",
 				Usage:  "count tasks; prints {\"count\":N}",
-				Flags:  []ucli.Flag{&ucli.StringFlag{Name: "queue"}},
+				Flags:  []ucli.Flag{&ucli.StringFlag{Name: "queue"}, &ucli.StringFlag{Name: "subtopic", Usage: "only tasks of this subtopic"}},
 				Action: ctlAction(ctlCount),
 			},
 			{
 				Name:   "queues",
 				Usage:  "per-queue counts by state, one object per line",
+				Flags:  []ucli.Flag{&ucli.BoolFlag{Name: "subtopics", Usage: "then per subtopic of each queue (objects with \"subtopic\")"}},
 				Action: ctlAction(ctlQueues),
 			},
 			{
@@ -170,6 +171,7 @@ func ctlCommand() *ucli.Command {
 			},
 			ctlWorkCommand(),
 			ctlQueueCommand(),
+			ctlGroupCommand(),
 			{
 				Name:   "token",
 				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
@@ -490,7 +492,7 @@ func ctlList(e *ctlEnv) error {
 }
 
 func ctlCount(e *ctlEnv) error {
-	resp, err := e.cl.Count(e.ctx, &wire.CountRequest{Queue: e.c.String("queue")})
+	resp, err := e.cl.Count(e.ctx, &wire.CountRequest{Queue: e.c.String("queue"), Subtopic: e.c.String("subtopic")})
 	if err != nil {
 		return err
 	}
@@ -534,13 +536,15 @@ func ctlToken(c *ucli.Context) error {
 }
 
 func ctlQueues(e *ctlEnv) error {
-	resp, err := e.cl.Queues(e.ctx, &wire.QueuesRequest{})
+	resp, err := e.cl.Queues(e.ctx, &wire.QueuesRequest{Subtopics: e.c.Bool("subtopics")})
 	if err != nil {
 		return err
 	}
-	for i := range resp.Queues {
-		if err := e.out.Encode(&resp.Queues[i]); err != nil {
-			return err
+	for _, rows := range [][]wire.QueueStats{resp.Queues, resp.Subtopics} {
+		for i := range rows {
+			if err := e.out.Encode(&rows[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

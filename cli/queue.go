@@ -151,7 +151,7 @@ func ctlQueuePause(paused bool) func(e *ctlEnv) error {
 	}
 }
 
-func ctlQueueDead(op func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.DeadResponse, error)) func(e *ctlEnv) error {
+func ctlQueueDead(op func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.BulkResponse, error)) func(e *ctlEnv) error {
 	return func(e *ctlEnv) error {
 		resp, err := op(e.cl, e.ctx, &wire.DeadRequest{Queue: e.c.Args().First()})
 		if err != nil {

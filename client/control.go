@@ -43,10 +43,13 @@ func (c *Client) Delete(ctx context.Context, id ID) error {
 	})
 }
 
-// DeadResult is what a bulk requeue or purge did: how many dead tasks it
-// requeued or deleted, how many it left (see Client.PurgeDead), and the
-// first reasons why.
-type DeadResult = wire.DeadResponse
+// BulkResult is what a bulk op did: how many tasks a requeue or purge of
+// dead tasks, or a group cancel, acted on, how many it left (see
+// Client.PurgeDead, Client.CancelGroup), and the first reasons why.
+type BulkResult = wire.BulkResponse
+
+// DeadResult is the BulkResult of a bulk requeue or purge.
+type DeadResult = BulkResult
 
 // RequeueDead makes every dead task of queue ready again, cluster-wide.
 func (c *Client) RequeueDead(ctx context.Context, queue string) (*DeadResult, error) {
@@ -61,12 +64,48 @@ func (c *Client) PurgeDead(ctx context.Context, queue string) (*DeadResult, erro
 }
 
 func (c *Client) dead(ctx context.Context, op, queue string,
-	call func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.DeadResponse, error),
+	call func(*wire.Client, context.Context, *wire.DeadRequest) (*wire.BulkResponse, error),
 ) (*DeadResult, error) {
 	req := &wire.DeadRequest{Queue: queue}
-	var resp *wire.DeadResponse
+	var resp *wire.BulkResponse
 	err := c.do(ctx, op, func(ctx context.Context, cl *wire.Client) (err error) {
 		resp, err = call(cl, ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// GroupStats is a task group's counts by state, cluster-wide (of the
+// tasks kept: garbage collection removes ended ones after the retention),
+// with Completed out of Total its progress, and Failures its first dead
+// tasks with their last failure.
+type GroupStats = wire.GroupResponse
+
+// Group reads the counts of task group group (the label Task.Group) and
+// up to dead of its dead tasks, lowest id first (0: 10; at most 1000).
+// It reads only the group's tasks, from an index each partition's leader
+// keeps. An unknown group has all counts zero.
+func (c *Client) Group(ctx context.Context, group string, dead int) (*GroupStats, error) {
+	req := &wire.GroupRequest{Group: group, Dead: dead}
+	var resp *wire.GroupResponse
+	err := c.do(ctx, "group", func(ctx context.Context, cl *wire.Client) (err error) {
+		resp, err = cl.Group(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// CancelGroup cancels every task of group that is not ended, cluster-wide,
+// with reason, as Cancel does one: workers holding them lose their claims,
+// tasks that depend on them stay blocked. Tasks that ended meanwhile are
+// counted as skipped. A task enqueued into the group while it runs may be
+// missed; a repeat cancels it. On an error some tasks may be cancelled
+// already; a repeat finishes the work.
+func (c *Client) CancelGroup(ctx context.Context, group, reason string) (*BulkResult, error) {
+	req := &wire.GroupCancelRequest{Group: group, Reason: reason}
+	var resp *wire.BulkResponse
+	err := c.do(ctx, "group-cancel", func(ctx context.Context, cl *wire.Client) (err error) {
+		resp, err = cl.GroupCancel(ctx, req)
 		return err
 	})
 	return resp, err

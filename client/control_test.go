@@ -3,10 +3,13 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/skuldd/skuldd/client"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // TestCancelStopsTheHandler: cancelling a task a Worker holds supersedes
@@ -153,5 +156,131 @@ func failAll(t *testing.T, c *client.Client, queue string, n int) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestGroups: on three nodes (partitions led by each), a group's counts,
+// its dead tasks and its subtopics' counts are summed over every leader;
+// a group cancel reaches every open task of the group, leaves its ended
+// ones and other groups alone, and a repeat finds nothing to do.
+func TestGroups(t *testing.T) {
+	_, clients := threeNodes(t)
+	c := clients[0]
+	ctx := t.Context()
+
+	const n = 30 // over 3 nodes' partitions
+	var tasks []client.Task
+	for i := range n {
+		q, sub := "a", "eu"
+		if i%2 == 1 {
+			q, sub = "b", "us"
+		}
+		tasks = append(tasks, client.Task{Queue: q, Group: "batch", Subtopic: sub, MaxAttempts: 1, Data: fmt.Appendf(nil, "%d", i)})
+	}
+	for range 5 {
+		tasks = append(tasks, client.Task{Queue: "a", Group: "other", Subtopic: "eu"})
+	}
+	res, err := c.EnqueueBatch(ctx, tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var otherIDs []client.ID
+	for _, r := range res[n:] {
+		otherIDs = append(otherIDs, r.ID)
+	}
+	// Queue b's 15 tasks go dead; 6 of queue a's complete.
+	failAll(t, c, "b", n)
+	done, err := c.Claim(ctx, "a", client.ClaimOptions{Count: 6})
+	if err != nil || len(done) != 6 {
+		t.Fatalf("claim = %d tasks, %v", len(done), err)
+	}
+	for _, j := range done {
+		if err := c.Complete(ctx, j.ID, j.Claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var batchDone int // of the 6, those of group batch (the oldest tasks of a are)
+	for _, j := range done {
+		if j.Group == "batch" {
+			batchDone++
+		}
+	}
+
+	g, err := clients[1].Group(ctx, "batch", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Total != n || g.Dead != n/2 || g.Completed != int64(batchDone) || g.Ready != int64(n/2-batchDone) || len(g.Failures) != 10 {
+		t.Fatalf("group = %+v; want %d tasks, %d dead, %d completed, 10 failures listed", g, n, n/2, batchDone)
+	}
+	if !slices.IsSortedFunc(g.Failures, func(a, b wire.GroupFailure) int { return a.ID.Compare(b.ID) }) {
+		t.Errorf("failures not in id order: %+v", g.Failures)
+	}
+	for _, f := range g.Failures {
+		if f.Queue != "b" || f.Reason != "boom" || f.Attempts != 1 {
+			t.Errorf("failure %+v; want queue b's, reason boom, 1 attempt", f)
+		}
+	}
+	if g3, err := clients[2].Group(ctx, "batch", 3); err != nil || !slices.Equal(g3.Failures, g.Failures[:3]) {
+		t.Errorf("group with 3 dead = %+v, %v; want the first 3 of %+v", g3, err, g.Failures)
+	}
+	if all, err := c.Group(ctx, "batch", 1000); err != nil || len(all.Failures) != n/2 {
+		t.Errorf("group with every dead task = %d failures, %v; want %d", len(all.Failures), err, n/2)
+	}
+	if none, err := c.Group(ctx, "none", 0); err != nil || none.Total != 0 || none.Group != "none" {
+		t.Errorf("unknown group = %+v, %v", none, err)
+	}
+	for _, bad := range []string{"", "a b"} {
+		if _, err := c.Group(ctx, bad, 0); !errors.Is(err, client.ErrInvalid) {
+			t.Errorf("group %q = %v; want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := c.Group(ctx, "batch", 1001); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("group with 1001 dead = %v; want ErrInvalid", err)
+	}
+
+	if cnt, err := c.CountSubtopic(ctx, "", "eu"); err != nil || cnt != n/2+5 {
+		t.Errorf("count of subtopic eu = %d, %v; want %d", cnt, err, n/2+5)
+	}
+	if cnt, err := clients[2].CountSubtopic(ctx, "b", "eu"); err != nil || cnt != 0 {
+		t.Errorf("count of subtopic eu in b = %d, %v; want 0", cnt, err)
+	}
+	subs, err := clients[1].Subtopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[0].Queue != "a" || subs[0].Subtopic != "eu" || subs[0].Completed != 6 || subs[0].Ready != n/2+5-6 ||
+		subs[1].Queue != "b" || subs[1].Subtopic != "us" || subs[1].Dead != n/2 {
+		t.Errorf("subtopics = %+v", subs)
+	}
+
+	open := n - batchDone
+	cres, err := clients[2].CancelGroup(ctx, "batch", "customer left")
+	if err != nil || cres.Done != open || cres.Skipped != 0 {
+		t.Fatalf("CancelGroup = %+v, %v; want %d done", cres, err, open)
+	}
+	g, err = c.Group(ctx, "batch", 0)
+	if err != nil || g.Cancelled != int64(open) || g.Completed != int64(batchDone) || g.Total != n || len(g.Failures) != 0 {
+		t.Errorf("group after the cancel = %+v, %v; want %d cancelled, %d completed", g, err, open, batchDone)
+	}
+	for _, r := range res[:n] {
+		info, err := c.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State != "completed" && (info.State != "cancelled" || info.Cancelled == nil || info.Cancelled.Reason != "customer left") {
+			t.Errorf("task %s after the group cancel: %s (%+v)", r.ID, info.State, info.Cancelled)
+		}
+	}
+	for _, id := range otherIDs {
+		if info, err := c.Get(ctx, id); err != nil || info.State != "ready" {
+			t.Errorf("task %s of another group = %+v, %v; want ready", id, info, err)
+		}
+	}
+	if again, err := c.CancelGroup(ctx, "batch", "again"); err != nil || again.Done != 0 {
+		t.Errorf("CancelGroup again = %+v, %v; want nothing done", again, err)
+	}
+	if _, err := c.CancelGroup(ctx, "", ""); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("CancelGroup of no group = %v; want ErrInvalid", err)
 	}
 }

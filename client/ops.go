@@ -31,11 +31,12 @@ type Task struct {
 	Deps []ID
 	// Delay keeps the task from being claimed before now+Delay.
 	Delay time.Duration
-	// Group and Description are free text, for people.
+	// Group labels tasks that are read and cancelled as one (Group,
+	// CancelGroup), across queues; Description is free text, for people.
 	Group, Description string
 	// Kind names what the task does: a Worker whose handler is a Kinds
 	// routes it by kind (EnqueueKind sets it). Subtopic classifies it
-	// within its queue, for List and Count.
+	// within its queue, for List, CountSubtopic and Subtopics.
 	Kind, Subtopic string
 	// MaxAttempts is how many claims may end without completion before
 	// the task is dead; 0 takes the queue's default, else the node's.
@@ -296,7 +297,16 @@ func (c *Client) Get(ctx context.Context, id ID) (*Info, error) {
 // Count returns the number of tasks of queue (of every queue: ""), in
 // every state.
 func (c *Client) Count(ctx context.Context, queue string) (int64, error) {
-	req := &wire.CountRequest{Queue: queue}
+	return c.count(ctx, &wire.CountRequest{Queue: queue})
+}
+
+// CountSubtopic counts the tasks of subtopic in queue ("": in every
+// queue), in every state.
+func (c *Client) CountSubtopic(ctx context.Context, queue, subtopic string) (int64, error) {
+	return c.count(ctx, &wire.CountRequest{Queue: queue, Subtopic: subtopic})
+}
+
+func (c *Client) count(ctx context.Context, req *wire.CountRequest) (int64, error) {
 	var resp *wire.CountResponse
 	err := c.do(ctx, "count", func(ctx context.Context, cl *wire.Client) (err error) {
 		resp, err = cl.Count(ctx, req)

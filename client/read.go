@@ -97,15 +97,30 @@ type QueueStats = wire.QueueStats
 
 // Queues counts every queue's tasks by state, over the whole cluster.
 func (c *Client) Queues(ctx context.Context) ([]QueueStats, error) {
-	var resp *wire.QueuesResponse
-	err := c.do(ctx, "queues", func(ctx context.Context, cl *wire.Client) (err error) {
-		resp, err = cl.Queues(ctx, &wire.QueuesRequest{})
-		return err
-	})
+	resp, err := c.queues(ctx, &wire.QueuesRequest{})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Queues, nil
+}
+
+// Subtopics returns the counts by state of every subtopic of every queue,
+// cluster-wide, sorted by queue and subtopic (QueueStats.Subtopic set).
+func (c *Client) Subtopics(ctx context.Context) ([]QueueStats, error) {
+	resp, err := c.queues(ctx, &wire.QueuesRequest{Subtopics: true})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Subtopics, nil
+}
+
+func (c *Client) queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	var resp *wire.QueuesResponse
+	err := c.do(ctx, "queues", func(ctx context.Context, cl *wire.Client) (err error) {
+		resp, err = cl.Queues(ctx, req)
+		return err
+	})
+	return resp, err
 }
 
 // Attempt is one earlier claim of a task: when it ran, the progress it

@@ -155,12 +155,12 @@ func (f *fakeService) Delete(context.Context, *wire.DeleteRequest) (*wire.Ack, e
 	return &wire.Ack{Acks: 1}, nil
 }
 
-func (f *fakeService) RequeueDead(_ context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return &wire.DeadResponse{Done: len(req.Queue)}, nil
+func (f *fakeService) RequeueDead(_ context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return &wire.BulkResponse{Done: len(req.Queue)}, nil
 }
 
-func (f *fakeService) PurgeDead(_ context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return &wire.DeadResponse{Done: len(req.Queue)}, nil
+func (f *fakeService) PurgeDead(_ context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return &wire.BulkResponse{Done: len(req.Queue)}, nil
 }
 
 // Get fails with code id[19] for ids whose first byte is 0xee.
@@ -222,11 +222,30 @@ func (f *fakeService) Count(_ context.Context, req *wire.CountRequest) (*wire.Co
 	if err := f.errFor(req.Queue, "e"); err != nil {
 		return nil, err
 	}
-	return &wire.CountResponse{Count: 7}, nil
+	return &wire.CountResponse{Count: 7 + int64(len(req.Subtopic))}, nil
 }
 
-func (f *fakeService) Queues(context.Context, *wire.QueuesRequest) (*wire.QueuesResponse, error) {
-	return &wire.QueuesResponse{Queues: []wire.QueueStats{{Queue: "q", Ready: 1}}}, nil
+func (f *fakeService) Queues(_ context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	resp := &wire.QueuesResponse{Queues: []wire.QueueStats{{Queue: "q", Ready: 1}}}
+	if req.Subtopics {
+		resp.Subtopics = []wire.QueueStats{{Queue: "q", Subtopic: "eu", Ready: 1}}
+	}
+	return resp, nil
+}
+
+// Group echoes the request: Total is the dead tasks asked for.
+func (f *fakeService) Group(_ context.Context, req *wire.GroupRequest) (*wire.GroupResponse, error) {
+	return &wire.GroupResponse{Group: req.Group, Total: int64(req.Dead)}, nil
+}
+
+// GroupCancel echoes the request: Done is the group name's length, the
+// reason the one error.
+func (f *fakeService) GroupCancel(_ context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
+	resp := &wire.BulkResponse{Done: len(req.Group)}
+	if req.Reason != "" {
+		resp.Errors = []string{req.Reason}
+	}
+	return resp, nil
 }
 
 func (f *fakeService) Leave(context.Context) (*wire.LeaveResponse, error) {
@@ -282,6 +301,7 @@ const (
 	routeClaim           // POST /v1/claim, body
 	routeComplete        // POST /v1/complete, body
 	routeTasks           // POST /v1/tasks, body
+	routeGroupCancel     // POST /v1/groups/g/cancel, body (optional)
 	routeGet             // GET /v1/tasks/{id}: arg is the id segment, then "?" and a query
 	routeGetRaw          // GET /v1/tasks/ + arg as a raw path and query
 	routeList            // GET /v1/tasks?arg
@@ -292,8 +312,8 @@ const (
 // cannot be a request line at all.
 func request(route uint8, body []byte, arg string) *http.Request {
 	switch route {
-	case routeEnqueue, routeClaim, routeComplete, routeTasks:
-		path := [...]string{"/v1/enqueue", "/v1/claim", "/v1/complete", "/v1/tasks"}[route]
+	case routeEnqueue, routeClaim, routeComplete, routeTasks, routeGroupCancel:
+		path := [...]string{"/v1/enqueue", "/v1/claim", "/v1/complete", "/v1/tasks", "/v1/groups/g/cancel"}[route]
 		r := httptest.NewRequest("POST", path, bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		return r
@@ -396,7 +416,8 @@ func FuzzHTTPDecode(f *testing.F) {
 		`{"queue":"q","w":2}`, `{"queue":"q","bogus":1}`, `{"queue":"q","queue":"r"}`, `{"queue":"q"} {"queue":"r"}`, `{"queue":"q"}garbage`,
 		"\xef\xbb\xbf{}", "{\"queue\":\"\xff\"}", strings.Repeat("[", 10000), `{"queue":"q","description":"` + strings.Repeat("x", 5000) + `"}`,
 	}
-	for route := range uint8(routeTasks + 1) {
+	bodies = append(bodies, `{"reason":"r"}`, `{"group":"g"}`, `{"group":"h"}`, " ", "\n{}\n")
+	for route := range uint8(routeGroupCancel + 1) {
 		for _, b := range bodies {
 			f.Add(route, []byte(b), "")
 		}
@@ -584,7 +605,9 @@ func TestHTTPQueueSettings(t *testing.T) {
 }
 
 // The task-control endpoints reach the service's methods: cancel and
-// delete by body or path, a bulk requeue or purge by the path's queue.
+// delete by body or path, a bulk requeue or purge by the path's queue, a
+// group's counts and cancel by the path's group (the cancel's body
+// optional), a subtopic's count and the queues' subtopics.
 func TestHTTPTaskControl(t *testing.T) {
 	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
 	id := strings.Repeat("ab", 20)
@@ -600,6 +623,20 @@ func TestHTTPTaskControl(t *testing.T) {
 		{"DELETE", "/v1/tasks/nope", "", http.StatusBadRequest, ""},
 		{"POST", "/v1/queues/mail/dead/requeue", "", http.StatusOK, `{"done":4}`},
 		{"POST", "/v1/queues/mailer/dead/purge", "", http.StatusOK, `{"done":6}`},
+		{"GET", "/v1/groups/batch-7", "", http.StatusOK, `{"group":"batch-7","total":0,"ready":0,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0}`},
+		{"GET", "/v1/groups/batch-7?dead=25", "", http.StatusOK, `{"group":"batch-7","total":25,"ready":0,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0}`},
+		{"GET", "/v1/groups/batch-7?dead=x", "", http.StatusBadRequest, ""},
+		{"GET", "/v1/groups/batch-7?dead=-1", "", http.StatusBadRequest, ""},
+		{"POST", "/v1/groups/batch-7/cancel", "", http.StatusOK, `{"done":7}`},
+		{"POST", "/v1/groups/batch-7/cancel", " \n", http.StatusOK, `{"done":7}`},
+		{"POST", "/v1/groups/batch-7/cancel", `{"reason":"obsolete"}`, http.StatusOK, `{"done":7,"errors":["obsolete"]}`},
+		{"POST", "/v1/groups/batch-7/cancel", `{"group":"batch-7","reason":"x"}`, http.StatusOK, `{"done":7,"errors":["x"]}`},
+		{"POST", "/v1/groups/batch-7/cancel", `{"group":"other"}`, http.StatusBadRequest, ""},
+		{"POST", "/v1/groups/batch-7/cancel", `{"reasn":"typo"}`, http.StatusBadRequest, ""},
+		{"POST", "/v1/groups/batch-7/cancel", `{"reason":`, http.StatusBadRequest, ""},
+		{"GET", "/v1/count?subtopic=eu", "", http.StatusOK, `{"count":9}`},
+		{"GET", "/v1/queues?subtopics=true", "", http.StatusOK, `{"queues":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0}],"subtopics":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0,"subtopic":"eu"}]}`},
+		{"GET", "/v1/queues?subtopics=maybe", "", http.StatusBadRequest, ""},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))

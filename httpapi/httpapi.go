@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -60,6 +61,8 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("POST /v1/queues/{queue}/resume", a.queuePause(false))
 	mux.HandleFunc("POST /v1/queues/{queue}/dead/requeue", a.dead(svc.RequeueDead))
 	mux.HandleFunc("POST /v1/queues/{queue}/dead/purge", a.dead(svc.PurgeDead))
+	mux.HandleFunc("GET /v1/groups/{group}", a.group)
+	mux.HandleFunc("POST /v1/groups/{group}/cancel", a.groupCancel)
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {
@@ -243,7 +246,8 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) count(w http.ResponseWriter, r *http.Request) {
-	resp, err := a.svc.Count(r.Context(), &wire.CountRequest{Queue: r.URL.Query().Get("queue")})
+	q := r.URL.Query()
+	resp, err := a.svc.Count(r.Context(), &wire.CountRequest{Queue: q.Get("queue"), Subtopic: q.Get("subtopic")})
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -252,12 +256,84 @@ func (a *api) count(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) queues(w http.ResponseWriter, r *http.Request) {
-	resp, err := a.svc.Queues(r.Context(), &wire.QueuesRequest{})
+	req := &wire.QueuesRequest{}
+	if s := r.URL.Query().Get("subtopics"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			a.fail(w, fmt.Errorf("%w: subtopics %q is not true or false", task.ErrInvalid, s))
+			return
+		}
+		req.Subtopics = v
+	}
+	resp, err := a.svc.Queues(r.Context(), req)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// group answers a group's counts; ?dead=N lists up to N of its dead
+// tasks.
+func (a *api) group(w http.ResponseWriter, r *http.Request) {
+	req := &wire.GroupRequest{Group: r.PathValue("group")}
+	if s := r.URL.Query().Get("dead"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			a.fail(w, fmt.Errorf("%w: dead %q is not a count", task.ErrInvalid, s))
+			return
+		}
+		req.Dead = v
+	}
+	resp, err := a.svc.Group(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// groupCancel cancels the path's group; the body, optional, is
+// wire.GroupCancelRequest without the group, which is the path's.
+func (a *api) groupCancel(w http.ResponseWriter, r *http.Request) {
+	var req wire.GroupCancelRequest
+	body := bufio.NewReader(http.MaxBytesReader(w, r.Body, MaxBody))
+	if hasBody(body) {
+		if err := Decode(body, &req); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	g := r.PathValue("group")
+	if req.Group != "" && req.Group != g {
+		a.fail(w, fmt.Errorf("%w: group %q in the body, %q in the path", task.ErrInvalid, req.Group, g))
+		return
+	}
+	req.Group = g
+	resp, err := a.svc.GroupCancel(r.Context(), &req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// hasBody reports whether body holds more than white space, leaving its
+// first other byte unread. A read error counts as a body: Decode reports
+// it.
+func hasBody(body *bufio.Reader) bool {
+	for {
+		b, err := body.ReadByte()
+		switch {
+		case err == io.EOF:
+			return false
+		case err != nil:
+			return true
+		case b != ' ' && b != '\t' && b != '\r' && b != '\n':
+			_ = body.UnreadByte()
+			return true
+		}
+	}
 }
 
 // queueGet answers a queue's settings.
@@ -308,7 +384,7 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 // dead runs a bulk requeue or purge of the path's queue's dead tasks.
-func (a *api) dead(op func(context.Context, *wire.DeadRequest) (*wire.DeadResponse, error)) http.HandlerFunc {
+func (a *api) dead(op func(context.Context, *wire.DeadRequest) (*wire.BulkResponse, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		resp, err := op(r.Context(), &wire.DeadRequest{Queue: r.PathValue("queue")})
 		if err != nil {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,7 +196,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	return nil
 }
 
-// Count counts tasks of a queue (or all queues) in every state.
+// Count counts tasks of a queue (or all queues) in every state; with a
+// subtopic, only those of it.
 func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
@@ -204,6 +206,9 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 		if err := task.ValidateQueue(req.Queue); err != nil {
 			return nil, err
 		}
+	}
+	if err := task.ValidateLabel("subtopic", req.Subtopic); err != nil {
+		return nil, err
 	}
 	n.catchUp()
 	mine, err := n.registryParts(ctx)
@@ -214,33 +219,43 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 	if err := fanOut(ctx, n, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
 		return nil, err
 	}
+	add := func(q string, c [task.NumStatus]int64) {
+		if req.Queue == "" || q == req.Queue {
+			for _, v := range c {
+				total += v
+			}
+		}
+	}
 	for _, r := range n.parts {
 		if !mine[r.Part()] {
 			continue
 		}
-		r.Stats(func(q string, c [task.NumStatus]int64) {
-			if req.Queue == "" || q == req.Queue {
-				for _, v := range c {
-					total += v
-				}
+		if req.Subtopic == "" {
+			r.Stats(add)
+			continue
+		}
+		r.SubtopicStats(func(q, sub string, c [task.NumStatus]int64) {
+			if sub == req.Subtopic {
+				add(q, c)
 			}
 		})
 	}
 	return &wire.CountResponse{Count: total}, nil
 }
 
-// Queues returns per-queue counts by state.
+// Queues returns per-queue counts by state, and per subtopic when asked.
 func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	n.catchUp()
-	sums := map[string]*[task.NumStatus]int64{}
-	add := func(q string, c [task.NumStatus]int64) {
-		s := sums[q]
+	type key struct{ queue, sub string }
+	queues, subs := map[key]*[task.NumStatus]int64{}, map[key]*[task.NumStatus]int64{}
+	add := func(m map[key]*[task.NumStatus]int64, k key, c [task.NumStatus]int64) {
+		s := m[k]
 		if s == nil {
 			s = new([task.NumStatus]int64)
-			sums[q] = s
+			m[k] = s
 		}
 		for i, v := range c {
 			s[i] += v
@@ -248,10 +263,10 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 	}
 	err := fanOut(ctx, n, wire.OpQueues, req, func(r *wire.QueuesResponse) {
 		for _, q := range r.Queues {
-			var c [task.NumStatus]int64
-			c[task.Ready], c[task.Claimed], c[task.Delayed] = q.Ready, q.Claimed, q.Delayed
-			c[task.Blocked], c[task.Completed], c[task.Dead], c[task.Cancelled] = q.Blocked, q.Completed, q.Dead, q.Cancelled
-			add(q.Queue, c)
+			add(queues, key{q.Queue, ""}, statsCounts(q))
+		}
+		for _, q := range r.Subtopics {
+			add(subs, key{q.Queue, q.Subtopic}, statsCounts(q))
 		}
 	})
 	if err != nil {
@@ -265,23 +280,33 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 		if !mine[r.Part()] {
 			continue
 		}
-		r.Stats(add)
-	}
-	resp := &wire.QueuesResponse{Queues: make([]wire.QueueStats, 0, len(sums))}
-	for q, c := range sums {
-		resp.Queues = append(resp.Queues, wire.QueueStats{
-			Queue: q, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
-			Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead], Cancelled: c[task.Cancelled],
-		})
-	}
-	slices.SortFunc(resp.Queues, func(a, b wire.QueueStats) int {
-		if a.Queue < b.Queue {
-			return -1
+		r.Stats(func(q string, c [task.NumStatus]int64) { add(queues, key{q, ""}, c) })
+		if req.Subtopics {
+			r.SubtopicStats(func(q, sub string, c [task.NumStatus]int64) { add(subs, key{q, sub}, c) })
 		}
-		if a.Queue > b.Queue {
-			return 1
+	}
+	rows := func(m map[key]*[task.NumStatus]int64) []wire.QueueStats {
+		out := make([]wire.QueueStats, 0, len(m))
+		for k, c := range m {
+			out = append(out, wire.QueueStats{
+				Queue: k.queue, Subtopic: k.sub, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
+				Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead], Cancelled: c[task.Cancelled],
+			})
 		}
-		return 0
-	})
+		slices.SortFunc(out, func(a, b wire.QueueStats) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Subtopic, b.Subtopic)) })
+		return out
+	}
+	resp := &wire.QueuesResponse{Queues: rows(queues)}
+	if req.Subtopics {
+		resp.Subtopics = rows(subs)
+	}
 	return resp, nil
+}
+
+// statsCounts returns a queue row's counts by state.
+func statsCounts(q wire.QueueStats) [task.NumStatus]int64 {
+	var c [task.NumStatus]int64
+	c[task.Ready], c[task.Claimed], c[task.Delayed] = q.Ready, q.Claimed, q.Delayed
+	c[task.Blocked], c[task.Completed], c[task.Dead], c[task.Cancelled] = q.Blocked, q.Completed, q.Dead, q.Cancelled
+	return c
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Task control: an operator cancels or deletes one task, or requeues or
-// purges every dead task of a queue. Each acts through the same writes as
+// Task control: an operator cancels or deletes one task, requeues or
+// purges every dead task of a queue, or cancels a group's tasks. Each acts through the same writes as
 // a worker's operations: at the partition's leader, shipped, answered
 // once W replicas hold it.
 
@@ -104,7 +104,7 @@ func (n *Node) shipTomb(ctx context.Context, part uint16, id task.ID, d partitio
 }
 
 // RequeueDead makes every dead task of a queue ready again.
-func (n *Node) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+func (n *Node) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
 	return n.onDead(ctx, wire.OpRequeueDead, req, func(part uint16, id task.ID) (int, error) {
 		wr, err := n.parts[part].RequeueApply(id, n.now())
 		if err != nil {
@@ -116,72 +116,96 @@ func (n *Node) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.De
 
 // PurgeDead deletes every dead task of a queue, except those others
 // depend on (deleting one would release its dependents).
-func (n *Node) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
+func (n *Node) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
 	return n.onDead(ctx, wire.OpPurgeDead, req, func(part uint16, id task.ID) (int, error) {
 		return n.deleteHere(ctx, part, id)
 	})
 }
 
-// Bulk operations on dead tasks.
-const (
-	// deadWorkers is how many tasks a bulk requeue or purge acts on at
-	// once per partition: their writes share the store's syncs.
-	deadWorkers = 32
-	// deadErrorsMax is how many refusals a bulk answer quotes.
-	deadErrorsMax = 5
-)
-
-// onDead applies do to each dead task of req.Queue in the partitions this
-// node leads, then asks the other leaders to do the same for theirs, and
-// sums the answers. A task do refuses by its state is skipped and counted
-// (it stopped being dead, or others depend on it); any other error ends
-// the call, which is safe to repeat: what was done is no longer dead. So
-// does a change of leaders meanwhile (a partition that moved here after
-// the listing, or away before the peers were asked, would be missed): the
-// answer is then unavailable, and a repeat completes the work.
-func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.DeadResponse, error) {
+// onDead applies do to each dead task of req.Queue (see onEach).
+func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.BulkResponse, error) {
 	if err := n.checkServing(); err != nil {
 		return nil, err
 	}
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return nil, err
 	}
+	return onEach(ctx, n, op, req.Queue, req, func(part uint16) []task.ID { return n.parts[part].Dead(req.Queue) }, do)
+}
+
+// GroupCancel cancels every task of a group that is not ended.
+func (n *Node) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	if err := validateGroupName(req.Group); err != nil {
+		return nil, err
+	}
+	return onEach(ctx, n, wire.OpGroupCancel, req.Group, req, func(part uint16) []task.ID { return n.parts[part].GroupOpen(req.Group) },
+		func(part uint16, id task.ID) (int, error) {
+			wr, err := n.parts[part].CancelApply(id, req.Reason, n.now())
+			if err != nil {
+				return 0, err
+			}
+			return n.repl.Replicate(ctx, part, 0, wr)
+		})
+}
+
+// Bulk operations: a queue's dead tasks, a group's open ones.
+const (
+	// bulkWorkers is how many tasks a bulk op acts on at once per
+	// partition: their writes share the store's syncs.
+	bulkWorkers = 32
+	// bulkErrorsMax is how many refusals a bulk answer quotes.
+	bulkErrorsMax = 5
+)
+
+// onEach applies do to each task that list gives in the partitions this
+// node leads, then asks the other leaders to do the same for theirs (req,
+// op), and sums the answers; what names the queue or group in errors. A
+// task do refuses by its state is skipped and counted (it stopped being
+// dead, or ended, or others depend on it); any other error ends the
+// call, which is safe to repeat: what was done is not listed again. So
+// does a change of leaders meanwhile (a partition that moved here after
+// the listing, or away before the peers were asked, would be missed): the
+// answer is then unavailable, and a repeat completes the work.
+func onEach[Req any](ctx context.Context, n *Node, op wire.Op, what string, req *Req, list func(part uint16) []task.ID, do func(part uint16, id task.ID) (int, error)) (*wire.BulkResponse, error) {
 	leaders := slices.Clone(n.leaders())
 	mine, err := n.registryParts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp := &wire.DeadResponse{}
+	resp := &wire.BulkResponse{}
 	for p := range n.parts {
 		if !mine[uint16(p)] {
 			continue
 		}
-		if err := n.onDeadPart(ctx, uint16(p), req.Queue, do, resp); err != nil {
-			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, req.Queue, p, resp.Done, err)
+		if err := n.onEachPart(ctx, uint16(p), list(uint16(p)), do, resp); err != nil {
+			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, p, resp.Done, err)
 		}
 	}
 	if !slices.Equal(leaders, n.leaders()) {
-		return nil, fmt.Errorf("%w: %s %s: partitions changed leaders meanwhile, after %d done; repeat it", wire.ErrUnavailable, op, req.Queue, resp.Done)
+		return nil, fmt.Errorf("%w: %s %s: partitions changed leaders meanwhile, after %d done; repeat it", wire.ErrUnavailable, op, what, resp.Done)
 	}
-	err = fanOut(ctx, n, op, req, func(r *wire.DeadResponse) {
+	err = fanOut(ctx, n, op, req, func(r *wire.BulkResponse) {
 		resp.Done += r.Done
 		resp.Skipped += r.Skipped
 		resp.Errors = append(resp.Errors, r.Errors...)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: after %d done here: %w", op, req.Queue, resp.Done, err)
+		return nil, fmt.Errorf("%s %s: after %d done here: %w", op, what, resp.Done, err)
 	}
-	if len(resp.Errors) > deadErrorsMax {
-		resp.Errors = resp.Errors[:deadErrorsMax]
+	if len(resp.Errors) > bulkErrorsMax {
+		resp.Errors = resp.Errors[:bulkErrorsMax]
 	}
 	return resp, nil
 }
 
-// onDeadPart applies do to the dead tasks of queue in part, deadWorkers
-// at a time, counting into resp. It stops at the first error that is not
-// a refusal by the task's state (the partition cannot be written, the
-// request's context ended) and returns it.
-func (n *Node) onDeadPart(ctx context.Context, part uint16, queue string, do func(part uint16, id task.ID) (int, error), resp *wire.DeadResponse) error {
+// onEachPart applies do to ids of part, bulkWorkers at a time, counting
+// into resp. It stops at the first error that is not a refusal by the
+// task's state (the partition cannot be written, the request's context
+// ended) and returns it.
+func (n *Node) onEachPart(ctx context.Context, part uint16, ids []task.ID, do func(part uint16, id task.ID) (int, error), resp *wire.BulkResponse) error {
 	var mu sync.Mutex
 	var fatal error
 	failed := func() error {
@@ -189,9 +213,9 @@ func (n *Node) onDeadPart(ctx context.Context, part uint16, queue string, do fun
 		defer mu.Unlock()
 		return cmp.Or(fatal, ctx.Err())
 	}
-	sem := make(chan struct{}, deadWorkers)
+	sem := make(chan struct{}, bulkWorkers)
 	var wg sync.WaitGroup
-	for _, id := range n.parts[part].Dead(queue) {
+	for _, id := range ids {
 		sem <- struct{}{}
 		if failed() != nil {
 			<-sem
@@ -207,7 +231,7 @@ func (n *Node) onDeadPart(ctx context.Context, part uint16, queue string, do fun
 				resp.Done++
 			case isStateRefusal(err):
 				resp.Skipped++
-				if len(resp.Errors) < deadErrorsMax {
+				if len(resp.Errors) < bulkErrorsMax {
 					resp.Errors = append(resp.Errors, err.Error())
 				}
 			case fatal == nil:

@@ -39,6 +39,9 @@ func checkTree(t *testing.T, what string, r *partition.Replica, s *store.Store) 
 	if want := storeTree(t, s, got.Shape()); !got.Equal(want) {
 		t.Fatalf("%s: tree root %v; the store rebuilds %v", what, got.Root(), want.Root())
 	}
+	if err := r.CheckCounts(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
 
 // wholeRecords reads the whole records of ids from r, as anti-entropy

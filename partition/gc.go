@@ -327,8 +327,9 @@ func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
 	r.fresh.take(sp.ID) // a fresh ready task no claim will take now
 	if e := r.tasks[sp.ID]; e != nil {
 		r.unplaceLocked(sp.ID, e)
-		e.q.track(sp.ID, e.status, false)
+		r.countLocked(e.q, sp.ID, e.status, false)
 		delete(r.tasks, sp.ID)
+		r.unlabelLocked(e.q, sp.ID)
 		return
 	}
 	q := r.queues[sp.Queue]
@@ -336,13 +337,12 @@ func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
 		return
 	}
 	if st.Completion != nil {
-		q.counts[st.Completion.Status()]--
-		return
-	}
-	if h := (Head{sp.Priority, sp.ID}); q.ready.Has(h) {
+		r.countLocked(q, sp.ID, st.Completion.Status(), false)
+	} else if h := (Head{sp.Priority, sp.ID}); q.ready.Has(h) {
 		r.popReadyLocked(q, h)
-		q.counts[task.Ready]--
+		r.countLocked(q, sp.ID, task.Ready, false)
 	}
+	r.unlabelLocked(q, sp.ID)
 }
 
 // tombstoned reports whether task id has a tombstone, staged by this

@@ -98,6 +98,9 @@ type queueIndex struct {
 	// INVARIANT: len(dead) == counts[task.Dead]; every status change of an
 	// entry goes through track.
 	dead map[task.ID]struct{}
+	// subs counts the queue's tasks of each subtopic (labels.go); nil
+	// until one has a subtopic.
+	subs map[string]*labelIndex
 }
 
 func newQueueIndex(name string) *queueIndex {

@@ -677,8 +677,8 @@ func (m *merger) apply(now int64, accepted bool) (Durable, error) {
 			// the line that counts, or back): an ended task holds no
 			// entry, so only its count moves.
 			q := r.queueLocked(t.sp.Queue)
-			q.counts[t.stored.Completion.Status()]--
-			q.counts[t.st.Completion.Status()]++
+			r.countLocked(q, id, t.stored.Completion.Status(), false)
+			r.countLocked(q, id, t.st.Completion.Status(), true)
 		case t.dirty:
 			r.reindexLocked(t.sp, &t.st, digests[id], now)
 		case t.specChanged:

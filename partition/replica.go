@@ -71,10 +71,14 @@ type Replica struct {
 	log  *slog.Logger
 
 	// mu guards the fields below and orders every write of the partition.
-	mu       sync.Mutex
-	tasks    map[task.ID]*entry
-	queues   map[string]*queueIndex
-	timers   *btree.BTreeG[timerItem]
+	mu     sync.Mutex
+	tasks  map[task.ID]*entry
+	queues map[string]*queueIndex
+	timers *btree.BTreeG[timerItem]
+	// groups and labelled are the label indexes (labels.go): each group
+	// by name, and the labels of each task that has one.
+	groups   map[string]*labelIndex
+	labelled map[task.ID]taskLabels
 	promised uint64 // highest epoch promised
 	promTo   uint64 // candidate it was promised to
 	epoch    uint64 // epoch this replica leads at; 0 when not leading
@@ -124,15 +128,13 @@ func New(cfg Config) *Replica {
 		cfg.TreeShape = antientropy.DefaultConfig().Shape
 	}
 	r := &Replica{
-		cfg:    cfg,
-		skew:   cfg.SkewBound.Milliseconds(),
-		log:    cfg.Logger.With("partition", cfg.Part),
-		tasks:  make(map[task.ID]*entry),
-		queues: make(map[string]*queueIndex),
-		timers: btree.NewG(btreeDegree, timerLess),
-		ids:    newIDFilter(),
-		fresh:  freshSpecs{budget: cfg.Fresh},
+		cfg:   cfg,
+		skew:  cfg.SkewBound.Milliseconds(),
+		log:   cfg.Logger.With("partition", cfg.Part),
+		ids:   newIDFilter(),
+		fresh: freshSpecs{budget: cfg.Fresh},
 	}
+	r.resetIndexesLocked()
 	if r.tree, r.treeErr = antientropy.NewTree(cfg.TreeShape); r.treeErr != nil {
 		r.treeErr = fmt.Errorf("partition %d: tree shape: %w", cfg.Part, r.treeErr)
 	}
@@ -196,6 +198,15 @@ func (r *Replica) MaxOwnID() task.ID {
 	return r.maxOwn
 }
 
+// resetIndexesLocked empties the in-memory indexes.
+func (r *Replica) resetIndexesLocked() {
+	r.tasks = make(map[task.ID]*entry)
+	r.queues = make(map[string]*queueIndex)
+	r.timers = btree.NewG(btreeDegree, timerLess)
+	r.groups = make(map[string]*labelIndex)
+	r.labelled = make(map[task.ID]taskLabels)
+}
+
 func (r *Replica) queueLocked(name string) *queueIndex {
 	q := r.queues[name]
 	if q == nil {
@@ -212,13 +223,14 @@ func (r *Replica) queueLocked(name string) *queueIndex {
 // reports whether the task went in that way: untouched and ready.
 func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouched bool) {
 	q := r.queueLocked(sp.Queue)
+	r.labelLocked(q, sp)
 	status, due := task.Derive(sp, st, now, r.skew)
 	if status.Ended() {
-		q.counts[status]++ // an ended task holds no entry
+		r.countLocked(q, sp.ID, status, true) // an ended task holds no entry
 		return false
 	}
 	if status == task.Ready && isZeroState(st) {
-		q.counts[task.Ready]++
+		r.countLocked(q, sp.ID, task.Ready, true)
 		r.pushReadyLocked(q, Head{sp.Priority, sp.ID})
 		return true
 	}
@@ -232,7 +244,7 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouc
 	}
 	r.tasks[sp.ID] = e
 	e.status = status
-	q.track(sp.ID, status, true)
+	r.countLocked(q, sp.ID, status, true)
 	r.placeLocked(sp.ID, e, due)
 	return false
 }
@@ -242,8 +254,7 @@ func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouc
 // handoff carried (an orphan) was replaced. An ended task holds no entry,
 // so it is inserted afresh.
 func (r *Replica) reopenLocked(sp *task.Spec, was task.Status, st *task.State, now int64) {
-	q := r.queueLocked(sp.Queue)
-	q.counts[was]--
+	r.countLocked(r.queueLocked(sp.Queue), sp.ID, was, false)
 	r.log.Warn("an end no majority acknowledged was replaced: the task is open again", "task", sp.ID, "was", was)
 	r.insertLocked(sp, st, now)
 }
@@ -304,9 +315,9 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 		r.fresh.take(id)
 	}
 	r.unplaceLocked(id, e)
-	e.q.track(id, e.status, false)
+	r.countLocked(e.q, id, e.status, false)
 	e.status = status
-	e.q.track(id, status, true)
+	r.countLocked(e.q, id, status, true)
 	if status.Ended() {
 		delete(r.tasks, id)
 		return
@@ -790,9 +801,7 @@ func (r *Replica) ReleaseAt(registry uint64, root antientropy.Digest) error {
 		return err
 	}
 	r.tree.Reset() // the store holds no record of the partition
-	r.tasks = make(map[task.ID]*entry)
-	r.queues = make(map[string]*queueIndex)
-	r.timers = btree.NewG(btreeDegree, timerLess)
+	r.resetIndexesLocked()
 	r.ids = newIDFilter()
 	return nil
 }

@@ -85,8 +85,18 @@ func leaderCfg(t *testing.T, cfg partition.Config) *partition.Replica {
 	return r
 }
 
+// spec returns a task's spec. Its id gives it a group and a subtopic (or
+// none), so every test's writes exercise the label indexes too, which
+// checkTree recounts.
 func spec(id task.ID, queue string, prio int32, maxAttempts uint32) *task.Spec {
-	return &task.Spec{ID: id, Queue: queue, Priority: prio, MaxAttempts: maxAttempts, EnqueuedAt: t0, Data: []byte("data " + id.String())}
+	sp := &task.Spec{ID: id, Queue: queue, Priority: prio, MaxAttempts: maxAttempts, EnqueuedAt: t0, Data: []byte("data " + id.String())}
+	if g := id[task.IDLen-1] % 3; g != 0 {
+		sp.Group = fmt.Sprintf("g%d", g)
+	}
+	if id[task.IDLen-1]%2 == 1 {
+		sp.Subtopic = "s1"
+	}
+	return sp
 }
 
 func enqueue(t *testing.T, r *partition.Replica, now int64, specs ...*task.Spec) {

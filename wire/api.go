@@ -34,6 +34,10 @@ const (
 	OpDelete      Op = 28
 	OpRequeueDead Op = 29
 	OpPurgeDead   Op = 30
+	// OpGroup reads a task group's counts; OpGroupCancel cancels its
+	// tasks.
+	OpGroup       Op = 31
+	OpGroupCancel Op = 32
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -58,7 +62,8 @@ var opNames = map[Op]string{
 	OpUpdate: "update", OpComplete: "complete", OpFail: "fail", OpSnooze: "snooze",
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
 	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set",
-	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
+	OpGroup: "group", OpGroupCancel: "group-cancel", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -231,11 +236,11 @@ type DeadRequest struct {
 	Queue string `cbor:"1,keyasint" json:"queue"`
 }
 
-// DeadResponse answers a bulk requeue or purge: how many dead tasks it
-// requeued or deleted, and how many it left (a purge keeps a dead task
-// that others depend on; either leaves one that stopped being dead
-// meanwhile), with the first refusals.
-type DeadResponse struct {
+// BulkResponse answers a bulk op (a requeue or purge of a queue's dead
+// tasks, a group cancel): how many tasks it acted on, and how many it
+// left (a purge keeps a dead task that others depend on; a task may stop
+// being dead, or end, meanwhile), with the first refusals.
+type BulkResponse struct {
 	Done    int      `cbor:"1,keyasint" json:"done"`
 	Skipped int      `cbor:"2,keyasint,omitempty" json:"skipped,omitempty"`
 	Errors  []string `cbor:"3,keyasint,omitempty" json:"errors,omitempty"`
@@ -275,9 +280,10 @@ type ListPage struct {
 }
 
 // CountRequest counts the tasks of Queue (all queues if empty), in every
-// state.
+// state; with Subtopic, only those of that subtopic.
 type CountRequest struct {
-	Queue string `cbor:"1,keyasint,omitempty" json:"queue,omitempty"`
+	Queue    string `cbor:"1,keyasint,omitempty" json:"queue,omitempty"`
+	Subtopic string `cbor:"2,keyasint,omitempty" json:"subtopic,omitempty"`
 }
 
 // CountResponse answers CountRequest.
@@ -285,8 +291,11 @@ type CountResponse struct {
 	Count int64 `cbor:"1,keyasint" json:"count"`
 }
 
-// QueuesRequest asks for per-queue statistics.
-type QueuesRequest struct{}
+// QueuesRequest asks for per-queue statistics; with Subtopics, per
+// subtopic of each queue too.
+type QueuesRequest struct {
+	Subtopics bool `cbor:"1,keyasint,omitempty" json:"subtopics,omitempty"`
+}
 
 // QueueStats counts one queue's tasks by state.
 type QueueStats struct {
@@ -299,11 +308,64 @@ type QueueStats struct {
 	Completed int64 `cbor:"6,keyasint" json:"completed"`
 	Dead      int64 `cbor:"7,keyasint" json:"dead"`
 	Cancelled int64 `cbor:"8,keyasint,omitempty" json:"cancelled"`
+	// Subtopic is set on the rows of QueuesResponse.Subtopics.
+	Subtopic string `cbor:"9,keyasint,omitempty" json:"subtopic,omitempty"`
 }
 
-// QueuesResponse answers QueuesRequest, sorted by queue name.
+// QueuesResponse answers QueuesRequest, sorted by queue name (and
+// subtopic).
 type QueuesResponse struct {
-	Queues []QueueStats `cbor:"1,keyasint" json:"queues"`
+	Queues    []QueueStats `cbor:"1,keyasint" json:"queues"`
+	Subtopics []QueueStats `cbor:"2,keyasint,omitempty" json:"subtopics,omitempty"`
+}
+
+// GroupRequest reads a task group: its counts by state and up to Dead of
+// its dead tasks (0: DefaultGroupDead; at most MaxGroupDead).
+type GroupRequest struct {
+	Group string `cbor:"1,keyasint" json:"group"`
+	Dead  int    `cbor:"2,keyasint,omitempty" json:"dead,omitempty"`
+}
+
+// How many dead tasks a GroupResponse lists.
+const (
+	DefaultGroupDead = 10
+	MaxGroupDead     = 1000
+)
+
+// GroupResponse answers GroupRequest. The counts are of the tasks the
+// cluster holds: a task garbage collection took is in none. Progress is
+// Completed out of Total.
+type GroupResponse struct {
+	Group     string `cbor:"1,keyasint" json:"group"`
+	Total     int64  `cbor:"2,keyasint" json:"total"`
+	Ready     int64  `cbor:"3,keyasint" json:"ready"`
+	Claimed   int64  `cbor:"4,keyasint" json:"claimed"`
+	Delayed   int64  `cbor:"5,keyasint" json:"delayed"`
+	Blocked   int64  `cbor:"6,keyasint" json:"blocked"`
+	Completed int64  `cbor:"7,keyasint" json:"completed"`
+	Dead      int64  `cbor:"8,keyasint" json:"dead"`
+	Cancelled int64  `cbor:"9,keyasint" json:"cancelled"`
+	// Failures are dead tasks of the group, lowest id first, with the
+	// reason of their last failure.
+	Failures []GroupFailure `cbor:"10,keyasint,omitempty" json:"failures,omitempty"`
+}
+
+// GroupFailure is one dead task of a group.
+type GroupFailure struct {
+	ID       task.ID `cbor:"1,keyasint" json:"id"`
+	Queue    string  `cbor:"2,keyasint" json:"queue"`
+	Attempts uint32  `cbor:"3,keyasint" json:"attempts"`
+	// At and Reason are the last failure's (Reason "time limit" when the
+	// leader ended the claim at its time limit).
+	At     int64  `cbor:"4,keyasint,omitempty" json:"at,omitempty"`
+	Reason string `cbor:"5,keyasint,omitempty" json:"reason,omitempty"`
+}
+
+// GroupCancelRequest cancels every task of a group that is not ended,
+// with Reason on each.
+type GroupCancelRequest struct {
+	Group  string `cbor:"1,keyasint" json:"group"`
+	Reason string `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
 }
 
 // TaskView is a task as clients see it.

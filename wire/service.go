@@ -40,8 +40,12 @@ type Service interface {
 	// requeue or delete every dead task of a queue, cluster-wide.
 	Cancel(ctx context.Context, req *CancelRequest) (*Ack, error)
 	Delete(ctx context.Context, req *DeleteRequest) (*Ack, error)
-	RequeueDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error)
-	PurgeDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error)
+	RequeueDead(ctx context.Context, req *DeadRequest) (*BulkResponse, error)
+	PurgeDead(ctx context.Context, req *DeadRequest) (*BulkResponse, error)
+	// Group reads a task group's counts, cluster-wide; GroupCancel
+	// cancels each of its tasks that is not ended.
+	Group(ctx context.Context, req *GroupRequest) (*GroupResponse, error)
+	GroupCancel(ctx context.Context, req *GroupCancelRequest) (*BulkResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -125,6 +129,10 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.RequeueDead)
 	case OpPurgeDead:
 		return call(ctx, req, svc.PurgeDead)
+	case OpGroup:
+		return call(ctx, req, svc.Group)
+	case OpGroupCancel:
+		return call(ctx, req, svc.GroupCancel)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -253,13 +261,23 @@ func (cl *Client) Delete(ctx context.Context, req *DeleteRequest) (*Ack, error) 
 }
 
 // RequeueDead requeues every dead task of a queue.
-func (cl *Client) RequeueDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error) {
-	return invoke[DeadResponse](ctx, cl, OpRequeueDead, req)
+func (cl *Client) RequeueDead(ctx context.Context, req *DeadRequest) (*BulkResponse, error) {
+	return invoke[BulkResponse](ctx, cl, OpRequeueDead, req)
 }
 
 // PurgeDead deletes every dead task of a queue.
-func (cl *Client) PurgeDead(ctx context.Context, req *DeadRequest) (*DeadResponse, error) {
-	return invoke[DeadResponse](ctx, cl, OpPurgeDead, req)
+func (cl *Client) PurgeDead(ctx context.Context, req *DeadRequest) (*BulkResponse, error) {
+	return invoke[BulkResponse](ctx, cl, OpPurgeDead, req)
+}
+
+// Group reads a task group's counts.
+func (cl *Client) Group(ctx context.Context, req *GroupRequest) (*GroupResponse, error) {
+	return invoke[GroupResponse](ctx, cl, OpGroup, req)
+}
+
+// GroupCancel cancels every task of a group that is not ended.
+func (cl *Client) GroupCancel(ctx context.Context, req *GroupCancelRequest) (*BulkResponse, error) {
+	return invoke[BulkResponse](ctx, cl, OpGroupCancel, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

@@ -111,12 +111,20 @@ func (m metered) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack
 	return meter(m.m, wire.OpDelete, func() (*wire.Ack, error) { return m.s.Delete(ctx, req) })
 }
 
-func (m metered) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return meter(m.m, wire.OpRequeueDead, func() (*wire.DeadResponse, error) { return m.s.RequeueDead(ctx, req) })
+func (m metered) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return meter(m.m, wire.OpRequeueDead, func() (*wire.BulkResponse, error) { return m.s.RequeueDead(ctx, req) })
 }
 
-func (m metered) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return meter(m.m, wire.OpPurgeDead, func() (*wire.DeadResponse, error) { return m.s.PurgeDead(ctx, req) })
+func (m metered) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return meter(m.m, wire.OpPurgeDead, func() (*wire.BulkResponse, error) { return m.s.PurgeDead(ctx, req) })
+}
+
+func (m metered) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupResponse, error) {
+	return meter(m.m, wire.OpGroup, func() (*wire.GroupResponse, error) { return m.s.Group(ctx, req) })
+}
+
+func (m metered) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
+	return meter(m.m, wire.OpGroupCancel, func() (*wire.BulkResponse, error) { return m.s.GroupCancel(ctx, req) })
 }
 
 func (m metered) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {

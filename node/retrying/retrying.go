@@ -145,8 +145,8 @@ func (s Service) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.A
 }
 
 // Cancel and Delete are safe to repeat: a repeat of either is
-// acknowledged. A bulk requeue or purge is too: what one did is no longer
-// dead, so a repeat only counts less.
+// acknowledged. A bulk requeue, purge or group cancel is too: what one did
+// is no longer dead (or open), so a repeat only counts less.
 func (s Service) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
 	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Cancel(ctx, req) })
 }
@@ -155,12 +155,20 @@ func (s Service) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack
 	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Delete(ctx, req) })
 }
 
-func (s Service) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.DeadResponse, error) { return s.h.RequeueDead(ctx, req) })
+func (s Service) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.RequeueDead(ctx, req) })
 }
 
-func (s Service) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.DeadResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.DeadResponse, error) { return s.h.PurgeDead(ctx, req) })
+func (s Service) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.PurgeDead(ctx, req) })
+}
+
+func (s Service) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
+	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.GroupCancel(ctx, req) })
+}
+
+func (s Service) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupResponse, error) {
+	return retry(ctx, s, func() (*wire.GroupResponse, error) { return s.h.Group(ctx, req) })
 }
 
 func (s Service) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
