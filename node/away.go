@@ -91,7 +91,7 @@ func (n *Node) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, e
 	if err != nil {
 		return nil, err
 	}
-	err = fanOut(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { replication.AddGC(resp, r) })
+	err = fanOutAll(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { replication.AddGC(resp, r) })
 	if err != nil {
 		return nil, err
 	}

@@ -41,9 +41,13 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 		dead = wire.DefaultGroupDead
 	}
 	n.catchUp()
+	plan, err := n.fanPlanFor(ctx, req.Parts)
+	if err != nil {
+		return nil, err
+	}
 	resp := &wire.GroupResponse{Group: req.Group}
 	var sum [task.NumStatus]int64
-	err := fanOut(ctx, n, wire.OpGroup, req, func(r *wire.GroupResponse) {
+	err = fanOut(ctx, n, plan, wire.OpGroup, req, func(r *wire.GroupResponse) {
 		sum[task.Ready] += r.Ready
 		sum[task.Claimed] += r.Claimed
 		sum[task.Delayed] += r.Delayed
@@ -56,13 +60,9 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 	if err != nil {
 		return nil, err
 	}
-	mine, err := n.registryParts(ctx)
-	if err != nil {
-		return nil, err
-	}
 	now := n.now()
 	for _, r := range n.parts {
-		if !mine[r.Part()] {
+		if !plan.mine[r.Part()] {
 			continue
 		}
 		c, ids := r.GroupCounts(req.Group, dead)

@@ -98,10 +98,11 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	if err != nil {
 		return err
 	}
-	mine, err := n.registryParts(ctx)
+	plan, err := n.fanPlanFor(ctx, req.Parts)
 	if err != nil {
 		return err
 	}
+	mine := plan.mine
 	page := &wire.ListPage{Tasks: make([]wire.TaskView, 0, listPageSize)}
 	sent := 0
 	skew := n.cfg.SkewBound.Milliseconds()
@@ -169,28 +170,26 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 		}
 		page.Tasks = page.Tasks[:0]
 	}
-	if isForwarded(ctx) {
-		return nil
-	}
 	// Then the partitions other nodes lead, one leader after another.
-	for _, addr := range n.otherLeaders() {
+	for _, fp := range plan.others {
 		if req.Limit > 0 && sent >= req.Limit {
 			break
 		}
 		sub := *req
+		sub.Parts = fp.parts
 		if req.Limit > 0 {
 			sub.Limit = req.Limit - sent
 		}
-		c, err := n.peers.Get(ctx, addr)
+		c, err := n.peers.Get(ctx, fp.addr)
 		if err != nil {
-			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, addr, err)
+			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, fp.addr, err)
 		}
 		err = wire.NewClient(c).List(ctx, &sub, func(pg *wire.ListPage) error {
 			sent += len(pg.Tasks)
 			return emit(pg)
 		})
 		if err != nil {
-			return fmt.Errorf("list at %s: %w", addr, err)
+			return fmt.Errorf("list at %s: %w", fp.addr, err)
 		}
 	}
 	return nil
@@ -211,12 +210,12 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 		return nil, err
 	}
 	n.catchUp()
-	mine, err := n.registryParts(ctx)
+	plan, err := n.fanPlanFor(ctx, req.Parts)
 	if err != nil {
 		return nil, err
 	}
 	var total int64
-	if err := fanOut(ctx, n, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
+	if err := fanOut(ctx, n, plan, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
 		return nil, err
 	}
 	add := func(q string, c [task.NumStatus]int64) {
@@ -227,7 +226,7 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 		}
 	}
 	for _, r := range n.parts {
-		if !mine[r.Part()] {
+		if !plan.mine[r.Part()] {
 			continue
 		}
 		if req.Subtopic == "" {
@@ -261,7 +260,11 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 			s[i] += v
 		}
 	}
-	err := fanOut(ctx, n, wire.OpQueues, req, func(r *wire.QueuesResponse) {
+	plan, err := n.fanPlanFor(ctx, req.Parts)
+	if err != nil {
+		return nil, err
+	}
+	err = fanOut(ctx, n, plan, wire.OpQueues, req, func(r *wire.QueuesResponse) {
 		for _, q := range r.Queues {
 			add(queues, key{q.Queue, ""}, statsCounts(q))
 		}
@@ -272,12 +275,8 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 	if err != nil {
 		return nil, err
 	}
-	mine, err := n.registryParts(ctx)
-	if err != nil {
-		return nil, err
-	}
 	for _, r := range n.parts {
-		if !mine[r.Part()] {
+		if !plan.mine[r.Part()] {
 			continue
 		}
 		r.Stats(func(q string, c [task.NumStatus]int64) { add(queues, key{q, ""}, c) })

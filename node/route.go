@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,30 +153,98 @@ func forward[Req, Resp any](ctx context.Context, n *Node, part uint16, op wire.O
 	return resp, true, nil
 }
 
-// registryParts returns the partitions the registry says this node leads,
-// for a queue-wide read: each partition is counted by exactly the node
-// the registry names, and only once it serves it (a partition between
-// leaders answers unavailable, and the coordinator retries), so a read
-// never counts one twice or leaves one out. Partitions without a leader
-// make it unavailable too.
-func (n *Node) registryParts(ctx context.Context) (map[uint16]bool, error) {
-	ls := n.leaders()
+// fanPlan is a cluster-wide op's plan, from one snapshot of the
+// partition registry: the partitions this node leads and serves, and
+// those each other leader must serve. Every partition is in exactly one
+// of them, so an op run by the plan never counts or acts on one twice, or
+// leaves one out: a peer whose registry disagrees with the coordinator's
+// answers unavailable (fanPlanFor), and the coordinator's client retries.
+type fanPlan struct {
+	leaders []uint64
+	mine    map[uint16]bool
+	others  []fanPeer // in node id order; none on a forwarded request
+}
+
+// fanPeer is another leader and the partitions it must serve.
+type fanPeer struct {
+	id    uint64
+	addr  string
+	parts []uint16
+}
+
+// fanPlanFor returns the plan of a cluster-wide op. A coordinator (a
+// request from a client) plans every partition; a forwarded request
+// serves the partitions named, which must be exactly those this node's
+// registry says it leads. A partition without a leader, or one this node
+// leads but does not serve yet (between leaders), makes it unavailable.
+func (n *Node) fanPlanFor(ctx context.Context, named []uint16) (*fanPlan, error) {
+	ls := slices.Clone(n.leaders())
 	if len(ls) == 0 {
 		return nil, fmt.Errorf("%w: no partition registry yet; retry", wire.ErrUnavailable)
 	}
-	mine := map[uint16]bool{}
+	plan := &fanPlan{leaders: ls, mine: map[uint16]bool{}}
+	forwarded := isForwarded(ctx)
+	peers := map[uint64]*fanPeer{}
 	for p, leader := range ls {
-		switch leader {
-		case 0:
+		part := uint16(p)
+		switch {
+		case leader == 0:
 			return nil, fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, p)
-		case n.id:
-			if !n.waitLead(ctx, uint16(p)) {
+		case leader == n.id:
+			if !n.waitLead(ctx, part) {
 				return nil, fmt.Errorf("%w: partition %d is between leaders; retry", wire.ErrUnavailable, p)
 			}
-			mine[uint16(p)] = true
+			plan.mine[part] = true
+		case !forwarded:
+			fp := peers[leader]
+			if fp == nil {
+				fp = &fanPeer{id: leader, addr: n.ms.AddrOf(leader)}
+				if fp.addr == "" {
+					return nil, fmt.Errorf("%w: partition %d's leader %x has no known address; retry", wire.ErrUnavailable, p, leader)
+				}
+				peers[leader] = fp
+			}
+			fp.parts = append(fp.parts, part)
 		}
 	}
-	return mine, nil
+	if forwarded && (len(named) != len(plan.mine) || slices.ContainsFunc(named, func(p uint16) bool { return !plan.mine[p] })) {
+		return nil, fmt.Errorf("%w: the coordinator's registry and this node's differ on the partitions it leads (asked for %v); retry", wire.ErrUnavailable, named)
+	}
+	for _, fp := range peers {
+		plan.others = append(plan.others, *fp)
+	}
+	slices.SortFunc(plan.others, func(a, b fanPeer) int { return cmp.Compare(a.id, b.id) })
+	return plan, nil
+}
+
+// changed reports whether the registry moved on since the plan was made:
+// a write op that acted by it may have missed a partition that changed
+// hands meanwhile.
+func (p *fanPlan) changed(n *Node) bool { return !slices.Equal(p.leaders, n.leaders()) }
+
+// fanned is a request a coordinator fans out, telling each leader the
+// partitions it must serve (wire.Fanned).
+type fanned[Req any] interface {
+	*Req
+	SetParts([]uint16)
+}
+
+// fanOut runs op at every other leader of plan, each told its
+// partitions, and hands each answer to merge. A leader that cannot be
+// reached, or that disagrees about what it leads, fails the whole
+// request: a count or an op that silently left out partitions would be
+// wrong.
+func fanOut[Req any, PReq fanned[Req], Resp any](ctx context.Context, n *Node, plan *fanPlan, op wire.Op, req PReq, merge func(*Resp)) error {
+	for _, fp := range plan.others {
+		sub := *req
+		PReq(&sub).SetParts(fp.parts)
+		r := new(Resp)
+		if err := n.forwardCall(ctx, fp.addr, op, PReq(&sub), r); err != nil {
+			return fmt.Errorf("%s at %s: %w", op, fp.addr, err)
+		}
+		merge(r)
+	}
+	return nil
 }
 
 // otherLeaders returns the addresses of the other nodes that lead
@@ -334,10 +403,10 @@ func (n *Node) claimElsewhere(ctx context.Context, req *wire.ClaimRequest, count
 	return nil, last
 }
 
-// fanOut calls op on every other leader and hands each answer to merge.
-// A leader that cannot be reached fails the whole request: a count or a
-// list that silently left out partitions would be wrong.
-func fanOut[Req, Resp any](ctx context.Context, n *Node, op wire.Op, req *Req, merge func(*Resp)) error {
+// fanOutAll calls op on every other leader, which acts on whatever it
+// leads, and hands each answer to merge: for an op that reports what it
+// could not reach itself (a GC pass).
+func fanOutAll[Req, Resp any](ctx context.Context, n *Node, op wire.Op, req *Req, merge func(*Resp)) error {
 	if isForwarded(ctx) {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/skuldd/skuldd/partition"
@@ -130,7 +129,7 @@ func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return nil, err
 	}
-	return onEach(ctx, n, op, req.Queue, req, func(part uint16) []task.ID { return n.parts[part].Dead(req.Queue) }, do)
+	return onEach(ctx, n, op, req.Queue, req, req.Parts, func(part uint16) []task.ID { return n.parts[part].Dead(req.Queue) }, do)
 }
 
 // GroupCancel cancels every task of a group that is not ended.
@@ -141,7 +140,7 @@ func (n *Node) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*
 	if err := validateGroupName(req.Group); err != nil {
 		return nil, err
 	}
-	return onEach(ctx, n, wire.OpGroupCancel, req.Group, req, func(part uint16) []task.ID { return n.parts[part].GroupOpen(req.Group) },
+	return onEach(ctx, n, wire.OpGroupCancel, req.Group, req, req.Parts, func(part uint16) []task.ID { return n.parts[part].GroupOpen(req.Group) },
 		func(part uint16, id task.ID) (int, error) {
 			wr, err := n.parts[part].CancelApply(id, req.Reason, n.now())
 			if err != nil {
@@ -161,33 +160,36 @@ const (
 )
 
 // onEach applies do to each task that list gives in the partitions this
-// node leads, then asks the other leaders to do the same for theirs (req,
-// op), and sums the answers; what names the queue or group in errors. A
-// task do refuses by its state is skipped and counted (it stopped being
-// dead, or ended, or others depend on it); any other error ends the
-// call, which is safe to repeat: what was done is not listed again. So
-// does a change of leaders meanwhile (a partition that moved here after
-// the listing, or away before the peers were asked, would be missed): the
-// answer is then unavailable, and a repeat completes the work.
-func onEach[Req any](ctx context.Context, n *Node, op wire.Op, what string, req *Req, list func(part uint16) []task.ID, do func(part uint16, id task.ID) (int, error)) (*wire.BulkResponse, error) {
-	leaders := slices.Clone(n.leaders())
-	mine, err := n.registryParts(ctx)
+// node leads (of those named, on a forwarded request: see fanPlanFor),
+// then asks the other leaders to do the same for theirs (req, op), and
+// sums the answers; what names the queue or group in errors. A task do
+// refuses by its state is skipped and counted (it stopped being dead, or
+// ended, or others depend on it); any other error ends the call, which is
+// safe to repeat: what was done is not listed again. So does a change of
+// leaders meanwhile (a partition that moved here after the listing, or
+// away before the peers were asked, would be missed): the answer is then
+// unavailable, and a repeat completes the work. An answer without error
+// means every partition's leader acted on every task list gave it.
+func onEach[Req any, PReq fanned[Req]](ctx context.Context, n *Node, op wire.Op, what string, req PReq, named []uint16,
+	list func(part uint16) []task.ID, do func(part uint16, id task.ID) (int, error),
+) (*wire.BulkResponse, error) {
+	plan, err := n.fanPlanFor(ctx, named)
 	if err != nil {
 		return nil, err
 	}
 	resp := &wire.BulkResponse{}
 	for p := range n.parts {
-		if !mine[uint16(p)] {
+		if !plan.mine[uint16(p)] {
 			continue
 		}
 		if err := n.onEachPart(ctx, uint16(p), list(uint16(p)), do, resp); err != nil {
 			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, p, resp.Done, err)
 		}
 	}
-	if !slices.Equal(leaders, n.leaders()) {
+	if plan.changed(n) {
 		return nil, fmt.Errorf("%w: %s %s: partitions changed leaders meanwhile, after %d done; repeat it", wire.ErrUnavailable, op, what, resp.Done)
 	}
-	err = fanOut(ctx, n, op, req, func(r *wire.BulkResponse) {
+	err = fanOut(ctx, n, plan, op, req, func(r *wire.BulkResponse) {
 		resp.Done += r.Done
 		resp.Skipped += r.Skipped
 		resp.Errors = append(resp.Errors, r.Errors...)

@@ -230,10 +230,25 @@ type DeleteRequest struct {
 	ID task.ID `cbor:"1,keyasint" json:"id"`
 }
 
+// Fanned is embedded in the requests a node fans out to the partition
+// leaders (a count, a listing, a bulk op): Parts, set only on the copy a
+// coordinator forwards, names the partitions the coordinator's registry
+// says the receiving leader leads. A leader whose registry disagrees
+// answers unavailable rather than serve other partitions than those the
+// coordinator counts on it for (one would be missed, or served twice).
+// Peers only: not part of the JSON form, ignored on a client's request.
+type Fanned struct {
+	Parts []uint16 `cbor:"64,keyasint,omitempty" json:"-"`
+}
+
+// SetParts sets the partitions a forwarded copy is for.
+func (f *Fanned) SetParts(parts []uint16) { f.Parts = parts }
+
 // DeadRequest names the queue whose dead tasks a bulk requeue or purge
 // acts on.
 type DeadRequest struct {
 	Queue string `cbor:"1,keyasint" json:"queue"`
+	Fanned
 }
 
 // BulkResponse answers a bulk op (a requeue or purge of a queue's dead
@@ -272,6 +287,7 @@ type ListRequest struct {
 	// Kind and Subtopic filter by those labels.
 	Kind     string `cbor:"5,keyasint,omitempty" json:"kind,omitempty"`
 	Subtopic string `cbor:"6,keyasint,omitempty" json:"subtopic,omitempty"`
+	Fanned
 }
 
 // ListPage is one page of a streamed list.
@@ -284,6 +300,7 @@ type ListPage struct {
 type CountRequest struct {
 	Queue    string `cbor:"1,keyasint,omitempty" json:"queue,omitempty"`
 	Subtopic string `cbor:"2,keyasint,omitempty" json:"subtopic,omitempty"`
+	Fanned
 }
 
 // CountResponse answers CountRequest.
@@ -295,6 +312,7 @@ type CountResponse struct {
 // subtopic of each queue too.
 type QueuesRequest struct {
 	Subtopics bool `cbor:"1,keyasint,omitempty" json:"subtopics,omitempty"`
+	Fanned
 }
 
 // QueueStats counts one queue's tasks by state.
@@ -324,6 +342,7 @@ type QueuesResponse struct {
 type GroupRequest struct {
 	Group string `cbor:"1,keyasint" json:"group"`
 	Dead  int    `cbor:"2,keyasint,omitempty" json:"dead,omitempty"`
+	Fanned
 }
 
 // How many dead tasks a GroupResponse lists.
@@ -366,6 +385,7 @@ type GroupFailure struct {
 type GroupCancelRequest struct {
 	Group  string `cbor:"1,keyasint" json:"group"`
 	Reason string `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
+	Fanned
 }
 
 // TaskView is a task as clients see it.
