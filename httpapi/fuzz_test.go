@@ -297,14 +297,14 @@ type errorBody struct {
 
 // The routes FuzzHTTPDecode drives, by the fuzzer's route byte.
 const (
-	routeEnqueue  = iota // POST /v1/enqueue, body
-	routeClaim           // POST /v1/claim, body
-	routeComplete        // POST /v1/complete, body
-	routeTasks           // POST /v1/tasks, body
-	routeGroupCancel     // POST /v1/groups/g/cancel, body (optional)
-	routeGet             // GET /v1/tasks/{id}: arg is the id segment, then "?" and a query
-	routeGetRaw          // GET /v1/tasks/ + arg as a raw path and query
-	routeList            // GET /v1/tasks?arg
+	routeEnqueue     = iota // POST /v1/enqueue, body
+	routeClaim              // POST /v1/claim, body
+	routeComplete           // POST /v1/complete, body
+	routeTasks              // POST /v1/tasks, body
+	routeGroupCancel        // POST /v1/groups/g/cancel, body (optional)
+	routeGet                // GET /v1/tasks/{id}: arg is the id segment, then "?" and a query
+	routeGetRaw             // GET /v1/tasks/ + arg as a raw path and query
+	routeList               // GET /v1/tasks?arg
 	numRoutes
 )
 

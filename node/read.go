@@ -292,7 +292,9 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 				Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead], Cancelled: c[task.Cancelled],
 			})
 		}
-		slices.SortFunc(out, func(a, b wire.QueueStats) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Subtopic, b.Subtopic)) })
+		slices.SortFunc(out, func(a, b wire.QueueStats) int {
+			return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Subtopic, b.Subtopic))
+		})
 		return out
 	}
 	resp := &wire.QueuesResponse{Queues: rows(queues)}
