@@ -491,3 +491,13 @@ func runREADMESession(t *testing.T, n *node, section string, minSteps int) {
 		t.Fatalf("README's %s session:\ngot  %q\nwant %q", section, got, want)
 	}
 }
+
+// TestREADMEGroups runs README's task-group session: a group's counts and
+// failure, a subtopic's count, the group cancelled as one.
+func TestREADMEGroups(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	runREADMESession(t, n, "Task groups", 7)
+	if lines := n.ok(t, "list", "--group", "batch-1", "--state", "cancelled"); len(lines) != 4 {
+		t.Fatalf("cancelled tasks of the group after the session: %q; want 4", lines)
+	}
+}

@@ -21,8 +21,10 @@
 // ErrInvalid, ErrConflict, ErrUnavailable, ErrClaimSuperseded,
 // ErrCompleted, ErrCancelled and the umbrella ErrClaimLost (the claim was
 // superseded, expired or ended, or the task completed or cancelled: a
-// worker holding it must stop). Cancel, Delete, RequeueDead and PurgeDead
-// are the operator's task control. The claim id a claim
+// worker holding it must stop). Cancel, Delete, RequeueDead, PurgeDead
+// and CancelGroup are the operator's task control; Group reads a task
+// group's counts, CountSubtopic and Subtopics a subtopic's. The claim id
+// a claim
 // returns (Claimed.Claim) is a fencing token: every write under an older
 // claim is refused, so a worker that lost its lease cannot complete the
 // task behind its successor's back.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -306,6 +307,9 @@ type history struct {
 	// check collects the history's own defects: a record the checkers
 	// cannot interpret makes their verdicts untrustworthy, so it fails.
 	check *Check
+	// groupCancels are the group cancels, filed under each task of their
+	// group as cancels by expandGroupCancels.
+	groupCancels []*op
 }
 
 // Kinds of history defects.
@@ -326,6 +330,7 @@ func digest(in *Input) *history {
 	for _, o := range h.ops {
 		h.index(o)
 	}
+	h.expandGroupCancels()
 	h.readFinals()
 	for _, t := range h.tasks {
 		slices.SortStableFunc(t.grants, func(a, b *op) int { return cmp.Compare(a.tc, b.tc) })
@@ -436,6 +441,10 @@ func (h *history) index(o *op) {
 	if !h.wellFormed(o) {
 		return
 	}
+	if o.f == FGroupCancel {
+		h.groupCancels = append(h.groupCancels, o) // filed per task by expandGroupCancels
+		return
+	}
 	if o.task == "" || !slices.Contains(taskOps, o.f) {
 		return // an empty claim, a get: nothing a checker reads per task
 	}
@@ -473,6 +482,13 @@ func (h *history) wellFormed(o *op) bool {
 		if o.task == "" {
 			missing = "task"
 		}
+	case FGroupCancel:
+		switch {
+		case o.inv.Group == "":
+			missing = "group"
+		case o.inv.Value == "":
+			missing = "reason (value)"
+		}
 	case FClaim:
 		if o.ok() && o.task != "" && !o.hasClaim {
 			missing = "claim"
@@ -492,6 +508,70 @@ func (h *history) wellFormed(o *op) bool {
 	}
 	h.defect(kindMalformed, o.inv, fmt.Sprintf("%s (proc %d) without %s", o.f, o.proc, missing))
 	return false
+}
+
+// expandGroupCancels files each group cancel under every task whose
+// enqueue named its group, as a cancel of that task with the group
+// cancel's reason, times and events, and an outcome that says what the
+// group cancel's outcome means for that task:
+//   - a group cancel that came back fail took effect nowhere (fail), and
+//     one in doubt may have cancelled any task of the group (info);
+//   - an ok one cancelled (ok) each task of the group that was surely
+//     open at every leader while it ran: its enqueue acknowledged before
+//     the cancel was invoked, by at least a majority of replicas (a task
+//     a stale leader acknowledged alone reaches the others only later),
+//     and no complete of it sent before the cancel's ok; a task whose
+//     enqueues were all invoked after that ok did not exist yet (fail);
+//     of any other task it may or may not have (info).
+//
+// So an ok group cancel makes the per-task checkers require what one ok
+// cancel of each of those tasks would: cancelled in every final view, no
+// claim or write under an old claim accepted after it.
+func (h *history) expandGroupCancels() {
+	if len(h.groupCancels) == 0 {
+		return
+	}
+	members := map[string][]*taskHist{}
+	for _, id := range slices.Sorted(maps.Keys(h.tasks)) {
+		t := h.tasks[id]
+		if len(t.enqueues) > 0 && t.enqueues[0].inv.Group != "" {
+			members[t.enqueues[0].inv.Group] = append(members[t.enqueues[0].inv.Group], t)
+		}
+	}
+	need := majority(max(h.in.Run.Replicas, 1))
+	var sure int64
+	for _, g := range h.groupCancels {
+		for _, t := range members[g.inv.Group] {
+			d := *g
+			d.f, d.task, d.typ = FCancel, t.id, h.groupCancelOutcome(g, t, need)
+			t.cancels = append(t.cancels, &d)
+			if d.ok() {
+				sure++
+			}
+		}
+	}
+	h.check.count("tasks an acknowledged group cancel surely cancelled", sure)
+	for _, t := range h.tasks {
+		slices.SortStableFunc(t.cancels, func(a, b *op) int { return cmp.Compare(a.ti, b.ti) })
+	}
+}
+
+// groupCancelOutcome is what group cancel g's outcome means for task t
+// of its group (expandGroupCancels), need the acks that make an enqueue
+// held by a majority.
+func (h *history) groupCancelOutcome(g *op, t *taskHist, need int) string {
+	if g.typ != OK {
+		return g.typ
+	}
+	if !slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.ti < g.tc }) {
+		return Fail
+	}
+	held := slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.ok() && e.tc < g.ti && e.out.Acks >= need })
+	completing := slices.ContainsFunc(t.completes, func(c *op) bool { return c.mayHaveApplied() && c.ti < g.tc })
+	if held && !completing {
+		return OK
+	}
+	return Info
 }
 
 func (h *history) task(id string) *taskHist {

@@ -48,11 +48,14 @@ const (
 	FSnooze   = "snooze"
 	FCancel   = "cancel"
 	FGet      = "get"
+	// FGroupCancel cancels every open task of a group (Group), with
+	// Value its reason, unique per group cancel invoked.
+	FGroupCancel = "group-cancel"
 )
 
 // opNames are the operations in the order every table and plot of a run
 // lists them (report.txt, the summary, the throughput plot).
-var opNames = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel, FGet}
+var opNames = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel, FGroupCancel, FGet}
 
 // Event is one line of the history.
 type Event struct {
@@ -82,6 +85,9 @@ type Event struct {
 	MaxAttempts uint32 `json:"max_attempts,omitempty"`
 	// Queue is the queue of an enqueue or a claim.
 	Queue string `json:"queue,omitempty"`
+	// Group is an enqueue's group label, or the group a group cancel
+	// names.
+	Group string `json:"group,omitempty"`
 	// Claim is the claim id: the one a renew, update, complete, fail or
 	// snooze acts under, or the one a claim's ok was granted.
 	Claim *uint32 `json:"claim,omitempty"`
@@ -103,7 +109,8 @@ type Event struct {
 	// task when it was acknowledged (at least the w asked for).
 	Acks int `json:"acks,omitempty"`
 	// Tasks is, on a claim's invoke, how many tasks it asked for (count),
-	// and on its ok how many tasks the answer held; 0: not recorded.
+	// and on its ok how many tasks the answer held; on a group cancel's
+	// ok, how many tasks it cancelled; 0: not recorded.
 	Tasks int `json:"tasks,omitempty"`
 	// TimeLimitMs is an enqueue's time limit (0: none): how long one
 	// claim of the task may run, renewals included.

@@ -48,6 +48,8 @@ var (
 		FSnooze:   color.NRGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 		FCancel:   color.NRGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
 		FGet:      color.NRGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+		// FGroupCancel: otherColor's teal is the rest's; a dark one.
+		FGroupCancel: color.NRGBA{R: 0x0b, G: 0x3d, B: 0x5c, A: 0xff},
 	}
 	otherColor = color.NRGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
 )

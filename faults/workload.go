@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"time"
 
@@ -62,6 +63,12 @@ type Mix struct {
 	// NoRetry is the chance that a fail says no_retry (a handler's
 	// SkipRetry): the task is dead at once, whatever its attempts left.
 	NoRetry float64 `json:"no_retry"`
+	// GroupSize is how many consecutive enqueues of a loop share a group
+	// label; GroupCancel the chance that an enqueue is followed by the
+	// cancel of the group it went into (whose later enqueues, claims
+	// and completions then race the cancel).
+	GroupSize   int     `json:"group_size"`
+	GroupCancel float64 `json:"group_cancel"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -93,6 +100,10 @@ func DefaultMix() Mix {
 		TimeLimit:   1800 * time.Millisecond,
 		// A fifth of the fails: about 1% of the tasks go dead at once.
 		NoRetry: 0.2,
+		// A group fills in under 2 s; a loop cancels one about every
+		// 17 s, most of whose tasks are still open then.
+		GroupSize:   20,
+		GroupCancel: 0.005,
 	}
 }
 
@@ -102,7 +113,7 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
 	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
-		"time-limited": m.TimeLimited, "no-retry": m.NoRetry} {
+		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -112,6 +123,9 @@ func (m Mix) Validate() error {
 	}
 	if m.MaxDeps < 0 || m.MaxUpdates < 0 || m.RenewsPerTTL < 1 {
 		return fmt.Errorf("mix: max deps %d, max updates %d, renews per ttl %d: want >= 0, >= 0, >= 1", m.MaxDeps, m.MaxUpdates, m.RenewsPerTTL)
+	}
+	if m.GroupSize < 1 {
+		return fmt.Errorf("mix: group size %d: want >= 1", m.GroupSize)
 	}
 	if m.TimeLimited > 0 && m.TimeLimit <= 0 {
 		return fmt.Errorf("mix: time-limited %v of the tasks, with a time limit of %v", m.TimeLimited, m.TimeLimit)
@@ -189,6 +203,9 @@ type Loop struct {
 	cancelDue bool
 	cancels   int
 	lastAcked string
+	// groupCancelDue: the last enqueue drew the cancel of its group,
+	// sent next (as cancelDue).
+	groupCancelDue bool
 }
 
 // NewLoop returns a loop.
@@ -234,6 +251,11 @@ func (l *Loop) Run(ctx context.Context, stop <-chan struct{}) {
 		if l.cancelDue {
 			l.cancelDue = false
 			l.cancel(ctx)
+			continue
+		}
+		if l.groupCancelDue {
+			l.groupCancelDue = false
+			l.cancelGroup(ctx)
 			continue
 		}
 		if l.claimAndWork(ctx, stop) {
@@ -290,7 +312,7 @@ func (l *Loop) enqueue(ctx context.Context) {
 	id := NewTaskID(l.rng, time.Now())
 	l.count++
 	payload := fmt.Sprintf("%s-l%d-%d", l.cfg.RunTag, l.cfg.Loop, l.count)
-	et := wire.EnqueueTask{ID: &id, Queue: l.cfg.Queue, Data: []byte(payload), MaxAttempts: l.cfg.MaxAttempts}
+	et := wire.EnqueueTask{ID: &id, Queue: l.cfg.Queue, Data: []byte(payload), MaxAttempts: l.cfg.MaxAttempts, Group: l.group()}
 	var deps []string
 	if len(l.recent) > 0 && l.rng.Float64() < l.cfg.Mix.DepProb {
 		for range 1 + l.rng.IntN(max(l.cfg.Mix.MaxDeps, 1)) {
@@ -307,7 +329,7 @@ func (l *Loop) enqueue(ctx context.Context) {
 		et.TimeLimitMs = l.cfg.Mix.TimeLimit.Milliseconds()
 	}
 	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue,
-		TimeLimitMs: et.TimeLimitMs}
+		TimeLimitMs: et.TimeLimitMs, Group: et.Group}
 	var resp wire.EnqueueResponse
 	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {
@@ -317,6 +339,7 @@ func (l *Loop) enqueue(ctx context.Context) {
 		})
 	// Drawn whatever the outcome, so the draws do not depend on outcomes.
 	l.cancelDue = l.rng.Float64() < l.cfg.Mix.Cancel
+	l.groupCancelDue = l.rng.Float64() < l.cfg.Mix.GroupCancel
 	if res.Type == OK {
 		l.lastAcked = id.String()
 		if len(l.recent) < maxRecent {
@@ -344,6 +367,27 @@ func (l *Loop) cancel(ctx context.Context) {
 	reason := fmt.Sprintf("%s-l%d-x%d", l.cfg.RunTag, l.cfg.Loop, l.cancels)
 	inv := Event{F: FCancel, Task: id.String(), Value: reason}
 	l.call(ctx, inv, http.MethodPost, "/v1/cancel", &wire.CancelRequest{ID: id, Reason: reason}, nil, l.cfg.ReqTimeout, nil)
+}
+
+// group is the group label of the loop's current enqueue: every
+// GroupSize consecutive enqueues share one.
+func (l *Loop) group() string {
+	return fmt.Sprintf("%s-l%d-g%d", l.cfg.RunTag, l.cfg.Loop, (l.count-1)/max(l.cfg.Mix.GroupSize, 1))
+}
+
+// cancelGroup cancels the group of the loop's last enqueue, with a reason
+// no other cancel of the run gives: the group's later enqueues, and the
+// claims and completions of its tasks, race it.
+func (l *Loop) cancelGroup(ctx context.Context) {
+	if l.count == 0 {
+		return
+	}
+	g := l.group()
+	l.cancels++
+	reason := fmt.Sprintf("%s-l%d-x%d", l.cfg.RunTag, l.cfg.Loop, l.cancels)
+	var resp wire.BulkResponse
+	l.call(ctx, Event{F: FGroupCancel, Group: g, Value: reason}, http.MethodPost, "/v1/groups/"+url.PathEscape(g)+"/cancel",
+		&wire.GroupCancelRequest{Reason: reason}, &resp, l.cfg.ReqTimeout, func(e *Event) { e.Tasks = resp.Done })
 }
 
 // claimed is a task a claim granted.
