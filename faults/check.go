@@ -558,16 +558,20 @@ func (h *history) expandGroupCancels() {
 
 // groupCancelOutcome is what group cancel g's outcome means for task t
 // of its group (expandGroupCancels), need the acks that make an enqueue
-// held by a majority.
+// held by a majority. Before and after are by the history's order, not
+// by time: an invoke recorded after an outcome was sent after it was
+// received, where times can tie (the simulation's virtual clock stands
+// still while requests run).
 func (h *history) groupCancelOutcome(g *op, t *taskHist, need int) string {
 	if g.typ != OK {
 		return g.typ
 	}
-	if !slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.ti < g.tc }) {
+	okAt := g.out.Index
+	if !slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.inv.Index < okAt }) {
 		return Fail
 	}
-	held := slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.ok() && e.tc < g.ti && e.out.Acks >= need })
-	completing := slices.ContainsFunc(t.completes, func(c *op) bool { return c.mayHaveApplied() && c.ti < g.tc })
+	held := slices.ContainsFunc(t.enqueues, func(e *op) bool { return e.ok() && e.out.Index < g.inv.Index && e.out.Acks >= need })
+	completing := slices.ContainsFunc(t.completes, func(c *op) bool { return c.mayHaveApplied() && c.inv.Index < okAt })
 	if held && !completing {
 		return OK
 	}

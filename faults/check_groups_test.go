@@ -92,6 +92,20 @@ func TestGroupCancels(t *testing.T) {
 				b.groupCancel(100, 110, OK)
 				b.cancelledBy(taskG, "why-grp", 105)
 			}},
+		// The simulation's virtual clock stands still while requests
+		// run: the history's order decides (found by seed 777000).
+		{name: "all at one instant: a task enqueued before the group cancel, cancelled with its reason", check: "refused ops change nothing",
+			kind: kindRefusedCancel, inject: func(b *builder) {
+				b.groupEnqueue(taskG, 100, 100, OK, 1)
+				b.groupCancel(100, 100, OK)
+				b.cancelledBy(taskG, "why-grp", 100)
+			}},
+		{name: "all at one instant: a task enqueued after the group cancel, cancelled with its reason", check: "refused ops change nothing",
+			kind: kindRefusedCancel, want: 1, inject: func(b *builder) {
+				b.groupCancel(100, 100, OK)
+				b.groupEnqueue(taskG, 100, 100, OK, 1)
+				b.cancelledBy(taskG, "why-grp", 100)
+			}},
 		{name: "a task cancelled by a group cancel that came back fail", check: "refused ops change nothing", kind: kindRefusedCancel, want: 1,
 			inject: func(b *builder) {
 				b.groupEnqueue(taskG, 30, 40, OK, 2)

@@ -88,6 +88,13 @@ type Config struct {
 	// of the task the client saw acknowledged last (claimed by another
 	// client or not), as the fault suite's workload does.
 	CancelProb float64
+	// GroupSize is how many consecutive enqueues of a client share a
+	// group label; GroupCancelProb the chance that an enqueue is followed
+	// by the cancel of its group (which then races the group's claims,
+	// completions and later enqueues), as the fault suite's workload
+	// does.
+	GroupSize       int
+	GroupCancelProb float64
 	// Work bounds a claimed task's work; a slow task (SlowProb) works
 	// about SlowWork and renews every TTL/renewsPerTTL meanwhile.
 	Work     time.Duration
@@ -161,6 +168,8 @@ func DefaultConfig() Config {
 		MaxDeps:            2,
 		W1Prob:             0.3,
 		CancelProb:         0.03,
+		GroupSize:          5,
+		GroupCancelProb:    0.05,
 		Work:               50 * time.Millisecond,
 		SlowProb:           0.05,
 		SlowWork:           2500 * time.Millisecond,
@@ -198,7 +207,9 @@ func (c *Config) Validate() error {
 	check(c.TTL > c.SkewBound, "ttl %v must exceed the skew bound %v", c.TTL, c.SkewBound)
 	check(c.MaxTasksPerClient >= 1, "max tasks per client %d: want at least 1", c.MaxTasksPerClient)
 	check(c.MaxDeps >= 1, "max deps %d: want at least 1", c.MaxDeps)
-	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb, "dep": c.DepProb, "w=1": c.W1Prob, "cancel": c.CancelProb} {
+	check(c.GroupSize >= 1, "group size %d: want at least 1", c.GroupSize)
+	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb, "dep": c.DepProb, "w=1": c.W1Prob, "cancel": c.CancelProb,
+		"group cancel": c.GroupCancelProb} {
 		check(p >= 0 && p <= 1, "%s probability %v: want 0..1", name, p)
 	}
 	check(c.FailProb >= 0 && c.SnoozeProb >= 0 && c.AbandonProb >= 0 && c.FailProb+c.SnoozeProb+c.AbandonProb <= 1,

@@ -111,9 +111,9 @@ func (cl *client) enqueue(ctx context.Context) {
 	if cl.rng.Float64() < cl.cfg.W1Prob {
 		w = 1
 	}
-	et := wire.EnqueueTask{ID: &id, Queue: queue, Data: []byte(payload), Deps: deps, MaxAttempts: cl.cfg.MaxAttempts}
+	et := wire.EnqueueTask{ID: &id, Queue: queue, Data: []byte(payload), Deps: deps, MaxAttempts: cl.cfg.MaxAttempts, Group: cl.group()}
 	req := &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: w}
-	inv := faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts}
+	inv := faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts, Group: et.Group}
 	for _, d := range deps {
 		inv.Deps = append(inv.Deps, d.String())
 	}
@@ -132,6 +132,28 @@ func (cl *client) enqueue(ctx context.Context) {
 	if cl.rng.Float64() < cl.cfg.CancelProb && len(cl.acked) > 0 {
 		cl.cancel(ctx, cl.acked[len(cl.acked)-1])
 	}
+	if cl.rng.Float64() < cl.cfg.GroupCancelProb {
+		cl.cancelGroup(ctx, et.Group)
+	}
+}
+
+// group is the group label of the client's current enqueue: every
+// GroupSize consecutive enqueues share one.
+func (cl *client) group() string {
+	return fmt.Sprintf("%s-g%d", cl.tag, (cl.enqueued-1)/cl.cfg.GroupSize)
+}
+
+// cancelGroup cancels group g with a reason no other cancel of the run
+// gives.
+func (cl *client) cancelGroup(ctx context.Context, g string) {
+	cl.cancels++
+	reason := fmt.Sprintf("%s-x%d", cl.tag, cl.cancels)
+	var resp *wire.BulkResponse
+	cl.do(ctx, faults.Event{F: faults.FGroupCancel, Group: g, Value: reason},
+		func(ctx context.Context, s wire.Service) (err error) {
+			resp, err = s.GroupCancel(ctx, &wire.GroupCancelRequest{Group: g, Reason: reason})
+			return err
+		}, func(e *faults.Event) { e.Tasks = resp.Done })
 }
 
 // cancel cancels task id with a reason no other cancel of the run gives:
