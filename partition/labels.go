@@ -124,39 +124,44 @@ func (r *Replica) unlabelLocked(q *queueIndex, id task.ID) {
 }
 
 // GroupCounts returns group g's counts by state in this replica and the
-// ids of up to dead of its dead tasks, the lowest first.
+// ids of up to dead of its dead tasks, the lowest first. It walks the
+// group's open tasks under the lock only when some are dead and asked
+// for.
 func (r *Replica) GroupCounts(g string, dead int) (counts [task.NumStatus]int64, deadIDs []task.ID) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	l := r.groups[g]
 	if l == nil {
+		r.mu.Unlock()
 		return counts, nil
 	}
+	counts = l.counts
 	if dead > 0 && l.counts[task.Dead] > 0 {
+		deadIDs = make([]task.ID, 0, l.counts[task.Dead])
 		for id := range l.open {
 			if e := r.tasks[id]; e != nil && e.status == task.Dead {
 				deadIDs = append(deadIDs, id)
 			}
 		}
-		slices.SortFunc(deadIDs, task.ID.Compare)
-		deadIDs = deadIDs[:min(len(deadIDs), dead)]
 	}
-	return l.counts, deadIDs
+	r.mu.Unlock()
+	slices.SortFunc(deadIDs, task.ID.Compare)
+	return counts, deadIDs[:min(len(deadIDs), dead)]
 }
 
 // GroupOpen returns the ids of group g's tasks that are not ended, in id
 // order.
 func (r *Replica) GroupOpen(g string) []task.ID {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	l := r.groups[g]
 	if l == nil {
+		r.mu.Unlock()
 		return nil
 	}
 	ids := make([]task.ID, 0, len(l.open))
 	for id := range l.open {
 		ids = append(ids, id)
 	}
+	r.mu.Unlock()
 	slices.SortFunc(ids, task.ID.Compare)
 	return ids
 }
