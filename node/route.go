@@ -1,13 +1,13 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/skuldd/skuldd/node/coord"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -153,74 +153,49 @@ func forward[Req, Resp any](ctx context.Context, n *Node, part uint16, op wire.O
 	return resp, true, nil
 }
 
-// fanPlan is a cluster-wide op's plan, from one snapshot of the
-// partition registry: the partitions this node leads and serves, and
-// those each other leader must serve. Every partition is in exactly one
-// of them, so an op run by the plan never counts or acts on one twice, or
-// leaves one out: a peer whose registry disagrees with the coordinator's
-// answers unavailable (fanPlanFor), and the coordinator's client retries.
+// fanPlan is a cluster-wide op's plan (coord.PlanFan) with the
+// partitions this node serves as a set and the other leaders' addresses.
 type fanPlan struct {
-	leaders []uint64
-	mine    map[uint16]bool
-	others  []fanPeer // in node id order; none on a forwarded request
+	*coord.FanPlan
+	mine   map[uint16]bool
+	others []fanPeer
 }
 
-// fanPeer is another leader and the partitions it must serve.
+// fanPeer is another leader, its address and the partitions it must
+// serve.
 type fanPeer struct {
-	id    uint64
 	addr  string
 	parts []uint16
 }
 
-// fanPlanFor returns the plan of a cluster-wide op. A coordinator (a
-// request from a client) plans every partition; a forwarded request
-// serves the partitions named, which must be exactly those this node's
-// registry says it leads. A partition without a leader, or one this node
-// leads but does not serve yet (between leaders), makes it unavailable.
+// fanPlanFor returns the plan of a cluster-wide op (coord.PlanFan) from
+// this node's registry, once this node serves each partition it leads:
+// one it leads but does not serve yet (between leaders) makes the op
+// unavailable, as does another leader with no known address.
 func (n *Node) fanPlanFor(ctx context.Context, named []uint16) (*fanPlan, error) {
-	ls := slices.Clone(n.leaders())
-	if len(ls) == 0 {
-		return nil, fmt.Errorf("%w: no partition registry yet; retry", wire.ErrUnavailable)
+	cp, err := coord.PlanFan(n.leaders(), n.id, isForwarded(ctx), named)
+	if err != nil {
+		return nil, err
 	}
-	plan := &fanPlan{leaders: ls, mine: map[uint16]bool{}}
-	forwarded := isForwarded(ctx)
-	peers := map[uint64]*fanPeer{}
-	for p, leader := range ls {
-		part := uint16(p)
-		switch {
-		case leader == 0:
-			return nil, fmt.Errorf("%w: partition %d has no leader right now; retry", wire.ErrUnavailable, p)
-		case leader == n.id:
-			if !n.waitLead(ctx, part) {
-				return nil, fmt.Errorf("%w: partition %d is between leaders; retry", wire.ErrUnavailable, p)
-			}
-			plan.mine[part] = true
-		case !forwarded:
-			fp := peers[leader]
-			if fp == nil {
-				fp = &fanPeer{id: leader, addr: n.ms.AddrOf(leader)}
-				if fp.addr == "" {
-					return nil, fmt.Errorf("%w: partition %d's leader %x has no known address; retry", wire.ErrUnavailable, p, leader)
-				}
-				peers[leader] = fp
-			}
-			fp.parts = append(fp.parts, part)
+	plan := &fanPlan{FanPlan: cp, mine: make(map[uint16]bool, len(cp.Mine))}
+	for _, p := range cp.Mine {
+		if !n.waitLead(ctx, p) {
+			return nil, fmt.Errorf("%w: partition %d is between leaders; retry", wire.ErrUnavailable, p)
 		}
+		plan.mine[p] = true
 	}
-	if forwarded && (len(named) != len(plan.mine) || slices.ContainsFunc(named, func(p uint16) bool { return !plan.mine[p] })) {
-		return nil, fmt.Errorf("%w: the coordinator's registry and this node's differ on the partitions it leads (asked for %v); retry", wire.ErrUnavailable, named)
+	for _, o := range cp.Others {
+		addr := n.ms.AddrOf(o.ID)
+		if addr == "" {
+			return nil, fmt.Errorf("%w: partitions %v's leader %x has no known address; retry", wire.ErrUnavailable, o.Parts, o.ID)
+		}
+		plan.others = append(plan.others, fanPeer{addr: addr, parts: o.Parts})
 	}
-	for _, fp := range peers {
-		plan.others = append(plan.others, *fp)
-	}
-	slices.SortFunc(plan.others, func(a, b fanPeer) int { return cmp.Compare(a.id, b.id) })
 	return plan, nil
 }
 
-// changed reports whether the registry moved on since the plan was made:
-// a write op that acted by it may have missed a partition that changed
-// hands meanwhile.
-func (p *fanPlan) changed(n *Node) bool { return !slices.Equal(p.leaders, n.leaders()) }
+// changed reports whether the registry moved on since the plan was made.
+func (p *fanPlan) changed(n *Node) bool { return p.Changed(n.leaders()) }
 
 // fanned is a request a coordinator fans out, telling each leader the
 // partitions it must serve (wire.Fanned).
@@ -280,8 +255,7 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	if isForwarded(ctx) {
 		return nil, false, nil
 	}
-	routes := make([]string, len(req.Tasks))
-	remote := false
+	plan := make([]coord.EnqueueTask, len(req.Tasks))
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
 		if t.ID == nil {
@@ -292,30 +266,11 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		if err != nil {
 			return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 		}
-		routes[i], remote = addr, remote || addr != ""
+		plan[i] = coord.EnqueueTask{ID: *t.ID, Deps: t.Deps, Route: addr}
 	}
-	if !remote {
+	split := coord.SplitEnqueue(plan)
+	if !split.Remote() {
 		return nil, false, nil
-	}
-	// A task that depends on another task of the same request must be
-	// written after it; when they go to different nodes, send the tasks
-	// one at a time in request order. Otherwise one request per node.
-	groups := map[string][]int{}
-	var order []string
-	inBatch := map[task.ID]string{}
-	sequential := false
-	for i := range req.Tasks {
-		t := &req.Tasks[i]
-		for _, d := range t.Deps {
-			if r, ok := inBatch[d]; ok && r != routes[i] {
-				sequential = true
-			}
-		}
-		inBatch[*t.ID] = routes[i]
-		if _, ok := groups[routes[i]]; !ok {
-			order = append(order, routes[i])
-		}
-		groups[routes[i]] = append(groups[routes[i]], i)
 	}
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(req.Tasks))}
 	send := func(addr string, idx []int) error {
@@ -342,23 +297,23 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		}
 		return nil
 	}
-	if sequential {
+	if split.Sequential {
 		for i := range req.Tasks {
-			if err := send(routes[i], []int{i}); err != nil {
+			if err := send(plan[i].Route, []int{i}); err != nil {
 				return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 			}
 		}
 		return resp, true, nil
 	}
-	errs := make([]error, len(order))
-	done := make(chan struct{}, len(order))
-	for gi, addr := range order {
+	errs := make([]error, len(split.Order))
+	done := make(chan struct{}, len(split.Order))
+	for gi, addr := range split.Order {
 		go func() {
-			errs[gi] = send(addr, groups[addr])
+			errs[gi] = send(addr, split.Tasks[addr])
 			done <- struct{}{}
 		}()
 	}
-	for range order {
+	for range split.Order {
 		<-done
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,111 @@
+package coord
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+func TestPlanFan(t *testing.T) {
+	const self = 7
+	for _, tc := range []struct {
+		name      string
+		leaders   []uint64
+		forwarded bool
+		named     []uint16
+		want      *FanPlan // nil: unavailable
+	}{
+		{name: "no registry", leaders: nil},
+		{name: "a partition without a leader", leaders: []uint64{7, 0, 9}},
+		{name: "all here", leaders: []uint64{7, 7}, want: &FanPlan{Mine: []uint16{0, 1}}},
+		{name: "spread, peers by id, parts in order", leaders: []uint64{9, 7, 3, 9, 7, 3},
+			want: &FanPlan{Mine: []uint16{1, 4}, Others: []FanPeer{{ID: 3, Parts: []uint16{2, 5}}, {ID: 9, Parts: []uint16{0, 3}}}}},
+		{name: "nothing here", leaders: []uint64{9, 3},
+			want: &FanPlan{Others: []FanPeer{{ID: 3, Parts: []uint16{1}}, {ID: 9, Parts: []uint16{0}}}}},
+		{name: "forwarded, named as led", leaders: []uint64{9, 7, 3, 7}, forwarded: true, named: []uint16{3, 1},
+			want: &FanPlan{Mine: []uint16{1, 3}}},
+		{name: "forwarded, one left out", leaders: []uint64{9, 7, 3, 7}, forwarded: true, named: []uint16{1}},
+		{name: "forwarded, one more", leaders: []uint64{9, 7, 3, 7}, forwarded: true, named: []uint16{1, 2, 3}},
+		{name: "forwarded, another set of the same size", leaders: []uint64{9, 7, 3, 7}, forwarded: true, named: []uint16{0, 1}},
+		{name: "forwarded, a repeat", leaders: []uint64{9, 7, 3, 7}, forwarded: true, named: []uint16{1, 1}},
+		{name: "forwarded to a node that leads nothing now", leaders: []uint64{9, 3}, forwarded: true, named: []uint16{0}},
+		{name: "forwarded, nothing led, nothing named", leaders: []uint64{9, 3}, forwarded: true, want: &FanPlan{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := PlanFan(tc.leaders, self, tc.forwarded, tc.named)
+			if tc.want == nil {
+				if !errors.Is(err, wire.ErrUnavailable) {
+					t.Fatalf("PlanFan = %+v, %v; want unavailable", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.want.Leaders = tc.leaders
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("PlanFan = %+v; want %+v", got, tc.want)
+			}
+			// Every partition exactly once, on a coordinator.
+			if !tc.forwarded {
+				seen := map[uint16]int{}
+				for _, p := range got.Mine {
+					seen[p]++
+				}
+				for _, o := range got.Others {
+					for _, p := range o.Parts {
+						seen[p]++
+					}
+				}
+				for p := range tc.leaders {
+					if seen[uint16(p)] != 1 {
+						t.Errorf("partition %d planned %d times", p, seen[uint16(p)])
+					}
+				}
+			}
+			if got.Changed(tc.leaders) {
+				t.Error("Changed on the snapshot itself")
+			}
+			if !got.Changed(append([]uint64{1}, tc.leaders...)) {
+				t.Error("not Changed on another registry")
+			}
+		})
+	}
+}
+
+func TestSplitEnqueue(t *testing.T) {
+	id := func(n byte) task.ID { var i task.ID; i[0] = n; return i }
+	a, b, c, d := id(1), id(2), id(3), id(4)
+	for _, tc := range []struct {
+		name   string
+		tasks  []EnqueueTask
+		want   EnqueueSplit
+		remote bool
+	}{
+		{name: "all here", tasks: []EnqueueTask{{ID: a}, {ID: b}},
+			want: EnqueueSplit{Order: []string{""}, Tasks: map[string][]int{"": {0, 1}}}},
+		{name: "two routes, order of first task", tasks: []EnqueueTask{{ID: a, Route: "n2"}, {ID: b}, {ID: c, Route: "n2"}},
+			want: EnqueueSplit{Order: []string{"n2", ""}, Tasks: map[string][]int{"n2": {0, 2}, "": {1}}}, remote: true},
+		{name: "a dep on the same route: parallel", tasks: []EnqueueTask{{ID: a, Route: "n2"}, {ID: b}, {ID: c, Route: "n2", Deps: []task.ID{a}}},
+			want: EnqueueSplit{Order: []string{"n2", ""}, Tasks: map[string][]int{"n2": {0, 2}, "": {1}}}, remote: true},
+		{name: "a dep on another route: sequential", tasks: []EnqueueTask{{ID: a, Route: "n2"}, {ID: b, Deps: []task.ID{a}}},
+			want: EnqueueSplit{Order: []string{"n2", ""}, Tasks: map[string][]int{"n2": {0}, "": {1}}, Sequential: true}, remote: true},
+		{name: "a dep outside the request: parallel", tasks: []EnqueueTask{{ID: a, Route: "n2", Deps: []task.ID{d}}, {ID: b, Deps: []task.ID{d}}},
+			want: EnqueueSplit{Order: []string{"n2", ""}, Tasks: map[string][]int{"n2": {0}, "": {1}}}, remote: true},
+		{name: "a dep later in the request: not an order this split enforces", tasks: []EnqueueTask{{ID: a, Deps: []task.ID{b}}, {ID: b, Route: "n2"}},
+			want: EnqueueSplit{Order: []string{"", "n2"}, Tasks: map[string][]int{"": {0}, "n2": {1}}}, remote: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SplitEnqueue(tc.tasks)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("SplitEnqueue = %+v; want %+v", got, tc.want)
+			}
+			if got.Remote() != tc.remote {
+				t.Errorf("Remote = %v; want %v", got.Remote(), tc.remote)
+			}
+		})
+	}
+}
