@@ -546,7 +546,12 @@ func TestDroppedProposalIsProposedAgain(t *testing.T) {
 	if dropped.Load() < 2 {
 		t.Fatalf("%d proposals from the follower; want the dropped one and its retry", dropped.Load())
 	}
-	if got := c.groups[lead].Meta().Members[9].Addr; got != "127.0.0.9:1" {
-		t.Fatalf("leader's registry has member 9 at %q", got)
-	}
+	// PutMember returns once the proposing follower applied the entry;
+	// the leader applies it on its own loop, at most a moment later.
+	testkit.WaitFor(t, testWait, func() error {
+		if got := c.groups[lead].Meta().Members[9].Addr; got != "127.0.0.9:1" {
+			return fmt.Errorf("leader's registry has member 9 at %q", got)
+		}
+		return nil
+	})
 }
