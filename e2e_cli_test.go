@@ -501,3 +501,10 @@ func TestREADMEGroups(t *testing.T) {
 		t.Fatalf("cancelled tasks of the group after the session: %q; want 4", lines)
 	}
 }
+
+// TestREADMEUniqueKeys runs README's unique-key session: a key enqueued
+// again yields its task, a cancel frees the key.
+func TestREADMEUniqueKeys(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	runREADMESession(t, n, "Unique keys", 7)
+}

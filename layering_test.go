@@ -64,7 +64,7 @@ var allowedInternal = map[string][]string{
 	// The fault-testing tool drives the real binary from outside (HTTP,
 	// processes, network namespaces); it reads the wire's JSON views and
 	// task ids, nothing of a node's insides.
-	"faults":            {"wire", "task"},
+	"faults":            {"wire", "task", "ring"},
 	"faults/cmd/faults": {"faults"},
 	// The seeded simulation runs real nodes in one process, on the
 	// in-memory network and disks, and judges them with the fault

@@ -35,7 +35,7 @@ func ctlCommand() *ucli.Command {
 		Subcommands: []*ucli.Command{
 			{
 				Name:  "enqueue",
-				Usage: "enqueue a task; prints {\"id\",\"acks\"}",
+				Usage: "enqueue a task; prints {\"id\",\"acks\"} (and \"duplicate\":true when --key was taken: id is the task holding it)",
 				Flags: []ucli.Flag{
 					&ucli.StringFlag{Name: "queue"},
 					&ucli.IntFlag{Name: "priority", Usage: "int32; higher is claimed first"},
@@ -49,6 +49,8 @@ func ctlCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "description"},
 					&ucli.UintFlag{Name: "max-attempts", Usage: "attempts before the task is dead (default: the queue's, else the node's)"},
 					&ucli.DurationFlag{Name: "time-limit", Usage: "how long one claim may run, renewals included; the leader ends it there, a failed attempt (default: the queue's, else none)"},
+					&ucli.StringFlag{Name: "key", Usage: "unique key: while a task of the queue with it is kept (not cancelled), enqueue yields that task instead"},
+					&ucli.DurationFlag{Name: "unique-for", Usage: "with --key: the key is held this long after the enqueue at most (default: while the task is kept)"},
 					&ucli.IntFlag{Name: "w", Usage: "durable replica acks to wait for (default: majority)"},
 				},
 				Action: ctlAction(ctlEnqueue, "queue"),
@@ -252,6 +254,8 @@ func ctlEnqueue(e *ctlEnv) error {
 		Description: c.String("description"),
 		DelayMs:     c.Duration("delay").Milliseconds(),
 		TimeLimitMs: c.Duration("time-limit").Milliseconds(),
+		Key:         c.String("key"),
+		UniqueForMs: c.Duration("unique-for").Milliseconds(),
 	}
 	p := c.Int("priority")
 	if p != int(int32(p)) {

@@ -46,6 +46,15 @@ type Task struct {
 	// a claim at its limit, a failed attempt ("time limit"), and a
 	// Worker ends the handler a little before.
 	TimeLimit time.Duration
+	// Key makes the task unique in its queue: while a task of the queue
+	// with the key is kept (completed included, cancelled not; until
+	// garbage collection, or for at most UniqueFor after its enqueue when
+	// that is set), enqueueing the key again yields that task
+	// (Enqueued.Duplicate) instead of a new one. Leave ID zero with a key:
+	// the node picks an id of the key's partition. A task with a key
+	// cannot have Deps.
+	Key       string
+	UniqueFor time.Duration
 }
 
 // Enqueued is the outcome of one enqueued task.
@@ -54,6 +63,9 @@ type Enqueued struct {
 	ID ID
 	// Acks is the number of replicas that hold the task durably.
 	Acks int
+	// Duplicate: the task's key was taken, by the task ID names (perhaps
+	// an earlier attempt of this same enqueue); no task was created.
+	Duplicate bool
 }
 
 // Enqueue enqueues t and returns its id once a majority of its replicas
@@ -90,14 +102,20 @@ func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...
 	}
 	req := &wire.EnqueueRequest{W: opts.W, Tasks: make([]wire.EnqueueTask, len(tasks))}
 	for i, t := range tasks {
-		id := t.ID
-		if id.IsZero() {
-			id = c.NewID()
-		}
 		req.Tasks[i] = wire.EnqueueTask{
-			ID: &id, Queue: t.Queue, Priority: t.Priority, Data: t.Data, Deps: t.Deps,
+			Queue: t.Queue, Priority: t.Priority, Data: t.Data, Deps: t.Deps,
 			DelayMs: t.Delay.Milliseconds(), Group: t.Group, Description: t.Description, MaxAttempts: t.MaxAttempts,
 			TimeLimitMs: t.TimeLimit.Milliseconds(), Kind: t.Kind, Subtopic: t.Subtopic,
+			Key: t.Key, UniqueForMs: t.UniqueFor.Milliseconds(),
+		}
+		// An id of the client's own makes a retry safe; a key does that
+		// already, and only the node knows the key's partition.
+		id := t.ID
+		if id.IsZero() && t.Key == "" {
+			id = c.NewID()
+		}
+		if !id.IsZero() {
+			req.Tasks[i].ID = &id
 		}
 	}
 	var resp *wire.EnqueueResponse
@@ -110,7 +128,7 @@ func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...
 	}
 	out := make([]Enqueued, len(resp.Results))
 	for i, r := range resp.Results {
-		out[i] = Enqueued{ID: r.ID, Acks: r.Acks}
+		out[i] = Enqueued{ID: r.ID, Acks: r.Acks, Duplicate: r.Duplicate}
 	}
 	return out, nil
 }

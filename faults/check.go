@@ -174,6 +174,7 @@ func Analyze(in *Input) *Report {
 		checkAttempts(h),
 		checkConvergence(h),
 		checkIdempotentEnqueue(h),
+		checkKeys(h),
 		checkRefused(h),
 		checkAnswers(h),
 		checkHarness(h),
@@ -222,7 +223,10 @@ type taskHist struct {
 	grants []*op
 	// renews .. cancels hold every attempt, in invoke order.
 	renews, updates, completes, fails, snoozes, cancels []*op
-	reads                                               []taskRead
+	// keyHolds are the keyed enqueues of other ids acknowledged as
+	// duplicates of this task: each proves it exists.
+	keyHolds []*op
+	reads    []taskRead
 	// views are the reads of the replicas that hold the task (decoded).
 	views []taskRead
 }
@@ -310,6 +314,8 @@ type history struct {
 	// groupCancels are the group cancels, filed under each task of their
 	// group as cancels by expandGroupCancels.
 	groupCancels []*op
+	// duplicates are the keyed enqueues acknowledged as duplicates.
+	duplicates []*op
 }
 
 // Kinds of history defects.
@@ -451,6 +457,10 @@ func (h *history) index(o *op) {
 	t := h.task(o.task)
 	switch o.f {
 	case FEnqueue:
+		if o.ok() && o.out.Holder != "" {
+			h.fileDuplicate(t, o)
+			return
+		}
 		t.enqueues = append(t.enqueues, o)
 	case FClaim:
 		t.grants = append(t.grants, o)
@@ -469,6 +479,22 @@ func (h *history) index(o *op) {
 	}
 }
 
+// fileDuplicate files a keyed enqueue that came back ok as a duplicate:
+// its own task (the id it drew) was not created, as if it had been
+// refused (a fail copy among the task's enqueues), and the holder it
+// named is acknowledged to exist, W replicas holding it (an ok copy among
+// the holder's keyHolds). The op itself stays ok in the tables.
+func (h *history) fileDuplicate(t *taskHist, o *op) {
+	refused := *o
+	refused.typ = Fail
+	t.enqueues = append(t.enqueues, &refused)
+	held := *o
+	held.task = o.out.Holder
+	ht := h.task(o.out.Holder)
+	ht.keyHolds = append(ht.keyHolds, &held)
+	h.duplicates = append(h.duplicates, o)
+}
+
 // taskOps are the operations filed under their task.
 var taskOps = []string{FEnqueue, FClaim, FRenew, FUpdate, FComplete, FFail, FSnooze, FCancel}
 
@@ -479,8 +505,11 @@ func (h *history) wellFormed(o *op) bool {
 	var missing string
 	switch o.f {
 	case FEnqueue, FCancel:
-		if o.task == "" {
+		switch {
+		case o.task == "":
 			missing = "task"
+		case o.out != nil && o.out.Holder != "" && o.inv.Key == "":
+			missing = "key (its ok names a holder)"
 		}
 	case FGroupCancel:
 		switch {

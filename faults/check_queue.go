@@ -173,7 +173,7 @@ func (t *taskHist) tally() enqueueTally {
 
 // allOps lists the task's ops by kind: its enqueues first.
 func (t *taskHist) allOps() [][]*op {
-	return [][]*op{t.enqueues, t.grants, t.renews, t.updates, t.completes, t.fails, t.snoozes, t.cancels}
+	return [][]*op{t.enqueues, t.grants, t.renews, t.updates, t.completes, t.fails, t.snoozes, t.cancels, t.keyHolds}
 }
 
 // exists reports whether anything shows the task exists: a replica holds

@@ -490,7 +490,7 @@ func viewDiff(a, b *wire.TaskView) []string {
 		{"failures", written(a.Failures), written(b.Failures)}, {"max_attempts", a.MaxAttempts, b.MaxAttempts},
 		{"not_before", a.NotBefore, b.NotBefore}, {"enqueued_at", a.EnqueuedAt, b.EnqueuedAt},
 		{"group", a.Group, b.Group}, {"kind", a.Kind, b.Kind}, {"subtopic", a.Subtopic, b.Subtopic}, {"description", a.Description, b.Description}, {"cancelled", a.Cancelled, b.Cancelled},
-		{"time_limit_ms", a.TimeLimitMs, b.TimeLimitMs},
+		{"time_limit_ms", a.TimeLimitMs, b.TimeLimitMs}, {"key", a.Key, b.Key}, {"unique_for_ms", a.UniqueForMs, b.UniqueForMs},
 	}
 	for _, f := range fields {
 		if !sameJSON(f.a, f.b) {

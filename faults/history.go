@@ -88,6 +88,12 @@ type Event struct {
 	// Group is an enqueue's group label, or the group a group cancel
 	// names.
 	Group string `json:"group,omitempty"`
+	// Key is an enqueue's unique key. Holder is set on a keyed enqueue's
+	// ok that answered duplicate: the task that holds the key (the
+	// invoke's Task, whose id the enqueue drew in the key's partition,
+	// was not created).
+	Key    string `json:"key,omitempty"`
+	Holder string `json:"holder,omitempty"`
 	// Claim is the claim id: the one a renew, update, complete, fail or
 	// snooze acts under, or the one a claim's ok was granted.
 	Claim *uint32 `json:"claim,omitempty"`

@@ -549,7 +549,7 @@ func (r *Run) loopConfig(k int) LoopConfig {
 	}
 	return LoopConfig{
 		Loop: k, ProcStride: c.Workers + 1, Addrs: addrs, Local: c.Topology.HostIP(),
-		Token: r.token, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed),
+		Token: r.token, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed), Partitions: c.Partitions,
 		Queue: c.Queue, TTL: c.TTL, MaxAttempts: c.MaxAttempts, W: c.W,
 		ReqTimeout: c.ReqTimeout, Mix: mix,
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -69,6 +70,11 @@ type Mix struct {
 	// and completions then race the cancel).
 	GroupSize   int     `json:"group_size"`
 	GroupCancel float64 `json:"group_cancel"`
+	// Keyed is the chance an enqueue carries a unique key, drawn from the
+	// loop's KeyPool keys, so that keys repeat (and race the cancels
+	// that free them); a keyed enqueue names no deps.
+	Keyed   float64 `json:"keyed"`
+	KeyPool int     `json:"key_pool"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -104,6 +110,10 @@ func DefaultMix() Mix {
 		// 17 s, most of whose tasks are still open then.
 		GroupSize:   20,
 		GroupCancel: 0.005,
+		// About one enqueue a second per loop, over 40 keys: most keys
+		// are enqueued again while their task is kept.
+		Keyed:   0.08,
+		KeyPool: 40,
 	}
 }
 
@@ -113,7 +123,7 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
 	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
-		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel} {
+		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel, "keyed": m.Keyed} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -124,8 +134,8 @@ func (m Mix) Validate() error {
 	if m.MaxDeps < 0 || m.MaxUpdates < 0 || m.RenewsPerTTL < 1 {
 		return fmt.Errorf("mix: max deps %d, max updates %d, renews per ttl %d: want >= 0, >= 0, >= 1", m.MaxDeps, m.MaxUpdates, m.RenewsPerTTL)
 	}
-	if m.GroupSize < 1 {
-		return fmt.Errorf("mix: group size %d: want >= 1", m.GroupSize)
+	if m.GroupSize < 1 || m.KeyPool < 1 {
+		return fmt.Errorf("mix: group size %d, key pool %d: want >= 1", m.GroupSize, m.KeyPool)
 	}
 	if m.TimeLimited > 0 && m.TimeLimit <= 0 {
 		return fmt.Errorf("mix: time-limited %v of the tasks, with a time limit of %v", m.TimeLimited, m.TimeLimit)
@@ -152,7 +162,9 @@ type LoopConfig struct {
 	Seed  int64 `json:"seed"`
 	Start int64 `json:"start"`
 	// RunTag makes payloads unique across runs too.
-	RunTag      string        `json:"run_tag"`
+	RunTag string `json:"run_tag"`
+	// Partitions is the cluster's P, for ids of a key's partition.
+	Partitions  int           `json:"partitions"`
 	Queue       string        `json:"queue"`
 	TTL         time.Duration `json:"ttl"`
 	MaxAttempts uint32        `json:"max_attempts"`
@@ -298,6 +310,21 @@ func (l *Loop) call(ctx context.Context, inv Event, method, path string, body, o
 	return res
 }
 
+// KeyedTaskID draws ids as NewTaskID does until one is of the partition
+// of queue's key (ring.KeyPartition) among partitions: a keyed enqueue's
+// own id must be (64·P draws miss with probability e^-64).
+func KeyedTaskID(rng *rand.Rand, now time.Time, queue, key string, partitions int) task.ID {
+	want := ring.KeyPartition(queue, key, partitions)
+	id := NewTaskID(rng, now)
+	for range 64 * partitions {
+		if ring.PartitionOf(id[:], partitions) == want {
+			break
+		}
+		id = NewTaskID(rng, now)
+	}
+	return id
+}
+
 // NewTaskID draws a client-chosen id: 8 bytes of Unix milliseconds (so
 // ids sort by time, as skuldd's own do) and 12 random bytes.
 func NewTaskID(rng *rand.Rand, now time.Time) task.ID {
@@ -313,8 +340,13 @@ func (l *Loop) enqueue(ctx context.Context) {
 	l.count++
 	payload := fmt.Sprintf("%s-l%d-%d", l.cfg.RunTag, l.cfg.Loop, l.count)
 	et := wire.EnqueueTask{ID: &id, Queue: l.cfg.Queue, Data: []byte(payload), MaxAttempts: l.cfg.MaxAttempts, Group: l.group()}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	if l.rng.Float64() < l.cfg.Mix.Keyed && l.cfg.Partitions > 0 {
+		et.Key = fmt.Sprintf("%s-l%d-k%d", l.cfg.RunTag, l.cfg.Loop, l.rng.IntN(l.cfg.Mix.KeyPool))
+		id = KeyedTaskID(l.rng, time.Now(), l.cfg.Queue, et.Key, l.cfg.Partitions)
+	}
 	var deps []string
-	if len(l.recent) > 0 && l.rng.Float64() < l.cfg.Mix.DepProb {
+	if et.Key == "" && len(l.recent) > 0 && l.rng.Float64() < l.cfg.Mix.DepProb {
 		for range 1 + l.rng.IntN(max(l.cfg.Mix.MaxDeps, 1)) {
 			d := l.recent[l.rng.IntN(len(l.recent))]
 			dep, err := task.ParseID(d)
@@ -329,14 +361,20 @@ func (l *Loop) enqueue(ctx context.Context) {
 		et.TimeLimitMs = l.cfg.Mix.TimeLimit.Milliseconds()
 	}
 	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue,
-		TimeLimitMs: et.TimeLimitMs, Group: et.Group}
+		TimeLimitMs: et.TimeLimitMs, Group: et.Group, Key: et.Key}
 	var resp wire.EnqueueResponse
 	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {
 			if len(resp.Results) == 1 {
 				e.Acks = resp.Results[0].Acks
+				if resp.Results[0].Duplicate {
+					e.Holder = resp.Results[0].ID.String()
+				}
 			}
 		})
+	if res.Holder != "" {
+		id, _ = task.ParseID(res.Holder) // the task the loop may depend on and cancel
+	}
 	// Drawn whatever the outcome, so the draws do not depend on outcomes.
 	l.cancelDue = l.rng.Float64() < l.cfg.Mix.Cancel
 	l.groupCancelDue = l.rng.Float64() < l.cfg.Mix.GroupCancel

@@ -100,7 +100,7 @@ func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (cont
 		t := &req.Tasks[i]
 		t.FreshID = false // a node's word, never a client's
 		if t.ID == nil {
-			id := h.localID()
+			id := h.newID(t)
 			t.ID, t.FreshID = &id, true
 		}
 	}

@@ -259,7 +259,7 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
 		if t.ID == nil {
-			id := n.ids.Next()
+			id := n.newID(t)
 			t.ID = &id
 		}
 		addr, err := n.routeTo(ctx, n.partOf(*t.ID))

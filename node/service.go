@@ -35,6 +35,34 @@ func (n *Node) now() int64 { return clock.UnixMilli(n.clock) }
 
 func (n *Node) partOf(id task.ID) uint16 { return ring.PartitionOf(id[:], n.cfg.Partitions) }
 
+// keyPart returns the partition of queue's tasks with unique key key.
+func (n *Node) keyPart(queue, key string) uint16 {
+	return ring.KeyPartition(queue, key, n.cfg.Partitions)
+}
+
+// keyedIDTries bounds the draws of keyedID: each hits the key's partition
+// with probability 1/P, so 64·P draws miss with probability e^-64.
+const keyedIDTries = 64
+
+// newID returns a new id for et: of its key's partition when it has a
+// key, else preferably of a partition this node leads (localID).
+func (n *Node) newID(et *wire.EnqueueTask) task.ID {
+	if et.Key == "" {
+		return n.localID()
+	}
+	want := n.keyPart(et.Queue, et.Key)
+	id := n.ids.Next()
+	for range keyedIDTries * n.cfg.Partitions {
+		if n.partOf(id) == want {
+			return id
+		}
+		id = n.ids.Next()
+	}
+	// Not reached in practice; newTask refuses an id of another
+	// partition, so a miss cannot break the key's uniqueness.
+	return id
+}
+
 // replicaOf returns the replica of id's partition.
 func (n *Node) replicaOf(id task.ID) *partition.Replica { return n.parts[n.partOf(id)] }
 
@@ -135,13 +163,22 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	// A dep inside the batch must come before its dependent: a later task
 	// does not exist yet when this one is written (so no cycle can form).
 	written := make(map[task.ID]bool, len(batch))
+	keyed := map[task.ID]bool{}
 	for i, nt := range batch {
 		for _, d := range nt.Spec.Deps {
 			if inBatch[d] && !written[d] {
 				return nil, fmt.Errorf("task %d of %d: %w: %s comes later in the batch", i+1, len(batch), task.ErrDepNotFound, d)
 			}
+			if keyed[d] {
+				// Its id is another task's if the key is taken.
+				return nil, fmt.Errorf("%w: task %d of %d depends on %s, a task with a key of the same enqueue; enqueue it first",
+					task.ErrInvalid, i+1, len(batch), d)
+			}
 		}
 		written[nt.Spec.ID] = true
+		if nt.Spec.Key != "" {
+			keyed[nt.Spec.ID] = true
+		}
 	}
 	// Deps outside the batch must exist; their leaders record the new
 	// tasks as waiting on them before the tasks are written, and say which
@@ -149,7 +186,7 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	if err := n.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
-	got, err := n.writeTasks(ctx, batch, now, req.W)
+	got, dups, err := n.writeTasks(ctx, batch, now, req.W)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +200,9 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(ids))}
 	for i, id := range ids {
 		resp.Results[i] = wire.EnqueueResult{ID: id, Acks: acks}
+		if holder, ok := dups[id]; ok {
+			resp.Results[i].ID, resp.Results[i].Duplicate = holder, true
+		}
 	}
 	return resp, nil
 }
@@ -197,6 +237,12 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 	if err := task.ValidateMs("time limit", et.TimeLimitMs, n.cfg.MaxDelay); err != nil {
 		return nt, err
 	}
+	if err := task.ValidateKey(et.Key, et.UniqueForMs, n.cfg.MaxDelay); err != nil {
+		return nt, err
+	}
+	if et.Key != "" && len(et.Deps) > 0 {
+		return nt, fmt.Errorf("%w: a task with a key cannot have deps", task.ErrInvalid)
+	}
 	sp := &task.Spec{
 		Queue:       et.Queue,
 		Priority:    et.Priority,
@@ -208,14 +254,20 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		TimeLimit:   et.TimeLimitMs,
 		Kind:        et.Kind,
 		Subtopic:    et.Subtopic,
+		Key:         et.Key,
+		UniqueFor:   et.UniqueForMs,
 	}
 	if et.ID != nil {
 		if et.ID.IsZero() {
 			return nt, fmt.Errorf("%w: the zero id is reserved", task.ErrInvalid)
 		}
+		if et.Key != "" && n.partOf(*et.ID) != n.keyPart(et.Queue, et.Key) {
+			return nt, fmt.Errorf("%w: id %s is not of its key's partition (%d): give a key without an id, or an id of that partition",
+				task.ErrInvalid, *et.ID, n.keyPart(et.Queue, et.Key))
+		}
 		sp.ID, nt.CheckExisting = *et.ID, !(et.FreshID && trustFresh)
 	} else {
-		sp.ID = n.ids.Next()
+		sp.ID = n.newID(et)
 	}
 	if sp.MaxAttempts == 0 {
 		sp.MaxAttempts = n.queues.Of(sp.Queue).MaxAttempts
@@ -239,12 +291,29 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 }
 
 // writeTasks writes the batch, one store batch per partition, all
-// partitions at once so their syncs share fsyncs.
-func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int) (int, error) {
+// partitions at once so their syncs share fsyncs. It returns the acks and,
+// for each task whose key another task holds (not written), that task's
+// id: the acks are of that task then, shipped again so that W replicas
+// hold it before the answer (its own enqueue may still be in flight).
+func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int) (int, map[task.ID]task.ID, error) {
 	byPart := map[uint16][]partition.NewTask{}
 	for _, nt := range batch {
 		p := n.partOf(nt.Spec.ID)
 		byPart[p] = append(byPart[p], nt)
+	}
+	var mu sync.Mutex
+	var dups map[task.ID]task.ID
+	noteDups := func(ts []partition.NewTask) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nt := range ts {
+			if !nt.DupOf.IsZero() {
+				if dups == nil {
+					dups = map[task.ID]task.ID{}
+				}
+				dups[nt.Spec.ID] = nt.DupOf
+			}
+		}
 	}
 	// One partition: write here, on this goroutine. Several: all at once,
 	// so their syncs share fsyncs.
@@ -256,7 +325,9 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 			return 0, replication.NotLeading(p)
 		}
 		if len(to) == 0 {
-			return 1, n.parts[p].Enqueue(ts, now)
+			err := n.parts[p].Enqueue(ts, now)
+			noteDups(ts)
+			return 1, err
 		}
 		recs := make([]task.Record, len(ts))
 		checked := false
@@ -265,7 +336,9 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 				ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
 			}
 			recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
-			checked = checked || ts[i].CheckExisting
+			// A key may be taken: what to ship is known once the
+			// replica has checked it.
+			checked = checked || ts[i].CheckExisting || ts[i].Spec.Key != ""
 		}
 		// Ship while the local write syncs, so the two overlap; but a
 		// client-supplied id may turn out to conflict with a stored task,
@@ -276,18 +349,23 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		if err := n.parts[p].Enqueue(ts, now); err != nil {
 			return 0, err
 		}
+		noteDups(ts)
 		if s == nil {
+			var err error
+			if recs, err = n.shipRecords(p, ts, recs); err != nil {
+				return 0, err
+			}
 			s = n.repl.Ship(p, need, recs, nil)
 		}
 		return s.Finish(ctx, nil)
 	}
 	if len(byPart) == 1 {
 		for p, ts := range byPart {
-			return write(p, ts)
+			a, err := write(p, ts)
+			return a, dups, err
 		}
 	}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	var errs []error
 	acks := math.MaxInt
 	for p, ts := range byPart {
@@ -302,5 +380,34 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		})
 	}
 	wg.Wait()
-	return acks, errors.Join(errs...)
+	return acks, dups, errors.Join(errs...)
+}
+
+// shipRecords returns what to ship for ts, written to part with records
+// recs: each task written, and in place of each whose key another task
+// holds, that task's whole record (once, and not if it is written here
+// too).
+func (n *Node) shipRecords(part uint16, ts []partition.NewTask, recs []task.Record) ([]task.Record, error) {
+	var holders []task.ID
+	out := recs[:0:0]
+	written := map[task.ID]bool{}
+	for i := range ts {
+		if ts[i].DupOf.IsZero() {
+			out = append(out, recs[i])
+			written[ts[i].Spec.ID] = true
+		}
+	}
+	for i := range ts {
+		if h := ts[i].DupOf; !h.IsZero() && !written[h] && !slices.Contains(holders, h) {
+			holders = append(holders, h)
+		}
+	}
+	if len(holders) == 0 {
+		return out, nil
+	}
+	held, err := n.parts[part].Records(holders)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: the tasks holding the keys: %w", err)
+	}
+	return append(out, held...), nil
 }

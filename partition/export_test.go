@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -22,6 +23,7 @@ func (r *Replica) CheckCounts() error {
 	groups := map[string][task.NumStatus]int64{}
 	open := map[string]map[task.ID]struct{}{}
 	labelled := 0
+	keys := map[string][]task.ID{}
 	err := r.cfg.Store.ExportPartition(r.cfg.Part, task.ID{}, func(t store.TaskExport) (bool, error) {
 		sp, id := t.Spec, t.Spec.ID
 		var status task.Status
@@ -51,6 +53,9 @@ func (r *Replica) CheckCounts() error {
 				open[sp.Group][id] = struct{}{}
 			}
 		}
+		if sp.Key != "" {
+			keys[keyOf(sp)] = append(keys[keyOf(sp)], id) // the export is in id order
+		}
 		if sp.Group != "" || sp.Subtopic != "" {
 			labelled++
 			l, ok := r.labelled[id]
@@ -63,6 +68,9 @@ func (r *Replica) CheckCounts() error {
 	})
 	if err != nil {
 		return err
+	}
+	if !maps.EqualFunc(r.keys, keys, slices.Equal) {
+		return fmt.Errorf("key index %v; the store holds %v", r.keys, keys)
 	}
 	if len(r.labelled) != labelled {
 		return fmt.Errorf("%d tasks labelled; the store holds %d with labels", len(r.labelled), labelled)

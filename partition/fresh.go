@@ -76,7 +76,7 @@ const specOverhead = 192
 
 // specCost is what sp is charged against the cache's room.
 func specCost(sp *task.Spec) int64 {
-	return specOverhead + int64(len(sp.Data)+len(sp.Queue)+len(sp.Group)+len(sp.Kind)+len(sp.Subtopic)+len(sp.Description)+task.IDLen*len(sp.Deps))
+	return specOverhead + int64(len(sp.Data)+len(sp.Queue)+len(sp.Group)+len(sp.Kind)+len(sp.Subtopic)+len(sp.Key)+len(sp.Description)+task.IDLen*len(sp.Deps))
 }
 
 // add admits sp if it fits. sp must be the full spec as stored, and the

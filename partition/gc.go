@@ -330,8 +330,10 @@ func (r *Replica) dropIndexLocked(sp *task.Spec, st *task.State) {
 		r.countLocked(e.q, sp.ID, e.status, false)
 		delete(r.tasks, sp.ID)
 		r.unlabelLocked(e.q, sp.ID)
+		r.unkeyLocked(sp)
 		return
 	}
+	r.unkeyLocked(sp)
 	q := r.queues[sp.Queue]
 	if q == nil {
 		return

@@ -79,6 +79,9 @@ type Replica struct {
 	// by name, and the labels of each task that has one.
 	groups   map[string]*labelIndex
 	labelled map[task.ID]taskLabels
+	// keys indexes the tasks with a unique key (keys.go): queue and key
+	// to their ids, sorted.
+	keys     map[string][]task.ID
 	promised uint64 // highest epoch promised
 	promTo   uint64 // candidate it was promised to
 	epoch    uint64 // epoch this replica leads at; 0 when not leading
@@ -205,6 +208,7 @@ func (r *Replica) resetIndexesLocked() {
 	r.timers = btree.NewG(btreeDegree, timerLess)
 	r.groups = make(map[string]*labelIndex)
 	r.labelled = make(map[task.ID]taskLabels)
+	r.keys = make(map[string][]task.ID)
 }
 
 func (r *Replica) queueLocked(name string) *queueIndex {
@@ -224,6 +228,7 @@ func (r *Replica) queueLocked(name string) *queueIndex {
 func (r *Replica) insertLocked(sp *task.Spec, st *task.State, now int64) (untouched bool) {
 	q := r.queueLocked(sp.Queue)
 	r.labelLocked(q, sp)
+	r.keyLocked(sp)
 	status, due := task.Derive(sp, st, now, r.skew)
 	if status.Ended() {
 		r.countLocked(q, sp.ID, status, true) // an ended task holds no entry
@@ -425,12 +430,17 @@ type NewTask struct {
 	// before Enqueue has checked it. Enqueue itself checks every id
 	// (cheaply, through the id filter, for a new one).
 	CheckExisting bool
+	// DupOf is set by Enqueue when the task's key is held by another
+	// task (keys.go): that task's id; nothing was written for this one.
+	DupOf task.ID
 }
 
 // Enqueue durably writes new tasks and indexes them. A task whose id exists with the same content is
 // accepted again without a write (a retry); with other content it fails
 // with task.ErrConflict and nothing of the batch is written. So does a task
-// repeated within tasks.
+// repeated within tasks. A task whose unique key another task holds (a
+// stored one, or an earlier one of tasks) is not written: Enqueue sets
+// its DupOf to the holder's id.
 func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 	r.mu.Lock()
 	b := r.cfg.Store.NewBatch()
@@ -443,7 +453,8 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 	if len(tasks) > 1 {
 		staged = make(map[task.ID]*task.Spec, len(tasks))
 	}
-	for _, nt := range tasks {
+	var stagedKeys map[string]task.ID
+	for i, nt := range tasks {
 		dup, err := r.stagedOrExistsLocked(staged, nt)
 		if err != nil {
 			r.mu.Unlock()
@@ -452,6 +463,25 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		}
 		if dup {
 			continue
+		}
+		if nt.Spec.Key != "" {
+			holder, held, err := r.keyHolderLocked(nt.Spec, now)
+			if err != nil {
+				r.mu.Unlock()
+				b.Close()
+				return fmt.Errorf("partition %d: enqueue %s: its key: %w", r.cfg.Part, nt.Spec.ID, err)
+			}
+			if !held {
+				holder, held = stagedKeys[keyOf(nt.Spec)]
+			}
+			if held {
+				tasks[i].DupOf = holder
+				continue
+			}
+			if stagedKeys == nil {
+				stagedKeys = map[string]task.ID{}
+			}
+			stagedKeys[keyOf(nt.Spec)] = nt.Spec.ID
 		}
 		if !nt.State.IsZero() {
 			nt.State.Stamp = r.epoch // a leader's write (see mutateApply)
@@ -558,7 +588,7 @@ func (r *Replica) existsLocked(sp *task.Spec) (bool, error) {
 func SameTask(a, b *task.Spec) bool {
 	return a.ID == b.ID && a.Queue == b.Queue && a.Priority == b.Priority && slices.Equal(a.Deps, b.Deps) &&
 		a.Group == b.Group && a.Description == b.Description && a.MaxAttempts == b.MaxAttempts &&
-		a.TimeLimit == b.TimeLimit && a.Kind == b.Kind && a.Subtopic == b.Subtopic && string(a.Data) == string(b.Data)
+		a.TimeLimit == b.TimeLimit && a.Kind == b.Kind && a.Subtopic == b.Subtopic && a.Key == b.Key && a.UniqueFor == b.UniqueFor && string(a.Data) == string(b.Data)
 }
 
 // loadLocked reads a task's spec (without payload) and state for a

@@ -85,9 +85,9 @@ func leaderCfg(t *testing.T, cfg partition.Config) *partition.Replica {
 	return r
 }
 
-// spec returns a task's spec. Its id gives it a group and a subtopic (or
-// none), so every test's writes exercise the label indexes too, which
-// checkTree recounts.
+// spec returns a task's spec. Its id gives it a group, a subtopic and a
+// unique key of its own (or none), so every test's writes exercise the
+// label and key indexes too, which checkTree recounts.
 func spec(id task.ID, queue string, prio int32, maxAttempts uint32) *task.Spec {
 	sp := &task.Spec{ID: id, Queue: queue, Priority: prio, MaxAttempts: maxAttempts, EnqueuedAt: t0, Data: []byte("data " + id.String())}
 	if g := id[task.IDLen-1] % 3; g != 0 {
@@ -95,6 +95,9 @@ func spec(id task.ID, queue string, prio int32, maxAttempts uint32) *task.Spec {
 	}
 	if id[task.IDLen-1]%2 == 1 {
 		sp.Subtopic = "s1"
+	}
+	if id[task.IDLen-1]%5 == 0 {
+		sp.Key = "k-" + id.String() // unique: indexed, never a duplicate
 	}
 	return sp
 }

@@ -32,6 +32,13 @@ func PartitionOf(id []byte, p int) uint16 {
 	return uint16(h.Sum64() % uint64(p))
 }
 
+// KeyPartition returns the partition of the tasks of queue with unique
+// key key (task.Spec.Key): every task of one key lives in one partition,
+// whose leader keeps the key unique.
+func KeyPartition(queue, key string, p int) uint16 {
+	return PartitionOf([]byte("key\x00"+queue+"\x00"+key), p)
+}
+
 // score is the rendezvous weight of node for partition part.
 func score(node uint64, part int) uint64 {
 	var b [16]byte

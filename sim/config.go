@@ -95,6 +95,11 @@ type Config struct {
 	// does.
 	GroupSize       int
 	GroupCancelProb float64
+	// KeyedProb is the chance an enqueue carries a unique key, one of the
+	// client's KeyPool keys (so keys repeat), as the fault suite's
+	// workload does.
+	KeyedProb float64
+	KeyPool   int
 	// Work bounds a claimed task's work; a slow task (SlowProb) works
 	// about SlowWork and renews every TTL/renewsPerTTL meanwhile.
 	Work     time.Duration
@@ -170,6 +175,8 @@ func DefaultConfig() Config {
 		CancelProb:         0.03,
 		GroupSize:          5,
 		GroupCancelProb:    0.05,
+		KeyedProb:          0.2,
+		KeyPool:            3,
 		Work:               50 * time.Millisecond,
 		SlowProb:           0.05,
 		SlowWork:           2500 * time.Millisecond,
@@ -207,9 +214,9 @@ func (c *Config) Validate() error {
 	check(c.TTL > c.SkewBound, "ttl %v must exceed the skew bound %v", c.TTL, c.SkewBound)
 	check(c.MaxTasksPerClient >= 1, "max tasks per client %d: want at least 1", c.MaxTasksPerClient)
 	check(c.MaxDeps >= 1, "max deps %d: want at least 1", c.MaxDeps)
-	check(c.GroupSize >= 1, "group size %d: want at least 1", c.GroupSize)
+	check(c.GroupSize >= 1 && c.KeyPool >= 1, "group size %d, key pool %d: want at least 1", c.GroupSize, c.KeyPool)
 	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb, "dep": c.DepProb, "w=1": c.W1Prob, "cancel": c.CancelProb,
-		"group cancel": c.GroupCancelProb} {
+		"group cancel": c.GroupCancelProb, "keyed": c.KeyedProb} {
 		check(p >= 0 && p <= 1, "%s probability %v: want 0..1", name, p)
 	}
 	check(c.FailProb >= 0 && c.SnoozeProb >= 0 && c.AbandonProb >= 0 && c.FailProb+c.SnoozeProb+c.AbandonProb <= 1,

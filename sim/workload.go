@@ -107,13 +107,19 @@ func (cl *client) enqueue(ctx context.Context) {
 	cl.enqueued++
 	payload := fmt.Sprintf("%s-%d", cl.tag, cl.enqueued)
 	deps := cl.drawDeps()
+	var key string
+	if cl.rng.Float64() < cl.cfg.KeyedProb {
+		key = fmt.Sprintf("%s-k%d", cl.tag, cl.rng.IntN(cl.cfg.KeyPool))
+		id = faults.KeyedTaskID(cl.rng, time.Now(), queue, key, cl.cfg.Partitions)
+		deps = nil // a keyed task has none
+	}
 	w := 0 // a majority
 	if cl.rng.Float64() < cl.cfg.W1Prob {
 		w = 1
 	}
-	et := wire.EnqueueTask{ID: &id, Queue: queue, Data: []byte(payload), Deps: deps, MaxAttempts: cl.cfg.MaxAttempts, Group: cl.group()}
+	et := wire.EnqueueTask{ID: &id, Queue: queue, Data: []byte(payload), Deps: deps, MaxAttempts: cl.cfg.MaxAttempts, Group: cl.group(), Key: key}
 	req := &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: w}
-	inv := faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts, Group: et.Group}
+	inv := faults.Event{F: faults.FEnqueue, Task: id.String(), Value: payload, Queue: queue, MaxAttempts: cl.cfg.MaxAttempts, Group: et.Group, Key: key}
 	for _, d := range deps {
 		inv.Deps = append(inv.Deps, d.String())
 	}
@@ -123,10 +129,13 @@ func (cl *client) enqueue(ctx context.Context) {
 		func(e *faults.Event) {
 			if len(resp.Results) == 1 {
 				e.Acks = resp.Results[0].Acks
+				if resp.Results[0].Duplicate {
+					e.Holder = resp.Results[0].ID.String()
+				}
 			}
 		})
-	if typ == faults.OK {
-		cl.acked = append(cl.acked, id)
+	if typ == faults.OK && len(resp.Results) == 1 {
+		cl.acked = append(cl.acked, resp.Results[0].ID) // the holder, for a duplicate
 	}
 	// Drawn whatever the outcome, so the draws do not depend on outcomes.
 	if cl.rng.Float64() < cl.cfg.CancelProb && len(cl.acked) > 0 {

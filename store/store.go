@@ -275,7 +275,7 @@ func encode(v any) ([]byte, error) {
 // specEncodedSize is a capacity that holds sp's encoding, payload
 // included, in most cases: the fixed fields take under 100 bytes.
 func specEncodedSize(sp *task.Spec) int {
-	return 128 + len(sp.Queue) + len(sp.Group) + len(sp.Kind) + len(sp.Subtopic) + len(sp.Description) + len(sp.Data) + len(sp.Deps)*(task.IDLen+2)
+	return 128 + len(sp.Queue) + len(sp.Group) + len(sp.Kind) + len(sp.Subtopic) + len(sp.Key) + len(sp.Description) + len(sp.Data) + len(sp.Deps)*(task.IDLen+2)
 }
 
 // decode checks the version byte and decodes the rest into v.

@@ -103,7 +103,7 @@ func CountPresent(present ...bool) uint64 {
 func (sp *Spec) AppendCBOR(b []byte) []byte {
 	b = AppendCBORHead(b, cborMap, CountPresent(true, true, sp.Priority != 0, len(sp.Deps) > 0, sp.NotBefore != 0,
 		sp.Group != "", sp.Description != "", sp.MaxAttempts != 0, sp.EnqueuedAt != 0, len(sp.Data) > 0, sp.TimeLimit != 0,
-		sp.Kind != "", sp.Subtopic != ""))
+		sp.Kind != "", sp.Subtopic != "", sp.Key != "", sp.UniqueFor != 0))
 	b = append(b, 1)
 	b = AppendCBORID(b, sp.ID)
 	b = stringField(b, 2, sp.Queue)
@@ -142,6 +142,12 @@ func (sp *Spec) AppendCBOR(b []byte) []byte {
 	}
 	if sp.Subtopic != "" {
 		b = stringField(b, 13, sp.Subtopic)
+	}
+	if sp.Key != "" {
+		b = stringField(b, 14, sp.Key)
+	}
+	if sp.UniqueFor != 0 {
+		b = intField(b, 15, sp.UniqueFor)
 	}
 	return b
 }
@@ -446,7 +452,7 @@ func (r *CBORReader) Uint64() uint64 { return r.Uint(math.MaxUint64) }
 // DecodeCBOR reads a spec in the form AppendCBOR writes into sp, which
 // must be the zero Spec.
 func (sp *Spec) DecodeCBOR(r *CBORReader) {
-	r.Fields(13, func(k uint64) {
+	r.Fields(15, func(k uint64) {
 		switch k {
 		case 1:
 			sp.ID = r.ID()
@@ -474,6 +480,10 @@ func (sp *Spec) DecodeCBOR(r *CBORReader) {
 			sp.Kind = r.Text()
 		case 13:
 			sp.Subtopic = r.Text()
+		case 14:
+			sp.Key = r.Text()
+		case 15:
+			sp.UniqueFor = r.Int64()
 		}
 	})
 }

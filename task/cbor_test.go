@@ -115,7 +115,7 @@ func (s *valueSource) spec() *task.Spec {
 	sp := &task.Spec{
 		ID: s.id(), Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), NotBefore: s.i64(),
 		Group: s.str(), Description: s.str(), MaxAttempts: uint32(s.u64v()), EnqueuedAt: s.i64(), TimeLimit: s.i64(),
-		Kind: s.str(), Subtopic: s.str(),
+		Kind: s.str(), Subtopic: s.str(), Key: s.str(), UniqueFor: s.i64(),
 	}
 	switch s.small(3) {
 	case 1:
@@ -230,7 +230,7 @@ func FuzzCBORReader(f *testing.F) {
 // TestFastCodecFieldsKnown for why a count).
 func TestCBORFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&task.Spec{}: 13, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 6, &task.Completion{}: 5,
+		&task.Spec{}: 15, &task.State{}: 6, &task.Claim{}: 4, &task.Release{}: 6, &task.Completion{}: 5,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (cbor.go) knows %d", v, n, fields)

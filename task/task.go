@@ -39,6 +39,12 @@ type Spec struct {
 	// listing and counting. Both are optional labels (ValidateLabel).
 	Kind     string `cbor:"12,keyasint,omitempty"`
 	Subtopic string `cbor:"13,keyasint,omitempty"`
+	// Key makes the task unique in its queue: while a task of the queue
+	// with the key is kept (and, with UniqueFor > 0, for UniqueFor ms
+	// after its EnqueuedAt), an enqueue with the key yields that task
+	// instead of a new one. The key fixes the partition (KeyPartition).
+	Key       string `cbor:"14,keyasint,omitempty"`
+	UniqueFor int64  `cbor:"15,keyasint,omitempty"`
 }
 
 // LeaseEnd is the end of a lease of ttl ms asked for at now by claim c

@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -19,11 +20,36 @@ const (
 	MaxDescriptionLen = 1024
 	// MaxDeps is the most dependencies one task may name.
 	MaxDeps = 256
+	// MaxKeyLen is the longest unique key, in bytes.
+	MaxKeyLen = 512
 	// MaxReasonLen is the longest fail reason kept, in bytes.
 	MaxReasonLen = 1024
 	// DefaultMaxData is the default payload limit: 1 MiB.
 	DefaultMaxData = 1 << 20
 )
+
+// ValidateKey checks a unique key (Spec.Key): empty (no key), or up to
+// MaxKeyLen bytes of UTF-8 without control characters; and its window,
+// uniqueForMs, which only a key may have, from 0 (while the task is
+// kept) up to maxD.
+func ValidateKey(key string, uniqueForMs int64, maxD time.Duration) error {
+	if key == "" {
+		if uniqueForMs != 0 {
+			return fmt.Errorf("%w: unique_for without a key", ErrInvalid)
+		}
+		return nil
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalid, len(key), MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("%w: key is not UTF-8", ErrInvalid)
+	}
+	if i := strings.IndexFunc(key, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("%w: key has a control character at byte %d", ErrInvalid, i)
+	}
+	return ValidateMs("unique_for", uniqueForMs, maxD)
+}
 
 // ValidateQueue checks a queue name: 1-128 bytes of [A-Za-z0-9._:-].
 func ValidateQueue(q string) error {

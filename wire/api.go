@@ -106,6 +106,13 @@ type EnqueueTask struct {
 	// its queue (both optional labels).
 	Kind     string `cbor:"12,keyasint,omitempty" json:"kind,omitempty"`
 	Subtopic string `cbor:"13,keyasint,omitempty" json:"subtopic,omitempty"`
+	// Key makes the task unique in its queue (task.Spec.Key): while a
+	// task of the queue with the key is kept (for at most UniqueForMs
+	// after its enqueue, if set), the enqueue yields that task
+	// (EnqueueResult.Duplicate). An ID given with a key must be of the
+	// key's partition (task.KeyPartition).
+	Key         string `cbor:"14,keyasint,omitempty" json:"key,omitempty"`
+	UniqueForMs int64  `cbor:"15,keyasint,omitempty" json:"unique_for_ms,omitempty"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
@@ -119,6 +126,9 @@ type EnqueueRequest struct {
 type EnqueueResult struct {
 	ID   task.ID `cbor:"1,keyasint" json:"id"`
 	Acks int     `cbor:"2,keyasint" json:"acks"`
+	// Duplicate: the task's key was taken, and ID is the task that holds
+	// it (no task was created; Acks replicas hold that one).
+	Duplicate bool `cbor:"3,keyasint,omitempty" json:"duplicate,omitempty"`
 }
 
 // EnqueueResponse answers EnqueueRequest.
@@ -413,6 +423,8 @@ type TaskView struct {
 	TimeLimitMs int64  `cbor:"18,keyasint,omitempty" json:"time_limit_ms,omitempty"`
 	Kind        string `cbor:"19,keyasint,omitempty" json:"kind,omitempty"`
 	Subtopic    string `cbor:"20,keyasint,omitempty" json:"subtopic,omitempty"`
+	Key         string `cbor:"21,keyasint,omitempty" json:"key,omitempty"`
+	UniqueForMs int64  `cbor:"22,keyasint,omitempty" json:"unique_for_ms,omitempty"`
 }
 
 // CancelView is a task's cancel: when, and the reason given.

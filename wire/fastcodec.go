@@ -169,7 +169,7 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		t := &m.Tasks[i]
 		n := presentCount(true, t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
 			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID, t.TimeLimitMs != 0,
-			t.Kind != "", t.Subtopic != "")
+			t.Kind != "", t.Subtopic != "", t.Key != "", t.UniqueForMs != 0)
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
 			b = task.AppendCBORID(append(b, 1), *t.ID)
@@ -209,6 +209,12 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		if t.Subtopic != "" {
 			b = task.AppendCBORText(append(b, 13), t.Subtopic)
 		}
+		if t.Key != "" {
+			b = task.AppendCBORText(append(b, 14), t.Key)
+		}
+		if t.UniqueForMs != 0 {
+			b = task.AppendCBORInt(append(b, 15), t.UniqueForMs)
+		}
 	}
 	if m.W != 0 {
 		b = task.AppendCBORInt(append(b, 2), int64(m.W))
@@ -225,7 +231,7 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 			return
 		}
 		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
-			r.Fields(13, func(k uint64) {
+			r.Fields(15, func(k uint64) {
 				switch k {
 				case 1:
 					id := r.ID()
@@ -254,6 +260,10 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 					t.Kind = r.Text()
 				case 13:
 					t.Subtopic = r.Text()
+				case 14:
+					t.Key = r.Text()
+				case 15:
+					t.UniqueForMs = r.Int64()
 				}
 			})
 		})
@@ -268,9 +278,12 @@ func (m *EnqueueResponse) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|1, 1)
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Results)))
 	for _, res := range m.Results {
-		b = append(b, cborMajorMap|2, 1)
+		b = append(b, cborMajorMap|presentCount(true, true, res.Duplicate), 1)
 		b = task.AppendCBORID(b, res.ID)
 		b = task.AppendCBORInt(append(b, 2), int64(res.Acks))
+		if res.Duplicate {
+			b = append(b, 3, cborTrue)
+		}
 	}
 	return b, true
 }
@@ -280,11 +293,14 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 	var out EnqueueResponse
 	r.Fields(1, func(uint64) {
 		out.Results = task.ReadList(r, func(res *EnqueueResult, r *task.CBORReader) {
-			r.Fields(2, func(k uint64) {
-				if k == 1 {
+			r.Fields(3, func(k uint64) {
+				switch k {
+				case 1:
 					res.ID = r.ID()
-				} else {
+				case 2:
 					res.Acks = int(r.Int(math.MinInt, math.MaxInt))
+				case 3:
+					res.Duplicate = r.Bool()
 				}
 			})
 		})
@@ -443,7 +459,7 @@ func appendViews(b []byte, vs []TaskView, isNil bool) []byte {
 func (v *TaskView) appendCBOR(b []byte) []byte {
 	b = append(b, cborMajorMap|presentCount(true, true, true, true, true, true, v.Claim != nil, true, true,
 		v.Group != "", v.Description != "", true, true, v.NotBefore != 0, true, len(v.Failures) > 0, v.Cancelled != nil,
-		v.TimeLimitMs != 0, v.Kind != "", v.Subtopic != ""), 1)
+		v.TimeLimitMs != 0, v.Kind != "", v.Subtopic != "", v.Key != "", v.UniqueForMs != 0), 1)
 	b = task.AppendCBORID(b, v.ID)
 	b = task.AppendCBORText(append(b, 2), v.Queue)
 	b = task.AppendCBORInt(append(b, 3), int64(v.Priority))
@@ -528,11 +544,17 @@ func (v *TaskView) appendCBOR(b []byte) []byte {
 	if v.Subtopic != "" {
 		b = task.AppendCBORText(append(b, 20), v.Subtopic)
 	}
+	if v.Key != "" {
+		b = task.AppendCBORText(append(b, 21), v.Key)
+	}
+	if v.UniqueForMs != 0 {
+		b = task.AppendCBORInt(append(b, 22), v.UniqueForMs)
+	}
 	return b
 }
 
 func (v *TaskView) read(r *task.CBORReader) {
-	r.Fields(20, func(k uint64) {
+	r.Fields(22, func(k uint64) {
 		switch k {
 		case 1:
 			v.ID = r.ID()
@@ -601,6 +623,10 @@ func (v *TaskView) read(r *task.CBORReader) {
 			v.Kind = r.Text()
 		case 20:
 			v.Subtopic = r.Text()
+		case 21:
+			v.Key = r.Text()
+		case 22:
+			v.UniqueForMs = r.Int64()
 		}
 	})
 }

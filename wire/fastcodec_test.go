@@ -116,7 +116,7 @@ func (s replSource) enqueueRequest() *EnqueueRequest {
 	for range 1 + s.rng.IntN(3) {
 		t := EnqueueTask{Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), DelayMs: s.i64(), Group: s.str(),
 			Description: s.str(), MaxAttempts: uint32(s.i64()), FreshID: s.rng.IntN(2) == 0, TimeLimitMs: s.i64(),
-			Kind: s.str(), Subtopic: s.str()}
+			Kind: s.str(), Subtopic: s.str(), Key: s.str(), UniqueForMs: s.i64()}
 		if s.rng.IntN(2) == 0 {
 			id := s.id()
 			t.ID = &id
@@ -132,7 +132,7 @@ func (s replSource) enqueueRequest() *EnqueueRequest {
 func (s replSource) enqueueResponse() *EnqueueResponse {
 	resp := &EnqueueResponse{}
 	for range 1 + s.rng.IntN(3) {
-		resp.Results = append(resp.Results, EnqueueResult{ID: s.id(), Acks: int(s.i64())})
+		resp.Results = append(resp.Results, EnqueueResult{ID: s.id(), Acks: int(s.i64()), Duplicate: s.rng.IntN(2) == 0})
 	}
 	return resp
 }
@@ -153,7 +153,7 @@ func (s replSource) view() TaskView {
 	v := TaskView{ID: s.id(), Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), State: s.str(),
 		Claim: maybe(s, uint32(s.i64())), Group: s.str(), Description: s.str(), MaxAttempts: uint32(s.i64()),
 		Attempts: uint32(s.i64()), NotBefore: s.i64(), EnqueuedAt: s.i64(), TimeLimitMs: s.i64(),
-		Kind: s.str(), Subtopic: s.str()}
+		Kind: s.str(), Subtopic: s.str(), Key: s.str(), UniqueForMs: s.i64()}
 	if s.rng.IntN(2) == 0 {
 		v.Data = bytes.Repeat([]byte{1}, 1+s.rng.IntN(300))
 	}
@@ -309,9 +309,9 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
 		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &task.Record{}: 8, &task.Update{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
-		&EnqueueRequest{}: 2, &EnqueueTask{}: 13, &EnqueueResponse{}: 1, &EnqueueResult{}: 2,
+		&EnqueueRequest{}: 2, &EnqueueTask{}: 15, &EnqueueResponse{}: 1, &EnqueueResult{}: 3,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
-		&TaskView{}: 20, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
+		&TaskView{}: 22, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
 			t.Errorf("%T has %d fields; its hand-written codec (fastcodec.go) knows %d", v, n, fields)

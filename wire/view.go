@@ -35,6 +35,8 @@ func ViewOf(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now, 
 		TimeLimitMs: sp.TimeLimit,
 		Kind:        sp.Kind,
 		Subtopic:    sp.Subtopic,
+		Key:         sp.Key,
+		UniqueForMs: sp.UniqueFor,
 	}
 	if v.Deps == nil {
 		v.Deps = []task.ID{}

@@ -1,0 +1,94 @@
+package partition
+
+import (
+	"slices"
+
+	"github.com/skuldd/skuldd/task"
+)
+
+// Unique keys (task.Spec.Key): every task of one queue and key lives in
+// one partition (ring.KeyPartition), whose replicas index the key, so its
+// leader keeps the key unique: an enqueue whose key a kept task holds
+// yields that task instead of a new one (NewTask.DupOf).
+//
+// A task holds its key while it is kept and not cancelled, and, when its
+// spec sets UniqueFor, until EnqueuedAt+UniqueFor at most. Of several
+// tasks holding one key (a write one leader took that another, stale,
+// also took, later merged) the lowest id is the holder.
+
+// keyOf is the index key of a spec's unique key.
+func keyOf(sp *task.Spec) string { return sp.Queue + "\x00" + sp.Key }
+
+// keyLocked enters task sp in the key index, unless it has no key or is
+// there already (a reopened task is inserted again).
+func (r *Replica) keyLocked(sp *task.Spec) {
+	if sp.Key == "" {
+		return
+	}
+	k := keyOf(sp)
+	ids := r.keys[k]
+	i, found := slices.BinarySearchFunc(ids, sp.ID, task.ID.Compare)
+	if !found {
+		r.keys[k] = slices.Insert(ids, i, sp.ID)
+	}
+}
+
+// unkeyLocked takes a deleted task out of the key index.
+func (r *Replica) unkeyLocked(sp *task.Spec) {
+	if sp.Key == "" {
+		return
+	}
+	k := keyOf(sp)
+	ids := r.keys[k]
+	if i, found := slices.BinarySearchFunc(ids, sp.ID, task.ID.Compare); found {
+		ids = slices.Delete(ids, i, i+1)
+	}
+	if len(ids) == 0 {
+		delete(r.keys, k)
+	} else {
+		r.keys[k] = ids
+	}
+}
+
+// keyHolderLocked returns the task that holds sp's key at now, if any
+// other than sp's own id. It reads the spec (for the window) and, for a
+// task with no entry, the state (completed holds, cancelled does not) of
+// each task indexed under the key: few, as a key has one task but after
+// a merge of two.
+func (r *Replica) keyHolderLocked(sp *task.Spec, now int64) (task.ID, bool, error) {
+	for _, id := range r.keys[keyOf(sp)] {
+		if id == sp.ID {
+			continue
+		}
+		held, err := r.holdsKeyLocked(id, now)
+		if err != nil {
+			return task.ID{}, false, err
+		}
+		if held {
+			return id, true, nil
+		}
+	}
+	return task.ID{}, false, nil
+}
+
+// holdsKeyLocked reports whether indexed task id holds its key at now.
+func (r *Replica) holdsKeyLocked(id task.ID, now int64) (bool, error) {
+	sp, err := r.cfg.Store.Spec(r.cfg.Part, id)
+	if err != nil {
+		return false, err
+	}
+	if sp.UniqueFor > 0 && now >= sp.EnqueuedAt+sp.UniqueFor {
+		return false, nil
+	}
+	if r.tasks[id] != nil {
+		return true, nil // open (an ended task holds no entry)
+	}
+	if q := r.queues[sp.Queue]; q != nil && q.ready.Has(Head{sp.Priority, id}) {
+		return true, nil // ready, never touched
+	}
+	st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+	if err != nil {
+		return false, err
+	}
+	return st.Completion == nil || !st.Completion.Cancelled, nil
+}

@@ -1,0 +1,112 @@
+package partition_test
+
+import (
+	"testing"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+)
+
+// TestUniqueKeys: an enqueue whose key a kept task of the queue holds
+// writes nothing and names the holder; a completed task holds its key, a
+// cancelled one does not, nor one past its unique_for window; the key is
+// per queue; within one enqueue the first task takes the key; a merged
+// duplicate (two leaders took the key) leaves the lowest id the holder;
+// a collected task releases its key.
+func TestUniqueKeys(t *testing.T) {
+	s := newStore(t)
+	l := leader(t, s)
+	keyed := func(n uint32, queue, key string, uniqueFor int64) *task.Spec {
+		sp := spec(task.MakeID(t0, 1, n), queue, 0, 3)
+		sp.Key, sp.UniqueFor = key, uniqueFor
+		return sp
+	}
+	put := func(now int64, sps ...*task.Spec) []task.ID {
+		t.Helper()
+		nts := make([]partition.NewTask, len(sps))
+		for i, sp := range sps {
+			nts[i] = partition.NewTask{Spec: sp}
+		}
+		if err := l.Enqueue(nts, now); err != nil {
+			t.Fatal(err)
+		}
+		dups := make([]task.ID, len(nts))
+		for i := range nts {
+			dups[i] = nts[i].DupOf
+		}
+		return dups
+	}
+	stored := func(id task.ID) bool {
+		_, err := s.Spec(0, id)
+		return err == nil
+	}
+	a, b, c := keyed(1, "q", "order-7", 0), keyed(2, "q", "order-7", 0), keyed(3, "other", "order-7", 0)
+	if d := put(t0, a); !d[0].IsZero() {
+		t.Fatalf("first of a key: dup of %v", d[0])
+	}
+	if d := put(t0, b, c); d[0] != a.ID || !d[1].IsZero() {
+		t.Fatalf("same key: dup of %v (want %v); other queue: dup of %v (want none)", d[0], a.ID, d[1])
+	}
+	if stored(b.ID) || !stored(c.ID) {
+		t.Fatalf("stored: the duplicate %v, the other queue's %v", stored(b.ID), stored(c.ID))
+	}
+	// A retry of the holder's own enqueue is a retry, not a duplicate.
+	if d := put(t0, a); !d[0].IsZero() {
+		t.Errorf("retry of the holder: dup of %v", d[0])
+	}
+
+	// Completed, it holds the key still.
+	g := mustClaim(t, l, "q", t0)
+	if _, err := l.Complete(g.Spec.ID, g.Claim.Index, nil, t0+1); err != nil {
+		t.Fatal(err)
+	}
+	if d := put(t0+2, keyed(4, "q", "order-7", 0)); d[0] != a.ID {
+		t.Errorf("key of a completed task: dup of %v; want %v", d[0], a.ID)
+	}
+	// Cancelled, it does not: the next one takes the key.
+	if w, err := l.CancelApply(c.ID, "", t0+3); err != nil || w.Wait() != nil {
+		t.Fatal(err)
+	}
+	e := keyed(5, "other", "order-7", 0)
+	if d := put(t0+4, e); !d[0].IsZero() {
+		t.Errorf("key of a cancelled task: dup of %v; want a new task", d[0])
+	}
+
+	// A window: held for unique_for, then free.
+	w1 := keyed(6, "q", "window", 100)
+	put(t0, w1)
+	if d := put(t0+99, keyed(7, "q", "window", 100)); d[0] != w1.ID {
+		t.Errorf("inside the window: dup of %v; want %v", d[0], w1.ID)
+	}
+	if d := put(t0+100, keyed(8, "q", "window", 100)); !d[0].IsZero() {
+		t.Errorf("past the window: dup of %v; want a new task", d[0])
+	}
+
+	// One enqueue, two tasks of one key: the first takes it.
+	x, y := keyed(9, "q", "batch", 0), keyed(10, "q", "batch", 0)
+	if d := put(t0, x, y); !d[0].IsZero() || d[1] != x.ID {
+		t.Errorf("one batch: dups %v; want none, then %v", d, x.ID)
+	}
+	checkTree(t, "after the enqueues", l, s)
+
+	// A duplicate merged in (another leader took the key): the lower id
+	// holds it.
+	sf := newStore(t)
+	f := follower(t, sf)
+	late := keyed(11, "q", "split", 0)
+	early := keyed(0, "q", "split", 0)
+	merge(t, f, 1, t0, task.Record{ID: late.ID, Spec: late, State: &task.State{}})
+	merge(t, f, 1, t0, task.Record{ID: early.ID, Spec: early, State: &task.State{}})
+	checkTree(t, "the follower", f, sf)
+	third := []partition.NewTask{{Spec: keyed(13, "q", "split", 0)}}
+	if err := f.Enqueue(third, t0); err != nil || third[0].DupOf != early.ID {
+		t.Fatalf("a key two tasks hold: dup of %v, %v; want the lower id %v", third[0].DupOf, err, early.ID)
+	}
+
+	// Collected, a task releases its key.
+	collect(t, l, t0+10, a.ID)
+	if d := put(t0+11, keyed(12, "q", "order-7", 0)); !d[0].IsZero() {
+		t.Errorf("key of a collected task: dup of %v; want a new task", d[0])
+	}
+	checkTree(t, "after the collect", l, s)
+}
