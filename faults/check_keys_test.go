@@ -1,6 +1,10 @@
 package faults
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/skuldd/skuldd/wire"
+)
 
 // keyed records an enqueue of task with key "order-1" whose ok reports
 // acks replicas and, for a duplicate, the holder.
@@ -68,6 +72,26 @@ func TestUniqueKeys(t *testing.T) {
 			}},
 		{name: "a duplicate's ok without the invoke's key", check: "history", kind: kindMalformed, want: 1, inject: func(b *builder) {
 			b.op(FEnqueue, 300, 310, OK, Event{Task: taskH, Value: "payload-" + taskH, Queue: "q"}, Event{Acks: 2, Holder: taskA})
+		}},
+	})
+}
+
+func TestRetiredKeys(t *testing.T) {
+	const check = "refused ops change nothing"
+	runFlagCases(t, []flagCase{
+		{name: "retired by its leader, another task of its key named", check: check, kind: kindCancelUnexplained, inject: func(b *builder) {
+			b.keyed(taskG, 30, 40, OK, 2, "")
+			b.workedAfter(taskG, 50)
+			b.keyed(taskH, 30, 45, Info, 0, "")
+			b.cancelledBy(taskH, wire.RetiredKeyReason+taskG, 300)
+		}},
+		{name: "retired, naming a task of another key", check: check, kind: kindCancelUnexplained, want: 1, inject: func(b *builder) {
+			b.keyed(taskH, 30, 45, OK, 2, "")
+			b.cancelledBy(taskH, wire.RetiredKeyReason+taskA, 300)
+		}},
+		{name: "retired, naming itself", check: check, kind: kindCancelUnexplained, want: 1, inject: func(b *builder) {
+			b.keyed(taskH, 30, 45, OK, 2, "")
+			b.cancelledBy(taskH, wire.RetiredKeyReason+taskH, 300)
 		}},
 	})
 }

@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/skuldd/skuldd/wire"
 )
@@ -49,7 +50,7 @@ func checkRefused(h *history) *Check {
 			refusedCompletion(&flags, t, r)
 			refusedReleases(&flags, t, r)
 			refusedLeases(&flags, t, r)
-			refusedCancel(&flags, t, r)
+			h.refusedCancel(&flags, t, r)
 		}
 		flags.flush(c)
 	}
@@ -208,10 +209,13 @@ func refusedLeases(flags *taskFlags, t *taskHist, r taskRead) {
 
 // refusedCancel judges a view's cancel by its reason, which names the
 // cancel op that sent it (the workload gives each a reason of its own).
-func refusedCancel(flags *taskFlags, t *taskHist, r taskRead) {
+func (h *history) refusedCancel(flags *taskFlags, t *taskHist, r taskRead) {
 	cv := r.view.Cancelled
 	if cv == nil {
 		return
+	}
+	if keeper, ok := strings.CutPrefix(cv.Reason, wire.RetiredKeyReason); ok && sameKey(t, h.tasks[keeper]) {
+		return // retired by its leader: another task holds its key
 	}
 	var ops []*op
 	for _, o := range t.cancels {
@@ -228,4 +232,20 @@ func refusedCancel(flags *taskFlags, t *taskHist, r taskRead) {
 		ex.Detail = fmt.Sprintf("cancelled with reason %q, which no cancel sent", truncate(cv.Reason))
 		flags.add(kindCancelUnexplained, "", r.read.TNs, ex, r.read.Node)
 	}
+}
+
+// sameKey reports whether tasks a and b, two tasks, were enqueued with one
+// unique key of one queue.
+func sameKey(a, b *taskHist) bool {
+	if a == nil || b == nil || a == b {
+		return false
+	}
+	for _, x := range a.enqueues {
+		for _, y := range b.enqueues {
+			if x.inv.Key != "" && x.inv.Key == y.inv.Key && x.inv.Queue == y.inv.Queue {
+				return true
+			}
+		}
+	}
+	return false
 }

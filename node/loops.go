@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // The node's own loops: the partitions' timers, the cached view of the
-// metadata registry, the dependency reconcile.
+// metadata registry, the dependency reconcile and the retiring of
+// duplicate keys.
 
 // tickLoop moves due timers (delays, claim expiries) every TickInterval.
 func (n *Node) tickLoop(ctx context.Context) {
@@ -97,7 +99,8 @@ func (n *Node) metaLoop(ctx context.Context) {
 	}
 }
 
-// reconcileLoop re-checks blocked tasks' deps every ReconcileInterval.
+// reconcileLoop re-checks blocked tasks' deps, and retires the tasks
+// whose key another task holds, every ReconcileInterval.
 func (n *Node) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -107,6 +110,31 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			n.deps.Reconcile()
+			n.retireDuplicateKeys(ctx)
+		}
+	}
+}
+
+// retireDuplicateKeys cancels, in each partition this node leads, the
+// tasks whose unique key another task holds: two leaders took the key
+// (partition.DuplicateKeys). A failure is left to the next round.
+func (n *Node) retireDuplicateKeys(ctx context.Context) {
+	for _, r := range n.parts {
+		rs, err := r.DuplicateKeys(n.now())
+		if err != nil {
+			n.log.Warn("finding tasks whose key another holds", "partition", r.Part(), "err", err)
+			continue
+		}
+		for _, x := range rs {
+			wr, err := r.CancelApply(x.ID, wire.RetiredKeyReason+x.Keeper.String(), n.now())
+			if err == nil {
+				_, err = n.repl.Replicate(ctx, r.Part(), 0, wr)
+			}
+			if err != nil {
+				n.log.Warn("retiring a task whose key another holds", "partition", r.Part(), "task", x.ID, "keeper", x.Keeper, "err", err)
+				continue
+			}
+			n.log.Info("retired a task whose key another holds", "partition", r.Part(), "task", x.ID, "keeper", x.Keeper)
 		}
 	}
 }

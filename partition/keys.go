@@ -14,7 +14,9 @@ import (
 // A task holds its key while it is kept and not cancelled, and, when its
 // spec sets UniqueFor, until EnqueuedAt+UniqueFor at most. Of several
 // tasks holding one key (a write one leader took that another, stale,
-// also took, later merged) the lowest id is the holder.
+// also took, later merged) the lowest id answers later enqueues, and the
+// leader retires the others (DuplicateKeys): it keeps one already claimed
+// or completed, else the lowest id, and cancels the rest.
 
 // keyOf is the index key of a spec's unique key.
 func keyOf(sp *task.Spec) string { return sp.Queue + "\x00" + sp.Key }
@@ -29,7 +31,11 @@ func (r *Replica) keyLocked(sp *task.Spec) {
 	ids := r.keys[k]
 	i, found := slices.BinarySearchFunc(ids, sp.ID, task.ID.Compare)
 	if !found {
-		r.keys[k] = slices.Insert(ids, i, sp.ID)
+		ids = slices.Insert(ids, i, sp.ID)
+		r.keys[k] = ids
+	}
+	if len(ids) > 1 {
+		r.keyConflicts[k] = struct{}{}
 	}
 }
 
@@ -47,6 +53,9 @@ func (r *Replica) unkeyLocked(sp *task.Spec) {
 		delete(r.keys, k)
 	} else {
 		r.keys[k] = ids
+	}
+	if len(ids) < 2 {
+		delete(r.keyConflicts, k)
 	}
 }
 
@@ -91,4 +100,64 @@ func (r *Replica) holdsKeyLocked(id task.ID, now int64) (bool, error) {
 		return false, err
 	}
 	return st.Completion == nil || !st.Completion.Cancelled, nil
+}
+
+// Retire is a task that DuplicateKeys says to cancel: another task,
+// Keeper, holds its key.
+type Retire struct {
+	ID, Keeper task.ID
+}
+
+// DuplicateKeys returns, on the leader, the open tasks to cancel because
+// another task holds their key: of the tasks holding one key, the keeper
+// is one already claimed or completed (the lowest id of those), else the
+// lowest id. A key left with one holder, or whose other holders have
+// ended, is forgotten. Nothing on a replica that does not lead.
+func (r *Replica) DuplicateKeys(now int64) ([]Retire, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.epoch == 0 || len(r.keyConflicts) == 0 {
+		return nil, nil
+	}
+	var out []Retire
+	for k := range r.keyConflicts {
+		type holder struct {
+			id     task.ID
+			worked bool // claimed or completed, now or before
+			open   bool
+		}
+		var hs []holder
+		for _, id := range r.keys[k] {
+			held, err := r.holdsKeyLocked(id, now)
+			if err != nil {
+				return nil, err
+			}
+			if !held {
+				continue
+			}
+			st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+			if err != nil {
+				return nil, err
+			}
+			hs = append(hs, holder{id: id, worked: len(st.Claims) > 0 || st.Completion != nil, open: st.Completion == nil})
+		}
+		keeper := -1
+		for i, h := range hs { // in id order: the first worked one, else the first
+			if keeper < 0 || h.worked && !hs[keeper].worked {
+				keeper = i
+			}
+		}
+		retired := 0
+		for i, h := range hs {
+			if i != keeper && h.open {
+				out = append(out, Retire{ID: h.id, Keeper: hs[keeper].id})
+				retired++
+			}
+		}
+		if retired == 0 {
+			delete(r.keyConflicts, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b Retire) int { return a.ID.Compare(b.ID) })
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package partition_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/skuldd/skuldd/partition"
@@ -109,4 +110,62 @@ func TestUniqueKeys(t *testing.T) {
 		t.Errorf("key of a collected task: dup of %v; want a new task", d[0])
 	}
 	checkTree(t, "after the collect", l, s)
+}
+
+// TestDuplicateKeys: when two tasks hold one key (another leader took
+// it; merged in here), the leader retires the one not worked on, else the
+// higher id, once its cancel is written the key is settled; a follower
+// settles nothing.
+func TestDuplicateKeys(t *testing.T) {
+	s := newStore(t)
+	l := leader(t, s)
+	keyed := func(n uint32, key string) *task.Spec {
+		sp := spec(task.MakeID(t0, 1, n), "q", 0, 3)
+		sp.Key, sp.Group, sp.Subtopic = key, "", ""
+		return sp
+	}
+	// Key "a": the lower id claimed here, the higher merged in: the
+	// higher is retired. Key "b": the higher claimed here, the lower
+	// merged in: the claimed one is kept. Key "c": both fresh: the lower
+	// is kept.
+	a1, a2 := keyed(1, "a"), keyed(2, "a")
+	b1, b2 := keyed(3, "b"), keyed(4, "b")
+	c1, c2 := keyed(5, "c"), keyed(6, "c")
+	enqueue(t, l, t0, a1, b2, c2)
+	ga := mustClaim(t, l, "q", t0)
+	gb := mustClaim(t, l, "q", t0)
+	if ga.Spec.ID != a1.ID || gb.Spec.ID != b2.ID {
+		t.Fatalf("claimed %v, %v; want %v, %v", ga.Spec.ID, gb.Spec.ID, a1.ID, b2.ID)
+	}
+	for _, sp := range []*task.Spec{a2, b1, c1} {
+		merge(t, l, 1, t0, task.Record{ID: sp.ID, Spec: sp, State: &task.State{}})
+	}
+	rs, err := l.DuplicateKeys(t0 + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []partition.Retire{{ID: b1.ID, Keeper: b2.ID}, {ID: a2.ID, Keeper: a1.ID}, {ID: c2.ID, Keeper: c1.ID}}
+	if len(rs) != len(want) {
+		t.Fatalf("retire %v; want %v", rs, want)
+	}
+	for _, w := range want {
+		if !slices.Contains(rs, w) {
+			t.Errorf("retire %v; want %v among them", rs, w)
+		}
+	}
+	sf := newStore(t)
+	f := follower(t, sf)
+	merge(t, f, 1, t0, task.Record{ID: c1.ID, Spec: c1, State: &task.State{}}, task.Record{ID: c2.ID, Spec: c2, State: &task.State{}})
+	if rs, err := f.DuplicateKeys(t0 + 1); err != nil || rs != nil {
+		t.Errorf("a follower's retirements = %v, %v; want none", rs, err)
+	}
+	for _, x := range rs {
+		if w, err := l.CancelApply(x.ID, "retired", t0+2); err != nil || w.Wait() != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs, err := l.DuplicateKeys(t0 + 3); err != nil || len(rs) != 0 {
+		t.Errorf("after the cancels: retire %v, %v; want none", rs, err)
+	}
+	checkTree(t, "after the retirements", l, s)
 }

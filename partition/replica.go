@@ -81,10 +81,13 @@ type Replica struct {
 	labelled map[task.ID]taskLabels
 	// keys indexes the tasks with a unique key (keys.go): queue and key
 	// to their ids, sorted.
-	keys     map[string][]task.ID
-	promised uint64 // highest epoch promised
-	promTo   uint64 // candidate it was promised to
-	epoch    uint64 // epoch this replica leads at; 0 when not leading
+	keys map[string][]task.ID
+	// keyConflicts are the keys of keys with more than one task, for the
+	// leader to settle (DuplicateKeys).
+	keyConflicts map[string]struct{}
+	promised     uint64 // highest epoch promised
+	promTo       uint64 // candidate it was promised to
+	epoch        uint64 // epoch this replica leads at; 0 when not leading
 	// ids holds every id whose spec is stored, so a new task's write
 	// need not read the store to learn it is new (see idFilter).
 	ids *idFilter
@@ -209,6 +212,7 @@ func (r *Replica) resetIndexesLocked() {
 	r.groups = make(map[string]*labelIndex)
 	r.labelled = make(map[task.ID]taskLabels)
 	r.keys = make(map[string][]task.ID)
+	r.keyConflicts = make(map[string]struct{})
 }
 
 func (r *Replica) queueLocked(name string) *queueIndex {

@@ -427,6 +427,11 @@ type TaskView struct {
 	UniqueForMs int64  `cbor:"22,keyasint,omitempty" json:"unique_for_ms,omitempty"`
 }
 
+// RetiredKeyReason begins the cancel reason of a task its leader retired
+// because another task holds its unique key (two leaders each took the
+// key); the id of that task follows.
+const RetiredKeyReason = "duplicate key, held by task "
+
 // CancelView is a task's cancel: when, and the reason given.
 type CancelView struct {
 	At     int64  `cbor:"1,keyasint" json:"at"`
