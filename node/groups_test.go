@@ -5,8 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/nodetest"
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -68,5 +70,65 @@ func TestFannedRequestChecksParts(t *testing.T) {
 	req.SetParts(others[:1])
 	if got, err := c.Client(i).Count(ctx, req); err != nil || got.Count != int64(len(resp.Results)) {
 		t.Errorf("a client's count naming parts = %+v, %v; want all %d", got, err, len(resp.Results))
+	}
+}
+
+// TestStaleLeaderGroupCancel: a leader cut off while another took its
+// partition over still believes it leads, and its replica lacks the task
+// the new leader took into a group. Asked (as a coordinator's forwarded
+// copy) to cancel the group in the partitions its registry gives it, it
+// finds nothing to write there; it must not answer ok, since the task
+// stays open. It confirms its leadership with its cohort first, and
+// cannot (found by the simulation, seed 846691675204830041).
+func TestStaleLeaderGroupCancel(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	f := c.ALeader(t, all)
+	fLeads := c.LeadersSettled(t, 0)[all[f]]
+	part := uint16(fLeads[0])
+	v, err := c.View((f + 1) % 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEpoch := v.Partitions[part].Epoch
+	ctx := t.Context()
+
+	c.Isolate(f)
+	newLeader := c.AwaitTakeover(t, all, f, part, oldEpoch)
+	// A task of group g in the partition taken over, through its new
+	// leader: an id of that partition.
+	var id task.ID
+	for gen := task.NewIDGen(99, clock.Real{}); ; {
+		if id = gen.Next(); partOfForTest(id, nodetest.DefaultPartitions) == part {
+			break
+		}
+	}
+	if _, err := c.Client(newLeader).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "q", Group: "g"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// F's registry still gives it the partition.
+	fv, err := c.View(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []uint16
+	for p, pv := range fv.Partitions {
+		if pv.Leader == all[f] {
+			mine = append(mine, uint16(p))
+		}
+	}
+	if !slices.Contains(mine, part) {
+		t.Fatalf("the cut-off leader's registry gives it %v, not partition %d any more", mine, part)
+	}
+	req := &wire.GroupCancelRequest{Group: "g"}
+	req.SetParts(mine)
+	if resp, err := c.Node(f).GroupCancel(node.WithForwarded(ctx), req); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("group cancel at the cut-off leader = %+v, %v; want unavailable", resp, err)
+	}
+	c.Heal()
+	if got, err := c.Client(newLeader).Get(ctx, &wire.GetRequest{ID: id}); err != nil || got.State != "ready" {
+		t.Fatalf("the task = %+v, %v; want it ready, untouched", got, err)
 	}
 }
