@@ -910,9 +910,13 @@ func TestClusterClaimRouting(t *testing.T) {
 	}
 	high := idIn(other)
 	batch = append(batch, wire.EnqueueTask{ID: &high, Queue: "route", Priority: 10})
-	if _, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch}); err != nil {
-		t.Fatal(err)
-	}
+	// A partition may still change hands as placement settles (the
+	// enqueue answers unavailable then); the ids are the client's, so a
+	// repeat is the same tasks.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		_, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch})
+		return err
+	})
 	routed := false
 	for i := range low / 3 {
 		r, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "route"})
