@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/coord":   {"wire", "task"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
@@ -35,6 +35,8 @@ var allowedInternal = map[string][]string{
 	"node/deps": {"node/peer", "node/replication", "partition", "ring", "store", "task", "wire", "clock"},
 	// Where a claim looks for work: this node's heads and its peers'.
 	"node/heads": {"partition", "wire"},
+	// hints: the enqueues a node holds for cohorts it cannot reach.
+	"node/hints": {"node/replication", "partition", "ring", "store", "clock", "task", "wire"},
 	// The replication data plane: shipping, anti-entropy, the carry, GC.
 	"node/replication": {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	// The node's Prometheus registry and exposition: it reads the node

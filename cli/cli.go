@@ -93,6 +93,8 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.IntFlag{Name: "replicas", Value: d.Replicas, EnvVars: envName("replicas"), Usage: "replicas of each partition (capped by the number of nodes)"},
 			&ucli.DurationFlag{Name: "clock-skew-bound", Value: d.SkewBound, EnvVars: envName("clock-skew-bound"), Usage: "clock skew tolerated between nodes; claims expire for the leader at end + this"},
 			&ucli.DurationFlag{Name: "aae-interval", Value: d.AAEInterval, EnvVars: envName("aae-interval"), Usage: "how often each partition's leader compares its replica with each follower's (anti-entropy) and repairs what differs"},
+			&ucli.DurationFlag{Name: "hint-wait", Value: d.HintWait, EnvVars: envName("hint-wait"), Usage: "how long an enqueue asking for a hint waits for its replicas before this node keeps it as a hint"},
+			&ucli.DurationFlag{Name: "hint-interval", Value: d.HintInterval, EnvVars: envName("hint-interval"), Usage: "how often this node tries to hand the hints it holds to their replicas"},
 			&ucli.GenericFlag{Name: "retention", Value: &days{d.Retention}, EnvVars: envName("retention"), Usage: "keep a completed task this long; then it and the tasks connected to it by dependencies, all completed, are garbage-collected (a duration; d for days, as in 7d; 0 keeps everything)"},
 			&ucli.DurationFlag{Name: "gc-interval", Value: d.GCInterval, EnvVars: envName("gc-interval"), Usage: "how often each partition's leader looks for tasks to garbage-collect"},
 			&ucli.GenericFlag{Name: "tombstone-horizon", Value: &days{d.TombstoneHorizon}, EnvVars: envName("tombstone-horizon"), Usage: "how long a collected task's tombstone is kept; must exceed the longest time a node can be away and come back with its data (d for days)"},
@@ -166,6 +168,8 @@ func runNode(c *ucli.Context) error {
 	}
 	cfg.ExitOnDrift = c.Bool("exit-on-drift")
 	cfg.AAEInterval = c.Duration("aae-interval")
+	cfg.HintWait = c.Duration("hint-wait")
+	cfg.HintInterval = c.Duration("hint-interval")
 	cfg.Retention = c.Generic("retention").(*days).d
 	cfg.GCInterval = c.Duration("gc-interval")
 	cfg.TombstoneHorizon = c.Generic("tombstone-horizon").(*days).d

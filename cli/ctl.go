@@ -52,6 +52,7 @@ func ctlCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "key", Usage: "unique key: while a task of the queue with it is kept (not cancelled), enqueue yields that task instead"},
 					&ucli.DurationFlag{Name: "unique-for", Usage: "with --key: the key is held this long after the enqueue at most (default: while the task is kept)"},
 					&ucli.IntFlag{Name: "w", Usage: "durable replica acks to wait for (default: majority)"},
+					&ucli.BoolFlag{Name: "hint", Usage: "if the task's replicas cannot be reached, keep it on the node (answered \"hinted\") and hand it over later"},
 				},
 				Action: ctlAction(ctlEnqueue, "queue"),
 			},
@@ -157,6 +158,13 @@ func ctlCommand() *ucli.Command {
 				Name:   "cluster",
 				Usage:  "the cluster as this node sees it: members, the metadata group, partition placement; one JSON object",
 				Action: ctlAction(ctlCluster),
+			},
+			{
+				Name: "hints",
+				Usage: "the hinted enqueues this node (--addr) holds for replicas it could not reach: " +
+					"{\"node\",\"pending\",\"handed\",\"oldest_at\",\"hints\":[{\"id\",\"queue\",\"partition\",\"at\",\"w\"}]}; each node holds its own",
+				Flags:  []ucli.Flag{&ucli.IntFlag{Name: "limit", Usage: "list at most this many hints (default 100)"}},
+				Action: ctlAction(ctlHints),
 			},
 			{
 				Name:   "leave",
@@ -286,7 +294,7 @@ func ctlEnqueue(e *ctlEnv) error {
 		}
 		t.Deps = append(t.Deps, id)
 	}
-	resp, err := e.cl.Enqueue(e.ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{t}, W: c.Int("w")})
+	resp, err := e.cl.Enqueue(e.ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{t}, W: c.Int("w"), Hint: c.Bool("hint")})
 	if err != nil {
 		return err
 	}
@@ -513,6 +521,14 @@ func ctlGC(e *ctlEnv) error {
 
 func ctlCluster(e *ctlEnv) error {
 	resp, err := e.cl.Cluster(e.ctx)
+	if err != nil {
+		return err
+	}
+	return e.out.Encode(resp)
+}
+
+func ctlHints(e *ctlEnv) error {
+	resp, err := e.cl.Hints(e.ctx, &wire.HintsRequest{Limit: e.c.Int("limit")})
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,10 @@ type Enqueued struct {
 	// Duplicate: the task's key was taken, by the task ID names (perhaps
 	// an earlier attempt of this same enqueue); no task was created.
 	Duplicate bool
+	// Hinted: the task's cohort could not be reached; the node holds the
+	// task durably and hands it to the cohort once it can (EnqueueOptions.
+	// Hint). It is not claimable until then. Acks is 0.
+	Hinted bool
 }
 
 // Enqueue enqueues t and returns its id once a majority of its replicas
@@ -93,6 +97,11 @@ type EnqueueOptions struct {
 	// is lost only if that replica's disk is, before anti-entropy copied
 	// it.
 	W int
+	// Hint: a task whose cohort the node cannot write is kept on the node
+	// (synced) and answered Hinted, instead of failing; the node hands it
+	// to the cohort once it can. Tasks with a Key or Deps are never
+	// hinted (their leader checks them).
+	Hint bool
 }
 
 // EnqueueWith is EnqueueBatch with options.
@@ -100,7 +109,7 @@ func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...
 	if opts.W < 0 {
 		return nil, fmt.Errorf("%w: enqueue: w=%d is negative", ErrInvalid, opts.W)
 	}
-	req := &wire.EnqueueRequest{W: opts.W, Tasks: make([]wire.EnqueueTask, len(tasks))}
+	req := &wire.EnqueueRequest{W: opts.W, Hint: opts.Hint, Tasks: make([]wire.EnqueueTask, len(tasks))}
 	for i, t := range tasks {
 		req.Tasks[i] = wire.EnqueueTask{
 			Queue: t.Queue, Priority: t.Priority, Data: t.Data, Deps: t.Deps,
@@ -128,7 +137,7 @@ func (c *Client) EnqueueWith(ctx context.Context, opts EnqueueOptions, tasks ...
 	}
 	out := make([]Enqueued, len(resp.Results))
 	for i, r := range resp.Results {
-		out[i] = Enqueued{ID: r.ID, Acks: r.Acks, Duplicate: r.Duplicate}
+		out[i] = Enqueued{ID: r.ID, Acks: r.Acks, Duplicate: r.Duplicate, Hinted: r.Hinted}
 	}
 	return out, nil
 }

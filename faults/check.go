@@ -316,6 +316,10 @@ type history struct {
 	groupCancels []*op
 	// duplicates are the keyed enqueues acknowledged as duplicates.
 	duplicates []*op
+	// payloads maps each payload a claim's ok or a final read showed to
+	// the tasks it showed it under: a placed enqueue without an ok is
+	// known by its payload (placedTask).
+	payloads map[string][]string
 }
 
 // Kinds of history defects.
@@ -333,6 +337,7 @@ func digest(in *Input) *history {
 	h.check = newCheck("history", "every outcome follows its proc's invoke; events carry the fields their checkers need",
 		kindUnmatched, kindOverlapping, kindMalformed, kindUnknownType, kindUnreadable, kindUnpairedStop)
 	h.pair()
+	h.payloads = h.payloadTasks()
 	for _, o := range h.ops {
 		h.index(o)
 	}
@@ -438,6 +443,11 @@ func (h *history) index(o *op) {
 				o.claim, o.hasClaim = *c, true
 			}
 		}
+	case o.f == FEnqueue && o.inv.Placed:
+		o.task = h.placedTask(o)
+		if o.task == "" && !o.ok() {
+			return // in doubt or refused, and never seen: nothing to file
+		}
 	default:
 		o.task = o.inv.Task
 		if c := o.inv.Claim; c != nil {
@@ -479,6 +489,44 @@ func (h *history) index(o *op) {
 	}
 }
 
+// placedTask returns the task of a placed enqueue (sent without id): the
+// one its ok names, else the one a claim or a final read showed its
+// payload under (the lowest id, if several: the others then have no
+// enqueue, which the checkers flag as unexpected), else "".
+func (h *history) placedTask(o *op) string {
+	if o.ok() {
+		return o.out.Task
+	}
+	if ids := h.payloads[o.inv.Value]; len(ids) > 0 {
+		return slices.Min(ids)
+	}
+	return ""
+}
+
+// payloadTasks maps the payloads that claims' oks and final reads show
+// to the tasks they show them under.
+func (h *history) payloadTasks() map[string][]string {
+	m := map[string][]string{}
+	add := func(payload, id string) {
+		if payload != "" && id != "" && !slices.Contains(m[payload], id) {
+			m[payload] = append(m[payload], id)
+		}
+	}
+	for _, o := range h.ops {
+		if o.f == FClaim && o.ok() && o.out.Task != "" {
+			add(o.out.Value, o.out.Task)
+		}
+	}
+	for i := range h.in.Finals {
+		fr := &h.in.Finals[i]
+		var v wire.TaskView
+		if fr.Found && json.Unmarshal(fr.View, &v) == nil && v.ID.String() == fr.Task {
+			add(string(v.Data), fr.Task)
+		}
+	}
+	return m
+}
+
 // fileDuplicate files a keyed enqueue that came back ok as a duplicate:
 // its own task (the id it drew) was not created, as if it had been
 // refused (a fail copy among the task's enqueues), and the holder it
@@ -506,6 +554,8 @@ func (h *history) wellFormed(o *op) bool {
 	switch o.f {
 	case FEnqueue, FCancel:
 		switch {
+		case o.task == "" && o.inv.Placed:
+			missing = "task (a placed enqueue's ok names none)"
 		case o.task == "":
 			missing = "task"
 		case o.out != nil && o.out.Holder != "" && o.inv.Key == "":

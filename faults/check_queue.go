@@ -138,6 +138,9 @@ type enqueueTally struct {
 	// acks is the first ok's acks (0: not recorded): how many replicas
 	// held the task when it was acknowledged.
 	acks int
+	// hinted: the first ok answered "hinted" (the node held the task
+	// until it could reach its cohort).
+	hinted bool
 	// allFailed: every attempt came back fail, so the task must not exist.
 	allFailed bool
 	// known: the history proves the task exists, by an ok enqueue or an
@@ -155,7 +158,7 @@ func (t *taskHist) tally() enqueueTally {
 	e := enqueueTally{attempted: len(t.enqueues) > 0, allFailed: len(t.enqueues) > 0}
 	for _, o := range t.enqueues {
 		if o.ok() && !e.acked {
-			e.acked, e.ackAt, e.acks = true, o.tc, o.out.Acks
+			e.acked, e.ackAt, e.acks, e.hinted = true, o.tc, o.out.Acks, o.out.Hinted
 		}
 		if o.typ != Fail {
 			e.allFailed = false
@@ -207,6 +210,9 @@ type queueCounts struct {
 	// of replicas held them (a w below a majority), lostFewAcks those of
 	// them lost: the measure of what w buys.
 	fewAcks, lostFewAcks int64
+	// hinted counts the tasks acknowledged as hinted, lostHinted those
+	// of them lost.
+	hinted, lostHinted int64
 	// majority is a majority of the run's N.
 	majority int
 }
@@ -234,12 +240,17 @@ func (q *queueCounts) write(c *Check, withDead bool) {
 	c.count("lost: no final read answered", q.lostUnread)
 	c.count("acknowledged held by fewer than a majority", q.fewAcks)
 	c.count("lost: acknowledged held by fewer than a majority", q.lostFewAcks)
+	c.count("acknowledged as hinted", q.hinted)
+	c.count("lost: acknowledged as hinted", q.lostHinted)
 }
 
 // countLost files a lost task under what its final reads found.
 func (q *queueCounts) countLost(t *taskHist, e enqueueTally) {
 	if e.acks > 0 && e.acks < q.majority {
 		q.lostFewAcks++
+	}
+	if e.hinted {
+		q.lostHinted++
 	}
 	switch {
 	case len(t.found()) > 0:
@@ -299,6 +310,9 @@ func (q *queueCounts) count(e enqueueTally, dequeues int) {
 		q.acked++
 		if e.acks > 0 && e.acks < q.majority {
 			q.fewAcks++
+		}
+		if e.hinted {
+			q.hinted++
 		}
 	}
 	if e.known && !e.acked {

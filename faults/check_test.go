@@ -403,7 +403,7 @@ var flagTests = []func(*testing.T){
 	TestHistoryDefects, TestUndecodableView, TestTotalQueueByComplete, TestTotalQueueByClaim, TestKnownTasks,
 	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
 	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
-	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestHarness, TestAnswers,
+	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestPlacedEnqueues, TestHarness, TestAnswers,
 	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
 }
 

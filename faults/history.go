@@ -72,11 +72,19 @@ type Event struct {
 	// Node is the node (1-based) the request was sent to; 0 if none.
 	Node int `json:"node,omitempty"`
 
-	// Task is the task's id: client-chosen on enqueue (40 hex chars), the
-	// claimed task's on a claim's ok.
+	// Task is the task's id: client-chosen on enqueue (40 hex chars), or
+	// the node's on a placed enqueue's ok; the claimed task's on a
+	// claim's ok.
 	Task string `json:"task,omitempty"`
-	// Value is the unique payload of an enqueue, an update's data, or a
-	// cancel's reason (unique per cancel invoked, so a final view's
+	// Placed marks an enqueue sent without id (its invoke has no Task):
+	// the node chose it (Mix.Placed).
+	Placed bool `json:"placed,omitempty"`
+	// Hinted is set on an enqueue's ok that answered "hinted": the node
+	// holds the task until it can hand it to its cohort (Mix.Hinted). It
+	// is acknowledged like any other.
+	Hinted bool `json:"hinted,omitempty"`
+	// Value is the unique payload of an enqueue (and of the task a
+	// claim's ok granted), an update's data, or a cancel's reason (unique per cancel invoked, so a final view's
 	// reason names the cancel that took effect).
 	Value string `json:"value,omitempty"`
 	// Deps are an enqueue's dependencies.

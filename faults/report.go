@@ -82,6 +82,12 @@ type WindowStats struct {
 	// in the 10 s after the stop.
 	During OpStats `json:"during"`
 	After  OpStats `json:"after"`
+	// Enqueue and Placed count, of During, the enqueues sent to a node
+	// the fault left running (one a client can reach): those with an id
+	// (client-chosen, or fixed by a key), and those without one, which
+	// the node places where it can write them (Mix.Placed).
+	Enqueue OpStats `json:"enqueue"`
+	Placed  OpStats `json:"placed"`
 	// RecoverClaimMs and RecoverEnqueueMs are the time from the stop to
 	// the first ok claim that got a task and the first ok enqueue answered
 	// after it; nil if none came.
@@ -91,6 +97,12 @@ type WindowStats struct {
 	// dated from the start to 10 s after the stop.
 	Anomalies int `json:"anomalies"`
 }
+
+// stopsNodes are the nemeses that stop their targets (kill, pause,
+// crash, stop): a client's requests to those nodes fail whatever the
+// cluster does, so the enqueue availability of a window leaves them out.
+var stopsNodes = []string{NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
+	NemCrashUnsynced, NemTermRestart, NemWipe, NemWipeMajority}
 
 // opStats counts ops by name, in a fixed order, and in total.
 func opStats(ops []*op) []OpStats {
@@ -108,11 +120,31 @@ func opStats(ops []*op) []OpStats {
 		total.add(o)
 	}
 	slices.SortStableFunc(names, func(a, b string) int { return rank(opNames, a) - rank(opNames, b) })
-	out := make([]OpStats, 0, len(names)+1)
+	out := make([]OpStats, 0, len(names)+2)
 	for _, n := range names {
 		out = append(out, *byF[n])
+		if n == FEnqueue {
+			if placed := placedStats(ops); placed.Attempted > 0 {
+				out = append(out, placed)
+			}
+		}
 	}
 	return append(out, total)
+}
+
+// fPlacedEnqueue names the enqueues sent without id in the tables: a
+// part of the enqueue row, not an op of its own.
+const fPlacedEnqueue = "  of which placed"
+
+// placedStats counts the enqueues of ops sent without id.
+func placedStats(ops []*op) OpStats {
+	s := OpStats{F: fPlacedEnqueue}
+	for _, o := range ops {
+		if o.f == FEnqueue && o.inv.Placed {
+			s.add(o)
+		}
+	}
+	return s
 }
 
 // rank is a name's place in order, unknown names last.
@@ -127,12 +159,24 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 	out := make([]WindowStats, 0, len(h.windows))
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
-			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"}}
+			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"},
+			Enqueue: OpStats{F: FEnqueue}, Placed: OpStats{F: fPlacedEnqueue}}
 		firstClaim, firstEnqueue := tNever, tNever
+		var down []int // the nodes the fault stopped: no client reaches them
+		if slices.Contains(stopsNodes, w.nemesis) {
+			down = w.targets
+		}
 		for _, o := range h.ops {
 			switch {
 			case o.ti >= w.start && o.ti < w.stop:
 				s.During.add(o)
+				switch {
+				case o.f != FEnqueue || slices.Contains(down, o.inv.Node):
+				case o.inv.Placed:
+					s.Placed.add(o)
+				default:
+					s.Enqueue.add(o)
+				}
 			case o.ti >= w.stop && o.ti < w.stop+afterHealNs:
 				s.After.add(o)
 			}
@@ -278,8 +322,8 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop)\n")
-	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\trecover claim\trecover enqueue\tanomalies\t\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id to nodes the fault left running)\n")
+	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis
 		if s.BeyondBounds {
@@ -289,9 +333,10 @@ func (r *Report) writeWindows(p *printer) {
 		if s.Open {
 			stop += " (open)"
 		}
-		p.printf("%d\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", i+1, name, s.Targets, fmtSec(s.StartNs), stop,
+		p.printf("%d\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", i+1, name, s.Targets, fmtSec(s.StartNs), stop,
 			s.During.Attempted, s.During.OK, s.During.Fail, s.During.Info, fmtRatio(s.During.Availability()),
-			fmtRatio(s.After.Availability()), fmtMsPtr(s.RecoverClaimMs), fmtMsPtr(s.RecoverEnqueueMs), s.Anomalies)
+			fmtRatio(s.After.Availability()), fmtRatio(s.Enqueue.Availability()), fmtRatio(s.Placed.Availability()),
+			fmtMsPtr(s.RecoverClaimMs), fmtMsPtr(s.RecoverEnqueueMs), s.Anomalies)
 	}
 }
 

@@ -445,10 +445,18 @@ func OKFloors(c *Config, s Schedule) map[string]int64 {
 	}
 }
 
+// NamesTask reports whether e names a task the final reads must read:
+// an enqueue's invoke names its task, a placed enqueue's ok the task the
+// node drew, and a claim's ok any task (one of a placed enqueue in doubt
+// is known no other way).
+func NamesTask(e Event) bool {
+	return e.Task != "" && (e.Type == Invoke && e.F == FEnqueue || e.Type == OK && (e.F == FEnqueue || e.F == FClaim))
+}
+
 // observe sees every recorded event: it keeps the ids of the tasks
-// attempted, for the final reads.
+// attempted, for the final reads (NamesTask).
 func (r *Run) observe(e Event) {
-	if e.Type != Invoke || e.F != FEnqueue || e.Task == "" {
+	if !NamesTask(e) {
 		return
 	}
 	r.mu.Lock()

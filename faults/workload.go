@@ -75,6 +75,16 @@ type Mix struct {
 	// that free them); a keyed enqueue names no deps.
 	Keyed   float64 `json:"keyed"`
 	KeyPool int     `json:"key_pool"`
+	// Placed is the chance an enqueue without key or deps sends no id:
+	// the node draws it in a partition it can write (placement), and
+	// the ok names it. The checkers know such a task by its id from the
+	// ok, or, for one in doubt, by its unique payload where a claim or a
+	// final read shows it.
+	Placed float64 `json:"placed"`
+	// Hinted is the chance an enqueue asks for a hint: a task whose
+	// cohort the node cannot write is kept there and answered "hinted"
+	// (Event.Hinted), and must reach its cohort once the fault heals.
+	Hinted float64 `json:"hinted"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -114,6 +124,11 @@ func DefaultMix() Mix {
 		// are enqueued again while their task is kept.
 		Keyed:   0.08,
 		KeyPool: 40,
+		// A third of the enqueues: the Go client always sends an id,
+		// ctl and HTTP users mostly do not.
+		Placed: 0.3,
+		// A fifth: the ones cut off with their node are the test.
+		Hinted: 0.2,
 	}
 }
 
@@ -123,7 +138,7 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
 	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
-		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel, "keyed": m.Keyed} {
+		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel, "keyed": m.Keyed, "placed": m.Placed, "hinted": m.Hinted} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -362,18 +377,34 @@ func (l *Loop) enqueue(ctx context.Context) {
 	}
 	inv := Event{F: FEnqueue, Task: id.String(), Value: payload, Deps: deps, MaxAttempts: l.cfg.MaxAttempts, Queue: l.cfg.Queue,
 		TimeLimitMs: et.TimeLimitMs, Group: et.Group, Key: et.Key}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	if l.rng.Float64() < l.cfg.Mix.Placed && et.Key == "" && len(et.Deps) == 0 {
+		et.ID, inv.Task, inv.Placed = nil, "", true
+	}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	hint := l.rng.Float64() < l.cfg.Mix.Hinted
 	var resp wire.EnqueueResponse
-	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W}, &resp, l.cfg.ReqTimeout,
+	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W, Hint: hint}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {
 			if len(resp.Results) == 1 {
-				e.Acks = resp.Results[0].Acks
+				e.Acks, e.Hinted = resp.Results[0].Acks, resp.Results[0].Hinted
 				if resp.Results[0].Duplicate {
 					e.Holder = resp.Results[0].ID.String()
 				}
+				if inv.Placed {
+					e.Task = resp.Results[0].ID.String()
+				}
 			}
 		})
-	if res.Holder != "" {
+	switch {
+	case res.Holder != "":
 		id, _ = task.ParseID(res.Holder) // the task the loop may depend on and cancel
+	case inv.Placed && res.Type == OK:
+		if id, _ = task.ParseID(res.Task); id.IsZero() {
+			return // an ok without a task: the checkers flag it
+		}
+	case inv.Placed:
+		return // in doubt or refused, under an id the loop does not know
 	}
 	// Drawn whatever the outcome, so the draws do not depend on outcomes.
 	l.cancelDue = l.rng.Float64() < l.cfg.Mix.Cancel
@@ -461,6 +492,8 @@ func (l *Loop) claim(ctx context.Context, node int, wait time.Duration) (c claim
 func FillClaim(e *Event, tv *wire.TaskView) {
 	c := *tv.Claim
 	e.Task, e.Claim, e.Attempts = tv.ID.String(), &c, tv.Attempts
+	// The payload names the enqueue: a placed one in doubt is known by it.
+	e.Value = string(tv.Data)
 	for _, cv := range tv.Claims {
 		if cv.Claim == c {
 			e.Epoch, e.End = cv.Epoch, cv.End

@@ -31,6 +31,8 @@ type fakeNode struct {
 	requests map[string]int
 	// ws are the enqueues' w, in order.
 	ws []int
+	// placed counts the enqueues that sent no id.
+	placed int
 }
 
 func newFakeNode() *fakeNode {
@@ -55,8 +57,13 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req wire.EnqueueRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.ws = append(f.ws, req.W)
-		for _, t := range req.Tasks {
-			f.ready = append(f.ready, *t.ID)
+		for i := range req.Tasks {
+			if req.Tasks[i].ID == nil { // placed: the node draws the id
+				f.placed++
+				id := task.MakeID(1, 7, uint32(f.placed))
+				req.Tasks[i].ID = &id
+			}
+			f.ready = append(f.ready, *req.Tasks[i].ID)
 		}
 		_ = json.NewEncoder(w).Encode(wire.EnqueueResponse{Results: []wire.EnqueueResult{{ID: *req.Tasks[0].ID, Acks: 2}}})
 	case "/v1/claim":
@@ -159,6 +166,7 @@ func TestLoopHistoryShape(t *testing.T) {
 	inflight := map[int]Event{}
 	effects := map[string]bool{}
 	sawInfo := false
+	placed := 0
 	for i, e := range em.events {
 		switch e.Type {
 		case Invoke:
@@ -187,12 +195,24 @@ func TestLoopHistoryShape(t *testing.T) {
 			if e.Type == OK && e.F == FClaim && e.Task != "" && (e.Claim == nil || e.Epoch != 4 || e.End != 1000) {
 				t.Errorf("event %d: claim ok without its claim, epoch and end: %+v", i, e)
 			}
+			if e.Type == OK && e.F == FEnqueue && inv.Placed {
+				placed++
+				if inv.Task != "" || e.Task == "" {
+					t.Errorf("event %d: placed enqueue invoked with task %q, ok with task %q; want none, then the node's", i, inv.Task, e.Task)
+				}
+			}
 		case Effect:
 			effects[e.Task] = true
 		}
 	}
 	if !sawInfo {
 		t.Errorf("no info recorded while the node answered 503")
+	}
+	fake.mu.Lock()
+	seen := fake.placed
+	fake.mu.Unlock()
+	if placed == 0 || placed != seen {
+		t.Errorf("%d placed enqueues acknowledged, the node saw %d; want some, and the same", placed, seen)
 	}
 	// After the info the loop's next operation had a new proc.
 	last := em.events[len(em.events)-1]

@@ -248,6 +248,11 @@ func (f *fakeService) GroupCancel(_ context.Context, req *wire.GroupCancelReques
 	return resp, nil
 }
 
+// Hints echoes the request's limit as the pending count.
+func (f *fakeService) Hints(_ context.Context, req *wire.HintsRequest) (*wire.HintsResponse, error) {
+	return &wire.HintsResponse{Node: 1, Pending: int64(req.Limit), Hints: []wire.HintView{}}, nil
+}
+
 func (f *fakeService) Leave(context.Context) (*wire.LeaveResponse, error) {
 	return &wire.LeaveResponse{}, nil
 }
@@ -637,6 +642,9 @@ func TestHTTPTaskControl(t *testing.T) {
 		{"GET", "/v1/count?subtopic=eu", "", http.StatusOK, `{"count":9}`},
 		{"GET", "/v1/queues?subtopics=true", "", http.StatusOK, `{"queues":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0}],"subtopics":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0,"subtopic":"eu"}]}`},
 		{"GET", "/v1/queues?subtopics=maybe", "", http.StatusBadRequest, ""},
+		{"GET", "/v1/hints", "", http.StatusOK, `{"node":1,"pending":0,"handed":0,"hints":[]}`},
+		{"GET", "/v1/hints?limit=5", "", http.StatusOK, `{"node":1,"pending":5,"handed":0,"hints":[]}`},
+		{"GET", "/v1/hints?limit=x", "", http.StatusBadRequest, ""},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))

@@ -63,6 +63,7 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("POST /v1/queues/{queue}/dead/purge", a.dead(svc.PurgeDead))
 	mux.HandleFunc("GET /v1/groups/{group}", a.group)
 	mux.HandleFunc("POST /v1/groups/{group}/cancel", a.groupCancel)
+	mux.HandleFunc("GET /v1/hints", a.hints)
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {
@@ -286,6 +287,25 @@ func (a *api) group(w http.ResponseWriter, r *http.Request) {
 		req.Dead = v
 	}
 	resp, err := a.svc.Group(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// hints lists the answering node's hinted enqueues: ?limit=N.
+func (a *api) hints(w http.ResponseWriter, r *http.Request) {
+	req := &wire.HintsRequest{}
+	if s := r.URL.Query().Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			a.fail(w, fmt.Errorf("%w: limit %q is not a count", task.ErrInvalid, s))
+			return
+		}
+		req.Limit = v
+	}
+	resp, err := a.svc.Hints(r.Context(), req)
 	if err != nil {
 		a.fail(w, err)
 		return

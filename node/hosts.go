@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/node/deps"
+	"github.com/skuldd/skuldd/node/hints"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -54,6 +55,18 @@ func (n *Node) depsConfig() deps.Config {
 	return deps.Config{Partitions: n.cfg.Partitions, MaxBatch: n.cfg.MaxBatch, CallTimeout: peerCallTimeout, Clock: n.clock, Log: n.log}
 }
 
+func (n *Node) hintsConfig() hints.Config {
+	return hints.Config{Self: n.id, Partitions: n.cfg.Partitions, Interval: n.cfg.HintInterval, Clock: n.clock, Log: n.log}
+}
+
+// hintsHost is what the hints plane sees of the node.
+type hintsHost struct{ n *Node }
+
+func (h hintsHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
+func (h hintsHost) Store() *store.Store                    { return h.n.store }
+func (h hintsHost) Replication() *replication.Plane        { return h.n.repl }
+func (h hintsHost) Placeable(part uint16, w int) bool      { return h.n.placeable(part, w) }
+
 // depsHost is what the dependency plane sees of the node.
 type depsHost struct{ n *Node }
 
@@ -100,7 +113,7 @@ func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (cont
 		t := &req.Tasks[i]
 		t.FreshID = false // a node's word, never a client's
 		if t.ID == nil {
-			id := h.newID(t)
+			id := h.newID(t, req.W)
 			t.ID, t.FreshID = &id, true
 		}
 	}

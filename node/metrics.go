@@ -62,3 +62,11 @@ func (s metricsSource) Raft() (metrics.Raft, bool) {
 }
 
 func (s metricsSource) Clock() *wire.ClockView { return s.n.clockView() }
+
+func (s metricsSource) Hints() (pending, handed int64, oldest time.Duration) {
+	st := s.n.HintStats()
+	if st.OldestAt > 0 {
+		oldest = time.Duration(max(s.n.now()-st.OldestAt, 0)) * time.Millisecond
+	}
+	return st.Pending, st.Handed, oldest
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
+	"github.com/skuldd/skuldd/node/hints"
 	"github.com/skuldd/skuldd/node/listen"
 	"github.com/skuldd/skuldd/node/membership"
 	"github.com/skuldd/skuldd/node/metrics"
@@ -46,7 +47,10 @@ type Node struct {
 	heads *heads.Index
 	// deps is this node's part of the dependency protocol (node/deps).
 	deps *deps.Plane
-	ids  *task.IDGen
+	// hints are the enqueues this node holds for cohorts it could not
+	// reach (node/hints); set at Start, once the partitions are loaded.
+	hints *hints.Plane
+	ids   *task.IDGen
 
 	// ms is the node's membership (node/membership): the metadata group,
 	// gossip, joining, peers' addresses. Set at Start, before the peer
@@ -211,6 +215,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.deps.Load(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	if n.hints, err = hints.New(n.hintsConfig(), hintsHost{n}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	// The reservation (startIDs) covers every id issued; the ids held
 	// are a second floor, for a data dir from before reservations.
 	for _, r := range n.parts {
@@ -230,6 +237,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.repl.GCLoop(loopCtx) })
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
+	n.wg.Go(func() { n.hints.Loop(loopCtx) })
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {

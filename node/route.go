@@ -53,24 +53,61 @@ func trustsFreshIDs(ctx context.Context) bool {
 	return v || isForwarded(ctx)
 }
 
-// localIDTries bounds the search of localID; with this node leading a
-// fraction f of the partitions it fails with probability (1-f)^tries.
-const localIDTries = 32
+// Placement of id-less tasks (DESIGN.md, Operations: placement and
+// hints). Ids carry no meaning beyond order, so skipping some costs
+// nothing.
+const (
+	// localIDTries is how many draws placeID spends looking for a
+	// partition this node leads before it takes any placeable one; with
+	// this node leading a fraction f of the partitions it misses with
+	// probability (1-f)^tries.
+	localIDTries = 32
+	// placeTries bounds all of placeID's draws: with a fraction g of the
+	// partitions placeable it finds none with probability (1-g)^tries.
+	placeTries = 256
+)
 
-// localID returns a new task id, preferably of a partition this node
-// leads: the coordinator then writes the task itself, without a hop to
-// another leader. Ids carry no meaning beyond order, so skipping some
-// costs nothing; the tasks of a partition's leader land in it, so
-// clients spread over the nodes spread tasks over the partitions.
-func (n *Node) localID() task.ID {
-	id := n.ids.Next()
-	for range localIDTries {
-		if n.leads(n.partOf(id)) {
+// placeID returns a new task id for a task that has neither id nor key,
+// of a partition whose cohort has enough reachable members to take a
+// write of w (placeable), and preferably of one this node leads: the
+// leader then holds the task at once (claimable without anti-entropy),
+// and the tasks of a partition's leader land in it, so clients spread
+// over the nodes spread tasks over the partitions. When no partition is
+// placeable the id is any: its write then fails in doubt.
+func (n *Node) placeID(w int) task.ID {
+	var fallback task.ID
+	for i := range placeTries {
+		id := n.ids.Next()
+		part := n.partOf(id)
+		if !n.placeable(part, w) {
+			continue
+		}
+		if i >= localIDTries || n.leads(part) {
 			return id
 		}
-		id = n.ids.Next()
+		if fallback.IsZero() {
+			fallback = id
+		}
 	}
-	return id
+	if !fallback.IsZero() {
+		return fallback
+	}
+	return n.ids.Next()
+}
+
+// placeable reports whether enough members of part's cohort to take a
+// write of w are reachable from here: this node, and the others that
+// gossip holds alive and whose last replication request, if recent, was
+// answered.
+func (n *Node) placeable(part uint16, w int) bool {
+	need := n.repl.NeedAcks(part, w)
+	up := 0
+	for _, id := range n.partitionCohort(int(part)) {
+		if id == n.id || n.ms.Alive(id) && n.repl.Reachable(id) {
+			up++
+		}
+	}
+	return up >= need
 }
 
 // leads reports whether this node serves part's requests itself.
@@ -248,8 +285,8 @@ func (n *Node) otherLeaderIDs() []uint64 {
 }
 
 // enqueueRouted splits an enqueue by partition leader: the tasks of
-// partitions led here are written here, the others forwarded, and the
-// results put back in request order. Every task gets its id first, so a
+// partitions led here, and those written without a leader, are written
+// here, the others forwarded, and the results put back in request order. Every task gets its id first, so a
 // forwarded part is idempotent under the client's retries.
 func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, bool, error) {
 	if isForwarded(ctx) {
@@ -259,12 +296,17 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
 		if t.ID == nil {
-			id := n.newID(t)
+			id := n.newID(t, req.W)
 			t.ID = &id
 		}
-		addr, err := n.routeTo(ctx, n.partOf(*t.ID))
-		if err != nil {
-			return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+		// A task without key or deps is written here, to its cohort
+		// (writeTasks): it needs no leader, so none is looked up.
+		addr := ""
+		if !directTask(t.Key, t.Deps) {
+			var err error
+			if addr, err = n.routeTo(ctx, n.partOf(*t.ID)); err != nil {
+				return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+			}
 		}
 		plan[i] = coord.EnqueueTask{ID: *t.ID, Deps: t.Deps, Route: addr}
 	}
@@ -281,6 +323,9 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		var r *wire.EnqueueResponse
 		var err error
 		if addr == "" {
+			// Here: the tasks written without a leader (hinted if asked
+			// for), and those of partitions this node leads.
+			sub.Hint = req.Hint
 			r, err = n.enqueueLocal(ctx, sub)
 		} else {
 			r = new(wire.EnqueueResponse)

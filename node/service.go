@@ -44,11 +44,12 @@ func (n *Node) keyPart(queue, key string) uint16 {
 // with probability 1/P, so 64·P draws miss with probability e^-64.
 const keyedIDTries = 64
 
-// newID returns a new id for et: of its key's partition when it has a
-// key, else preferably of a partition this node leads (localID).
-func (n *Node) newID(et *wire.EnqueueTask) task.ID {
+// newID returns a new id for et, enqueued with w: of its key's
+// partition when it has a key, else of a partition that can take it
+// (placeID).
+func (n *Node) newID(et *wire.EnqueueTask, w int) task.ID {
 	if et.Key == "" {
-		return n.localID()
+		return n.placeID(w)
 	}
 	want := n.keyPart(et.Queue, et.Key)
 	id := n.ids.Next()
@@ -145,7 +146,7 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	inBatch := make(map[task.ID]bool, len(req.Tasks))
 	trust := trustsFreshIDs(ctx)
 	for i := range req.Tasks {
-		nt, err := n.newTask(&req.Tasks[i], now, inBatch, trust)
+		nt, err := n.newTask(&req.Tasks[i], req.W, now, inBatch, trust)
 		if err != nil {
 			return nil, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 		}
@@ -186,7 +187,8 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 	if err := n.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
-	got, dups, err := n.writeTasks(ctx, batch, now, req.W)
+	hint := n.hinted(req)
+	got, dups, hinted, err := n.writeTasks(ctx, batch, now, req.W, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +205,9 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 		if holder, ok := dups[id]; ok {
 			resp.Results[i].ID, resp.Results[i].Duplicate = holder, true
 		}
+		if hinted[id] {
+			resp.Results[i].Acks, resp.Results[i].Hinted = 0, true
+		}
 	}
 	return resp, nil
 }
@@ -211,7 +216,7 @@ func (n *Node) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wir
 // exist, in the store or earlier in the same batch; those already
 // completed start out as done. A given id is checked against the store
 // (a retry is idempotent) unless a node says it is fresh and trustFresh.
-func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool, trustFresh bool) (partition.NewTask, error) {
+func (n *Node) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task.ID]bool, trustFresh bool) (partition.NewTask, error) {
 	var nt partition.NewTask
 	if err := task.ValidateQueue(et.Queue); err != nil {
 		return nt, err
@@ -267,7 +272,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 		}
 		sp.ID, nt.CheckExisting = *et.ID, !(et.FreshID && trustFresh)
 	} else {
-		sp.ID = n.newID(et)
+		sp.ID = n.newID(et, w)
 	}
 	if sp.MaxAttempts == 0 {
 		sp.MaxAttempts = n.queues.Of(sp.Queue).MaxAttempts
@@ -295,15 +300,27 @@ func (n *Node) newTask(et *wire.EnqueueTask, now int64, inBatch map[task.ID]bool
 // for each task whose key another task holds (not written), that task's
 // id: the acks are of that task then, shipped again so that W replicas
 // hold it before the answer (its own enqueue may still be in flight).
-func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int) (int, map[task.ID]task.ID, error) {
-	byPart := map[uint16][]partition.NewTask{}
+//
+// A task without key or deps is written by this node, the enqueue's
+// coordinator, to its cohort directly (writeNew): no leader is needed. A
+// task with a key or deps is written by its partition's leader, which
+// this node must be (enqueueRouted sent it here): the leader checks the
+// key under the lock that orders its writes, and records the deps' state
+// in the task's first state, a write of its line.
+func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int, hint bool) (int, map[task.ID]task.ID, map[task.ID]bool, error) {
+	type route struct {
+		part   uint16
+		direct bool
+	}
+	byPart := map[route][]partition.NewTask{}
 	for _, nt := range batch {
-		p := n.partOf(nt.Spec.ID)
-		byPart[p] = append(byPart[p], nt)
+		r := route{n.partOf(nt.Spec.ID), directTask(nt.Spec.Key, nt.Spec.Deps)}
+		byPart[r] = append(byPart[r], nt)
 	}
 	var mu sync.Mutex
 	var dups map[task.ID]task.ID
-	noteDups := func(ts []partition.NewTask) {
+	var hinted map[task.ID]bool
+	note := func(ts []partition.NewTask, wasHinted bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, nt := range ts {
@@ -313,64 +330,43 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 				}
 				dups[nt.Spec.ID] = nt.DupOf
 			}
+			if wasHinted {
+				if hinted == nil {
+					hinted = map[task.ID]bool{}
+				}
+				hinted[nt.Spec.ID] = true
+			}
 		}
+	}
+	write := func(r route, ts []partition.NewTask) (int, error) {
+		var a int
+		var err error
+		if r.direct {
+			a, err = n.writeNew(ctx, r.part, ts, now, w, hint)
+		} else {
+			a, err = n.writeAtLeader(ctx, r.part, ts, now, w)
+		}
+		if errors.Is(err, errHinted) {
+			note(ts, true)
+			return math.MaxInt, nil
+		}
+		note(ts, false)
+		return a, err
 	}
 	// One partition: write here, on this goroutine. Several: all at once,
 	// so their syncs share fsyncs.
-	write := func(p uint16, ts []partition.NewTask) (int, error) {
-		need := n.repl.NeedAcks(p, w)
-		var s *replication.Shipment
-		to, ep := n.repl.Followers(p)
-		if ep == 0 {
-			return 0, replication.NotLeading(p)
-		}
-		if len(to) == 0 {
-			err := n.parts[p].Enqueue(ts, now)
-			noteDups(ts)
-			return 1, err
-		}
-		recs := make([]task.Record, len(ts))
-		checked := false
-		for i := range ts {
-			if !ts[i].State.IsZero() {
-				ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
-			}
-			recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
-			// A key may be taken: what to ship is known once the
-			// replica has checked it.
-			checked = checked || ts[i].CheckExisting || ts[i].Spec.Key != ""
-		}
-		// Ship while the local write syncs, so the two overlap; but a
-		// client-supplied id may turn out to conflict with a stored task,
-		// and then nothing may reach the followers: write here first.
-		if !checked {
-			s = n.repl.Ship(p, need, recs, nil)
-		}
-		if err := n.parts[p].Enqueue(ts, now); err != nil {
-			return 0, err
-		}
-		noteDups(ts)
-		if s == nil {
-			var err error
-			if recs, err = n.shipRecords(p, ts, recs); err != nil {
-				return 0, err
-			}
-			s = n.repl.Ship(p, need, recs, nil)
-		}
-		return s.Finish(ctx, nil)
-	}
 	if len(byPart) == 1 {
-		for p, ts := range byPart {
-			a, err := write(p, ts)
-			return a, dups, err
+		for r, ts := range byPart {
+			a, err := write(r, ts)
+			return a, dups, hinted, err
 		}
 	}
 	var wg sync.WaitGroup
 	var errs []error
 	acks := math.MaxInt
-	for p, ts := range byPart {
+	for r, ts := range byPart {
 		wg.Go(func() {
-			a, err := write(p, ts)
+			a, err := write(r, ts)
 			mu.Lock()
 			defer mu.Unlock()
 			acks = min(acks, a)
@@ -380,7 +376,143 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		})
 	}
 	wg.Wait()
-	return acks, dups, errors.Join(errs...)
+	return acks, dups, hinted, errors.Join(errs...)
+}
+
+// errHinted is writeNew's and writeAtLeader's word that the tasks were
+// hinted (node/hints) rather than written to W replicas.
+var errHinted = errors.New("hinted")
+
+// hintable reports whether a write of a hinted enqueue that failed with
+// err is hinted instead: it could not reach W replicas (in doubt), which
+// a hint then settles; a refusal stays a refusal.
+func hintable(err error) bool {
+	return errors.Is(err, wire.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// hint keeps ts, tasks without key or deps, as hints (node/hints),
+// enqueued with w, and returns errHinted once they are durable.
+//
+// Tasks with a key or deps are never hinted: their leader checks the key
+// and records the deps' state, and a keyed task handed over after its key
+// was taken would be a second task of the key that a worker might claim
+// before the leader retires one (the fault suite found exactly that).
+func (n *Node) hint(ts []partition.NewTask, w int, err error) error {
+	specs := make([]*task.Spec, len(ts))
+	for i := range ts {
+		if !directTask(ts[i].Spec.Key, ts[i].Spec.Deps) {
+			return err
+		}
+		specs[i] = ts[i].Spec
+	}
+	if herr := n.hints.Add(specs, w); herr != nil {
+		return fmt.Errorf("%w; hinting it failed too: %v", err, herr)
+	}
+	return errHinted
+}
+
+// hintWait bounds a write that may be hinted: ctx, or with hint, at most
+// HintWait of it, after which the tasks are hinted instead.
+func (n *Node) hintWait(ctx context.Context, hint bool) (context.Context, context.CancelFunc) {
+	if !hint {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, n.cfg.HintWait)
+}
+
+// hinted reports whether req's tasks are hinted when their cohort cannot
+// be written (wire.EnqueueRequest.Hint).
+func (n *Node) hinted(req *wire.EnqueueRequest) bool { return req.Hint }
+
+// directTask reports whether a task with this key and these deps is
+// written to its cohort by the enqueue's coordinator (see writeTasks).
+func directTask(key string, deps []task.ID) bool { return key == "" && len(deps) == 0 }
+
+// writeNew writes new tasks of part, without keys or deps, to its cohort
+// as their coordinator (replication.Plane.ShipNew), this node's replica
+// included when it is a member, and answers once w replicas hold them.
+// A task held with other content under its id refuses the write
+// (task.ErrConflict); when a retry may meet one (CheckExisting), the
+// local replica checks first, so a refusal found here sends nothing on.
+func (n *Node) writeNew(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hint bool) (int, error) {
+	if hint && !n.placeable(part, w) {
+		// Not worth the wait: the cohort is out of reach now.
+		return 0, n.hint(ts, w, fmt.Errorf("%w: partition %d: too few of its cohort reachable", wire.ErrUnavailable, part))
+	}
+	need := n.repl.NeedAcks(part, w)
+	recs := make([]task.Record, len(ts))
+	checked := false
+	for i := range ts {
+		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec}
+		checked = checked || ts[i].CheckExisting
+	}
+	member := slices.Contains(n.partitionCohort(int(part)), n.id)
+	var local partition.Durable
+	if member && checked {
+		var err error
+		if local, err = n.parts[part].EnqueueApply(ts, now); err != nil {
+			return 0, err
+		}
+	}
+	s := n.repl.ShipNew(part, need, recs)
+	if s.Held() && local == nil {
+		var err error
+		if local, err = n.parts[part].EnqueueApply(ts, now); err != nil {
+			// The followers may take what this replica refused (another
+			// task's spec under one id): in doubt, not refused.
+			return 0, fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, part, err)
+		}
+	}
+	wctx, cancel := n.hintWait(ctx, hint)
+	defer cancel()
+	acks, err := s.Finish(wctx, local)
+	if err != nil && hint && hintable(err) {
+		return 0, n.hint(ts, w, err)
+	}
+	return acks, err
+}
+
+// writeAtLeader writes new tasks of part, which this node leads, on its
+// replica and ships them to the followers: tasks with a key or deps (see
+// writeTasks). Enqueue sets DupOf on each whose key another task holds.
+func (n *Node) writeAtLeader(ctx context.Context, p uint16, ts []partition.NewTask, now int64, w int) (int, error) {
+	need := n.repl.NeedAcks(p, w)
+	var s *replication.Shipment
+	to, ep := n.repl.Followers(p)
+	if ep == 0 {
+		return 0, replication.NotLeading(p)
+	}
+	if len(to) == 0 {
+		return 1, n.parts[p].Enqueue(ts, now)
+	}
+	recs := make([]task.Record, len(ts))
+	checked := false
+	for i := range ts {
+		if !ts[i].State.IsZero() {
+			ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
+		}
+		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
+		// A key may be taken: what to ship is known once the
+		// replica has checked it.
+		checked = checked || ts[i].CheckExisting || ts[i].Spec.Key != ""
+	}
+	// Ship while the local write syncs, so the two overlap; but a
+	// client-supplied id may turn out to conflict with a stored task,
+	// and then nothing may reach the followers: write here first.
+	if !checked {
+		s = n.repl.Ship(p, need, recs, nil)
+	}
+	if err := n.parts[p].Enqueue(ts, now); err != nil {
+		return 0, err
+	}
+	if s == nil {
+		var err error
+		if recs, err = n.shipRecords(p, ts, recs); err != nil {
+			return 0, err
+		}
+		s = n.repl.Ship(p, need, recs, nil)
+	}
+	return s.Finish(ctx, nil)
 }
 
 // shipRecords returns what to ship for ts, written to part with records

@@ -83,6 +83,15 @@ func onTask[Req, Resp any](ctx context.Context, n *Node, op wire.Op, id task.ID,
 	}
 	part := n.partOf(id)
 	wr, err := apply(n.parts[part], n.now())
+	if errors.Is(err, task.ErrNotFound) {
+		// An enqueue written to the cohort directly may not have reached
+		// this replica yet: look for it there before refusing.
+		if found, rerr := n.repl.ReadMissing(ctx, part, id); rerr != nil {
+			return 0, nil, true, fmt.Errorf("%w: %v; looking for it on the cohort: %v", wire.ErrUnavailable, err, rerr)
+		} else if found {
+			wr, err = apply(n.parts[part], n.now())
+		}
+	}
 	if err != nil {
 		return 0, nil, true, n.refusal(ctx, id, err)
 	}

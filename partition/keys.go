@@ -121,31 +121,9 @@ func (r *Replica) DuplicateKeys(now int64) ([]Retire, error) {
 	}
 	var out []Retire
 	for k := range r.keyConflicts {
-		type holder struct {
-			id     task.ID
-			worked bool // claimed or completed, now or before
-			open   bool
-		}
-		var hs []holder
-		for _, id := range r.keys[k] {
-			held, err := r.holdsKeyLocked(id, now)
-			if err != nil {
-				return nil, err
-			}
-			if !held {
-				continue
-			}
-			st, _, err := r.cfg.Store.State(r.cfg.Part, id)
-			if err != nil {
-				return nil, err
-			}
-			hs = append(hs, holder{id: id, worked: len(st.Claims) > 0 || st.Completion != nil, open: st.Completion == nil})
-		}
-		keeper := -1
-		for i, h := range hs { // in id order: the first worked one, else the first
-			if keeper < 0 || h.worked && !hs[keeper].worked {
-				keeper = i
-			}
+		hs, keeper, err := r.keyHoldersLocked(k, now)
+		if err != nil {
+			return nil, err
 		}
 		retired := 0
 		for i, h := range hs {
@@ -160,4 +138,55 @@ func (r *Replica) DuplicateKeys(now int64) ([]Retire, error) {
 	}
 	slices.SortFunc(out, func(a, b Retire) int { return a.ID.Compare(b.ID) })
 	return out, nil
+}
+
+// keyHolder is a task that holds its key (holdsKeyLocked).
+type keyHolder struct {
+	id     task.ID
+	worked bool // claimed or completed, now or before
+	open   bool
+}
+
+// keyHoldersLocked returns the tasks that hold key k at now, in id
+// order, and the index among them of the one that keeps the key when
+// several do (-1: none holds it): the first one claimed or completed,
+// else the first. The choice depends on the records alone, so every
+// leader makes the same one.
+func (r *Replica) keyHoldersLocked(k string, now int64) ([]keyHolder, int, error) {
+	var hs []keyHolder
+	for _, id := range r.keys[k] {
+		held, err := r.holdsKeyLocked(id, now)
+		if err != nil {
+			return nil, -1, err
+		}
+		if !held {
+			continue
+		}
+		st, _, err := r.cfg.Store.State(r.cfg.Part, id)
+		if err != nil {
+			return nil, -1, err
+		}
+		hs = append(hs, keyHolder{id: id, worked: len(st.Claims) > 0 || st.Completion != nil, open: st.Completion == nil})
+	}
+	keeper := -1
+	for i, h := range hs { // in id order: the first worked one, else the first
+		if keeper < 0 || h.worked && !hs[keeper].worked {
+			keeper = i
+		}
+	}
+	return hs, keeper, nil
+}
+
+// repeatKeeperLocked returns, for a repeated enqueue of sp (its task is
+// held here already) that has a key, the task that keeps the key if it
+// is another one: a leader that took sp's task from another replica
+// (a stale leader's, by anti-entropy) while another task held the key
+// holds two, and retires sp's; the repeat must then answer duplicate of
+// the keeper, not "new" (found by the simulation, seed 91 under load).
+func (r *Replica) repeatKeeperLocked(sp *task.Spec, now int64) (task.ID, bool, error) {
+	hs, keeper, err := r.keyHoldersLocked(keyOf(sp), now)
+	if err != nil || keeper < 0 || hs[keeper].id == sp.ID {
+		return task.ID{}, false, err
+	}
+	return hs[keeper].id, true, nil
 }

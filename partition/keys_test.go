@@ -169,3 +169,42 @@ func TestDuplicateKeys(t *testing.T) {
 	}
 	checkTree(t, "after the retirements", l, s)
 }
+
+// TestRepeatOfARetiredKey: a leader that took a task from another
+// replica (a stale leader's, by anti-entropy) while another task held its
+// key holds two tasks of the key. A repeat of the taken task's enqueue
+// (the client retrying at this leader) finds its task stored; it must
+// answer duplicate of the task that keeps the key, not "new": found by
+// the simulation, where the repeat was acknowledged as new and the task
+// then retired.
+func TestRepeatOfARetiredKey(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		takenFirst bool // the taken task has the lower id: it keeps the key
+	}{{"the taken task is retired", false}, {"the taken task keeps the key", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			l := leader(t, s)
+			held, taken := spec(task.MakeID(t0, 1, 1), "q", 0, 3), spec(task.MakeID(t0, 1, 2), "q", 0, 3)
+			if tc.takenFirst {
+				held, taken = taken, held
+			}
+			held.Key, taken.Key = "k", "k"
+			if err := l.Enqueue([]partition.NewTask{{Spec: held}}, t0); err != nil {
+				t.Fatal(err)
+			}
+			mergeSrc(t, l, partition.Source{Epoch: 1, Floor: 1, From: 2}, t0, task.Record{ID: taken.ID, Spec: taken})
+			repeat := []partition.NewTask{{Spec: taken, CheckExisting: true}}
+			if err := l.Enqueue(repeat, t0+1); err != nil {
+				t.Fatal(err)
+			}
+			var want task.ID
+			if !tc.takenFirst {
+				want = held.ID
+			}
+			if repeat[0].DupOf != want {
+				t.Fatalf("repeat answered duplicate of %v; want %v", repeat[0].DupOf, want)
+			}
+		})
+	}
+}

@@ -446,6 +446,17 @@ type NewTask struct {
 // stored one, or an earlier one of tasks) is not written: Enqueue sets
 // its DupOf to the holder's id.
 func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
+	d, err := r.EnqueueApply(tasks, now)
+	if err != nil {
+		return err
+	}
+	return d.Wait()
+}
+
+// EnqueueApply is Enqueue without the wait: it returns once the tasks are
+// applied and indexed, with the Durable to wait on before acknowledging
+// (after the call, outside the lock, so that callers share fsyncs).
+func (r *Replica) EnqueueApply(tasks []NewTask, now int64) (Durable, error) {
 	r.mu.Lock()
 	b := r.cfg.Store.NewBatch()
 	fresh := make([]NewTask, 0, len(tasks))
@@ -463,9 +474,21 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		if err != nil {
 			r.mu.Unlock()
 			b.Close()
-			return err
+			return nil, err
 		}
 		if dup {
+			if nt.Spec.Key == "" {
+				continue
+			}
+			keeper, other, err := r.repeatKeeperLocked(nt.Spec, now)
+			if err != nil {
+				r.mu.Unlock()
+				b.Close()
+				return nil, fmt.Errorf("partition %d: enqueue %s: its key: %w", r.cfg.Part, nt.Spec.ID, err)
+			}
+			if other {
+				tasks[i].DupOf = keeper
+			}
 			continue
 		}
 		if nt.Spec.Key != "" {
@@ -473,7 +496,7 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 			if err != nil {
 				r.mu.Unlock()
 				b.Close()
-				return fmt.Errorf("partition %d: enqueue %s: its key: %w", r.cfg.Part, nt.Spec.ID, err)
+				return nil, fmt.Errorf("partition %d: enqueue %s: its key: %w", r.cfg.Part, nt.Spec.ID, err)
 			}
 			if !held {
 				holder, held = stagedKeys[keyOf(nt.Spec)]
@@ -493,7 +516,7 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		if err := r.putNewLocked(b, nt, &delta); err != nil {
 			r.mu.Unlock()
 			b.Close()
-			return err
+			return nil, err
 		}
 		if staged != nil {
 			staged[nt.Spec.ID] = nt.Spec
@@ -505,12 +528,12 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		// be durable yet (a concurrent first attempt); wait until it is.
 		r.mu.Unlock()
 		b.Close()
-		return r.cfg.Store.Barrier()
+		return barrier{r.cfg.Store}, nil
 	}
 	p, err := b.Apply()
 	if err != nil {
 		r.mu.Unlock()
-		return fmt.Errorf("partition %d: enqueue: %w", r.cfg.Part, err)
+		return nil, fmt.Errorf("partition %d: enqueue: %w", r.cfg.Part, err)
 	}
 	r.applyTreeLocked(delta)
 	for i := range fresh {
@@ -522,7 +545,37 @@ func (r *Replica) Enqueue(tasks []NewTask, now int64) error {
 		}
 	}
 	r.mu.Unlock()
-	return p.Wait()
+	return p, nil
+}
+
+// EnqueueDirect takes an enqueue's new tasks as their coordinator wrote
+// them to this replica, whether it leads the partition or not (see
+// wire.ReplicateItem.Direct): each record is a spec alone, of a task
+// without key or deps (whose checks need the leader), and is written as
+// Enqueue writes it: a task held with the same content is a repeat, one
+// held with other content refuses the whole call (task.ErrConflict), and
+// nothing of a refused call is written. No epoch is checked: a spec is a
+// grow-only fact, and a leader that lacks the task takes it from here
+// (anti-entropy, or a read on a miss) with its own line of writes.
+func (r *Replica) EnqueueDirect(recs []task.Record, now int64) (Durable, error) {
+	tasks := make([]NewTask, len(recs))
+	for i := range recs {
+		rec := &recs[i]
+		if err := r.checkRecord(rec); err != nil {
+			return nil, err
+		}
+		switch {
+		case rec.Spec == nil || rec.State != nil || len(rec.Updates) > 0 || len(rec.Dependents) > 0 || rec.Tomb != 0 || rec.Meta != nil:
+			return nil, fmt.Errorf("%w: direct enqueue of %s: a record must be a spec alone", task.ErrInvalid, rec.ID)
+		case rec.Spec.Key != "" || len(rec.Spec.Deps) > 0:
+			return nil, fmt.Errorf("%w: direct enqueue of %s: a task with a key or deps is enqueued through its leader", task.ErrInvalid, rec.ID)
+		}
+		if err := checkSpec(rec.Spec); err != nil {
+			return nil, err
+		}
+		tasks[i] = NewTask{Spec: rec.Spec, CheckExisting: true}
+	}
+	return r.EnqueueApply(tasks, now)
 }
 
 // stagedOrExistsLocked reports whether nt's task is already written, by

@@ -75,6 +75,10 @@ func (c *cluster) nodeConfig(i int, sn *simNode) node.Config {
 	cfg.Drift.MaxDrift = c.cfg.maxDrift()
 	cfg.AAEInterval = c.cfg.AAEInterval
 	cfg.ReconcileInterval = c.cfg.ReconcileInterval
+	// Well within a fault, so that hinted enqueues are hinted and handed
+	// over while the schedule runs.
+	cfg.HintWait = 300 * time.Millisecond
+	cfg.HintInterval = 100 * time.Millisecond
 	cfg.DefaultMaxAttempts = c.cfg.MaxAttempts
 	cfg.TickInterval = 10 * time.Millisecond
 	cfg.RaftTick = 10 * time.Millisecond

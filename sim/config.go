@@ -100,6 +100,12 @@ type Config struct {
 	// workload does.
 	KeyedProb float64
 	KeyPool   int
+	// PlacedProb is the chance an enqueue without key or deps sends no
+	// id: the node draws it where it can write it (faults.Mix.Placed).
+	PlacedProb float64
+	// HintProb is the chance an enqueue asks for a hint
+	// (faults.Mix.Hinted).
+	HintProb float64
 	// Work bounds a claimed task's work; a slow task (SlowProb) works
 	// about SlowWork and renews every TTL/renewsPerTTL meanwhile.
 	Work     time.Duration
@@ -177,6 +183,8 @@ func DefaultConfig() Config {
 		GroupCancelProb:    0.05,
 		KeyedProb:          0.2,
 		KeyPool:            3,
+		PlacedProb:         0.3,
+		HintProb:           0.2,
 		Work:               50 * time.Millisecond,
 		SlowProb:           0.05,
 		SlowWork:           2500 * time.Millisecond,
@@ -216,7 +224,7 @@ func (c *Config) Validate() error {
 	check(c.MaxDeps >= 1, "max deps %d: want at least 1", c.MaxDeps)
 	check(c.GroupSize >= 1 && c.KeyPool >= 1, "group size %d, key pool %d: want at least 1", c.GroupSize, c.KeyPool)
 	for name, p := range map[string]float64{"enqueue": c.EnqueueProb, "slow": c.SlowProb, "dep": c.DepProb, "w=1": c.W1Prob, "cancel": c.CancelProb,
-		"group cancel": c.GroupCancelProb, "keyed": c.KeyedProb} {
+		"group cancel": c.GroupCancelProb, "keyed": c.KeyedProb, "placed": c.PlacedProb, "hint": c.HintProb} {
 		check(p >= 0 && p <= 1, "%s probability %v: want 0..1", name, p)
 	}
 	check(c.FailProb >= 0 && c.SnoozeProb >= 0 && c.AbandonProb >= 0 && c.FailProb+c.SnoozeProb+c.AbandonProb <= 1,

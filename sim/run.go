@@ -252,16 +252,20 @@ func (r *run) restart(ctx context.Context, f fault, i int) {
 	}
 }
 
-// ids returns every task id the history tried to enqueue, in order.
+// ids returns every task id the history knows (faults.NamesTask), in
+// order of first mention.
 func (r *run) ids() []task.ID {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
 	var out []task.ID
+	seen := map[string]bool{}
 	for _, e := range r.rec.events {
-		if e.Type == faults.Invoke && e.F == faults.FEnqueue {
-			if id, err := task.ParseID(e.Task); err == nil {
-				out = append(out, id)
-			}
+		if !faults.NamesTask(e) || seen[e.Task] {
+			continue
+		}
+		if id, err := task.ParseID(e.Task); err == nil {
+			seen[e.Task] = true
+			out = append(out, id)
 		}
 	}
 	return out

@@ -123,13 +123,18 @@ func opsLine(res *sim.Result) string {
 
 // mixLine summarises what the history shows of the workload's harder
 // parts: dependency edges, enqueues acknowledged by one replica alone,
-// the fenced sink's answers.
+// placed (sent without id) and hinted, the fenced sink's answers.
 func mixLine(res *sim.Result) string {
-	var edges, oneAck, effects, refused int
+	var edges, oneAck, placed, hinted, effects, refused int
 	for _, e := range res.History.Events {
 		switch {
 		case e.Type == faults.Invoke && e.F == faults.FEnqueue:
 			edges += len(e.Deps)
+			if e.Placed {
+				placed++
+			}
+		case e.Type == faults.OK && e.F == faults.FEnqueue && e.Hinted:
+			hinted++
 		case e.Type == faults.OK && e.F == faults.FEnqueue && e.Acks == 1:
 			oneAck++
 		case e.Type == faults.Effect:
@@ -139,7 +144,8 @@ func mixLine(res *sim.Result) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d dependency edges, %d enqueues acknowledged by 1 replica, %d effects (%d fenced off)", edges, oneAck, effects, refused)
+	return fmt.Sprintf("%d dependency edges, %d enqueues acknowledged by 1 replica, %d placed, %d hinted, %d effects (%d fenced off)",
+		edges, oneAck, placed, hinted, effects, refused)
 }
 
 // maxExampleTasks bounds the tasks whose history a failure prints.

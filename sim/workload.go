@@ -123,14 +123,23 @@ func (cl *client) enqueue(ctx context.Context) {
 	for _, d := range deps {
 		inv.Deps = append(inv.Deps, d.String())
 	}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	if cl.rng.Float64() < cl.cfg.PlacedProb && key == "" && len(deps) == 0 {
+		req.Tasks[0].ID, inv.Task, inv.Placed = nil, "", true
+	}
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	req.Hint = cl.rng.Float64() < cl.cfg.HintProb
 	var resp *wire.EnqueueResponse
 	typ := cl.do(ctx, inv,
 		func(ctx context.Context, s wire.Service) (err error) { resp, err = s.Enqueue(ctx, req); return err },
 		func(e *faults.Event) {
 			if len(resp.Results) == 1 {
-				e.Acks = resp.Results[0].Acks
+				e.Acks, e.Hinted = resp.Results[0].Acks, resp.Results[0].Hinted
 				if resp.Results[0].Duplicate {
 					e.Holder = resp.Results[0].ID.String()
+				}
+				if inv.Placed {
+					e.Task = resp.Results[0].ID.String()
 				}
 			}
 		})
@@ -212,12 +221,11 @@ func (cl *client) claimAndWork(ctx context.Context, work bool) bool {
 				return
 			}
 			v = &resp.Tasks[0]
-			e.Task, e.Claim, e.Attempts = v.ID.String(), v.Claim, v.Attempts
-			for _, cv := range v.Claims {
-				if v.Claim != nil && cv.Claim == *v.Claim {
-					e.Epoch, e.End = cv.Epoch, cv.End
-				}
+			if v.Claim == nil {
+				e.Task, e.Attempts = v.ID.String(), v.Attempts // the checkers flag it
+				return
 			}
+			faults.FillClaim(e, v)
 		})
 	if typ != faults.OK || v == nil || v.Claim == nil {
 		return false

@@ -16,6 +16,7 @@
 //	0x14 part dep dependent            reverse dependency edge (empty value)
 //	0x15 part                          promised epoch (u64)
 //	0x16 part id                       tombstone of a collected task: deletion time (Unix ms, u64)
+//	0x17 id                            hinted enqueue awaiting its handover (CBOR; hints.go)
 //	0x20 ...                           metadata raft log (raftlog.go)
 //
 // Values that are structs are a format-version byte followed by CBOR; a

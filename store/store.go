@@ -27,6 +27,7 @@ const (
 	kindEdge    byte = 0x14
 	kindPromise byte = 0x15
 	kindTomb    byte = 0x16
+	kindHint    byte = 0x17
 	kindRaft    byte = 0x20
 )
 

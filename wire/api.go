@@ -38,6 +38,8 @@ const (
 	// tasks.
 	OpGroup       Op = 31
 	OpGroupCancel Op = 32
+	// OpHints lists the hinted enqueues the node that answers holds.
+	OpHints Op = 33
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -63,7 +65,7 @@ var opNames = map[Op]string{
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
 	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set",
 	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
-	OpGroup: "group", OpGroupCancel: "group-cancel", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -120,6 +122,11 @@ type EnqueueTask struct {
 type EnqueueRequest struct {
 	Tasks []EnqueueTask `cbor:"1,keyasint" json:"tasks"`
 	W     int           `cbor:"2,keyasint,omitempty" json:"w,omitempty"`
+	// Hint: a task whose cohort the node cannot write (W replicas do not
+	// answer within its hint wait) is kept on the node, synced, and
+	// handed to its cohort once it can be: the answer says "hinted"
+	// (EnqueueResult.Hinted). A task with a key or deps is never hinted.
+	Hint bool `cbor:"3,keyasint,omitempty" json:"hint,omitempty"`
 }
 
 // EnqueueResult is the outcome for one task, in request order.
@@ -129,6 +136,10 @@ type EnqueueResult struct {
 	// Duplicate: the task's key was taken, and ID is the task that holds
 	// it (no task was created; Acks replicas hold that one).
 	Duplicate bool `cbor:"3,keyasint,omitempty" json:"duplicate,omitempty"`
+	// Hinted: the task's cohort could not be written; the node that
+	// answered holds the task durably (a hint) and hands it to the
+	// cohort once it can. Acks is 0: some replicas may hold it already.
+	Hinted bool `cbor:"4,keyasint,omitempty" json:"hinted,omitempty"`
 }
 
 // EnqueueResponse answers EnqueueRequest.
@@ -396,6 +407,34 @@ type GroupCancelRequest struct {
 	Group  string `cbor:"1,keyasint" json:"group"`
 	Reason string `cbor:"2,keyasint,omitempty" json:"reason,omitempty"`
 	Fanned
+}
+
+// HintsRequest asks a node for the hinted enqueues it holds (its own:
+// each node holds those it acknowledged), the first Limit of them in id
+// order (0: hintsDefaultLimit).
+type HintsRequest struct {
+	Limit int `cbor:"1,keyasint,omitempty" json:"limit,omitempty"`
+}
+
+// HintsResponse is a node's hinted enqueues: how many it holds, how many
+// it handed over since it started, when the oldest was hinted (Unix ms;
+// 0: none), and the first ones.
+type HintsResponse struct {
+	Node     uint64     `cbor:"1,keyasint" json:"node"`
+	Pending  int64      `cbor:"2,keyasint" json:"pending"`
+	Handed   int64      `cbor:"3,keyasint" json:"handed"`
+	OldestAt int64      `cbor:"4,keyasint,omitempty" json:"oldest_at,omitempty"`
+	Hints    []HintView `cbor:"5,keyasint" json:"hints"`
+}
+
+// HintView is one hinted enqueue: its task, queue and partition, when it
+// was hinted and the w its enqueue asked.
+type HintView struct {
+	ID        task.ID `cbor:"1,keyasint" json:"id"`
+	Queue     string  `cbor:"2,keyasint" json:"queue"`
+	Partition uint16  `cbor:"3,keyasint" json:"partition"`
+	At        int64   `cbor:"4,keyasint" json:"at"`
+	W         int     `cbor:"5,keyasint,omitempty" json:"w,omitempty"`
 }
 
 // TaskView is a task as clients see it.
@@ -733,11 +772,19 @@ type PromiseResponse struct {
 }
 
 // ReplicateItem is a batch of records of one partition at its leader's
-// epoch.
+// epoch, or (Direct) an enqueue's new tasks from its coordinator.
 type ReplicateItem struct {
 	Part    uint16        `cbor:"1,keyasint"`
 	Epoch   uint64        `cbor:"2,keyasint"`
 	Records []task.Record `cbor:"3,keyasint"`
+	// Direct: the records are new tasks of an enqueue, each a spec alone
+	// (no state, updates, edges or tombstone), written by the enqueue's
+	// coordinator to every replica of the cohort, leader or not (DESIGN.md,
+	// Operations: enqueue is the AP half). Epoch is 0 and not checked: a
+	// spec is a grow-only fact, and the epoch rules guard the claim path.
+	// A replica takes them as its leader's Enqueue would (an id held with
+	// other content refuses the whole item, task.ErrConflict).
+	Direct bool `cbor:"4,keyasint,omitempty"`
 }
 
 // ReplicateRequest carries many items; the response says, per item, what

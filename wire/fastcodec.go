@@ -48,7 +48,11 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 		if it.Records == nil {
 			return b, false
 		}
-		b = append(b, cborMajorMap|3, 1)
+		if it.Direct {
+			b = append(b, cborMajorMap|4, 1)
+		} else {
+			b = append(b, cborMajorMap|3, 1)
+		}
 		b = task.AppendCBORHead(b, cborMajorUint, uint64(it.Part))
 		b = append(b, 2)
 		b = task.AppendCBORHead(b, cborMajorUint, it.Epoch)
@@ -59,6 +63,9 @@ func (m *ReplicateRequest) appendCBOR(b []byte) ([]byte, bool) {
 			if b, ok = it.Records[j].AppendCBOR(b); !ok {
 				return b, false
 			}
+		}
+		if it.Direct {
+			b = append(b, 4, cborTrue)
 		}
 	}
 	return b, true
@@ -74,7 +81,7 @@ func (m *ReplicateRequest) decodeCBOR(b []byte) bool {
 }
 
 func (it *ReplicateItem) decodeCBOR(r *task.CBORReader) {
-	r.Fields(3, func(k uint64) {
+	r.Fields(4, func(k uint64) {
 		switch k {
 		case 1:
 			it.Part = uint16(r.Uint(math.MaxUint16))
@@ -82,6 +89,8 @@ func (it *ReplicateItem) decodeCBOR(r *task.CBORReader) {
 			it.Epoch = r.Uint64()
 		case 3:
 			it.Records = task.ReadList(r, (*task.Record).DecodeCBOR)
+		case 4:
+			it.Direct = r.Bool()
 		}
 	})
 }
@@ -159,11 +168,7 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 	if m.Tasks == nil {
 		return b, false
 	}
-	if m.W != 0 {
-		b = append(b, cborMajorMap|2, 1)
-	} else {
-		b = append(b, cborMajorMap|1, 1)
-	}
+	b = append(b, cborMajorMap|presentCount(true, m.W != 0, m.Hint), 1)
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Tasks)))
 	for i := range m.Tasks {
 		t := &m.Tasks[i]
@@ -219,15 +224,22 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 	if m.W != 0 {
 		b = task.AppendCBORInt(append(b, 2), int64(m.W))
 	}
+	if m.Hint {
+		b = append(b, 3, cborTrue)
+	}
 	return b, true
 }
 
 func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 	r := &task.CBORReader{B: b}
 	var out EnqueueRequest
-	r.Fields(2, func(k uint64) {
-		if k == 2 {
+	r.Fields(3, func(k uint64) {
+		switch k {
+		case 2:
 			out.W = int(r.Int(math.MinInt, math.MaxInt))
+			return
+		case 3:
+			out.Hint = r.Bool()
 			return
 		}
 		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
@@ -278,11 +290,14 @@ func (m *EnqueueResponse) appendCBOR(b []byte) ([]byte, bool) {
 	b = append(b, cborMajorMap|1, 1)
 	b = task.AppendCBORHead(b, cborMajorArray, uint64(len(m.Results)))
 	for _, res := range m.Results {
-		b = append(b, cborMajorMap|presentCount(true, true, res.Duplicate), 1)
+		b = append(b, cborMajorMap|presentCount(true, true, res.Duplicate, res.Hinted), 1)
 		b = task.AppendCBORID(b, res.ID)
 		b = task.AppendCBORInt(append(b, 2), int64(res.Acks))
 		if res.Duplicate {
 			b = append(b, 3, cborTrue)
+		}
+		if res.Hinted {
+			b = append(b, 4, cborTrue)
 		}
 	}
 	return b, true
@@ -293,7 +308,7 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 	var out EnqueueResponse
 	r.Fields(1, func(uint64) {
 		out.Results = task.ReadList(r, func(res *EnqueueResult, r *task.CBORReader) {
-			r.Fields(3, func(k uint64) {
+			r.Fields(4, func(k uint64) {
 				switch k {
 				case 1:
 					res.ID = r.ID()
@@ -301,6 +316,8 @@ func (m *EnqueueResponse) decodeCBOR(b []byte) bool {
 					res.Acks = int(r.Int(math.MinInt, math.MaxInt))
 				case 3:
 					res.Duplicate = r.Bool()
+				case 4:
+					res.Hinted = r.Bool()
 				}
 			})
 		})

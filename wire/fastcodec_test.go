@@ -88,7 +88,7 @@ func (s replSource) record() task.Record {
 func (s replSource) request() *ReplicateRequest {
 	req := &ReplicateRequest{Items: []ReplicateItem{}}
 	for range 1 + s.rng.IntN(3) {
-		it := ReplicateItem{Part: uint16(s.i64()), Epoch: uint64(s.i64()), Records: []task.Record{}}
+		it := ReplicateItem{Part: uint16(s.i64()), Epoch: uint64(s.i64()), Records: []task.Record{}, Direct: s.rng.IntN(2) == 0}
 		for range 1 + s.rng.IntN(3) {
 			it.Records = append(it.Records, s.record())
 		}
@@ -112,7 +112,7 @@ func (s replSource) replicateResponse() *ReplicateResponse {
 }
 
 func (s replSource) enqueueRequest() *EnqueueRequest {
-	req := &EnqueueRequest{W: int(s.i64())}
+	req := &EnqueueRequest{W: int(s.i64()), Hint: s.rng.IntN(2) == 0}
 	for range 1 + s.rng.IntN(3) {
 		t := EnqueueTask{Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), DelayMs: s.i64(), Group: s.str(),
 			Description: s.str(), MaxAttempts: uint32(s.i64()), FreshID: s.rng.IntN(2) == 0, TimeLimitMs: s.i64(),
@@ -132,7 +132,7 @@ func (s replSource) enqueueRequest() *EnqueueRequest {
 func (s replSource) enqueueResponse() *EnqueueResponse {
 	resp := &EnqueueResponse{}
 	for range 1 + s.rng.IntN(3) {
-		resp.Results = append(resp.Results, EnqueueResult{ID: s.id(), Acks: int(s.i64()), Duplicate: s.rng.IntN(2) == 0})
+		resp.Results = append(resp.Results, EnqueueResult{ID: s.id(), Acks: int(s.i64()), Duplicate: s.rng.IntN(2) == 0, Hinted: s.rng.IntN(2) == 0})
 	}
 	return resp
 }
@@ -307,9 +307,9 @@ func FuzzFastDecode(f *testing.F) {
 // zero would otherwise pass TestFastCodecsMatchLibrary and be dropped).
 func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
-		&ReplicateRequest{}: 1, &ReplicateItem{}: 3, &task.Record{}: 8, &task.Update{}: 3,
+		&ReplicateRequest{}: 1, &ReplicateItem{}: 4, &task.Record{}: 8, &task.Update{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
-		&EnqueueRequest{}: 2, &EnqueueTask{}: 15, &EnqueueResponse{}: 1, &EnqueueResult{}: 3,
+		&EnqueueRequest{}: 3, &EnqueueTask{}: 15, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
 		&TaskView{}: 22, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {

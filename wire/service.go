@@ -46,6 +46,8 @@ type Service interface {
 	// cancels each of its tasks that is not ended.
 	Group(ctx context.Context, req *GroupRequest) (*GroupResponse, error)
 	GroupCancel(ctx context.Context, req *GroupCancelRequest) (*BulkResponse, error)
+	// Hints lists the hinted enqueues the answering node holds.
+	Hints(ctx context.Context, req *HintsRequest) (*HintsResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -133,6 +135,8 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.Group)
 	case OpGroupCancel:
 		return call(ctx, req, svc.GroupCancel)
+	case OpHints:
+		return call(ctx, req, svc.Hints)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -278,6 +282,11 @@ func (cl *Client) Group(ctx context.Context, req *GroupRequest) (*GroupResponse,
 // GroupCancel cancels every task of a group that is not ended.
 func (cl *Client) GroupCancel(ctx context.Context, req *GroupCancelRequest) (*BulkResponse, error) {
 	return invoke[BulkResponse](ctx, cl, OpGroupCancel, req)
+}
+
+// Hints lists the hinted enqueues the node holds.
+func (cl *Client) Hints(ctx context.Context, req *HintsRequest) (*HintsResponse, error) {
+	return invoke[HintsResponse](ctx, cl, OpHints, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

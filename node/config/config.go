@@ -148,6 +148,12 @@ type Config struct {
 	// leader runs rounds with each follower.
 	AAE         antientropy.Config
 	AAEInterval time.Duration
+	// HintWait is how long an enqueue that asked for a hint waits for W
+	// replicas of its cohort before it is hinted instead (kept on the
+	// coordinator and answered "hinted"); HintInterval is how often the
+	// coordinator tries to hand its hints over.
+	HintWait     time.Duration
+	HintInterval time.Duration
 	// Retention is how long a completed task is kept: once it and every
 	// task connected to it by dependency edges completed longer ago, it
 	// is garbage-collected (DESIGN.md, Storage). 0 keeps everything.
@@ -251,6 +257,8 @@ func Default() Config {
 		Drift:              clock.DefaultConfig(),
 		AAE:                antientropy.DefaultConfig(),
 		AAEInterval:        10 * time.Second,
+		HintWait:           2 * time.Second,
+		HintInterval:       time.Second,
 		Retention:          7 * 24 * time.Hour,
 		GCInterval:         time.Minute,
 		GCComponentMax:     100_000,
@@ -322,6 +330,7 @@ func (c *Config) Validate() error {
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
 		"zombie check": c.ZombieCheck, "rejoin interval": c.RejoinInterval, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
 		"gc interval": c.GCInterval, "tombstone horizon": c.TombstoneHorizon,
+		"hint wait": c.HintWait, "hint interval": c.HintInterval,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}

@@ -137,6 +137,15 @@ func (p *Plane) addDependentsHere(ctx context.Context, dep task.ID, dependents [
 	}
 	p.set.add(dep) // before the edges are written: see set
 	done, d, err := p.host.Replica(part).AddDependents(dep, dependents)
+	if errors.Is(err, task.ErrNotFound) {
+		// An enqueue written to the cohort directly may not have reached
+		// this replica yet: look for it there before refusing.
+		if found, rerr := p.host.Replication().ReadMissing(ctx, part, dep); rerr != nil {
+			return false, fmt.Errorf("%w: dep %s not found here; looking for it on the cohort: %v", wire.ErrUnavailable, dep, rerr)
+		} else if found {
+			done, d, err = p.host.Replica(part).AddDependents(dep, dependents)
+		}
+	}
 	if errors.Is(err, partition.ErrCollected) {
 		// Completed and collected: the dependents start with it done, and
 		// no edge is kept for a task that is gone.

@@ -61,6 +61,14 @@ var nodeScalars = []scalar[Source]{
 	newScalar("skuldd_partitions_fenced", promGauge, "Partitions this node leads but grants no claims in: it cannot reach a majority of their cohort.",
 		func(s Source) float64 { return float64(s.Fenced()) }),
 
+	// Hints (node/hints).
+	newScalar("skuldd_hints_pending", promGauge, "Hinted enqueues this node holds for cohorts it could not reach, not yet handed over.",
+		func(s Source) float64 { p, _, _ := s.Hints(); return float64(p) }),
+	newScalar("skuldd_hints_handed_total", promCounter, "Hinted enqueues this node handed to their cohort since it started.",
+		func(s Source) float64 { _, h, _ := s.Hints(); return float64(h) }),
+	newScalar("skuldd_hints_oldest_seconds", promGauge, "Age of the oldest hinted enqueue this node holds (0: none).",
+		func(s Source) float64 { _, _, o := s.Hints(); return o.Seconds() }),
+
 	// Anti-entropy.
 	newScalar("skuldd_aae_rounds_total", promCounter, "Anti-entropy rounds this node ran as a partition leader.",
 		replRead(func(st *replication.Stats) int64 { return st.AAERounds.Load() })),

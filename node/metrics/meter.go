@@ -152,6 +152,10 @@ func (m metered) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
 	return meter(m.m, wire.OpCluster, func() (*wire.ClusterResponse, error) { return m.s.Cluster(ctx) })
 }
 
+func (m metered) Hints(ctx context.Context, req *wire.HintsRequest) (*wire.HintsResponse, error) {
+	return meter(m.m, wire.OpHints, func() (*wire.HintsResponse, error) { return m.s.Hints(ctx, req) })
+}
+
 func (m metered) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
 	return meter(m.m, wire.OpGC, func() (*wire.GCResponse, error) { return m.s.GC(ctx, req) })
 }

@@ -50,6 +50,10 @@ type Source interface {
 	// Clock returns this node's clock against its peers'; nil while the
 	// node does not watch it.
 	Clock() *wire.ClockView
+	// Hints returns the hinted enqueues this node holds for cohorts it
+	// could not reach, those it handed over since start, and the age of
+	// the oldest it holds (0: none).
+	Hints() (pending, handed int64, oldest time.Duration)
 }
 
 // Partition is one partition replica as the families read it

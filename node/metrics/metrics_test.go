@@ -64,6 +64,9 @@ func (s *fakeSource) Store() Store                    { return fakeStore{syncs: 
 func (s *fakeSource) SyncHold() (bool, time.Duration) { return s.hold, s.meanWait }
 func (s *fakeSource) ClaimCacheBytes() int64          { return 2048 }
 func (s *fakeSource) Clock() *wire.ClockView          { return s.clock }
+func (s *fakeSource) Hints() (int64, int64, time.Duration) {
+	return 41, 42, 43 * time.Second
+}
 func (s *fakeSource) Raft() (Raft, bool) {
 	if s.raft == nil {
 		return Raft{}, false
@@ -171,6 +174,9 @@ func TestSourceFamilies(t *testing.T) {
 		{"skuldd_queue_tasks", map[string]string{"queue": "a", "state": "ready"}, gauge, 5},
 		{"skuldd_queue_tasks", map[string]string{"queue": "a", "state": "claimed"}, gauge, 0},
 		{"skuldd_queue_tasks", map[string]string{"queue": "b", "state": "claimed"}, gauge, 1},
+		{"skuldd_hints_pending", nil, gauge, 41},
+		{"skuldd_hints_handed_total", nil, counter, 42},
+		{"skuldd_hints_oldest_seconds", nil, gauge, 43},
 		{"skuldd_aae_rounds_total", nil, counter, 101},
 		{"skuldd_aae_in_sync_total", nil, counter, 102},
 		{"skuldd_aae_records_pulled_total", nil, counter, 103},

@@ -141,6 +141,8 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.RejoinInterval = 200 * time.Millisecond
 	cfg.ClockProbe = 100 * time.Millisecond
 	cfg.AAEInterval = 200 * time.Millisecond
+	cfg.HintWait = 500 * time.Millisecond
+	cfg.HintInterval = 100 * time.Millisecond
 	cfg.ReconcileInterval = 500 * time.Millisecond
 	cfg.Drift.MaxDrift = DefaultSkewBound / 2 // below the skew bound, as Validate wants
 	cfg.LeaveTimeout = time.Second

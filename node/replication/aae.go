@@ -8,6 +8,7 @@ import (
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -81,6 +82,63 @@ func (p *Plane) AAELoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// CatchUp brings into this leader's replica of part what a majority of
+// the cohort holds (this replica is one): anti-entropy rounds with the
+// followers, all at once, until enough of them ended in sync or with
+// their differences repaired. An enqueue written to the cohort directly
+// (ShipNew) is acknowledged by W replicas, which need not include the
+// leader; after CatchUp every task acknowledged by a majority before it
+// began is here. A bulk op that lists the leader's tasks (a group
+// cancel) runs it first, so that none is missed.
+func (p *Plane) CatchUp(ctx context.Context, part uint16) error {
+	to, ep := p.Followers(part)
+	if ep == 0 {
+		return NotLeading(part)
+	}
+	need := ring.Majority(len(to)+1) - 1 // this replica is one
+	if need <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	done := make(chan error, len(to))
+	for _, f := range to {
+		go func() { done <- p.catchUpWith(ctx, part, f, ep) }()
+	}
+	var errs []error
+	for range to {
+		err := <-done
+		if err == nil {
+			if need--; need == 0 {
+				return nil
+			}
+			continue
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("%w: partition %d: caught up with too few of its cohort: %v", wire.ErrUnavailable, part, errors.Join(errs...))
+}
+
+// catchUpWith runs anti-entropy rounds for part with follower f at ep
+// until one ends untruncated.
+func (p *Plane) catchUpWith(ctx context.Context, part uint16, f, ep uint64) error {
+	var from antientropy.Cursor
+	for range aaeMaxRounds {
+		res, err := p.aaeRound(ctx, part, f, from, leaderMode(ep, f))
+		if err != nil {
+			if errors.Is(err, task.ErrEpoch) && p.host.Replica(part).ResignAt(ep) {
+				p.log.Warn("stepping down: anti-entropy met a newer epoch", "partition", part, "epoch", ep, "peer", f, "err", err)
+			}
+			return fmt.Errorf("node %d: %w", f, err)
+		}
+		if !res.Truncated {
+			return nil
+		}
+		from = res.Next
+	}
+	return fmt.Errorf("node %d: %d anti-entropy rounds did not end: far behind", f, aaeMaxRounds)
 }
 
 // aaeMode is what a round does with the differences it finds

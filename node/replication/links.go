@@ -33,7 +33,41 @@ type links struct {
 	ctx   context.Context
 	mu    sync.Mutex
 	queue map[uint64]chan *replItem
-	wg    sync.WaitGroup
+	// down holds the nodes whose last request failed as a whole (not
+	// answered, or not sent), with when (Unix ms): Reachable's view,
+	// cleared by an answer, forgotten after unreachableFor.
+	down map[uint64]int64
+	wg   sync.WaitGroup
+}
+
+// unreachableFor is how long a failed request marks its node
+// unreachable for Reachable, unless an answer clears it first. It covers
+// the seconds before gossip declares a node dead (member.Config's
+// suspicion), after which Alive says so; past it the node is tried again.
+const unreachableFor = 10 * time.Second
+
+// setDown records the outcome of a request to node to.
+func (rp *links) setDown(to uint64, down bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.down == nil {
+		rp.down = map[uint64]int64{}
+	}
+	if down {
+		rp.down[to] = rp.p.now()
+	} else {
+		delete(rp.down, to)
+	}
+}
+
+// Reachable reports whether the last replication request to node id,
+// if any, was answered: a node whose requests fail is not counted on to
+// hold an enqueue's new tasks (see node's placement of id-less tasks).
+func (p *Plane) Reachable(id uint64) bool {
+	p.links.mu.Lock()
+	defer p.links.mu.Unlock()
+	at, ok := p.links.down[id]
+	return !ok || p.now()-at >= unreachableFor.Milliseconds()
 }
 
 // send queues it for follower to; false when the link's queue is full or
@@ -98,6 +132,7 @@ func (rp *links) sender(to uint64, q chan *replItem) {
 func (rp *links) deliver(to uint64, batch []*replItem) {
 	fail := func(err error) {
 		rp.p.stats.Failed.Add(1)
+		rp.setDown(to, true)
 		for _, it := range batch {
 			it.done <- replAck{it.idx, err}
 		}
@@ -131,6 +166,7 @@ func (rp *links) deliver(to uint64, batch []*replItem) {
 		fail(fmt.Errorf("%w: node %d answered %d results for %d items", wire.ErrUnavailable, to, len(resp.Results), len(batch)))
 		return
 	}
+	rp.setDown(to, false)
 	for i, it := range batch {
 		it.done <- replAck{it.idx, resultErr(resp.Results[i])}
 	}

@@ -99,6 +99,48 @@ func (p *Plane) ReadReplicas(ctx context.Context, part uint16, id task.ID, follo
 	return local, nil
 }
 
+// ReadMissing looks for task id, which this leader's replica of part
+// lacks, on the other members of the cohort, and takes its spec from the
+// first that holds it (adoptSpec): an enqueue written to the cohort by
+// its coordinator (ShipNew) can be acknowledged by W replicas before the
+// leader's own copy arrives, or without it. It reports whether this
+// replica holds the task now; a leader answers "not found" only after
+// asking, so an acknowledged enqueue is never refused as unknown.
+func (p *Plane) ReadMissing(ctx context.Context, part uint16, id task.ID) (bool, error) {
+	to, ep := p.Followers(part)
+	if ep == 0 {
+		return false, NotLeading(part)
+	}
+	if len(to) == 0 {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	type answer struct {
+		node uint64
+		rec  *task.Record
+	}
+	answers := make(chan answer, len(to))
+	for _, f := range to {
+		go func() {
+			rec, err := p.fetchRecord(ctx, f, part, id)
+			if err != nil {
+				rec = nil
+			}
+			answers <- answer{f, rec}
+		}()
+	}
+	for range to {
+		a := <-answers
+		if a.rec == nil || a.rec.Spec == nil {
+			continue
+		}
+		local, err := p.adoptSpec(part, ep, id, map[uint64]*task.Record{a.node: a.rec})
+		return local != nil, err
+	}
+	return false, nil
+}
+
 // localRecord reads task id's whole record from this replica (nil: it
 // does not hold it; a Record with Tomb set: it holds its tombstone).
 func (p *Plane) localRecord(part uint16, id task.ID) (*task.Record, error) {

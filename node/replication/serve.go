@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skuldd/skuldd/partition"
@@ -28,6 +29,16 @@ func (p *Plane) serveReplicate(peer uint64, req *wire.ReplicateRequest) (*wire.R
 		res := &resp.Results[i]
 		if int(it.Part) >= p.cfg.Partitions {
 			res.Code, res.Err = wire.CodeInvalid, fmt.Sprintf("partition %d out of range", it.Part)
+			continue
+		}
+		if it.Direct {
+			d, err := p.serveDirect(it)
+			if err != nil {
+				we := wire.ToError(err)
+				res.Code, res.Err = we.Code, we.Msg
+				continue
+			}
+			durables = append(durables, d)
 			continue
 		}
 		recs := make([]task.Record, len(it.Records))
@@ -69,6 +80,17 @@ func (p *Plane) serveReplicate(peer uint64, req *wire.ReplicateRequest) (*wire.R
 	p.stats.MergeNanos.Add(int64(merged.Sub(began)))
 	p.stats.SyncNanos.Add(int64(time.Since(merged)))
 	return resp, nil
+}
+
+// serveDirect takes an enqueue's new tasks from their coordinator
+// (wire.ReplicateItem.Direct). Only a member of the partition's cohort,
+// as this node's registry has it, takes them: an acknowledgment from
+// another node would count toward W for a copy no leader reads.
+func (p *Plane) serveDirect(it wire.ReplicateItem) (partition.Durable, error) {
+	if !slices.Contains(p.host.Cohort(int(it.Part)), p.cfg.Self) {
+		return nil, fmt.Errorf("%w: partition %d: this node is not in its cohort", wire.ErrUnavailable, it.Part)
+	}
+	return p.host.Replica(it.Part).EnqueueDirect(it.Records, p.now())
 }
 
 // serveExport streams a partition's records from req.From, a page at a

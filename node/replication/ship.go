@@ -84,6 +84,10 @@ type Shipment struct {
 	// notLeading: this node did not lead the partition when shipping, so
 	// Finish fails.
 	notLeading bool
+	// direct: an enqueue's new tasks sent by their coordinator (ShipNew),
+	// not a leader's write: no epoch is at stake. held says whether this
+	// node writes them too, and so counts as one replica.
+	direct, held bool
 }
 
 // Ship starts replicating recs of part; whole rebuilds them whole (spec,
@@ -109,6 +113,36 @@ func (p *Plane) Ship(part uint16, w int, recs []task.Record, whole func() ([]tas
 	return s
 }
 
+// ShipNew starts writing an enqueue's new tasks of part (recs: specs
+// alone, of tasks without key or deps) to every member of the cohort but
+// this node, as their coordinator (wire.ReplicateItem.Direct): no leader
+// is needed, so an enqueue does not wait for a failover. held says that
+// this node is a member and writes them itself (partition.EnqueueDirect),
+// so its durable write counts as one of the w replicas Finish waits for.
+// The leader learns of the tasks from its own copy of this write, or, if
+// that copy is lost, from anti-entropy or a read on a miss (ReadMissing).
+func (p *Plane) ShipNew(part uint16, w int, recs []task.Record) *Shipment {
+	s := &Shipment{p: p, part: part, w: w, direct: true}
+	for _, id := range p.host.Cohort(int(part)) {
+		if id == p.cfg.Self {
+			s.held = true
+		} else {
+			s.to = append(s.to, id)
+		}
+	}
+	s.acks = make(chan replAck, len(s.to))
+	for i, f := range s.to {
+		if !p.links.send(f, &replItem{item: wire.ReplicateItem{Part: part, Records: recs, Direct: true}, done: s.acks, idx: i}) {
+			s.acks <- replAck{i, fmt.Errorf("%w: replication queue to node %d is full", wire.ErrUnavailable, f)}
+		}
+	}
+	return s
+}
+
+// Held reports whether this node is a member of the cohort a ShipNew
+// wrote to, which must then write the tasks itself.
+func (s *Shipment) Held() bool { return s.held }
+
 // Finish waits for the local write (local) and the followers, and
 // returns the number of replicas that hold the write durably, as soon as
 // w do. It fails when fewer than w can; a follower that refuses for a
@@ -124,7 +158,10 @@ func (s *Shipment) Finish(ctx context.Context, local partition.Durable) (int, er
 		return 0, NotLeading(s.part)
 	}
 	acks := 1
-	if len(s.to) == 0 || acks >= s.w {
+	if s.direct && !s.held {
+		acks = 0
+	}
+	if acks >= s.w {
 		return acks, nil
 	}
 	var errs []error
@@ -159,7 +196,7 @@ func (s *Shipment) Finish(ctx context.Context, local partition.Durable) (int, er
 	if acks >= s.w {
 		return acks, nil
 	}
-	if stale && s.p.host.Replica(s.part).Epoch() == s.ep {
+	if stale && !s.direct && s.p.host.Replica(s.part).Epoch() == s.ep {
 		s.p.log.Warn("partition leadership lost: a follower promised a newer epoch", "partition", s.part, "epoch", s.ep)
 		s.p.host.Replica(s.part).Resign()
 	}

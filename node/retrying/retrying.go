@@ -214,6 +214,11 @@ func (s Service) Cluster(ctx context.Context) (*wire.ClusterResponse, error) {
 	return s.h.Cluster(ctx)
 }
 
+// Hints is the node's own: nothing to retry elsewhere.
+func (s Service) Hints(ctx context.Context, req *wire.HintsRequest) (*wire.HintsResponse, error) {
+	return s.h.Hints(ctx, req)
+}
+
 func (s Service) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
 	return retry(ctx, s, func() (*wire.GCResponse, error) { return s.h.GC(ctx, req) })
 }

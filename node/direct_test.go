@@ -1,0 +1,224 @@
+package node_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skuldd/skuldd/node"
+	"github.com/skuldd/skuldd/node/nodetest"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// idsIn returns n random ids of partition part.
+func idsIn(part uint16, n int) []task.ID {
+	var out []task.ID
+	for len(out) < n {
+		var id task.ID
+		_, _ = rand.Read(id[:])
+		if ring.PartitionOf(id[:], nodetest.DefaultPartitions) == part {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// TestEnqueueWithoutLeader: an enqueue needs no partition leader. Node
+// F leads a partition; node G cannot reach F (a one-way cut: F stays the
+// leader in everyone's view, so no failover happens), and no leader runs
+// anti-entropy on its own. An enqueue through G of tasks of F's partition
+// is written by G to G and H and acknowledged by both; F lacks the tasks.
+// Asked through H to record a dependent of one, to cancel another and to
+// cancel the third's group, F looks for them on the cohort and does all
+// three; the first is then claimable. Before direct writes the enqueue
+// went through F and failed.
+func TestEnqueueWithoutLeader(t *testing.T) {
+	c := nodetest.NewCluster(t, 3, func(cfg *node.Config) {
+		cfg.AAEInterval = time.Hour
+		cfg.TombstoneHorizon = 30 * 24 * time.Hour
+	})
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	f := c.ALeader(t, all)
+	g, h := (f+1)%3, (f+2)%3
+	part := uint16(c.LeadersSettled(t, 0)[all[f]][0])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+
+	c.Faults(g).Cut(c.Addr(f))
+	ids := idsIn(part, 3)
+	ectx, ecancel := context.WithTimeout(ctx, clusterWait/2)
+	r, err := c.Client(g).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{
+		{ID: &ids[0], Queue: "direct"}, {ID: &ids[1], Queue: "direct"}, {ID: &ids[2], Queue: "direct", Group: "grp"},
+	}})
+	ecancel()
+	if err != nil {
+		t.Fatalf("enqueue through a node that cannot reach the partition's leader: %v", err)
+	}
+	for i, res := range r.Results {
+		if res.ID != ids[i] || res.Acks != 2 {
+			t.Fatalf("result %d: %+v; want %s with 2 acks", i, res, ids[i])
+		}
+	}
+	if v, err := c.View(h); err != nil || v.Partitions[part].Leader != all[f] {
+		t.Fatalf("partition %d changed hands (%v): the test needs F to lead it", part, err)
+	}
+	for _, id := range ids {
+		if _, err := c.Client(f).Get(ctx, &wire.GetRequest{ID: id, R: 1}); !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("F's own replica: %v; want the task not found there yet", err)
+		}
+	}
+
+	// F lacks the tasks and finds them on the cohort: a dependent of one
+	// is recorded there, and the other is cancelled.
+	if _, err := c.Client(h).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "after", Deps: []task.ID{ids[1]}}}}); err != nil {
+		t.Fatalf("enqueue of a dependent of a task F lacks: %v", err)
+	}
+	if _, err := c.Client(h).Cancel(ctx, &wire.CancelRequest{ID: ids[0], Reason: "test"}); err != nil {
+		t.Fatalf("cancel of a task F lacks: %v", err)
+	}
+	if v, err := c.Client(h).Get(ctx, &wire.GetRequest{ID: ids[0]}); err != nil || v.Cancelled == nil {
+		t.Fatalf("cancelled task: %+v, %v", v, err)
+	}
+	// A group cancel lists F's tasks of the group: F catches up with the
+	// cohort first (found by the simulation: the task stayed open).
+	if r, err := c.Client(h).GroupCancel(ctx, &wire.GroupCancelRequest{Group: "grp"}); err != nil || r.Done != 1 {
+		t.Fatalf("group cancel: %+v, %v; want 1 task cancelled", r, err)
+	}
+
+	// F found the dependent's dep: it is claimable.
+	cl, err := c.Client(h).Claim(ctx, &wire.ClaimRequest{Queue: "direct", TTLMs: 60_000, Count: 3})
+	if err != nil || len(cl.Tasks) != 1 || cl.Tasks[0].ID != ids[1] {
+		t.Fatalf("claim: %+v, %v; want %s alone", cl, err, ids[1])
+	}
+}
+
+// TestIDlessEnqueuePlacement: an enqueue without id or key goes to a
+// partition whose cohort it can reach. Five nodes, cohorts of three; two
+// are cut off, so the partitions with both in their cohort cannot take
+// a majority write (and cannot fail over). Once node D's gossip holds
+// them dead, every id-less enqueue through D succeeds, in partitions it
+// can reach; drawn anywhere, about three in ten would fail.
+func TestIDlessEnqueuePlacement(t *testing.T) {
+	c := nodetest.NewCluster(t, 5)
+	all := c.IDs(0, 1, 2, 3, 4)
+	c.Placed(t, 0, all, 3)
+	const d = 2
+	c.Isolate(3)
+	c.Isolate(4)
+	nodetest.WaitFor(t, clusterWait, func() error {
+		v, err := c.View(d)
+		if err != nil {
+			return err
+		}
+		for _, m := range v.Members {
+			if (m.ID == all[3] || m.ID == all[4]) && m.State == "alive" {
+				return fmt.Errorf("node %d still alive in D's view", m.ID)
+			}
+		}
+		return nil
+	})
+	v, err := c.View(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unplaceable := 0
+	for _, p := range v.Partitions {
+		if slices.Contains(p.Cohort, all[3]) && slices.Contains(p.Cohort, all[4]) {
+			unplaceable++
+		}
+	}
+	if unplaceable == 0 {
+		t.Fatal("no partition has both cut-off nodes in its cohort: the test shows nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	for i := range 100 {
+		ectx, ecancel := context.WithTimeout(ctx, clusterWait/4)
+		r, err := c.Client(d).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "placed"}}})
+		ecancel()
+		if err != nil {
+			t.Fatalf("id-less enqueue %d with %d of %d partitions out of reach: %v", i, unplaceable, len(v.Partitions), err)
+		}
+		part := ring.PartitionOf(r.Results[0].ID[:], len(v.Partitions))
+		if co := v.Partitions[part].Cohort; slices.Contains(co, all[3]) && slices.Contains(co, all[4]) {
+			t.Fatalf("task %s placed in partition %d, cohort %v, out of reach", r.Results[0].ID, part, co)
+		}
+	}
+}
+
+// TestHintedEnqueue: an enqueue that asks for a hint through a node cut
+// off from its peers is kept there and answered "hinted"; the hint
+// survives a crash of that node, and once it is back among its peers it
+// hands the task to its cohort, where it is claimed once.
+func TestHintedEnqueue(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	const cut = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
+	defer cancel()
+	c.Isolate(cut)
+	r, err := c.Client(cut).Enqueue(ctx, &wire.EnqueueRequest{Hint: true, Tasks: []wire.EnqueueTask{{Queue: "hinted", Data: []byte("h")}}})
+	if err != nil || len(r.Results) != 1 || !r.Results[0].Hinted || r.Results[0].Acks != 0 {
+		t.Fatalf("hinted enqueue through a cut-off node: %+v, %v; want hinted, 0 acks", r, err)
+	}
+	id := r.Results[0].ID
+	if st := c.Node(cut).HintStats(); st.Pending != 1 {
+		t.Fatalf("hints pending %+v; want 1", st)
+	}
+	// Without a hint, the same enqueue is in doubt; so is one with a key
+	// (never hinted: its leader checks the key).
+	for _, req := range []*wire.EnqueueRequest{
+		{Tasks: []wire.EnqueueTask{{Queue: "unhinted"}}},
+		{Hint: true, Tasks: []wire.EnqueueTask{{Queue: "unhinted", Key: "k"}}},
+	} {
+		ectx, ecancel := context.WithTimeout(ctx, clusterWait/4)
+		_, err := c.Client(cut).Enqueue(ectx, req)
+		ecancel()
+		if !errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("enqueue %+v through a cut-off node: %v; want unavailable", req, err)
+		}
+	}
+	if st := c.Node(cut).HintStats(); st.Pending != 1 {
+		t.Fatalf("hints pending %+v; want still 1", st)
+	}
+	c.Kill(cut)
+	c.Heal()
+	if _, err := c.Client(0).Get(ctx, &wire.GetRequest{ID: id}); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("the hinted task before its handover: %v; want not found on the others", err)
+	}
+	c.Restart(cut)
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if st := c.Node(cut).HintStats(); st.Pending != 0 || st.Handed != 1 {
+			return fmt.Errorf("hints %+v; want handed over", st)
+		}
+		return nil
+	})
+	var got []task.ID
+	nodetest.WaitFor(t, clusterWait, func() error {
+		cl, err := c.Client(0).Claim(ctx, &wire.ClaimRequest{Queue: "hinted", TTLMs: 60_000, Count: 2})
+		if err != nil {
+			return err
+		}
+		for _, v := range cl.Tasks {
+			got = append(got, v.ID)
+		}
+		if len(got) == 0 {
+			return fmt.Errorf("nothing claimed yet")
+		}
+		return nil
+	})
+	if len(got) != 1 || got[0] != id {
+		t.Fatalf("claimed %v; want %s once", got, id)
+	}
+	if cl, err := c.Client(1).Claim(ctx, &wire.ClaimRequest{Queue: "hinted", TTLMs: 60_000, Count: 2}); err != nil || len(cl.Tasks) != 0 {
+		t.Fatalf("a second claim: %+v, %v; want none", cl, err)
+	}
+}

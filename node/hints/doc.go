@@ -1,0 +1,13 @@
+// Package hints owns a node's hinted enqueues (DESIGN.md, Operations:
+// placement and hints): a task whose cohort the node could not write when
+// its enqueue asked for a hint is kept in the node's store, synced before
+// the enqueue is answered "hinted", and handed to W replicas of its
+// cohort once they can be reached, by the same direct write an enqueue
+// uses (replication.Plane.ShipNew); only then is the hint deleted. A
+// handover repeated after a crash is idempotent: the replicas take a
+// task they hold as a repeat. Only tasks without key or deps are hinted
+// (their checks need the partition's leader).
+//
+// hints imports node/replication, partition, store, clock, task and
+// wire; it must not reach into the node.
+package hints

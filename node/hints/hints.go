@@ -1,0 +1,240 @@
+package hints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/ring"
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Config is what the plane needs of the node's configuration.
+type Config struct {
+	Self       uint64
+	Partitions int
+	// Interval is how often the plane tries to hand its hints over.
+	Interval time.Duration
+	Clock    clock.Clock
+	Log      *slog.Logger
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.Partitions <= 0:
+		return fmt.Errorf("hints: %d partitions", c.Partitions)
+	case c.Interval <= 0:
+		return fmt.Errorf("hints: interval %v must be positive", c.Interval)
+	case c.Clock == nil || c.Log == nil:
+		return errors.New("hints: clock and logger are required")
+	}
+	return nil
+}
+
+// Host is what the plane sees of the node that runs it.
+type Host interface {
+	Store() *store.Store
+	Replica(part uint16) *partition.Replica
+	Replication() *replication.Plane
+	// Placeable reports whether enough of part's cohort is reachable to
+	// take a write of w (the node's placement view).
+	Placeable(part uint16, w int) bool
+}
+
+// handOverBatch bounds the hints one handover write carries.
+const handOverBatch = 256
+
+// Plane is one node's hints.
+type Plane struct {
+	cfg  Config
+	host Host
+	// mu orders Add's stores and counts with a handover's scan and
+	// deletes, so that pending counts what the store holds.
+	mu      sync.Mutex
+	pending atomic.Int64
+	handed  atomic.Int64
+	// oldest is the At of the oldest pending hint (0: none), as of the
+	// last Add or handover.
+	oldest atomic.Int64
+}
+
+// New returns the plane, counting the hints the store holds.
+func New(cfg Config, host Host) (*Plane, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Plane{cfg: cfg, host: host}
+	n, oldest := int64(0), int64(0)
+	if err := host.Store().Hints(func(h store.Hint) bool {
+		n++
+		if oldest == 0 || h.At < oldest {
+			oldest = h.At
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	p.pending.Store(n)
+	p.oldest.Store(oldest)
+	return p, nil
+}
+
+// Add durably stores hints for specs, enqueued with w: synced when it
+// returns, so the enqueue may be answered "hinted".
+func (p *Plane) Add(specs []*task.Spec, w int) error {
+	now := clock.UnixMilli(p.cfg.Clock)
+	hs := make([]store.Hint, len(specs))
+	for i, sp := range specs {
+		if len(sp.Deps) > 0 || sp.Key != "" {
+			return fmt.Errorf("%w: task %s has deps or a key: it cannot be hinted", task.ErrInvalid, sp.ID)
+		}
+		hs[i] = store.Hint{Spec: sp, W: w, At: now}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.host.Store().PutHints(hs); err != nil {
+		return err
+	}
+	p.pending.Add(int64(len(hs)))
+	p.oldest.CompareAndSwap(0, now)
+	p.cfg.Log.Info("enqueue hinted: its cohort is out of reach", "tasks", len(hs), "first", hs[0].Spec.ID)
+	return nil
+}
+
+// Loop hands hints over every Interval until ctx ends.
+func (p *Plane) Loop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p.pending.Load() == 0 {
+			continue
+		}
+		if err := p.HandOver(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Log.Debug("handing hints over", "err", err)
+		}
+	}
+}
+
+// HandOver hands every hint whose cohort can be reached to it, a
+// partition at a time, and deletes those W replicas acknowledged.
+func (p *Plane) HandOver(ctx context.Context) error {
+	type group struct {
+		part uint16
+		w    int
+	}
+	byPart := map[group][]store.Hint{}
+	var order []group
+	oldest, total := int64(0), int64(0)
+	p.mu.Lock()
+	err := p.host.Store().Hints(func(h store.Hint) bool {
+		total++
+		g := group{ring.PartitionOf(h.Spec.ID[:], p.cfg.Partitions), h.W}
+		if _, ok := byPart[g]; !ok {
+			order = append(order, g)
+		}
+		byPart[g] = append(byPart[g], h)
+		if oldest == 0 || h.At < oldest {
+			oldest = h.At
+		}
+		return true
+	})
+	if err == nil {
+		p.pending.Store(total)
+		p.oldest.Store(oldest)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range order {
+		hs := byPart[g]
+		if !p.host.Placeable(g.part, g.w) {
+			continue
+		}
+		for len(hs) > 0 {
+			n := min(len(hs), handOverBatch)
+			if err := p.handOver(ctx, g.part, g.w, hs[:n]); err != nil {
+				errs = append(errs, fmt.Errorf("partition %d: %w", g.part, err))
+				break
+			}
+			hs = hs[n:]
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// handOver writes hs, hints of part enqueued with w, to the cohort and
+// deletes them once W replicas hold them.
+func (p *Plane) handOver(ctx context.Context, part uint16, w int, hs []store.Hint) error {
+	recs := make([]task.Record, len(hs))
+	ids := make([]task.ID, len(hs))
+	for i, h := range hs {
+		recs[i] = task.Record{ID: h.Spec.ID, Spec: h.Spec}
+		ids[i] = h.Spec.ID
+	}
+	repl := p.host.Replication()
+	s := repl.ShipNew(part, repl.NeedAcks(part, w), recs)
+	var local partition.Durable
+	if s.Held() {
+		var err error
+		if local, err = p.host.Replica(part).EnqueueDirect(slices.Clone(recs), clock.UnixMilli(p.cfg.Clock)); err != nil {
+			return fmt.Errorf("%w: this replica: %v", wire.ErrUnavailable, err)
+		}
+	}
+	if _, err := s.Finish(ctx, local); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.host.Store().DeleteHints(ids); err != nil {
+		return err
+	}
+	p.pending.Add(-int64(len(ids)))
+	p.handed.Add(int64(len(ids)))
+	p.cfg.Log.Info("hints handed over", "partition", part, "tasks", len(ids))
+	return nil
+}
+
+// Stats are the plane's figures: hints pending, handed over since
+// start, and the age of the oldest pending one.
+type Stats struct {
+	Pending, Handed int64
+	OldestAt        int64 // Unix ms; 0: none pending
+}
+
+// Stats returns the plane's figures.
+func (p *Plane) Stats() Stats {
+	st := Stats{Pending: p.pending.Load(), Handed: p.handed.Load(), OldestAt: p.oldest.Load()}
+	if st.Pending == 0 {
+		st.OldestAt = 0
+	}
+	return st
+}
+
+// List returns up to limit pending hints, in id order, as their task
+// views would show them.
+func (p *Plane) List(limit int) ([]store.Hint, error) {
+	var out []store.Hint
+	err := p.host.Store().Hints(func(h store.Hint) bool {
+		out = append(out, h)
+		return len(out) < limit
+	})
+	return out, err
+}
