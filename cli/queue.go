@@ -37,6 +37,7 @@ func ctlQueueCommand() *ucli.Command {
 					&ucli.DurationFlag{Name: "visibility", Usage: "workers' default: how long one claim's whole batch may run"},
 					&ucli.UintFlag{Name: "batch", Usage: "workers' default: the most tasks one claim asks for"},
 					&ucli.DurationFlag{Name: "long-poll", Usage: "workers' default: how long a claim waits once the queue was found empty"},
+					&ucli.BoolFlag{Name: "hint", Usage: "hint every enqueue of the queue whose replicas cannot be reached, as enqueue --hint does (--hint=false: only those that ask)"},
 				},
 				Action: ctlActionArgs(1, ctlQueueSet),
 			},
@@ -116,9 +117,13 @@ func ctlQueueSet(e *ctlEnv) error {
 		n := uint32(v)
 		req.Batch = &n
 	}
+	if c.IsSet("hint") {
+		v := c.Bool("hint")
+		req.Hint = &v
+	}
 	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.RetentionMs == nil &&
-		req.TimeLimitMs == nil && req.VisibilityMs == nil && req.LongPollMs == nil && req.Batch == nil {
-		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff, --retention, --time-limit, --visibility, --batch, --long-poll")
+		req.TimeLimitMs == nil && req.VisibilityMs == nil && req.LongPollMs == nil && req.Batch == nil && req.Hint == nil {
+		return usagef("queue set: give at least one of --max-attempts, --default-ttl, --backoff, --retention, --time-limit, --visibility, --batch, --long-poll, --hint")
 	}
 	resp, err := e.cl.QueueSet(e.ctx, req)
 	if err != nil {

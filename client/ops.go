@@ -99,8 +99,9 @@ type EnqueueOptions struct {
 	W int
 	// Hint: a task whose cohort the node cannot write is kept on the node
 	// (synced) and answered Hinted, instead of failing; the node hands it
-	// to the cohort once it can. Tasks with a Key or Deps are never
-	// hinted (their leader checks them).
+	// to the cohort once it can. Tasks with Deps are never hinted; a
+	// keyed one whose key another task took meanwhile is retired at its
+	// handover (cancelled, naming that task).
 	Hint bool
 }
 

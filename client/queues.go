@@ -36,6 +36,9 @@ type QueueChange struct {
 	Visibility *time.Duration
 	Batch      *uint32
 	LongPoll   *time.Duration
+	// Hint hints every enqueue of the queue whose replicas cannot be
+	// reached, as EnqueueOptions.Hint does.
+	Hint *bool
 }
 
 // QueueSettings reads queue's settings from a node.
@@ -59,7 +62,7 @@ func (c *Client) SetQueue(ctx context.Context, queue string, ch QueueChange) (*Q
 	}
 	req := &wire.QueueSetRequest{Queue: queue, MaxAttempts: ch.MaxAttempts, DefaultTTLMs: ms(ch.DefaultTTL),
 		BackoffBaseMs: ms(ch.BackoffBase), BackoffMaxMs: ms(ch.BackoffMax), RetentionMs: ms(ch.Retention), Paused: ch.Paused,
-		TimeLimitMs: ms(ch.TimeLimit), VisibilityMs: ms(ch.Visibility), Batch: ch.Batch, LongPollMs: ms(ch.LongPoll)}
+		TimeLimitMs: ms(ch.TimeLimit), VisibilityMs: ms(ch.Visibility), Batch: ch.Batch, LongPollMs: ms(ch.LongPoll), Hint: ch.Hint}
 	var resp *wire.QueueSettings
 	err := c.do(ctx, "queue-set", func(ctx context.Context, cl *wire.Client) (err error) {
 		resp, err = cl.QueueSet(ctx, req)

@@ -21,7 +21,7 @@ const (
 
 func checkKeys(h *history) *Check {
 	c := newCheck("unique keys",
-		"a keyed enqueue acknowledged as new was not invoked after another of its key was acknowledged as new by a majority, unless a cancel of that one was sent first; an enqueue acknowledged as a duplicate names a task enqueued with its key",
+		"a keyed enqueue acknowledged as new was not invoked after another of its key was acknowledged as new by a majority, unless a cancel of that one was sent first (a hinted one: its task was not claimed before such a cancel); an enqueue acknowledged as a duplicate names a task enqueued with its key",
 		kindKeyTakenTwice, kindHolderOtherKey)
 	type keyOf struct{ queue, key string }
 	created := map[keyOf][]*op{} // ok keyed enqueues that created their task
@@ -52,12 +52,24 @@ func checkKeys(h *history) *Check {
 		ops := created[k]
 		slices.SortFunc(ops, func(a, b *op) int { return cmp.Compare(a.out.Index, b.out.Index) })
 		for i, b := range ops {
+			// A hinted enqueue (b.out.Hinted) could not check the key: its
+			// task is handed to the key's leader later, which retires it
+			// if the key is held then. It took the key twice only if its
+			// task was claimed while the other held the key.
+			takenBy := b.out.Index
+			if b.out.Hinted {
+				g := slices.IndexFunc(h.tasks[b.task].grants, func(g *op) bool { return g.ok() })
+				if g < 0 {
+					continue
+				}
+				takenBy = h.tasks[b.task].grants[g].out.Index
+			}
 			for _, a := range ops[:i] {
 				if a.task == b.task || a.out.Acks < need || a.out.Index > b.inv.Index {
 					continue // the same task (a retry), one a stale leader held alone, or concurrent
 				}
 				if freed := slices.ContainsFunc(h.tasks[a.task].cancels, func(x *op) bool {
-					return x.mayHaveApplied() && x.inv.Index < b.out.Index
+					return x.mayHaveApplied() && x.inv.Index < takenBy
 				}); freed {
 					continue
 				}

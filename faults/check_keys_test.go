@@ -21,6 +21,18 @@ func TestUniqueKeys(t *testing.T) {
 			b.keyed(taskH, 300, 310, OK, 2, "")
 			b.workedAfter(taskH, 400)
 		}},
+		{name: "a hinted enqueue of a held key, its task never claimed (retired at the handover)", check: check, kind: kindKeyTakenTwice, inject: func(b *builder) {
+			b.keyed(taskG, 30, 40, OK, 2, "")
+			b.workedAfter(taskG, 50)
+			b.op(FEnqueue, 300, 310, OK, Event{Task: taskH, Value: "payload-" + taskH, Queue: "q", Key: "order-1"}, Event{Hinted: true})
+			b.view(taskH, finalCancelled).Cancelled = &wire.CancelView{At: nodeEpochMs + 400, Reason: wire.RetiredKeyReason + b.views[taskG].ID.String()}
+		}},
+		{name: "a hinted enqueue of a held key, its task claimed", check: check, kind: kindKeyTakenTwice, want: 1, inject: func(b *builder) {
+			b.keyed(taskG, 30, 40, OK, 2, "")
+			b.workedAfter(taskG, 50)
+			b.op(FEnqueue, 300, 310, OK, Event{Task: taskH, Value: "payload-" + taskH, Queue: "q", Key: "order-1"}, Event{Hinted: true})
+			b.workedAfter(taskH, 400)
+		}},
 		{name: "... after a cancel of the holder was sent: freed", check: check, kind: kindKeyTakenTwice, inject: func(b *builder) {
 			b.keyed(taskG, 30, 40, OK, 2, "")
 			b.op(FCancel, 50, 60, OK, Event{Task: taskG, Value: "why-G"}, Event{})

@@ -67,6 +67,10 @@ func (h hintsHost) Store() *store.Store                    { return h.n.store }
 func (h hintsHost) Replication() *replication.Plane        { return h.n.repl }
 func (h hintsHost) Placeable(part uint16, w int) bool      { return h.n.placeable(part, w) }
 
+func (h hintsHost) HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) error {
+	return h.n.handOverKeyed(ctx, w, specs)
+}
+
 // depsHost is what the dependency plane sees of the node.
 type depsHost struct{ n *Node }
 
@@ -111,7 +115,7 @@ func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (cont
 	}
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
-		t.FreshID = false // a node's word, never a client's
+		t.FreshID, t.Hinted = false, false // a node's word, never a client's
 		if t.ID == nil {
 			id := h.newID(t, req.W)
 			t.ID, t.FreshID = &id, true

@@ -284,6 +284,10 @@ func (n *Node) otherLeaderIDs() []uint64 {
 	return ids
 }
 
+// routeHint is enqueueRouted's route of tasks whose leader this node
+// cannot reach, to be hinted here.
+const routeHint = "!hint"
+
 // enqueueRouted splits an enqueue by partition leader: the tasks of
 // partitions led here, and those written without a leader, are written
 // here, the others forwarded, and the results put back in request order. Every task gets its id first, so a
@@ -305,7 +309,10 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		if !directTask(t.Key, t.Deps) {
 			var err error
 			if addr, err = n.routeTo(ctx, n.partOf(*t.ID)); err != nil {
-				return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+				if !req.Hint || len(t.Deps) > 0 || !hintable(err) {
+					return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
+				}
+				addr = routeHint
 			}
 		}
 		plan[i] = coord.EnqueueTask{ID: *t.ID, Deps: t.Deps, Route: addr}
@@ -317,19 +324,33 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(req.Tasks))}
 	send := func(addr string, idx []int) error {
 		sub := &wire.EnqueueRequest{W: req.W, Tasks: make([]wire.EnqueueTask, len(idx))}
+		noDeps := true
 		for k, i := range idx {
 			sub.Tasks[k] = req.Tasks[i]
+			noDeps = noDeps && len(req.Tasks[i].Deps) == 0
 		}
 		var r *wire.EnqueueResponse
 		var err error
-		if addr == "" {
-			// Here: the tasks written without a leader (hinted if asked
-			// for), and those of partitions this node leads.
+		switch addr {
+		case "", routeHint:
+			// Here: the tasks written without a leader, those of
+			// partitions this node leads (hinted if asked for), and
+			// those whose leader it cannot reach (it does not lead
+			// their partition, so its write fails at once and hints
+			// them).
 			sub.Hint = req.Hint
 			r, err = n.enqueueLocal(ctx, sub)
-		} else {
+		default:
+			// The leader writes; this node hints if it cannot reach it
+			// (the copy it forwards asks for no hint).
 			r = new(wire.EnqueueResponse)
-			err = n.forwardCall(ctx, addr, wire.OpEnqueue, sub, r)
+			fctx, cancel := n.hintWait(ctx, req.Hint && noDeps)
+			err = n.forwardCall(fctx, addr, wire.OpEnqueue, sub, r)
+			cancel()
+			if err != nil && req.Hint && noDeps && hintable(err) {
+				sub.Hint = true
+				r, err = n.enqueueLocal(ctx, sub)
+			}
 		}
 		if err != nil {
 			return err

@@ -271,6 +271,7 @@ func (n *Node) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task.
 				task.ErrInvalid, *et.ID, n.keyPart(et.Queue, et.Key))
 		}
 		sp.ID, nt.CheckExisting = *et.ID, !(et.FreshID && trustFresh)
+		nt.Hinted = et.Hinted && trustFresh && et.Key != "" // a node's word, never a client's
 	} else {
 		sp.ID = n.newID(et, w)
 	}
@@ -344,7 +345,7 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		if r.direct {
 			a, err = n.writeNew(ctx, r.part, ts, now, w, hint)
 		} else {
-			a, err = n.writeAtLeader(ctx, r.part, ts, now, w)
+			a, err = n.writeAtLeader(ctx, r.part, ts, now, w, hint)
 		}
 		if errors.Is(err, errHinted) {
 			note(ts, true)
@@ -390,17 +391,21 @@ func hintable(err error) bool {
 	return errors.Is(err, wire.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// hint keeps ts, tasks without key or deps, as hints (node/hints),
-// enqueued with w, and returns errHinted once they are durable.
-//
-// Tasks with a key or deps are never hinted: their leader checks the key
-// and records the deps' state, and a keyed task handed over after its key
-// was taken would be a second task of the key that a worker might claim
-// before the leader retires one (the fault suite found exactly that).
+// hint keeps ts, tasks without deps, as hints (node/hints), enqueued
+// with w, and returns errHinted once they are durable. A task with deps,
+// or one whose key this leader found held (partition.NewTask.DupOf), is
+// never hinted (its first state records which deps were done, its
+// leader's write): err, the write's failure, then stands. A keyed hint is
+// handed to the key's leader, which retires it if the key was taken
+// meanwhile (wire.EnqueueTask.Hinted).
 func (n *Node) hint(ts []partition.NewTask, w int, err error) error {
 	specs := make([]*task.Spec, len(ts))
 	for i := range ts {
-		if !directTask(ts[i].Spec.Key, ts[i].Spec.Deps) {
+		if len(ts[i].Spec.Deps) > 0 || !ts[i].DupOf.IsZero() {
+			// A duplicate's answer names its key's holder, which this
+			// leader could not ship to W replicas: in doubt, not hinted
+			// (found by the simulation, seed 87: an answer both hinted
+			// and duplicate, whose task the handover then created).
 			return err
 		}
 		specs[i] = ts[i].Spec
@@ -421,8 +426,19 @@ func (n *Node) hintWait(ctx context.Context, hint bool) (context.Context, contex
 }
 
 // hinted reports whether req's tasks are hinted when their cohort cannot
-// be written (wire.EnqueueRequest.Hint).
-func (n *Node) hinted(req *wire.EnqueueRequest) bool { return req.Hint }
+// be written: the request asks for it (wire.EnqueueRequest.Hint), or the
+// queue of each of its tasks does (its "hint" setting).
+func (n *Node) hinted(req *wire.EnqueueRequest) bool {
+	if req.Hint {
+		return true
+	}
+	for i := range req.Tasks {
+		if !n.queues.Of(req.Tasks[i].Queue).Hint {
+			return false
+		}
+	}
+	return len(req.Tasks) > 0
+}
 
 // directTask reports whether a task with this key and these deps is
 // written to its cohort by the enqueue's coordinator (see writeTasks).
@@ -475,7 +491,18 @@ func (n *Node) writeNew(ctx context.Context, part uint16, ts []partition.NewTask
 // writeAtLeader writes new tasks of part, which this node leads, on its
 // replica and ships them to the followers: tasks with a key or deps (see
 // writeTasks). Enqueue sets DupOf on each whose key another task holds.
-func (n *Node) writeAtLeader(ctx context.Context, p uint16, ts []partition.NewTask, now int64, w int) (int, error) {
+func (n *Node) writeAtLeader(ctx context.Context, p uint16, ts []partition.NewTask, now int64, w int, hint bool) (int, error) {
+	wctx, cancel := n.hintWait(ctx, hint)
+	defer cancel()
+	acks, err := n.writeAtLeaderOnce(wctx, p, ts, now, w)
+	if err != nil && hint && hintable(err) {
+		return 0, n.hint(ts, w, err)
+	}
+	return acks, err
+}
+
+// writeAtLeaderOnce is writeAtLeader without hints.
+func (n *Node) writeAtLeaderOnce(ctx context.Context, p uint16, ts []partition.NewTask, now int64, w int) (int, error) {
 	need := n.repl.NeedAcks(p, w)
 	var s *replication.Shipment
 	to, ep := n.repl.Followers(p)
@@ -542,4 +569,36 @@ func (n *Node) shipRecords(part uint16, ts []partition.NewTask, recs []task.Reco
 		return nil, fmt.Errorf("enqueue: the tasks holding the keys: %w", err)
 	}
 	return append(out, held...), nil
+}
+
+// handOverKeyed hands hinted keyed tasks (node/hints) to their key's
+// leader, as an enqueue marked Hinted (this node's word): the leader
+// checks the key under the lock that orders its writes and retires a
+// task whose key was taken meanwhile (partition.NewTask.Hinted). It
+// returns nil once W replicas hold every task.
+func (n *Node) handOverKeyed(ctx context.Context, w int, specs []*task.Spec) error {
+	now := n.now()
+	req := &wire.EnqueueRequest{W: w, Tasks: make([]wire.EnqueueTask, len(specs))}
+	for i, sp := range specs {
+		id := sp.ID
+		req.Tasks[i] = wire.EnqueueTask{
+			ID: &id, Queue: sp.Queue, Priority: sp.Priority, Data: sp.Data, Group: sp.Group, Description: sp.Description,
+			MaxAttempts: sp.MaxAttempts, TimeLimitMs: sp.TimeLimit, Kind: sp.Kind, Subtopic: sp.Subtopic,
+			Key: sp.Key, UniqueForMs: sp.UniqueFor, DelayMs: max(sp.NotBefore-now, 0), Hinted: true,
+		}
+	}
+	ctx = withFresh(ctx) // the Hinted flags are this node's
+	resp, handled, err := n.enqueueRouted(ctx, req)
+	if !handled {
+		resp, err = n.enqueueLocal(ctx, req)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Results {
+		if r.Hinted {
+			return fmt.Errorf("%w: task %s: its leader could not take it", wire.ErrUnavailable, r.ID)
+		}
+	}
+	return nil
 }

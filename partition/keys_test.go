@@ -208,3 +208,48 @@ func TestRepeatOfARetiredKey(t *testing.T) {
 		})
 	}
 }
+
+// TestHintedKeyRetiredAtWrite: a hinted keyed task handed over after its
+// key was taken is written, so the enqueue acknowledged as hinted has its
+// task, but retired at once, naming the holder: never claimable, and the
+// key stays the holder's. Without a holder it is an ordinary new task.
+func TestHintedKeyRetiredAtWrite(t *testing.T) {
+	s := newStore(t)
+	l := leader(t, s)
+	holder, hinted, free := spec(task.MakeID(t0, 1, 2), "q", 0, 3), spec(task.MakeID(t0, 1, 1), "q", 0, 3), spec(task.MakeID(t0, 1, 3), "q", 0, 3)
+	holder.Key, hinted.Key, free.Key = "k", "k", "other"
+	if err := l.Enqueue([]partition.NewTask{{Spec: holder}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	nts := []partition.NewTask{{Spec: hinted, Hinted: true}, {Spec: free, Hinted: true}}
+	if err := l.Enqueue(nts, t0+1); err != nil {
+		t.Fatal(err)
+	}
+	if !nts[0].DupOf.IsZero() || !nts[1].DupOf.IsZero() {
+		t.Fatalf("hinted tasks answered duplicates: %v %v", nts[0].DupOf, nts[1].DupOf)
+	}
+	c := nts[0].State.Completion
+	if c == nil || !c.Cancelled || c.Reason != task.RetiredKeyReason+holder.ID.String() || nts[0].State.Stamp != 1 {
+		t.Fatalf("hinted task's first state %+v; want retired naming %s, stamped 1", nts[0].State, holder.ID)
+	}
+	if !nts[1].State.IsZero() {
+		t.Fatalf("hinted task of a free key: state %+v; want none", nts[1].State)
+	}
+	st, _, err := s.State(0, hinted.ID)
+	if err != nil || st.Completion == nil || !st.Completion.Cancelled {
+		t.Fatalf("stored state of the retired task: %+v, %v", st, err)
+	}
+	for range 3 {
+		g := claim(t, l, "q", t0+2)
+		if g != nil && g.Spec.ID == hinted.ID {
+			t.Fatal("the retired hinted task was claimed")
+		}
+	}
+	if rs, err := l.DuplicateKeys(t0 + 3); err != nil || len(rs) != 0 {
+		t.Fatalf("duplicate keys after the retire: %+v, %v; want none", rs, err)
+	}
+	checkTree(t, "after hinted keyed tasks", l, s)
+	if err := l.CheckCounts(); err != nil {
+		t.Fatal(err)
+	}
+}

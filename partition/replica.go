@@ -437,6 +437,12 @@ type NewTask struct {
 	// DupOf is set by Enqueue when the task's key is held by another
 	// task (keys.go): that task's id; nothing was written for this one.
 	DupOf task.ID
+	// Hinted: a hinted enqueue of a keyed task, handed over by the node
+	// that acknowledged it (wire.EnqueueTask.Hinted). If another task
+	// holds its key it is written anyway, retired at once: its State
+	// is then cancelled with task.RetiredKeyReason and that task's id,
+	// which the caller ships as it ships any first state.
+	Hinted bool
 }
 
 // Enqueue durably writes new tasks and indexes them. A task whose id exists with the same content is
@@ -501,17 +507,25 @@ func (r *Replica) EnqueueApply(tasks []NewTask, now int64) (Durable, error) {
 			if !held {
 				holder, held = stagedKeys[keyOf(nt.Spec)]
 			}
-			if held {
+			if held && nt.Hinted {
+				// Written, so that the hinted enqueue's task exists,
+				// but never claimable: the key stays its holder's.
+				nt.State.Completion = &task.Completion{Claim: nt.State.NextClaim(), At: now, Cancelled: true,
+					Reason: task.RetiredKeyReason + holder.String()}
+			} else if held {
 				tasks[i].DupOf = holder
 				continue
 			}
-			if stagedKeys == nil {
-				stagedKeys = map[string]task.ID{}
+			if !held {
+				if stagedKeys == nil {
+					stagedKeys = map[string]task.ID{}
+				}
+				stagedKeys[keyOf(nt.Spec)] = nt.Spec.ID
 			}
-			stagedKeys[keyOf(nt.Spec)] = nt.Spec.ID
 		}
 		if !nt.State.IsZero() {
 			nt.State.Stamp = r.epoch // a leader's write (see mutateApply)
+			tasks[i].State = nt.State
 		}
 		if err := r.putNewLocked(b, nt, &delta); err != nil {
 			r.mu.Unlock()
@@ -602,7 +616,7 @@ func (r *Replica) putNewLocked(b *store.Batch, nt NewTask, delta *treeDelta) err
 	}
 	r.ids.add(nt.Spec.ID)
 	delta.add(nt.Spec.ID, specDigest(nt.Spec))
-	if len(nt.State.DepsDone) > 0 {
+	if !nt.State.IsZero() {
 		if err := b.PutState(r.cfg.Part, nt.Spec.ID, &nt.State); err != nil {
 			return err
 		}

@@ -44,6 +44,9 @@ type QueueSettings struct {
 	VisibilityMs int64
 	Batch        uint32
 	LongPollMs   int64
+	// Hint: the queue's enqueues are hinted when their cohort cannot be
+	// reached, as if each asked for it (wire.EnqueueRequest.Hint).
+	Hint bool
 }
 
 // IsZero reports whether s holds no setting (the queue has none).
@@ -75,6 +78,7 @@ type QueueChange struct {
 	VisibilityMs                *int64
 	Batch                       *uint32
 	LongPollMs                  *int64
+	Hint                        *bool
 }
 
 func (c QueueChange) validate() error {
@@ -107,6 +111,9 @@ func (c QueueChange) apply(s QueueSettings) QueueSettings {
 		s.Batch = *c.Batch
 	}
 	set(&s.LongPollMs, c.LongPollMs)
+	if c.Hint != nil {
+		s.Hint = *c.Hint
+	}
 	return s
 }
 
@@ -184,6 +191,7 @@ type queueChangeRecord struct {
 	VisibilityMs  *int64  `cbor:"9,keyasint,omitempty"`
 	Batch         *uint32 `cbor:"10,keyasint,omitempty"`
 	LongPollMs    *int64  `cbor:"11,keyasint,omitempty"`
+	Hint          *bool   `cbor:"12,keyasint,omitempty"`
 }
 
 func toQueueRecord(c QueueChange) *queueChangeRecord {
@@ -204,6 +212,7 @@ type queueRecord struct {
 	VisibilityMs  int64  `cbor:"9,keyasint,omitempty"`
 	Batch         uint32 `cbor:"10,keyasint,omitempty"`
 	LongPollMs    int64  `cbor:"11,keyasint,omitempty"`
+	Hint          bool   `cbor:"12,keyasint,omitempty"`
 }
 
 // queueRecords returns qs sorted by name, so equal states encode to
@@ -214,7 +223,7 @@ func queueRecords(qs map[string]QueueSettings) []queueRecord {
 		s := qs[name]
 		out = append(out, queueRecord{Queue: name, MaxAttempts: s.MaxAttempts, DefaultTTLMs: s.DefaultTTLMs,
 			BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused,
-			TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs})
+			TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs, Hint: s.Hint})
 	}
 	return out
 }
@@ -222,5 +231,5 @@ func queueRecords(qs map[string]QueueSettings) []queueRecord {
 func (r queueRecord) settings() QueueSettings {
 	return QueueSettings{MaxAttempts: r.MaxAttempts, DefaultTTLMs: r.DefaultTTLMs, BackoffBaseMs: r.BackoffBaseMs,
 		BackoffMaxMs: r.BackoffMaxMs, RetentionMs: r.RetentionMs, Paused: r.Paused,
-		TimeLimitMs: r.TimeLimitMs, VisibilityMs: r.VisibilityMs, Batch: r.Batch, LongPollMs: r.LongPollMs}
+		TimeLimitMs: r.TimeLimitMs, VisibilityMs: r.VisibilityMs, Batch: r.Batch, LongPollMs: r.LongPollMs, Hint: r.Hint}
 }

@@ -106,6 +106,10 @@ func (s *State) Complete(idx uint32, seq, next uint64, now int64) (done bool, er
 	return true, nil
 }
 
+// RetiredKeyReason begins the cancel reason of a task its leader retired
+// because another task holds its unique key; the holder's id follows.
+const RetiredKeyReason = "duplicate key, held by task "
+
 // Cancel ends the task as cancelled at now, superseding its live claim if
 // it has one. Repeating a cancel is a no-op (done=false, nil), whatever
 // its reason: the first one stands. A completed task cannot be cancelled

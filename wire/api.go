@@ -115,6 +115,13 @@ type EnqueueTask struct {
 	// key's partition (task.KeyPartition).
 	Key         string `cbor:"14,keyasint,omitempty" json:"key,omitempty"`
 	UniqueForMs int64  `cbor:"15,keyasint,omitempty" json:"unique_for_ms,omitempty"`
+	// Hinted is set between nodes only, as FreshID: a hinted enqueue of a
+	// keyed task that its coordinator hands over to the key's leader. The
+	// leader writes it even if another task holds the key, then retired
+	// at once (cancelled with RetiredKeyReason): it was acknowledged
+	// ("hinted") while its cohort was out of reach, so it must exist, and
+	// the task that already held the key keeps it.
+	Hinted bool `cbor:"16,keyasint,omitempty" json:"-"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
@@ -125,7 +132,8 @@ type EnqueueRequest struct {
 	// Hint: a task whose cohort the node cannot write (W replicas do not
 	// answer within its hint wait) is kept on the node, synced, and
 	// handed to its cohort once it can be: the answer says "hinted"
-	// (EnqueueResult.Hinted). A task with a key or deps is never hinted.
+	// (EnqueueResult.Hinted). A task with deps is never hinted; a keyed
+	// one is retired at its handover if its key was taken meanwhile.
 	Hint bool `cbor:"3,keyasint,omitempty" json:"hint,omitempty"`
 }
 
@@ -468,8 +476,9 @@ type TaskView struct {
 
 // RetiredKeyReason begins the cancel reason of a task its leader retired
 // because another task holds its unique key (two leaders each took the
-// key); the id of that task follows.
-const RetiredKeyReason = "duplicate key, held by task "
+// key, or a hint was handed over after the key was taken); the id of that
+// task follows.
+const RetiredKeyReason = task.RetiredKeyReason
 
 // CancelView is a task's cancel: when, and the reason given.
 type CancelView struct {
@@ -940,6 +949,9 @@ type QueueSetRequest struct {
 	VisibilityMs *int64  `cbor:"9,keyasint,omitempty" json:"visibility_ms,omitempty"`
 	Batch        *uint32 `cbor:"10,keyasint,omitempty" json:"batch,omitempty"`
 	LongPollMs   *int64  `cbor:"11,keyasint,omitempty" json:"long_poll_ms,omitempty"`
+	// Hint: the queue's enqueues are hinted when their cohort cannot be
+	// reached, as if each asked for it (EnqueueRequest.Hint).
+	Hint *bool `cbor:"12,keyasint,omitempty" json:"hint,omitempty"`
 }
 
 // QueueSettings is a queue's settings as every node applies them; a 0
@@ -956,4 +968,5 @@ type QueueSettings struct {
 	VisibilityMs  int64  `cbor:"9,keyasint,omitempty" json:"visibility_ms"`
 	Batch         uint32 `cbor:"10,keyasint,omitempty" json:"batch"`
 	LongPollMs    int64  `cbor:"11,keyasint,omitempty" json:"long_poll_ms"`
+	Hint          bool   `cbor:"12,keyasint,omitempty" json:"hint"`
 }

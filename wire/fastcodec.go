@@ -174,7 +174,7 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		t := &m.Tasks[i]
 		n := presentCount(true, t.ID != nil, t.Priority != 0, len(t.Data) > 0, len(t.Deps) > 0, t.DelayMs != 0,
 			t.Group != "", t.Description != "", t.MaxAttempts != 0, t.FreshID, t.TimeLimitMs != 0,
-			t.Kind != "", t.Subtopic != "", t.Key != "", t.UniqueForMs != 0)
+			t.Kind != "", t.Subtopic != "", t.Key != "", t.UniqueForMs != 0, t.Hinted)
 		b = append(b, cborMajorMap|n)
 		if t.ID != nil {
 			b = task.AppendCBORID(append(b, 1), *t.ID)
@@ -220,6 +220,9 @@ func (m *EnqueueRequest) appendCBOR(b []byte) ([]byte, bool) {
 		if t.UniqueForMs != 0 {
 			b = task.AppendCBORInt(append(b, 15), t.UniqueForMs)
 		}
+		if t.Hinted {
+			b = append(b, 16, cborTrue)
+		}
 	}
 	if m.W != 0 {
 		b = task.AppendCBORInt(append(b, 2), int64(m.W))
@@ -243,7 +246,7 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 			return
 		}
 		out.Tasks = task.ReadList(r, func(t *EnqueueTask, r *task.CBORReader) {
-			r.Fields(15, func(k uint64) {
+			r.Fields(16, func(k uint64) {
 				switch k {
 				case 1:
 					id := r.ID()
@@ -276,6 +279,8 @@ func (m *EnqueueRequest) decodeCBOR(b []byte) bool {
 					t.Key = r.Text()
 				case 15:
 					t.UniqueForMs = r.Int64()
+				case 16:
+					t.Hinted = r.Bool()
 				}
 			})
 		})

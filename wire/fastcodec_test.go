@@ -116,7 +116,7 @@ func (s replSource) enqueueRequest() *EnqueueRequest {
 	for range 1 + s.rng.IntN(3) {
 		t := EnqueueTask{Queue: s.str(), Priority: int32(s.i64()), Deps: s.ids(), DelayMs: s.i64(), Group: s.str(),
 			Description: s.str(), MaxAttempts: uint32(s.i64()), FreshID: s.rng.IntN(2) == 0, TimeLimitMs: s.i64(),
-			Kind: s.str(), Subtopic: s.str(), Key: s.str(), UniqueForMs: s.i64()}
+			Kind: s.str(), Subtopic: s.str(), Key: s.str(), UniqueForMs: s.i64(), Hinted: s.rng.IntN(2) == 0}
 		if s.rng.IntN(2) == 0 {
 			id := s.id()
 			t.ID = &id
@@ -309,7 +309,7 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
 		&ReplicateRequest{}: 1, &ReplicateItem{}: 4, &task.Record{}: 8, &task.Update{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
-		&EnqueueRequest{}: 3, &EnqueueTask{}: 15, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
+		&EnqueueRequest{}: 3, &EnqueueTask{}: 16, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
 		&TaskView{}: 22, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {

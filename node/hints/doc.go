@@ -5,8 +5,9 @@
 // cohort once they can be reached, by the same direct write an enqueue
 // uses (replication.Plane.ShipNew); only then is the hint deleted. A
 // handover repeated after a crash is idempotent: the replicas take a
-// task they hold as a repeat. Only tasks without key or deps are hinted
-// (their checks need the partition's leader).
+// task they hold as a repeat. A keyed hint goes to the key's leader,
+// which writes it retired if another task took the key meanwhile
+// (partition.NewTask.Hinted); tasks with deps are never hinted.
 //
 // hints imports node/replication, partition, store, clock, task and
 // wire; it must not reach into the node.

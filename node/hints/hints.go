@@ -50,6 +50,10 @@ type Host interface {
 	// Placeable reports whether enough of part's cohort is reachable to
 	// take a write of w (the node's placement view).
 	Placeable(part uint16, w int) bool
+	// HandOverKeyed hands keyed hints to their key's leader, which
+	// checks the key (and retires a task whose key was taken meanwhile);
+	// nil once W replicas hold every one.
+	HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) error
 }
 
 // handOverBatch bounds the hints one handover write carries.
@@ -96,8 +100,8 @@ func (p *Plane) Add(specs []*task.Spec, w int) error {
 	now := clock.UnixMilli(p.cfg.Clock)
 	hs := make([]store.Hint, len(specs))
 	for i, sp := range specs {
-		if len(sp.Deps) > 0 || sp.Key != "" {
-			return fmt.Errorf("%w: task %s has deps or a key: it cannot be hinted", task.ErrInvalid, sp.ID)
+		if len(sp.Deps) > 0 {
+			return fmt.Errorf("%w: task %s has deps: it cannot be hinted", task.ErrInvalid, sp.ID)
 		}
 		hs[i] = store.Hint{Spec: sp, W: w, At: now}
 	}
@@ -181,25 +185,29 @@ func (p *Plane) HandOver(ctx context.Context) error {
 }
 
 // handOver writes hs, hints of part enqueued with w, to the cohort and
-// deletes them once W replicas hold them.
+// deletes them once W replicas hold them: keyed ones through the key's
+// leader, the others directly.
 func (p *Plane) handOver(ctx context.Context, part uint16, w int, hs []store.Hint) error {
-	recs := make([]task.Record, len(hs))
+	var recs []task.Record
+	var keyed []*task.Spec
 	ids := make([]task.ID, len(hs))
 	for i, h := range hs {
-		recs[i] = task.Record{ID: h.Spec.ID, Spec: h.Spec}
+		if h.Spec.Key != "" {
+			keyed = append(keyed, h.Spec)
+		} else {
+			recs = append(recs, task.Record{ID: h.Spec.ID, Spec: h.Spec})
+		}
 		ids[i] = h.Spec.ID
 	}
-	repl := p.host.Replication()
-	s := repl.ShipNew(part, repl.NeedAcks(part, w), recs)
-	var local partition.Durable
-	if s.Held() {
-		var err error
-		if local, err = p.host.Replica(part).EnqueueDirect(slices.Clone(recs), clock.UnixMilli(p.cfg.Clock)); err != nil {
-			return fmt.Errorf("%w: this replica: %v", wire.ErrUnavailable, err)
+	if len(keyed) > 0 {
+		if err := p.host.HandOverKeyed(ctx, w, keyed); err != nil {
+			return err
 		}
 	}
-	if _, err := s.Finish(ctx, local); err != nil {
-		return err
+	if len(recs) > 0 {
+		if err := p.writeDirect(ctx, part, w, recs); err != nil {
+			return err
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -210,6 +218,22 @@ func (p *Plane) handOver(ctx context.Context, part uint16, w int, hs []store.Hin
 	p.handed.Add(int64(len(ids)))
 	p.cfg.Log.Info("hints handed over", "partition", part, "tasks", len(ids))
 	return nil
+}
+
+// writeDirect writes recs, specs of hinted tasks of part without key,
+// to its cohort (replication.Plane.ShipNew) and waits for W of it.
+func (p *Plane) writeDirect(ctx context.Context, part uint16, w int, recs []task.Record) error {
+	repl := p.host.Replication()
+	s := repl.ShipNew(part, repl.NeedAcks(part, w), recs)
+	var local partition.Durable
+	if s.Held() {
+		var err error
+		if local, err = p.host.Replica(part).EnqueueDirect(slices.Clone(recs), clock.UnixMilli(p.cfg.Clock)); err != nil {
+			return fmt.Errorf("%w: this replica: %v", wire.ErrUnavailable, err)
+		}
+	}
+	_, err := s.Finish(ctx, local)
+	return err
 }
 
 // Stats are the plane's figures: hints pending, handed over since

@@ -117,6 +117,7 @@ func (s *Settings) Set(ctx context.Context, req *wire.QueueSetRequest) (*wire.Qu
 		Queue: req.Queue, MaxAttempts: req.MaxAttempts, DefaultTTLMs: req.DefaultTTLMs,
 		BackoffBaseMs: req.BackoffBaseMs, BackoffMaxMs: req.BackoffMaxMs, RetentionMs: req.RetentionMs, Paused: req.Paused,
 		TimeLimitMs: req.TimeLimitMs, VisibilityMs: req.VisibilityMs, Batch: req.Batch, LongPollMs: req.LongPollMs,
+		Hint: req.Hint,
 	})
 	switch {
 	case err == nil:
@@ -135,7 +136,7 @@ func (s *Settings) check(req *wire.QueueSetRequest) error {
 	}
 	if req.MaxAttempts == nil && req.DefaultTTLMs == nil && req.BackoffBaseMs == nil && req.BackoffMaxMs == nil &&
 		req.RetentionMs == nil && req.Paused == nil && req.TimeLimitMs == nil && req.VisibilityMs == nil &&
-		req.Batch == nil && req.LongPollMs == nil {
+		req.Batch == nil && req.LongPollMs == nil && req.Hint == nil {
 		return fmt.Errorf("%w: queue %s: no setting to change", task.ErrInvalid, req.Queue)
 	}
 	if v := req.RetentionMs; v != nil && *v < 0 {
@@ -169,5 +170,5 @@ func (s *Settings) check(req *wire.QueueSetRequest) error {
 func view(queue string, s raftgroup.QueueSettings) *wire.QueueSettings {
 	return &wire.QueueSettings{Queue: queue, MaxAttempts: s.MaxAttempts, DefaultTTLMs: s.DefaultTTLMs,
 		BackoffBaseMs: s.BackoffBaseMs, BackoffMaxMs: s.BackoffMaxMs, RetentionMs: s.RetentionMs, Paused: s.Paused,
-		TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs}
+		TimeLimitMs: s.TimeLimitMs, VisibilityMs: s.VisibilityMs, Batch: s.Batch, LongPollMs: s.LongPollMs, Hint: s.Hint}
 }
