@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/coord":   {"wire", "task"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
@@ -42,12 +42,15 @@ var allowedInternal = map[string][]string{
 	// The node's Prometheus registry and exposition: it reads the node
 	// through its Source, the replication plane's Stats among them.
 	"node/metrics": {"node/replication", "wire", "task"},
+	// The periodic-task plane: the schedules in the metadata group, the
+	// client API's enqueue.
+	"node/schedules": {"raftgroup", "internal/cron", "wire", "task", "clock"},
 	// The Go client: the wire protocol and task ids, nothing of the node.
 	"client":             {"wire", "task"},
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
-	"raftgroup":          {"store", "internal/invariant", "internal/cbormode"},
+	"raftgroup":          {"store", "internal/invariant", "internal/cbormode", "internal/cron"},
 	"antientropy":        {},
 	"store":              {"task", "clock", "internal/cbormode"},
 	"wire":               {"task", "clock", "internal/cbormode"},
@@ -58,7 +61,9 @@ var allowedInternal = map[string][]string{
 	"internal/invariant": {},
 	// skuldd's CBOR encoding and decoders, configured once.
 	"internal/cbormode": {},
-	"node/nodetest":     nil, // test harness: may import anything
+	// Cron expressions of periodic tasks: a leaf.
+	"internal/cron": {},
+	"node/nodetest": nil, // test harness: may import anything
 	// The tests' shared helpers (waiting, logging): stdlib only. Only
 	// _test.go files and node/nodetest import it, which the lists above
 	// enforce by not naming it.

@@ -181,6 +181,7 @@ func ctlCommand() *ucli.Command {
 			},
 			ctlWorkCommand(),
 			ctlQueueCommand(),
+			ctlScheduleCommand(),
 			ctlGroupCommand(),
 			{
 				Name:   "token",
@@ -275,18 +276,11 @@ func ctlEnqueue(e *ctlEnv) error {
 		return usagef("--max-attempts %d out of range", ma)
 	}
 	t.MaxAttempts = uint32(ma)
-	switch {
-	case c.IsSet("data") && c.IsSet("data-file"):
-		return usagef("give --data or --data-file, not both")
-	case c.IsSet("data"):
-		t.Data = []byte(c.String("data"))
-	case c.IsSet("data-file"):
-		data, err := readDataFile(c.String("data-file"))
-		if err != nil {
-			return err
-		}
-		t.Data = data
+	data, err := payloadOf(c)
+	if err != nil {
+		return err
 	}
+	t.Data = data
 	for _, s := range c.StringSlice("dep") {
 		id, err := task.ParseID(s)
 		if err != nil {
@@ -299,6 +293,19 @@ func ctlEnqueue(e *ctlEnv) error {
 		return err
 	}
 	return e.out.Encode(resp.Results[0])
+}
+
+// payloadOf reads --data or --data-file (nil if neither is given).
+func payloadOf(c *ucli.Context) ([]byte, error) {
+	switch {
+	case c.IsSet("data") && c.IsSet("data-file"):
+		return nil, usagef("give --data or --data-file, not both")
+	case c.IsSet("data"):
+		return []byte(c.String("data")), nil
+	case c.IsSet("data-file"):
+		return readDataFile(c.String("data-file"))
+	}
+	return nil, nil
 }
 
 // maxDataFile bounds --data-file reads; the node enforces its own limit.

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -287,6 +288,27 @@ func (f *fakeService) QueueSet(_ context.Context, req *wire.QueueSetRequest) (*w
 		s.MaxAttempts = *req.MaxAttempts
 	}
 	return s, nil
+}
+
+func (f *fakeService) ScheduleSet(_ context.Context, req *wire.ScheduleSetRequest) (*wire.ScheduleView, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.ScheduleView{Name: req.Name, Queue: req.Queue, EveryMs: req.EveryMs, Cron: req.Cron, CatchUp: "skip", Version: 1}, nil
+}
+
+func (f *fakeService) ScheduleList(_ context.Context, req *wire.ScheduleListRequest) (*wire.ScheduleListResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.ScheduleListResponse{Schedules: []wire.ScheduleView{{Name: cmp.Or(req.Name, "a"), Queue: "q", EveryMs: 1000}}}, nil
+}
+
+func (f *fakeService) ScheduleDelete(_ context.Context, req *wire.ScheduleDeleteRequest) (*wire.ScheduleDeleteResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.ScheduleDeleteResponse{Deleted: req.Name == "a"}, nil
 }
 
 var _ wire.Service = (*fakeService)(nil)
@@ -605,6 +627,31 @@ func TestHTTPQueueSettings(t *testing.T) {
 		var got wire.QueueSettings
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got != tc.want {
 			t.Errorf("%s %s %s: %+v, %v; want %+v", tc.method, tc.path, tc.body, got, err, tc.want)
+		}
+	}
+}
+
+// The schedule endpoints: set by path and body, list all or one, delete.
+func TestHTTPSchedules(t *testing.T) {
+	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"PUT", "/v1/schedules/tick", `{"queue":"q","every_ms":1000}`, http.StatusOK, `"name":"tick","queue":"q","every_ms":1000`},
+		{"PUT", "/v1/schedules/tick", `{"name":"tick","queue":"q","cron":"@daily"}`, http.StatusOK, `"cron":"@daily"`},
+		{"PUT", "/v1/schedules/tick", `{"name":"tock","queue":"q"}`, http.StatusBadRequest, ""},
+		{"PUT", "/v1/schedules/tick", `{"queue":"q","evry_ms":1000}`, http.StatusBadRequest, ""},
+		{"GET", "/v1/schedules", "", http.StatusOK, `{"schedules":[{"name":"a"`},
+		{"GET", "/v1/schedules/tick", "", http.StatusOK, `{"schedules":[{"name":"tick"`},
+		{"DELETE", "/v1/schedules/a", "", http.StatusOK, `{"deleted":true}`},
+		{"DELETE", "/v1/schedules/b", "", http.StatusOK, `{"deleted":false}`},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("%s %s %s: status %d body %q; want %d with %s", tc.method, tc.path, tc.body, rec.Code, rec.Body.Bytes(), tc.status, tc.want)
 		}
 	}
 }

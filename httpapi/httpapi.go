@@ -64,6 +64,10 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("GET /v1/groups/{group}", a.group)
 	mux.HandleFunc("POST /v1/groups/{group}/cancel", a.groupCancel)
 	mux.HandleFunc("GET /v1/hints", a.hints)
+	mux.HandleFunc("GET /v1/schedules", a.scheduleList)
+	mux.HandleFunc("GET /v1/schedules/{name}", a.scheduleList)
+	mux.HandleFunc("PUT /v1/schedules/{name}", a.scheduleSet)
+	mux.HandleFunc("DELETE /v1/schedules/{name}", a.scheduleDelete)
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {
@@ -306,6 +310,48 @@ func (a *api) hints(w http.ResponseWriter, r *http.Request) {
 		req.Limit = v
 	}
 	resp, err := a.svc.Hints(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// scheduleList lists the schedules, or the path's one.
+func (a *api) scheduleList(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.ScheduleList(r.Context(), &wire.ScheduleListRequest{Name: r.PathValue("name")})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// scheduleSet creates or replaces the path's schedule from the body
+// (wire.ScheduleSetRequest without the name, which is the path's).
+func (a *api) scheduleSet(w http.ResponseWriter, r *http.Request) {
+	var req wire.ScheduleSetRequest
+	if err := Decode(http.MaxBytesReader(w, r.Body, MaxBody), &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	name := r.PathValue("name")
+	if req.Name != "" && req.Name != name {
+		a.fail(w, fmt.Errorf("%w: schedule %q in the body, %q in the path", task.ErrInvalid, req.Name, name))
+		return
+	}
+	req.Name = name
+	resp, err := a.svc.ScheduleSet(r.Context(), &req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// scheduleDelete deletes the path's schedule.
+func (a *api) scheduleDelete(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.ScheduleDelete(r.Context(), &wire.ScheduleDeleteRequest{Name: r.PathValue("name")})
 	if err != nil {
 		a.fail(w, err)
 		return

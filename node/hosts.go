@@ -8,6 +8,8 @@ import (
 	"github.com/skuldd/skuldd/node/hints"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/node/replication"
+	"github.com/skuldd/skuldd/node/retrying"
+	"github.com/skuldd/skuldd/node/schedules"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -53,6 +55,49 @@ func (h replHost) LeaderOf(part uint16) uint64 {
 // depsConfig is the dependency plane's part of the node's configuration.
 func (n *Node) depsConfig() deps.Config {
 	return deps.Config{Partitions: n.cfg.Partitions, MaxBatch: n.cfg.MaxBatch, CallTimeout: peerCallTimeout, Clock: n.clock, Log: n.log}
+}
+
+// scheduleEnqueueTimeout bounds one occurrence's enqueue: the client
+// path's retries ride out a failover within it.
+const scheduleEnqueueTimeout = 15 * time.Second
+
+func (n *Node) schedulesConfig() schedules.Config {
+	return schedules.Config{Self: n.id, Interval: n.cfg.ScheduleInterval, EnqueueTimeout: scheduleEnqueueTimeout,
+		Clock: n.clock, Log: n.log}
+}
+
+// schedulesHost is what the periodic-task plane sees of the node.
+type schedulesHost struct{ n *Node }
+
+// Leads: this node serves, leads the metadata group, and its clock is not ahead
+// of the cluster's (it would enqueue occurrences early).
+func (h schedulesHost) Leads() bool {
+	if !h.n.ready.Load() || h.n.raft.Leader() != h.n.id {
+		return false
+	}
+	drifting, _ := h.n.drifting()
+	return !drifting
+}
+
+func (h schedulesHost) Schedules() (map[string]raftgroup.Schedule, <-chan struct{}) {
+	ch := h.n.raft.Changed()
+	return h.n.raft.Meta().Schedules, ch
+}
+
+func (h schedulesHost) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	return retrying.New(coordHost{h.n}).Enqueue(ctx, req)
+}
+
+func (h schedulesHost) Advance(ctx context.Context, a raftgroup.ScheduleAdvance) error {
+	return h.n.raft.AdvanceSchedule(ctx, a)
+}
+
+func (h schedulesHost) Set(ctx context.Context, s raftgroup.ScheduleSpec, atMs int64) (raftgroup.Schedule, error) {
+	return h.n.raft.SetSchedule(ctx, s, atMs)
+}
+
+func (h schedulesHost) Delete(ctx context.Context, name string) (bool, error) {
+	return h.n.raft.DeleteSchedule(ctx, name)
 }
 
 func (n *Node) hintsConfig() hints.Config {

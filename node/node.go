@@ -21,6 +21,7 @@ import (
 	"github.com/skuldd/skuldd/node/queues"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/node/retrying"
+	"github.com/skuldd/skuldd/node/schedules"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -50,6 +51,9 @@ type Node struct {
 	// hints are the enqueues this node holds for cohorts it could not
 	// reach (node/hints); set at Start, once the partitions are loaded.
 	hints *hints.Plane
+	// sched enqueues the periodic tasks' occurrences while this node
+	// leads the metadata group.
+	sched *schedules.Plane
 	ids   *task.IDGen
 
 	// ms is the node's membership (node/membership): the metadata group,
@@ -218,6 +222,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.hints, err = hints.New(n.hintsConfig(), hintsHost{n}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	if n.sched, err = schedules.New(n.schedulesConfig(), schedulesHost{n}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	// The reservation (startIDs) covers every id issued; the ids held
 	// are a second floor, for a data dir from before reservations.
 	for _, r := range n.parts {
@@ -238,6 +245,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.aliveLoop(loopCtx) })
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	n.wg.Go(func() { n.hints.Loop(loopCtx) })
+	n.wg.Go(func() { n.sched.Loop(loopCtx) })
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {

@@ -27,3 +27,28 @@ func (n *Node) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.Q
 	}
 	return s, err
 }
+
+// ScheduleSet creates or replaces a periodic task (node/schedules).
+func (n *Node) ScheduleSet(ctx context.Context, req *wire.ScheduleSetRequest) (*wire.ScheduleView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.sched.Set(ctx, req)
+}
+
+// ScheduleList lists the periodic tasks as this node's copy of the
+// metadata group holds them.
+func (n *Node) ScheduleList(ctx context.Context, req *wire.ScheduleListRequest) (*wire.ScheduleListResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.sched.List(ctx, req)
+}
+
+// ScheduleDelete deletes a periodic task.
+func (n *Node) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteRequest) (*wire.ScheduleDeleteResponse, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.sched.Delete(ctx, req)
+}

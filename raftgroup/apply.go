@@ -12,6 +12,10 @@ type result struct {
 	config ClusterConfig
 	// queue is a queue's settings after a change.
 	queue QueueSettings
+	// schedule is a schedule after a set.
+	schedule Schedule
+	// found: a delete found what it deleted.
+	found bool
 	// err is nil or the deterministic apply error (ErrCASConflict...).
 	err error
 }
@@ -47,6 +51,18 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 			return result{err: fmt.Errorf("%w: queue change without a queue", ErrInvalid)}, false
 		}
 		return applyQueue(m, QueueChange(*c.Queue))
+	case opScheduleSet:
+		if c.ScheduleSet == nil {
+			return result{err: fmt.Errorf("%w: schedule set without a schedule", ErrInvalid)}, false
+		}
+		return applyScheduleSet(m, c.ScheduleSet.spec(), c.ScheduleSet.AtMs)
+	case opScheduleDelete:
+		return applyScheduleDelete(m, c.ScheduleDelete)
+	case opScheduleAdvance:
+		if c.ScheduleAdvance == nil {
+			return result{err: fmt.Errorf("%w: schedule advance without arguments", ErrInvalid)}, false
+		}
+		return applyScheduleAdvance(m, ScheduleAdvance(*c.ScheduleAdvance))
 	}
 	return result{err: fmt.Errorf("%w: unknown op %v", ErrInvalid, c.Op)}, false
 }

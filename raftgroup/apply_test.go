@@ -260,6 +260,11 @@ func TestSnapshotCodec(t *testing.T) {
 		m.Members[3] = Member{ID: 3, Addr: "c:1", Since: 30}
 		m.Members[1] = Member{ID: 1, Addr: "a:1", Since: 10}
 		m.Queues = map[string]QueueSettings{"b": {Paused: true}, "a": {MaxAttempts: 3, DefaultTTLMs: 5000, BackoffBaseMs: 10, BackoffMaxMs: 20, RetentionMs: 7}}
+		m.Schedules = map[string]Schedule{
+			"nightly": {ScheduleSpec: ScheduleSpec{Name: "nightly", Queue: "q", Cron: "0 3 * * *", Data: []byte("x"), Priority: -2, CatchUp: CatchUpAll},
+				Version: 17, StartMs: 1000, DoneMs: 5000, Enqueued: 3, Skipped: 1},
+			"tick": {ScheduleSpec: ScheduleSpec{Name: "tick", Queue: "q", EveryMs: 1000}, Version: 20, StartMs: 2000, DoneMs: 2000},
+		}
 		m.Applied = 42
 	})
 	b, err := encodeSnapshot(&m)

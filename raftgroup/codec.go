@@ -26,6 +26,10 @@ const (
 	opPutMember op = 2
 	opCAS       op = 3
 	opQueue     op = 4
+	// Schedules (schedules.go).
+	opScheduleSet     op = 5
+	opScheduleDelete  op = 6
+	opScheduleAdvance op = 7
 )
 
 func (o op) String() string {
@@ -38,6 +42,12 @@ func (o op) String() string {
 		return "cas"
 	case opQueue:
 		return "queue"
+	case opScheduleSet:
+		return "schedule-set"
+	case opScheduleDelete:
+		return "schedule-delete"
+	case opScheduleAdvance:
+		return "schedule-advance"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -55,6 +65,10 @@ type command struct {
 	Member   *memberRecord      `cbor:"6,keyasint,omitempty"`
 	CAS      *casRecord         `cbor:"7,keyasint,omitempty"`
 	Queue    *queueChangeRecord `cbor:"8,keyasint,omitempty"`
+
+	ScheduleSet     *scheduleSetRecord     `cbor:"9,keyasint,omitempty"`
+	ScheduleDelete  string                 `cbor:"10,keyasint,omitempty"`
+	ScheduleAdvance *scheduleAdvanceRecord `cbor:"11,keyasint,omitempty"`
 }
 
 type configRecord struct {
@@ -94,6 +108,7 @@ type snapshotRecord struct {
 	Members    []memberRecord    `cbor:"3,keyasint,omitempty"`
 	Partitions []partitionRecord `cbor:"4,keyasint,omitempty"`
 	Queues     []queueRecord     `cbor:"5,keyasint,omitempty"`
+	Schedules  []scheduleRecord  `cbor:"6,keyasint,omitempty"`
 }
 
 // Decoding limits. A snapshot of the largest state has MaxPartitions
@@ -160,6 +175,7 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 		rec.Partitions = append(rec.Partitions, partitionRecord{Epoch: p.Epoch, Cohort: p.Cohort, Leader: p.Leader, Sealed: p.Sealed})
 	}
 	rec.Queues = queueRecords(m.Queues)
+	rec.Schedules = scheduleRecords(m.Schedules)
 	b, err := marshalVersioned(snapshotVersion, &rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
@@ -196,6 +212,15 @@ func decodeSnapshot(b []byte) (Meta, error) {
 			return Meta{}, fmt.Errorf("decode snapshot: queue %s twice", qr.Queue)
 		}
 		m.Queues[qr.Queue] = qr.settings()
+	}
+	for _, sr := range rec.Schedules {
+		if m.Schedules == nil {
+			m.Schedules = make(map[string]Schedule, len(rec.Schedules))
+		}
+		if _, dup := m.Schedules[sr.Set.Name]; dup {
+			return Meta{}, fmt.Errorf("decode snapshot: schedule %s twice", sr.Set.Name)
+		}
+		m.Schedules[sr.Set.Name] = sr.schedule()
 	}
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)

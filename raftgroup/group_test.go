@@ -26,7 +26,7 @@ func fmtMeta(m Meta) string {
 	if m.Config != nil {
 		cfg = fmt.Sprintf("%+v", *m.Config)
 	}
-	return fmt.Sprintf("{Config:%s Members:%v Partitions:%v Queues:%v Applied:%d}", cfg, m.Members, m.Partitions, m.Queues, m.Applied)
+	return fmt.Sprintf("{Config:%s Members:%v Partitions:%v Queues:%v Schedules:%v Applied:%d}", cfg, m.Members, m.Partitions, m.Queues, m.Schedules, m.Applied)
 }
 
 func singleConfig(t *testing.T, st *store.Store) Config {

@@ -77,7 +77,8 @@ type PartitionInfo struct {
 // empty, and otherwise len(Partitions) == Config.Partitions; Members is
 // keyed by Member.ID; a partition with Epoch 0 has no cohort and no
 // leader; a partition with Epoch > 0 has a leader that is in its cohort;
-// Queues holds at most MaxQueueSettings queues, none with zero settings.
+// Queues holds at most MaxQueueSettings queues, none with zero settings;
+// Schedules holds at most MaxSchedules valid schedules, keyed by name.
 type Meta struct {
 	// Config is nil until Init.
 	Config *ClusterConfig
@@ -87,6 +88,9 @@ type Meta struct {
 	Partitions []PartitionInfo
 	// Queues holds the settings of the queues that have some, by name.
 	Queues map[string]QueueSettings
+	// Schedules holds the periodic tasks, by name. Their Data is never
+	// mutated in place (a set replaces the record), so clones share it.
+	Schedules map[string]Schedule
 	// Applied is the raft index of the last applied entry.
 	Applied uint64
 }
@@ -111,6 +115,7 @@ func (m Meta) Clone() Meta {
 		}
 	}
 	out.Queues = maps.Clone(m.Queues)
+	out.Schedules = maps.Clone(m.Schedules)
 	return out
 }
 
@@ -151,7 +156,10 @@ func (m *Meta) check() error {
 			return fmt.Errorf("partition %d: %w", i, err)
 		}
 	}
-	return checkQueues(m.Queues)
+	if err := checkQueues(m.Queues); err != nil {
+		return err
+	}
+	return checkSchedules(m.Schedules)
 }
 
 func (p PartitionInfo) check() error {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/skuldd/skuldd/task"
 )
@@ -40,6 +41,11 @@ const (
 	OpGroupCancel Op = 32
 	// OpHints lists the hinted enqueues the node that answers holds.
 	OpHints Op = 33
+	// OpScheduleSet, OpScheduleList and OpScheduleDelete manage the
+	// periodic tasks.
+	OpScheduleSet    Op = 34
+	OpScheduleList   Op = 35
+	OpScheduleDelete Op = 36
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -65,7 +71,8 @@ var opNames = map[Op]string{
 	OpRequeue: "requeue", OpGet: "get", OpList: "list", OpCount: "count", OpQueues: "queues",
 	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set",
 	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
-	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints",
+	OpScheduleSet: "schedule-set", OpScheduleList: "schedule-list", OpScheduleDelete: "schedule-delete", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -969,4 +976,93 @@ type QueueSettings struct {
 	Batch         uint32 `cbor:"10,keyasint,omitempty" json:"batch"`
 	LongPollMs    int64  `cbor:"11,keyasint,omitempty" json:"long_poll_ms"`
 	Hint          bool   `cbor:"12,keyasint,omitempty" json:"hint"`
+}
+
+// ScheduleSetRequest creates or replaces a periodic task: every EveryMs,
+// or at the times of the five-field cron expression Cron (UTC), a task
+// with Data and Priority is enqueued in Queue. Setting the spec a
+// schedule has already changes nothing; another spec under the name
+// replaces it from now on.
+type ScheduleSetRequest struct {
+	Name     string `cbor:"1,keyasint" json:"name"`
+	Queue    string `cbor:"2,keyasint" json:"queue"`
+	EveryMs  int64  `cbor:"3,keyasint,omitempty" json:"every_ms,omitempty"`
+	Cron     string `cbor:"4,keyasint,omitempty" json:"cron,omitempty"`
+	Data     []byte `cbor:"5,keyasint,omitempty" json:"data,omitempty"`
+	Priority int32  `cbor:"6,keyasint,omitempty" json:"priority,omitempty"`
+	// CatchUp is what happens to occurrences missed while the cluster
+	// could not enqueue them: "skip" (the default) drops them, "all"
+	// enqueues those of the last day late.
+	CatchUp string `cbor:"7,keyasint,omitempty" json:"catch_up,omitempty"`
+}
+
+// ScheduleView is a periodic task as the cluster holds it.
+type ScheduleView struct {
+	Name     string `cbor:"1,keyasint" json:"name"`
+	Queue    string `cbor:"2,keyasint" json:"queue"`
+	EveryMs  int64  `cbor:"3,keyasint,omitempty" json:"every_ms,omitempty"`
+	Cron     string `cbor:"4,keyasint,omitempty" json:"cron,omitempty"`
+	Data     []byte `cbor:"5,keyasint,omitempty" json:"data,omitempty"`
+	Priority int32  `cbor:"6,keyasint,omitempty" json:"priority,omitempty"`
+	CatchUp  string `cbor:"7,keyasint" json:"catch_up"`
+	// Version changes each time the schedule is set to another spec; it
+	// is part of its occurrences' keys ("schedule:NAME:VERSION:TIME").
+	Version uint64 `cbor:"8,keyasint" json:"version"`
+	// Start is when this version was set; Done the last occurrence
+	// handled (enqueued or skipped); Next the one after it (0: none).
+	Start int64 `cbor:"9,keyasint" json:"start"`
+	Done  int64 `cbor:"10,keyasint" json:"done"`
+	Next  int64 `cbor:"11,keyasint,omitempty" json:"next,omitempty"`
+	// Enqueued and Skipped count the occurrences handled each way.
+	Enqueued uint64 `cbor:"12,keyasint" json:"enqueued"`
+	Skipped  uint64 `cbor:"13,keyasint" json:"skipped"`
+}
+
+// OccurrenceKeyPrefix starts the unique key of every task a schedule
+// enqueues.
+const OccurrenceKeyPrefix = "schedule:"
+
+// OccurrenceKey is the unique key of the task of a schedule's occurrence
+// at atMs (Unix ms): "schedule:NAME:VERSION:ATMS".
+func OccurrenceKey(name string, version uint64, atMs int64) string {
+	return OccurrenceKeyPrefix + name + ":" + strconv.FormatUint(version, 10) + ":" + strconv.FormatInt(atMs, 10)
+}
+
+// ParseOccurrenceKey is OccurrenceKey's inverse; ok is false for a key
+// that is not an occurrence's.
+func ParseOccurrenceKey(key string) (name string, version uint64, atMs int64, ok bool) {
+	rest, found := strings.CutPrefix(key, OccurrenceKeyPrefix)
+	if !found {
+		return "", 0, 0, false
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) != 3 || parts[0] == "" || strings.ContainsAny(parts[0], " \t") {
+		return "", 0, 0, false
+	}
+	v, err1 := strconv.ParseUint(parts[1], 10, 64)
+	t, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return parts[0], v, t, true
+}
+
+// ScheduleListRequest lists the schedules, or the one named.
+type ScheduleListRequest struct {
+	Name string `cbor:"1,keyasint,omitempty" json:"name,omitempty"`
+}
+
+// ScheduleListResponse lists schedules by name.
+type ScheduleListResponse struct {
+	Schedules []ScheduleView `cbor:"1,keyasint" json:"schedules"`
+}
+
+// ScheduleDeleteRequest deletes a schedule; the tasks it enqueued stay.
+type ScheduleDeleteRequest struct {
+	Name string `cbor:"1,keyasint" json:"name"`
+}
+
+// ScheduleDeleteResponse says whether there was a schedule to delete.
+type ScheduleDeleteResponse struct {
+	Deleted bool `cbor:"1,keyasint" json:"deleted"`
 }

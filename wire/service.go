@@ -48,6 +48,11 @@ type Service interface {
 	GroupCancel(ctx context.Context, req *GroupCancelRequest) (*BulkResponse, error)
 	// Hints lists the hinted enqueues the answering node holds.
 	Hints(ctx context.Context, req *HintsRequest) (*HintsResponse, error)
+	// ScheduleSet, ScheduleList and ScheduleDelete manage the periodic
+	// tasks (kept in the metadata group).
+	ScheduleSet(ctx context.Context, req *ScheduleSetRequest) (*ScheduleView, error)
+	ScheduleList(ctx context.Context, req *ScheduleListRequest) (*ScheduleListResponse, error)
+	ScheduleDelete(ctx context.Context, req *ScheduleDeleteRequest) (*ScheduleDeleteResponse, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -137,6 +142,12 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.GroupCancel)
 	case OpHints:
 		return call(ctx, req, svc.Hints)
+	case OpScheduleSet:
+		return call(ctx, req, svc.ScheduleSet)
+	case OpScheduleList:
+		return call(ctx, req, svc.ScheduleList)
+	case OpScheduleDelete:
+		return call(ctx, req, svc.ScheduleDelete)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -287,6 +298,21 @@ func (cl *Client) GroupCancel(ctx context.Context, req *GroupCancelRequest) (*Bu
 // Hints lists the hinted enqueues the node holds.
 func (cl *Client) Hints(ctx context.Context, req *HintsRequest) (*HintsResponse, error) {
 	return invoke[HintsResponse](ctx, cl, OpHints, req)
+}
+
+// ScheduleSet creates or replaces a periodic task.
+func (cl *Client) ScheduleSet(ctx context.Context, req *ScheduleSetRequest) (*ScheduleView, error) {
+	return invoke[ScheduleView](ctx, cl, OpScheduleSet, req)
+}
+
+// ScheduleList lists the periodic tasks.
+func (cl *Client) ScheduleList(ctx context.Context, req *ScheduleListRequest) (*ScheduleListResponse, error) {
+	return invoke[ScheduleListResponse](ctx, cl, OpScheduleList, req)
+}
+
+// ScheduleDelete deletes a periodic task.
+func (cl *Client) ScheduleDelete(ctx context.Context, req *ScheduleDeleteRequest) (*ScheduleDeleteResponse, error) {
+	return invoke[ScheduleDeleteResponse](ctx, cl, OpScheduleDelete, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

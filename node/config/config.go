@@ -154,6 +154,10 @@ type Config struct {
 	// coordinator tries to hand its hints over.
 	HintWait     time.Duration
 	HintInterval time.Duration
+	// ScheduleInterval is the longest the metadata group's leader waits
+	// between looks at the periodic tasks (node/schedules); it also looks
+	// at each schedule's next occurrence and at every change.
+	ScheduleInterval time.Duration
 	// Retention is how long a completed task is kept: once it and every
 	// task connected to it by dependency edges completed longer ago, it
 	// is garbage-collected (DESIGN.md, Storage). 0 keeps everything.
@@ -259,6 +263,7 @@ func Default() Config {
 		AAEInterval:        10 * time.Second,
 		HintWait:           2 * time.Second,
 		HintInterval:       time.Second,
+		ScheduleInterval:   time.Second,
 		Retention:          7 * 24 * time.Hour,
 		GCInterval:         time.Minute,
 		GCComponentMax:     100_000,
@@ -330,7 +335,7 @@ func (c *Config) Validate() error {
 		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
 		"zombie check": c.ZombieCheck, "rejoin interval": c.RejoinInterval, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
 		"gc interval": c.GCInterval, "tombstone horizon": c.TombstoneHorizon,
-		"hint wait": c.HintWait, "hint interval": c.HintInterval,
+		"hint wait": c.HintWait, "hint interval": c.HintInterval, "schedule interval": c.ScheduleInterval,
 	} {
 		check(d > 0, "%s %v must be positive", name, d)
 	}

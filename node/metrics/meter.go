@@ -166,4 +166,14 @@ func (m metered) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire
 	return meter(m.m, wire.OpQueueSet, func() (*wire.QueueSettings, error) { return m.s.QueueSet(ctx, req) })
 }
 
+func (m metered) ScheduleSet(ctx context.Context, req *wire.ScheduleSetRequest) (*wire.ScheduleView, error) {
+	return meter(m.m, wire.OpScheduleSet, func() (*wire.ScheduleView, error) { return m.s.ScheduleSet(ctx, req) })
+}
+func (m metered) ScheduleList(ctx context.Context, req *wire.ScheduleListRequest) (*wire.ScheduleListResponse, error) {
+	return meter(m.m, wire.OpScheduleList, func() (*wire.ScheduleListResponse, error) { return m.s.ScheduleList(ctx, req) })
+}
+func (m metered) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteRequest) (*wire.ScheduleDeleteResponse, error) {
+	return meter(m.m, wire.OpScheduleDelete, func() (*wire.ScheduleDeleteResponse, error) { return m.s.ScheduleDelete(ctx, req) })
+}
+
 var _ wire.Service = metered{}

@@ -231,4 +231,16 @@ func (s Service) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire
 	return retry(ctx, s, func() (*wire.QueueSettings, error) { return s.h.QueueSet(ctx, req) })
 }
 
+func (s Service) ScheduleSet(ctx context.Context, req *wire.ScheduleSetRequest) (*wire.ScheduleView, error) {
+	return retry(ctx, s, func() (*wire.ScheduleView, error) { return s.h.ScheduleSet(ctx, req) })
+}
+
+func (s Service) ScheduleList(ctx context.Context, req *wire.ScheduleListRequest) (*wire.ScheduleListResponse, error) {
+	return retry(ctx, s, func() (*wire.ScheduleListResponse, error) { return s.h.ScheduleList(ctx, req) })
+}
+
+func (s Service) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteRequest) (*wire.ScheduleDeleteResponse, error) {
+	return retry(ctx, s, func() (*wire.ScheduleDeleteResponse, error) { return s.h.ScheduleDelete(ctx, req) })
+}
+
 var _ wire.Service = Service{}
