@@ -78,7 +78,9 @@ func TestApplySchedules(t *testing.T) {
 	} {
 		step(fmt.Sprintf("bad %+v", bad.Name), func() (result, bool) { return applyScheduleSet(&m, bad, 1000) }, ErrInvalid, false)
 	}
-	step("no start", func() (result, bool) { return applyScheduleSet(&m, ScheduleSpec{Name: "y", Queue: "q", EveryMs: 1000}, 0) }, ErrInvalid, false)
+	step("no start", func() (result, bool) {
+		return applyScheduleSet(&m, ScheduleSpec{Name: "y", Queue: "q", EveryMs: 1000}, 0)
+	}, ErrInvalid, false)
 	r = step("delete", func() (result, bool) { return applyScheduleDelete(&m, "tick") }, nil, true)
 	if !r.found || len(m.Schedules) != 0 {
 		t.Fatalf("delete: found %v, left %v", r.found, m.Schedules)
