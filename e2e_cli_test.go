@@ -502,6 +502,18 @@ func TestREADMEGroups(t *testing.T) {
 	}
 }
 
+// TestREADMEPeriodicTasks runs README's periodic-task session: a cron
+// schedule and an every-second one, whose first occurrence is claimed,
+// then deleted.
+func TestREADMEPeriodicTasks(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	runREADMESession(t, n, "Periodic tasks", 6)
+	lines := n.ok(t, "schedule", "list", "--name", "nightly-report")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"cron":"0 3 * * mon-fri"`) || !strings.Contains(lines[0], `"data":"bmlnaHRseQ=="`) {
+		t.Fatalf("the cron schedule after the session: %q", lines)
+	}
+}
+
 // TestREADMEUniqueKeys runs README's unique-key session: a key enqueued
 // again yields its task, a cancel frees the key.
 func TestREADMEUniqueKeys(t *testing.T) {
