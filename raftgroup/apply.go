@@ -16,6 +16,8 @@ type result struct {
 	schedule Schedule
 	// found: a delete found what it deleted.
 	found bool
+	// shards is a shard set after a change.
+	shards ShardSet
 	// err is nil or the deterministic apply error (ErrCASConflict...).
 	err error
 }
@@ -63,6 +65,11 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 			return result{err: fmt.Errorf("%w: schedule advance without arguments", ErrInvalid)}, false
 		}
 		return applyScheduleAdvance(m, ScheduleAdvance(*c.ScheduleAdvance))
+	case opShards:
+		if c.Shards == nil {
+			return result{err: fmt.Errorf("%w: shards change without arguments", ErrInvalid)}, false
+		}
+		return applyShards(m, c.Shards.op())
 	}
 	return result{err: fmt.Errorf("%w: unknown op %v", ErrInvalid, c.Op)}, false
 }

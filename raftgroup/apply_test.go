@@ -265,6 +265,14 @@ func TestSnapshotCodec(t *testing.T) {
 				Version: 17, StartMs: 1000, DoneMs: 5000, Enqueued: 3, Skipped: 1},
 			"tick": {ScheduleSpec: ScheduleSpec{Name: "tick", Queue: "q", EveryMs: 1000}, Version: 20, StartMs: 2000, DoneMs: 2000},
 		}
+		m.Shards = map[string]ShardSet{"w": {Name: "w", JoinSeq: 3,
+			Members: map[string]ShardMember{
+				"a": {ID: "a", Seq: 1, TTLMs: 5000, Beat: 9, Stopped: 2, Info: "host-1 pid 7"},
+				"c": {ID: "c", Seq: 3, TTLMs: 5000},
+			},
+			Active:  ShardGen{Gen: 2, Count: 2, Assign: map[string]uint32{"a": 1, "b": 0}},
+			Pending: &ShardGen{Gen: 3, Count: 2, Assign: map[string]uint32{"a": 1, "c": 0}},
+		}}
 		m.Applied = 42
 	})
 	b, err := encodeSnapshot(&m)

@@ -30,6 +30,8 @@ const (
 	opScheduleSet     op = 5
 	opScheduleDelete  op = 6
 	opScheduleAdvance op = 7
+	// Worker shards (shards.go).
+	opShards op = 8
 )
 
 func (o op) String() string {
@@ -48,6 +50,8 @@ func (o op) String() string {
 		return "schedule-delete"
 	case opScheduleAdvance:
 		return "schedule-advance"
+	case opShards:
+		return "shards"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -69,6 +73,7 @@ type command struct {
 	ScheduleSet     *scheduleSetRecord     `cbor:"9,keyasint,omitempty"`
 	ScheduleDelete  string                 `cbor:"10,keyasint,omitempty"`
 	ScheduleAdvance *scheduleAdvanceRecord `cbor:"11,keyasint,omitempty"`
+	Shards          *shardOpRecordT        `cbor:"12,keyasint,omitempty"`
 }
 
 type configRecord struct {
@@ -109,6 +114,7 @@ type snapshotRecord struct {
 	Partitions []partitionRecord `cbor:"4,keyasint,omitempty"`
 	Queues     []queueRecord     `cbor:"5,keyasint,omitempty"`
 	Schedules  []scheduleRecord  `cbor:"6,keyasint,omitempty"`
+	Shards     []shardSetRecord  `cbor:"7,keyasint,omitempty"`
 }
 
 // Decoding limits. A snapshot of the largest state has MaxPartitions
@@ -176,6 +182,7 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 	}
 	rec.Queues = queueRecords(m.Queues)
 	rec.Schedules = scheduleRecords(m.Schedules)
+	rec.Shards = shardSetRecords(m.Shards)
 	b, err := marshalVersioned(snapshotVersion, &rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
@@ -221,6 +228,15 @@ func decodeSnapshot(b []byte) (Meta, error) {
 			return Meta{}, fmt.Errorf("decode snapshot: schedule %s twice", sr.Set.Name)
 		}
 		m.Schedules[sr.Set.Name] = sr.schedule()
+	}
+	for _, sr := range rec.Shards {
+		if m.Shards == nil {
+			m.Shards = make(map[string]ShardSet, len(rec.Shards))
+		}
+		if _, dup := m.Shards[sr.Name]; dup {
+			return Meta{}, fmt.Errorf("decode snapshot: shard set %s twice", sr.Name)
+		}
+		m.Shards[sr.Name] = sr.set()
 	}
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)

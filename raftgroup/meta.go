@@ -78,7 +78,8 @@ type PartitionInfo struct {
 // keyed by Member.ID; a partition with Epoch 0 has no cohort and no
 // leader; a partition with Epoch > 0 has a leader that is in its cohort;
 // Queues holds at most MaxQueueSettings queues, none with zero settings;
-// Schedules holds at most MaxSchedules valid schedules, keyed by name.
+// Schedules holds at most MaxSchedules valid schedules, keyed by name;
+// Shards holds at most MaxShardSets sets, each as ShardSet.check says.
 type Meta struct {
 	// Config is nil until Init.
 	Config *ClusterConfig
@@ -91,6 +92,8 @@ type Meta struct {
 	// Schedules holds the periodic tasks, by name. Their Data is never
 	// mutated in place (a set replaces the record), so clones share it.
 	Schedules map[string]Schedule
+	// Shards holds the worker shard sets, by name.
+	Shards map[string]ShardSet
 	// Applied is the raft index of the last applied entry.
 	Applied uint64
 }
@@ -116,6 +119,12 @@ func (m Meta) Clone() Meta {
 	}
 	out.Queues = maps.Clone(m.Queues)
 	out.Schedules = maps.Clone(m.Schedules)
+	if m.Shards != nil {
+		out.Shards = make(map[string]ShardSet, len(m.Shards))
+		for name, s := range m.Shards {
+			out.Shards[name] = s.clone()
+		}
+	}
 	return out
 }
 
@@ -159,7 +168,10 @@ func (m *Meta) check() error {
 	if err := checkQueues(m.Queues); err != nil {
 		return err
 	}
-	return checkSchedules(m.Schedules)
+	if err := checkSchedules(m.Schedules); err != nil {
+		return err
+	}
+	return checkShards(m.Shards)
 }
 
 func (p PartitionInfo) check() error {
