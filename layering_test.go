@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer":    {"wire"},
 	"node/coord":   {"wire", "task"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
@@ -45,6 +45,8 @@ var allowedInternal = map[string][]string{
 	// The periodic-task plane: the schedules in the metadata group, the
 	// client API's enqueue.
 	"node/schedules": {"raftgroup", "internal/cron", "wire", "task", "clock"},
+	// The worker shards: the sets in the metadata group, their expiry.
+	"node/shards": {"raftgroup", "wire", "clock"},
 	// The Go client: the wire protocol and task ids, nothing of the node.
 	"client":             {"wire", "task"},
 	"member":             {},

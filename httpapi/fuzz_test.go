@@ -311,6 +311,23 @@ func (f *fakeService) ScheduleDelete(_ context.Context, req *wire.ScheduleDelete
 	return &wire.ScheduleDeleteResponse{Deleted: req.Name == "a"}, nil
 }
 
+func (f *fakeService) ShardJoin(_ context.Context, req *wire.ShardJoinRequest) (*wire.ShardView, error) {
+	return &wire.ShardView{Set: req.Set, Generation: 1, Count: 1, Index: 0, Work: true,
+		Members: []wire.ShardMemberView{{ID: req.Member, TTLMs: req.TTLMs}}}, nil
+}
+
+func (f *fakeService) ShardRenew(_ context.Context, req *wire.ShardRenewRequest) (*wire.ShardView, error) {
+	return &wire.ShardView{Set: req.Set, Generation: req.Stopped + 1, Index: -1}, nil
+}
+
+func (f *fakeService) ShardLeave(_ context.Context, req *wire.ShardLeaveRequest) (*wire.ShardView, error) {
+	return &wire.ShardView{Set: req.Set, Index: -1}, nil
+}
+
+func (f *fakeService) ShardMembers(_ context.Context, req *wire.ShardMembersRequest) (*wire.ShardView, error) {
+	return &wire.ShardView{Set: req.Set, Index: -1, Members: []wire.ShardMemberView{}}, nil
+}
+
 var _ wire.Service = (*fakeService)(nil)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -631,7 +648,9 @@ func TestHTTPQueueSettings(t *testing.T) {
 	}
 }
 
-// The schedule endpoints: set by path and body, list all or one, delete.
+// The schedule and shard endpoints: a schedule set by path and body,
+// listed all or one, deleted; a shard member's join, renew, leave, and a
+// set read.
 func TestHTTPSchedules(t *testing.T) {
 	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
 	for _, tc := range []struct {
@@ -647,6 +666,10 @@ func TestHTTPSchedules(t *testing.T) {
 		{"GET", "/v1/schedules/tick", "", http.StatusOK, `{"schedules":[{"name":"tick"`},
 		{"DELETE", "/v1/schedules/a", "", http.StatusOK, `{"deleted":true}`},
 		{"DELETE", "/v1/schedules/b", "", http.StatusOK, `{"deleted":false}`},
+		{"POST", "/v1/shards/join", `{"set":"w","member":"m1","ttl_ms":5000}`, http.StatusOK, `"members":[{"id":"m1","index":0,"ttl_ms":5000}],"index":0,"work":true`},
+		{"POST", "/v1/shards/renew", `{"set":"w","member":"m1","stopped":3}`, http.StatusOK, `"generation":4`},
+		{"POST", "/v1/shards/leave", `{"set":"w","member":"m1"}`, http.StatusOK, `"set":"w"`},
+		{"GET", "/v1/shards/w", "", http.StatusOK, `{"set":"w","generation":0,"count":0,"members":[],"index":-1,"work":false}`},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))

@@ -68,6 +68,17 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	mux.HandleFunc("GET /v1/schedules/{name}", a.scheduleList)
 	mux.HandleFunc("PUT /v1/schedules/{name}", a.scheduleSet)
 	mux.HandleFunc("DELETE /v1/schedules/{name}", a.scheduleDelete)
+	mux.HandleFunc("POST /v1/shards/join", handle(a, svc.ShardJoin))
+	mux.HandleFunc("POST /v1/shards/renew", handle(a, svc.ShardRenew))
+	mux.HandleFunc("POST /v1/shards/leave", handle(a, svc.ShardLeave))
+	mux.HandleFunc("GET /v1/shards/{set}", func(w http.ResponseWriter, r *http.Request) {
+		resp, err := svc.ShardMembers(r.Context(), &wire.ShardMembersRequest{Set: r.PathValue("set")})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
 	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := svc.Leave(r.Context())
 		if err != nil {

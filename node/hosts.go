@@ -10,6 +10,7 @@ import (
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/node/retrying"
 	"github.com/skuldd/skuldd/node/schedules"
+	"github.com/skuldd/skuldd/node/shards"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -98,6 +99,21 @@ func (h schedulesHost) Set(ctx context.Context, s raftgroup.ScheduleSpec, atMs i
 
 func (h schedulesHost) Delete(ctx context.Context, name string) (bool, error) {
 	return h.n.raft.DeleteSchedule(ctx, name)
+}
+
+func (n *Node) shardsConfig() shards.Config {
+	return shards.Config{Interval: n.cfg.ShardExpiryInterval, Clock: n.clock, Log: n.log}
+}
+
+// shardsHost is what the worker-shard plane sees of the node.
+type shardsHost struct{ n *Node }
+
+func (h shardsHost) Leads() bool { return h.n.ready.Load() && h.n.raft.Leader() == h.n.id }
+
+func (h shardsHost) Sets() map[string]raftgroup.ShardSet { return h.n.raft.Meta().Shards }
+
+func (h shardsHost) Change(ctx context.Context, op raftgroup.ShardOp) (raftgroup.ShardSet, error) {
+	return h.n.raft.ChangeShards(ctx, op)
 }
 
 func (n *Node) hintsConfig() hints.Config {

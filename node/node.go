@@ -22,6 +22,7 @@ import (
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/node/retrying"
 	"github.com/skuldd/skuldd/node/schedules"
+	"github.com/skuldd/skuldd/node/shards"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
@@ -54,7 +55,10 @@ type Node struct {
 	// sched enqueues the periodic tasks' occurrences while this node
 	// leads the metadata group.
 	sched *schedules.Plane
-	ids   *task.IDGen
+	// shards serves the worker shards and, while this node leads the
+	// metadata group, expires their members.
+	shards *shards.Plane
+	ids    *task.IDGen
 
 	// ms is the node's membership (node/membership): the metadata group,
 	// gossip, joining, peers' addresses. Set at Start, before the peer
@@ -225,6 +229,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.sched, err = schedules.New(n.schedulesConfig(), schedulesHost{n}); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	if n.shards, err = shards.New(n.shardsConfig(), shardsHost{n}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	// The reservation (startIDs) covers every id issued; the ids held
 	// are a second floor, for a data dir from before reservations.
 	for _, r := range n.parts {
@@ -246,6 +253,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.summaryLoop(loopCtx) })
 	n.wg.Go(func() { n.hints.Loop(loopCtx) })
 	n.wg.Go(func() { n.sched.Loop(loopCtx) })
+	n.wg.Go(func() { n.shards.Loop(loopCtx) })
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {

@@ -52,3 +52,36 @@ func (n *Node) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteReque
 	}
 	return n.sched.Delete(ctx, req)
 }
+
+// ShardJoin adds a member to a worker shard set (node/shards).
+func (n *Node) ShardJoin(ctx context.Context, req *wire.ShardJoinRequest) (*wire.ShardView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.shards.Join(ctx, req)
+}
+
+// ShardRenew renews a shard member's lease.
+func (n *Node) ShardRenew(ctx context.Context, req *wire.ShardRenewRequest) (*wire.ShardView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.shards.Renew(ctx, req)
+}
+
+// ShardLeave removes a member from a shard set.
+func (n *Node) ShardLeave(ctx context.Context, req *wire.ShardLeaveRequest) (*wire.ShardView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.shards.Leave(ctx, req)
+}
+
+// ShardMembers reads a shard set as this node's copy of the metadata
+// group holds it.
+func (n *Node) ShardMembers(ctx context.Context, req *wire.ShardMembersRequest) (*wire.ShardView, error) {
+	if err := n.checkServing(); err != nil {
+		return nil, err
+	}
+	return n.shards.Members(ctx, req)
+}

@@ -46,6 +46,13 @@ const (
 	OpScheduleSet    Op = 34
 	OpScheduleList   Op = 35
 	OpScheduleDelete Op = 36
+	// OpShardJoin, OpShardRenew, OpShardLeave and OpShardMembers are the
+	// worker shards: a member joins a set, renews its lease (saying what
+	// it stopped), leaves; anyone reads a set.
+	OpShardJoin    Op = 37
+	OpShardRenew   Op = 38
+	OpShardLeave   Op = 39
+	OpShardMembers Op = 40
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -72,7 +79,8 @@ var opNames = map[Op]string{
 	OpCluster: "cluster", OpLeave: "leave", OpGC: "gc", OpQueueGet: "queue-get", OpQueueSet: "queue-set",
 	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
 	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints",
-	OpScheduleSet: "schedule-set", OpScheduleList: "schedule-list", OpScheduleDelete: "schedule-delete", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpScheduleSet: "schedule-set", OpScheduleList: "schedule-list", OpScheduleDelete: "schedule-delete",
+	OpShardJoin: "shard-join", OpShardRenew: "shard-renew", OpShardLeave: "shard-leave", OpShardMembers: "shard-members", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -1065,4 +1073,71 @@ type ScheduleDeleteRequest struct {
 // ScheduleDeleteResponse says whether there was a schedule to delete.
 type ScheduleDeleteResponse struct {
 	Deleted bool `cbor:"1,keyasint" json:"deleted"`
+}
+
+// ShardJoinRequest adds Member (an id the member chose, random) to the
+// shard set Set, with a lease of TTLMs. A repeat of a join changes
+// nothing.
+type ShardJoinRequest struct {
+	Set    string `cbor:"1,keyasint" json:"set"`
+	Member string `cbor:"2,keyasint" json:"member"`
+	TTLMs  int64  `cbor:"3,keyasint" json:"ttl_ms"`
+	// Info describes the member for people (host, pid).
+	Info string `cbor:"4,keyasint,omitempty" json:"info,omitempty"`
+}
+
+// ShardRenewRequest renews Member's lease and says that it holds no work
+// of a generation at or below Stopped.
+type ShardRenewRequest struct {
+	Set     string `cbor:"1,keyasint" json:"set"`
+	Member  string `cbor:"2,keyasint" json:"member"`
+	Stopped uint64 `cbor:"3,keyasint,omitempty" json:"stopped,omitempty"`
+}
+
+// ShardLeaveRequest removes Member from Set; it must have stopped its
+// work first.
+type ShardLeaveRequest struct {
+	Set    string `cbor:"1,keyasint" json:"set"`
+	Member string `cbor:"2,keyasint" json:"member"`
+}
+
+// ShardMembersRequest reads a shard set.
+type ShardMembersRequest struct {
+	Set string `cbor:"1,keyasint" json:"set"`
+}
+
+// ShardView is a shard set as the metadata group committed it: the
+// active generation (its number and count), each member with its index
+// in it (-1: none yet), the pending generation if a change waits for the
+// active one's members to stop. For a join or renew it also says what
+// the caller may do now: Work on Index of Generation (out of Count), or
+// stop whatever it works on and say so in its next renewal.
+type ShardView struct {
+	Set        string            `cbor:"1,keyasint" json:"set"`
+	Generation uint64            `cbor:"2,keyasint" json:"generation"`
+	Count      uint32            `cbor:"3,keyasint" json:"count"`
+	Members    []ShardMemberView `cbor:"4,keyasint" json:"members"`
+	Pending    *ShardPendingView `cbor:"5,keyasint,omitempty" json:"pending,omitempty"`
+	Index      int32             `cbor:"6,keyasint" json:"index"`
+	Work       bool              `cbor:"7,keyasint" json:"work"`
+}
+
+// ShardMemberView is one member of a set.
+type ShardMemberView struct {
+	ID    string `cbor:"1,keyasint" json:"id"`
+	Index int32  `cbor:"2,keyasint" json:"index"`
+	// Stopped: the member holds no work of a generation at or below it.
+	Stopped uint64 `cbor:"3,keyasint,omitempty" json:"stopped,omitempty"`
+	TTLMs   int64  `cbor:"4,keyasint" json:"ttl_ms"`
+	Info    string `cbor:"5,keyasint,omitempty" json:"info,omitempty"`
+}
+
+// ShardPendingView is the generation that takes effect once the active
+// one's members stopped.
+type ShardPendingView struct {
+	Generation uint64 `cbor:"1,keyasint" json:"generation"`
+	Count      uint32 `cbor:"2,keyasint" json:"count"`
+	// Waiting are the members of the active generation that have not
+	// stopped yet.
+	Waiting []string `cbor:"3,keyasint,omitempty" json:"waiting,omitempty"`
 }

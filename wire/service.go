@@ -53,6 +53,12 @@ type Service interface {
 	ScheduleSet(ctx context.Context, req *ScheduleSetRequest) (*ScheduleView, error)
 	ScheduleList(ctx context.Context, req *ScheduleListRequest) (*ScheduleListResponse, error)
 	ScheduleDelete(ctx context.Context, req *ScheduleDeleteRequest) (*ScheduleDeleteResponse, error)
+	// ShardJoin, ShardRenew, ShardLeave and ShardMembers are the worker
+	// shards (kept in the metadata group).
+	ShardJoin(ctx context.Context, req *ShardJoinRequest) (*ShardView, error)
+	ShardRenew(ctx context.Context, req *ShardRenewRequest) (*ShardView, error)
+	ShardLeave(ctx context.Context, req *ShardLeaveRequest) (*ShardView, error)
+	ShardMembers(ctx context.Context, req *ShardMembersRequest) (*ShardView, error)
 }
 
 // ServiceHandler serves svc over the QUIC transport: it decodes each
@@ -148,6 +154,14 @@ func dispatch(ctx context.Context, svc Service, req *Request) (any, error) {
 		return call(ctx, req, svc.ScheduleList)
 	case OpScheduleDelete:
 		return call(ctx, req, svc.ScheduleDelete)
+	case OpShardJoin:
+		return call(ctx, req, svc.ShardJoin)
+	case OpShardRenew:
+		return call(ctx, req, svc.ShardRenew)
+	case OpShardLeave:
+		return call(ctx, req, svc.ShardLeave)
+	case OpShardMembers:
+		return call(ctx, req, svc.ShardMembers)
 	}
 	return nil, Errorf(CodeUnknownOp, "unknown op %d", uint16(req.Op))
 }
@@ -313,6 +327,26 @@ func (cl *Client) ScheduleList(ctx context.Context, req *ScheduleListRequest) (*
 // ScheduleDelete deletes a periodic task.
 func (cl *Client) ScheduleDelete(ctx context.Context, req *ScheduleDeleteRequest) (*ScheduleDeleteResponse, error) {
 	return invoke[ScheduleDeleteResponse](ctx, cl, OpScheduleDelete, req)
+}
+
+// ShardJoin joins a shard set.
+func (cl *Client) ShardJoin(ctx context.Context, req *ShardJoinRequest) (*ShardView, error) {
+	return invoke[ShardView](ctx, cl, OpShardJoin, req)
+}
+
+// ShardRenew renews a member's lease.
+func (cl *Client) ShardRenew(ctx context.Context, req *ShardRenewRequest) (*ShardView, error) {
+	return invoke[ShardView](ctx, cl, OpShardRenew, req)
+}
+
+// ShardLeave leaves a shard set.
+func (cl *Client) ShardLeave(ctx context.Context, req *ShardLeaveRequest) (*ShardView, error) {
+	return invoke[ShardView](ctx, cl, OpShardLeave, req)
+}
+
+// ShardMembers reads a shard set.
+func (cl *Client) ShardMembers(ctx context.Context, req *ShardMembersRequest) (*ShardView, error) {
+	return invoke[ShardView](ctx, cl, OpShardMembers, req)
 }
 
 // Export streams a partition's records (a peer op: only on a Conn from

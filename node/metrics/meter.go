@@ -176,4 +176,17 @@ func (m metered) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteReq
 	return meter(m.m, wire.OpScheduleDelete, func() (*wire.ScheduleDeleteResponse, error) { return m.s.ScheduleDelete(ctx, req) })
 }
 
+func (m metered) ShardJoin(ctx context.Context, req *wire.ShardJoinRequest) (*wire.ShardView, error) {
+	return meter(m.m, wire.OpShardJoin, func() (*wire.ShardView, error) { return m.s.ShardJoin(ctx, req) })
+}
+func (m metered) ShardRenew(ctx context.Context, req *wire.ShardRenewRequest) (*wire.ShardView, error) {
+	return meter(m.m, wire.OpShardRenew, func() (*wire.ShardView, error) { return m.s.ShardRenew(ctx, req) })
+}
+func (m metered) ShardLeave(ctx context.Context, req *wire.ShardLeaveRequest) (*wire.ShardView, error) {
+	return meter(m.m, wire.OpShardLeave, func() (*wire.ShardView, error) { return m.s.ShardLeave(ctx, req) })
+}
+func (m metered) ShardMembers(ctx context.Context, req *wire.ShardMembersRequest) (*wire.ShardView, error) {
+	return meter(m.m, wire.OpShardMembers, func() (*wire.ShardView, error) { return m.s.ShardMembers(ctx, req) })
+}
+
 var _ wire.Service = metered{}

@@ -243,4 +243,22 @@ func (s Service) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteReq
 	return retry(ctx, s, func() (*wire.ScheduleDeleteResponse, error) { return s.h.ScheduleDelete(ctx, req) })
 }
 
+// The shard ops are retried as one: a join or leave is idempotent by
+// member, and a renewal repeated renews again (its Stopped only grows).
+func (s Service) ShardJoin(ctx context.Context, req *wire.ShardJoinRequest) (*wire.ShardView, error) {
+	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardJoin(ctx, req) })
+}
+
+func (s Service) ShardRenew(ctx context.Context, req *wire.ShardRenewRequest) (*wire.ShardView, error) {
+	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardRenew(ctx, req) })
+}
+
+func (s Service) ShardLeave(ctx context.Context, req *wire.ShardLeaveRequest) (*wire.ShardView, error) {
+	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardLeave(ctx, req) })
+}
+
+func (s Service) ShardMembers(ctx context.Context, req *wire.ShardMembersRequest) (*wire.ShardView, error) {
+	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardMembers(ctx, req) })
+}
+
 var _ wire.Service = Service{}
