@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/internal/testkit"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // TestNodeFromEnv runs a node with no flags at all: every setting from the
@@ -519,4 +520,88 @@ func TestREADMEPeriodicTasks(t *testing.T) {
 func TestREADMEUniqueKeys(t *testing.T) {
 	n := startNode(t, t.TempDir(), 0)
 	runREADMESession(t, n, "Unique keys", 7)
+}
+
+// TestShardsJoinCommand drives `ctl shards join` as a user does: a first
+// member runs its command as index 0 of 1; a second joins and, once the
+// first stopped its command (SIGTERM), both run as 0 and 1 of 2; SIGTERM
+// to the second's ctl stops its command and leaves, and the first runs
+// as 0 of 1 again; kill -9 of the first's ctl takes its command with it,
+// and the cluster expires the member after its lease.
+func TestShardsJoinCommand(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "w.sh")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+echo "start $$ $SKULD_SHARD_INDEX $SKULD_SHARD_COUNT $SKULD_SHARD_GENERATION" >> "$OUT"
+trap 'echo "term $$" >> "$OUT"; exit 0' TERM
+while :; do sleep 0.1; done
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	join := func(name string) (*exec.Cmd, string) {
+		out := filepath.Join(dir, name+".log")
+		cmd := exec.Command(n.bin, "ctl", "shards", "join", "--ttl", "2s", "crawl", "--", script)
+		cmd.Env = append(os.Environ(), "SKULD_ADDR="+n.addr, "OUT="+out)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, out
+	}
+	// last returns the fields of the last line of a member's log.
+	last := func(out string) []string {
+		b, _ := os.ReadFile(out)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return strings.Fields(lines[len(lines)-1])
+	}
+	running := func(out, index, count string) func() error {
+		return func() error {
+			if f := last(out); len(f) != 5 || f[0] != "start" || f[2] != index || f[3] != count {
+				return fmt.Errorf("%s: last line %q; want index %s of %s", filepath.Base(out), f, index, count)
+			}
+			return nil
+		}
+	}
+	a, aOut := join("a")
+	testkit.WaitFor(t, 30*time.Second, running(aOut, "0", "1"))
+	b, bOut := join("b")
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if err := running(aOut, "0", "2")(); err != nil {
+			return err
+		}
+		return running(bOut, "1", "2")()
+	})
+	if b, _ := os.ReadFile(aOut); !strings.Contains(string(b), "term ") {
+		t.Fatalf("a's command was not stopped before the new generation:\n%s", b)
+	}
+	if err := b.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatalf("ctl shards join after SIGTERM: %v", err)
+	}
+	if f := last(bOut); f[0] != "term" {
+		t.Fatalf("b's command after its ctl's SIGTERM: %q; want stopped", f)
+	}
+	testkit.WaitFor(t, 30*time.Second, running(aOut, "0", "1"))
+	pid, _ := strconv.Atoi(last(aOut)[1])
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if err := syscall.Kill(pid, 0); err == nil {
+			return fmt.Errorf("a's command (pid %d) outlived its ctl", pid)
+		}
+		return nil
+	})
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		var v wire.ShardView
+		n.okJSON(t, &v, "shards", "members", "crawl")
+		if len(v.Members) != 0 {
+			return fmt.Errorf("members %+v; want a expired", v.Members)
+		}
+		return nil
+	})
 }

@@ -182,6 +182,7 @@ func ctlCommand() *ucli.Command {
 			ctlWorkCommand(),
 			ctlQueueCommand(),
 			ctlScheduleCommand(),
+			ctlShardsCommand(),
 			ctlGroupCommand(),
 			{
 				Name:   "token",

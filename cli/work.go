@@ -377,6 +377,8 @@ type workProc struct {
 	drain  bool        // stopped by the drain (or a second signal), not by its claim's end
 	timer  *time.Timer // the SIGKILL after a SIGTERM
 	gone   bool        // exited and reaped: its pgid may be another's now
+	// killDelay is how long SIGTERM precedes SIGKILL (0: workKillDelay).
+	killDelay time.Duration
 }
 
 // setGroup records p's process group: with Setpgid, the id of its first
@@ -405,7 +407,11 @@ func (p *workProc) stop(kill, byDrain bool) {
 	case !kill && !p.termed && !p.killed:
 		p.termed = true
 		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-		p.timer = time.AfterFunc(workKillDelay, func() { p.stop(true, false) })
+		delay := p.killDelay
+		if delay == 0 {
+			delay = workKillDelay
+		}
+		p.timer = time.AfterFunc(delay, func() { p.stop(true, false) })
 	}
 }
 
