@@ -60,7 +60,10 @@ import (
 //   - RunInfo.StartUnixNs (to place node clocks on the timeline) and
 //     OKFloor; leaders.jsonl, the node that led each partition's epochs
 //     (without it no clock fault excuses a timing anomaly);
-//   - the harness's own faults as nemesis notes (HarnessFaultNotes).
+//   - the harness's own faults as nemesis notes (HarnessFaultNotes);
+//   - periodic.json (optional): the schedules set, as answered, and the
+//     final reads of the schedules and then of their queue's tasks, each
+//     saying whether it was answered.
 
 // Files of a run directory.
 const (
@@ -106,11 +109,15 @@ type Input struct {
 	// Leaders are leaders.jsonl: which node led each partition at each
 	// epoch; nil when the run did not record them.
 	Leaders []Leadership
+	// Periodic is periodic.json: the run's schedules and the tasks of
+	// their queue; nil when the run set none (checkPeriodic notes it).
+	Periodic *PeriodicRecord
 }
 
 // ReadRun reads a run directory written by the harness: run.json,
-// history.jsonl and final.jsonl. Every file must exist and parse whole: a
-// truncated history would make every checker's verdict meaningless.
+// history.jsonl and final.jsonl, and leaders.jsonl and periodic.json when
+// present. Every file must exist and parse whole: a truncated history
+// would make every checker's verdict meaningless.
 func ReadRun(dir string) (*Input, error) {
 	in := &Input{}
 	b, err := os.ReadFile(filepath.Join(dir, runFile))
@@ -130,6 +137,18 @@ func ReadRun(dir string) (*Input, error) {
 	in.Leaders, err = readJSONL[Leadership](filepath.Join(dir, LeadersFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read run: %w", err)
+	}
+	// Optional too: a run from before schedules set none.
+	b, err = os.ReadFile(filepath.Join(dir, PeriodicFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read run: %w", err)
+	default:
+		in.Periodic = &PeriodicRecord{}
+		if err := json.Unmarshal(b, in.Periodic); err != nil {
+			return nil, fmt.Errorf("read run: %s: %w", PeriodicFile, err)
+		}
 	}
 	return in, nil
 }
@@ -175,6 +194,7 @@ func Analyze(in *Input) *Report {
 		checkConvergence(h),
 		checkIdempotentEnqueue(h),
 		checkKeys(h),
+		checkPeriodic(h),
 		checkRefused(h),
 		checkAnswers(h),
 		checkHarness(h),

@@ -42,6 +42,8 @@ type builder struct {
 	// leaders are the leaderships the run logged besides the default:
 	// node testLeader leads every partition at testEpoch.
 	leaders []Leadership
+	// periodic is the run's periodic record (periodic.json); nil: none.
+	periodic *PeriodicRecord
 	// corrupt, if set, damages the input after it is built.
 	corrupt func(in *Input)
 }
@@ -162,7 +164,7 @@ func (b *builder) input() *Input {
 		evs[i].Index = int64(i)
 		end = max(end, evs[i].TNs)
 	}
-	in := &Input{Run: b.run, Events: evs}
+	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic}
 	for p := range b.run.Partitions {
 		in.Leaders = append(in.Leaders, Leadership{Node: testLeader, Partition: p, Epoch: testEpoch})
 	}
@@ -404,6 +406,7 @@ var flagTests = []func(*testing.T){
 	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
 	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
 	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestPlacedEnqueues, TestHarness, TestAnswers,
+	TestPeriodic,
 	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
 }
 

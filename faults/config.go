@@ -16,8 +16,8 @@ import (
 // machine). Validate checks the fields against each other.
 type Config struct {
 	// Out is the run's output directory: run.json, history.jsonl,
-	// final.jsonl, summary.json, schedule.json, the nodes' logs and data
-	// dirs (nodes/), the workers' logs (workers/).
+	// final.jsonl, summary.json, schedule.json, periodic.json, the
+	// nodes' logs and data dirs (nodes/), the workers' logs (workers/).
 	Out string
 	// Binary is skuldd, built with -tags skuldtest (the test hooks).
 	Binary string
@@ -247,6 +247,7 @@ func (c *Config) Validate() error {
 	check(c.TTL > 0 && c.MaxAttempts >= 1, "ttl %v, max attempts %d: want positive", c.TTL, c.MaxAttempts)
 	check(c.Workers >= 1 && c.EnqueuePerSec > 0, "workers %d, enqueue rate %v: want positive", c.Workers, c.EnqueuePerSec)
 	check(c.Queue != "", "no queue")
+	check(c.Queue != PeriodicQueue, "queue %q is the schedules' (PeriodicQueue): the workers would claim their tasks", c.Queue)
 	check(c.ReqTimeout > 0, "request timeout %v must be positive", c.ReqTimeout)
 	check(c.Hold > 0 && c.KillHold > 0 && c.Gap > 0 && c.PauseMargin > 0, "hold %v, kill hold %v, gap %v, pause margin %v: want positive", c.Hold, c.KillHold, c.Gap, c.PauseMargin)
 	check(c.ComboProb >= 0 && c.ComboProb <= 1, "combo chance %v: want [0, 1]", c.ComboProb)

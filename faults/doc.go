@@ -48,6 +48,9 @@
 //     applied to which node when a fault could not be applied whole.
 //   - run.go, converge.go: a run's phases (setup, faults, heal,
 //     convergence, drain, final reads) and its output directory.
+//   - periodic.go: the schedules a run sets after setup (into a queue no
+//     worker claims), and their final reads, schedules then tasks, into
+//     periodic.json.
 //   - recorder.go, clock.go, summary.go, leaders.go: the history writer
 //     and readers, the shared monotonic timeline, the harness's own
 //     counts and the node-log scan (panics, and leaders.jsonl: which node
@@ -64,11 +67,12 @@
 // check.go digests the record; each check_*.go holds checkers of one
 // concern: check_queue.go (total-queue), check_claims.go (overlap, claim
 // ids, fencing, completion then claim), check_state.go (updates, deps,
-// attempts, convergence, idempotent enqueue), check_refused.go (refused
-// ops change nothing), check_harness.go (the harness's faults, answers a
-// client cannot use); windows.go says which faults beyond the bounds
-// excuse what. TestCheckerMutations disables each anomaly kind in turn
-// and requires a table case to catch it.
+// attempts, convergence, idempotent enqueue), check_keys.go (unique
+// keys), check_periodic.go (each occurrence of a schedule enqueued once),
+// check_refused.go (refused ops change nothing), check_harness.go (the
+// harness's faults, answers a client cannot use); windows.go says which
+// faults beyond the bounds excuse what. TestCheckerMutations disables
+// each anomaly kind in turn and requires a table case to catch it.
 //
 // # Concurrency
 //

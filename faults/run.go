@@ -51,6 +51,9 @@ type Run struct {
 	// leaves out without being partial. Used by Execute's goroutine
 	// only.
 	held map[int]string
+	// periodic is periodic.json: the schedules set after setup, and
+	// the final reads of them and of their queue.
+	periodic PeriodicRecord
 
 	mu struct {
 		sync.Mutex
@@ -140,6 +143,9 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.setSchedules(ctx); err != nil {
+		return nil, err
+	}
 	r.delays = startDelayMonitor()
 	if err := r.faults(ctx); err != nil {
 		return nil, err
@@ -151,6 +157,9 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	}
 	r.drain(ctx)
 	if err := r.finalReads(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.periodicReads(ctx); err != nil {
 		return nil, err
 	}
 	r.phase(PhaseDone, nil)

@@ -48,6 +48,9 @@ type RunSummary struct {
 	Converge ConvergeReport `json:"converge"`
 	Drain    DrainReport    `json:"drain"`
 	Final    FinalReport    `json:"final"`
+	// Periodic counts the schedules set and what their final reads
+	// found (periodic.json holds them).
+	Periodic PeriodicSummary `json:"periodic"`
 	// Delays is the harness's own scheduler delay (sleep overshoot)
 	// over the run.
 	Delays DelayStats `json:"sched_delay"`
@@ -247,6 +250,9 @@ func (s *RunSummary) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Drain: claimed %d, completed %d, %d requests, %.1fs, finished %v\n", s.Drain.Claimed, s.Drain.Completed, s.Drain.Requests, s.Drain.Seconds, s.Drain.Done)
 	fmt.Fprintf(w, "Final reads: %d tasks, %d reads: %d found, %d not found, %d errors, %d not sent (%.1fs)\n", s.Final.Tasks, s.Final.Reads, s.Final.Found, s.Final.NotFound, s.Final.Errors, s.Final.Skipped, s.Final.Seconds)
+	pr := s.Periodic
+	fmt.Fprintf(w, "Periodic: %d of %d schedules set; final reads %s: %d schedules, %d tasks of queue %s; %d failed attempts\n",
+		pr.Set, pr.Sent, map[bool]string{true: "answered", false: "NOT answered"}[pr.Read], pr.Schedules, pr.Tasks, PeriodicQueue, pr.Errors)
 	fmt.Fprintf(w, "Harness scheduler delay (sleep overshoot): p50 %.2fms p99 %.2fms max %.1fms over %d samples\n", s.Delays.P50Ms, s.Delays.P99Ms, s.Delays.MaxMs, s.Delays.Samples)
 	fmt.Fprintf(w, "Relay: %+v\n", s.Relay)
 	for i := 1; i <= len(s.NodeLogs); i++ {

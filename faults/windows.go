@@ -166,11 +166,19 @@ func (h *history) beyondLoss(id string, from, to int64) excuse {
 // explained is beyond with the replicas of a task's partition the wipes
 // must delete (need); an anomaly of no single task needs a majority.
 func (h *history) explained(id string, from, to int64, need int) excuse {
-	run := &h.in.Run
 	part := -1 // unknown: each wipe counts all its targets
 	if id != "" {
-		part = partitionOfTask(id, run.Partitions)
+		part = partitionOfTask(id, h.in.Run.Partitions)
 	}
+	return h.explainedIn(part, id != "", from, to, need)
+}
+
+// explainedIn is explained by partition: for an anomaly of one task of
+// partition part (perTask; -1: unknown), which may be known by its
+// partition alone (a keyed task that may not exist: its key fixes the
+// partition), or of no single task (!perTask).
+func (h *history) explainedIn(part int, perTask bool, from, to int64, need int) excuse {
+	run := &h.in.Run
 	// The sums, per stretch between repairs (the repairs before a wipe
 	// started number its stretch).
 	type sums struct {
@@ -198,7 +206,7 @@ func (h *history) explained(id string, from, to int64, need int) excuse {
 			stretches[k] = st
 		}
 		st.windows = append(st.windows, w.describe())
-		if id != "" {
+		if perTask {
 			st.wiped[part] += w.replicasWiped(part, run.Replicas)
 			continue
 		}
@@ -218,7 +226,7 @@ func (h *history) explained(id string, from, to int64, need int) excuse {
 			st.wiped[p] += w.replicasWiped(p, run.Replicas)
 		}
 	}
-	if id == "" {
+	if !perTask {
 		need = majority(max(run.Replicas, 1))
 	}
 	for _, k := range slices.Sorted(maps.Keys(stretches)) {
