@@ -522,6 +522,13 @@ func TestREADMEUniqueKeys(t *testing.T) {
 	runREADMESession(t, n, "Unique keys", 7)
 }
 
+// TestREADMEWorkerShards runs README's worker-shard session: two members
+// split indexes 0 and 1; one leaves and the other holds 0 alone.
+func TestREADMEWorkerShards(t *testing.T) {
+	n := startNode(t, t.TempDir(), 0)
+	runREADMESession(t, n, "Worker shards", 8)
+}
+
 // TestShardsJoinCommand drives `ctl shards join` as a user does: a first
 // member runs its command as index 0 of 1; a second joins and, once the
 // first stopped its command (SIGTERM), both run as 0 and 1 of 2; SIGTERM
