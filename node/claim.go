@@ -257,9 +257,31 @@ func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *stor
 		if g == nil {
 			continue // no longer claimable; pick again
 		}
+		if !g.Retired.IsZero() {
+			n.shipRetired(part, g, pending)
+			continue // retired, not claimed: pick again
+		}
 		return g, pending, nil
 	}
 	return nil, nil, nil
+}
+
+// shipRetired replicates, in the background, the retirement a claim
+// wrote instead of a claim (partition.Granted.Retired). Nothing waits
+// for it: a lost one reaches the followers by anti-entropy, and every
+// leader retires the same task (the keeper rule is the records').
+func (n *Node) shipRetired(part uint16, g *partition.Granted, pending *store.Pending) {
+	wr := partition.Write{Rec: g.Record(), Durable: pending}
+	if n.stopping.Load() {
+		return
+	}
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
+		defer cancel()
+		if _, err := n.repl.Replicate(ctx, part, 0, wr); err != nil {
+			n.log.Info("shipping a retirement of a task whose key another holds", "partition", part, "task", g.Spec.ID, "keeper", g.Retired, "err", err)
+		}
+	})
 }
 
 // grantedView is the view of a task just claimed, with its claim id.

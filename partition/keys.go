@@ -177,6 +177,20 @@ func (r *Replica) keyHoldersLocked(k string, now int64) ([]keyHolder, int, error
 	return hs, keeper, nil
 }
 
+// keyLoserLocked reports whether sp's task holds a unique key that
+// another task keeps (the key has several holders here: a stale
+// leader's write of the key merged in), and which task that is. Such a
+// task is never claimed: ClaimReserved retires it instead.
+func (r *Replica) keyLoserLocked(sp *task.Spec, now int64) (task.ID, bool, error) {
+	if sp.Key == "" {
+		return task.ID{}, false, nil
+	}
+	if _, conflict := r.keyConflicts[keyOf(sp)]; !conflict {
+		return task.ID{}, false, nil
+	}
+	return r.repeatKeeperLocked(sp, now)
+}
+
 // repeatKeeperLocked returns, for a repeated enqueue of sp (its task is
 // held here already) that has a key, the task that keeps the key if it
 // is another one: a leader that took sp's task from another replica

@@ -20,6 +20,11 @@ type Granted struct {
 	Spec  *task.Spec // with its payload
 	State task.State
 	Claim task.Claim
+	// Retired, when set, says that no claim was granted: another task
+	// (Retired) keeps the task's unique key, so the task was retired
+	// (cancelled, task.RetiredKeyReason) instead. State is the retired
+	// state, to ship to the followers (Record) like a claim's.
+	Retired task.ID
 }
 
 // Record is the grant's record to ship to the followers: the state, and
@@ -154,6 +159,26 @@ func (r *Replica) ClaimReserved(id task.ID, now, ttl int64) (*Granted, *store.Pe
 		return nil, nil, nil
 	}
 	old := r.stateDigestLocked(id, &st)
+	if keeper, lost, err := r.keyLoserLocked(sp, now); err != nil {
+		r.unreserveLocked(id, e)
+		return nil, nil, err
+	} else if lost {
+		// Another task keeps the key: this one is never claimed. Retire
+		// it now rather than at the next reconcile round, in which both
+		// would be claimable.
+		if _, err := st.Cancel(now, task.RetiredKeyReason+keeper.String()); err != nil {
+			r.unreserveLocked(id, e)
+			return nil, nil, err
+		}
+		st.Stamp = r.epoch
+		p, err := r.writeStateLocked(sp, old, &st, now)
+		if err != nil {
+			r.unreserveLocked(id, e)
+			return nil, nil, err
+		}
+		r.log.Info("retired a task whose key another holds, instead of claiming it", "task", id, "keeper", keeper)
+		return &Granted{Spec: sp, State: st, Retired: keeper}, p, nil
+	}
 	c := task.Claim{Index: st.NextClaim(), Start: now, Epoch: r.epoch}
 	c.End = sp.LeaseEnd(c, now, ttl) // at most the time limit
 	st.AddClaim(c)
