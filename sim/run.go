@@ -63,6 +63,7 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	defer c.close()
 	r := &run{cfg: &cfg, c: c, rec: rec, res: res, sink: faults.NewSink()}
 
+	r.setSchedules(ctx)
 	rec.phase(faults.PhaseFaults, res.Schedule)
 	until := time.Now().Add(cfg.FaultTime)
 	var wg sync.WaitGroup
@@ -93,6 +94,7 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 	}
 	rec.phase(faults.PhaseFinal, nil)
 	r.finalReads(ctx)
+	r.readPeriodic(ctx)
 	rec.phase(faults.PhaseDone, nil)
 	c.close()
 	// memberlist's probe goroutines outlive its Shutdown, each until its
@@ -113,6 +115,7 @@ func Run(ctx context.Context, cfg Config, seed uint64, log *slog.Logger) (*Resul
 		AAEIntervalMs: cfg.AAEInterval.Milliseconds(), TTLMs: cfg.TTL.Milliseconds(), MaxAttempts: cfg.MaxAttempts,
 		Command: ReplayCommand(seed), StartUnixNs: rec.start.UnixNano(),
 	})
+	res.History.Periodic = r.periodic
 	res.Report = faults.Analyze(res.History)
 	return res, nil
 }
@@ -142,7 +145,9 @@ type run struct {
 	res *Result
 	// sink is the fenced sink every client offers its effects to.
 	sink *faults.Sink
-	mu   sync.Mutex // guards res.Problems
+	// periodic is the record of the run's schedules (periodic.go).
+	periodic *faults.PeriodicRecord
+	mu       sync.Mutex // guards res.Problems
 }
 
 func (r *run) problem(format string, args ...any) {

@@ -123,7 +123,8 @@ func opsLine(res *sim.Result) string {
 
 // mixLine summarises what the history shows of the workload's harder
 // parts: dependency edges, enqueues acknowledged by one replica alone,
-// placed (sent without id) and hinted, the fenced sink's answers.
+// placed (sent without id) and hinted, the fenced sink's answers, the
+// schedules' occurrences.
 func mixLine(res *sim.Result) string {
 	var edges, oneAck, placed, hinted, effects, refused int
 	for _, e := range res.History.Events {
@@ -144,8 +145,15 @@ func mixLine(res *sim.Result) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d dependency edges, %d enqueues acknowledged by 1 replica, %d placed, %d hinted, %d effects (%d fenced off)",
-		edges, oneAck, placed, hinted, effects, refused)
+	var occurrences, skipped uint64
+	if p := res.History.Periodic; p != nil {
+		for _, v := range p.Schedules.Views {
+			occurrences += v.Enqueued
+			skipped += v.Skipped
+		}
+	}
+	return fmt.Sprintf("%d dependency edges, %d enqueues acknowledged by 1 replica, %d placed, %d hinted, %d effects (%d fenced off), %d occurrences of schedules enqueued (%d skipped)",
+		edges, oneAck, placed, hinted, effects, refused, occurrences, skipped)
 }
 
 // maxExampleTasks bounds the tasks whose history a failure prints.
