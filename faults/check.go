@@ -63,7 +63,13 @@ import (
 //   - the harness's own faults as nemesis notes (HarnessFaultNotes);
 //   - periodic.json (optional): the schedules set, as answered, and the
 //     final reads of the schedules and then of their queue's tasks, each
-//     saying whether it was answered.
+//     saying whether it was answered;
+//   - shards.json (optional, required when RunInfo.Shards names a set):
+//     every request of the shard members with its send and answer times
+//     and the answer's generation, index, work and pending; every hold
+//     with its start (the answer's arrival) and end (right before the
+//     renewal or leave saying it stopped, or the lease's end by the
+//     member's clock); the final reads of the set; QuietNs and StopNs.
 
 // Files of a run directory.
 const (
@@ -112,11 +118,15 @@ type Input struct {
 	// Periodic is periodic.json: the run's schedules and the tasks of
 	// their queue; nil when the run set none (checkPeriodic notes it).
 	Periodic *PeriodicRecord
+	// Shards is shards.json: the run's shard members, their requests
+	// and holds; nil when the run ran none (checkShards notes it, or
+	// flags it if RunInfo.Shards says it did).
+	Shards *ShardRecord
 }
 
 // ReadRun reads a run directory written by the harness: run.json,
-// history.jsonl and final.jsonl, and leaders.jsonl and periodic.json when
-// present. Every file must exist and parse whole: a truncated history
+// history.jsonl and final.jsonl, and leaders.jsonl, periodic.json and
+// shards.json when present. Every file must exist and parse whole: a truncated history
 // would make every checker's verdict meaningless.
 func ReadRun(dir string) (*Input, error) {
 	in := &Input{}
@@ -148,6 +158,18 @@ func ReadRun(dir string) (*Input, error) {
 		in.Periodic = &PeriodicRecord{}
 		if err := json.Unmarshal(b, in.Periodic); err != nil {
 			return nil, fmt.Errorf("read run: %s: %w", PeriodicFile, err)
+		}
+	}
+	// And a run from before worker shards ran no members.
+	b, err = os.ReadFile(filepath.Join(dir, ShardsFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read run: %w", err)
+	default:
+		in.Shards = &ShardRecord{}
+		if err := json.Unmarshal(b, in.Shards); err != nil {
+			return nil, fmt.Errorf("read run: %s: %w", ShardsFile, err)
 		}
 	}
 	return in, nil
@@ -195,6 +217,7 @@ func Analyze(in *Input) *Report {
 		checkIdempotentEnqueue(h),
 		checkKeys(h),
 		checkPeriodic(h),
+		checkShards(h),
 		checkRefused(h),
 		checkAnswers(h),
 		checkHarness(h),

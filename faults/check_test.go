@@ -44,6 +44,8 @@ type builder struct {
 	leaders []Leadership
 	// periodic is the run's periodic record (periodic.json); nil: none.
 	periodic *PeriodicRecord
+	// shards is the run's shard record (shards.json); nil: none.
+	shards *ShardRecord
 	// corrupt, if set, damages the input after it is built.
 	corrupt func(in *Input)
 }
@@ -164,7 +166,7 @@ func (b *builder) input() *Input {
 		evs[i].Index = int64(i)
 		end = max(end, evs[i].TNs)
 	}
-	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic}
+	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic, Shards: b.shards}
 	for p := range b.run.Partitions {
 		in.Leaders = append(in.Leaders, Leadership{Node: testLeader, Partition: p, Epoch: testEpoch})
 	}
@@ -406,7 +408,7 @@ var flagTests = []func(*testing.T){
 	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
 	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
 	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestPlacedEnqueues, TestHarness, TestAnswers,
-	TestPeriodic,
+	TestPeriodic, TestShards,
 	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
 }
 

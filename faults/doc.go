@@ -51,6 +51,11 @@
 //   - periodic.go: the schedules a run sets after setup (into a queue no
 //     worker claims), and their final reads, schedules then tasks, into
 //     periodic.json.
+//   - shards.go: the worker-shard members a run keeps from after setup to
+//     after the heal (one set, each member talking to one node, one that
+//     churns, one that goes silent until expired), every request and
+//     every stretch a member worked on an index, and the set's final
+//     read, into shards.json.
 //   - recorder.go, clock.go, summary.go, leaders.go: the history writer
 //     and readers, the shared monotonic timeline, the harness's own
 //     counts and the node-log scan (panics, and leaders.jsonl: which node
@@ -69,7 +74,8 @@
 // ids, fencing, completion then claim), check_state.go (updates, deps,
 // attempts, convergence, idempotent enqueue), check_keys.go (unique
 // keys), check_periodic.go (each occurrence of a schedule enqueued once),
-// check_refused.go (refused ops change nothing), check_harness.go (the
+// check_shards.go (no index of a shard set worked on by two members at
+// once; every index worked once the changes stop), check_refused.go (refused ops change nothing), check_harness.go (the
 // harness's faults, answers a client cannot use); windows.go says which
 // faults beyond the bounds excuse what. TestCheckerMutations disables
 // each anomaly kind in turn and requires a table case to catch it.

@@ -215,6 +215,10 @@ type RunInfo struct {
 	OKFloor map[string]int64 `json:"ok_floor,omitempty"`
 	// Command is the command line that reproduces the run.
 	Command string `json:"command"`
+	// Shards names the shard set the run's members joined (shards.go):
+	// a run that names one must have its shards.json. Empty in runs from
+	// before worker shards.
+	Shards string `json:"shards,omitempty"`
 }
 
 // Leadership is one node leading one partition at one epoch: written to

@@ -54,6 +54,11 @@ type Run struct {
 	// periodic is periodic.json: the schedules set after setup, and
 	// the final reads of them and of their queue.
 	periodic PeriodicRecord
+	// shards runs the worker-shard members (shards.go) from after setup;
+	// shardsDone receives the end of their final read and stop, started
+	// at the heal. Both nil until then.
+	shards     *shardHarness
+	shardsDone <-chan error
 
 	mu struct {
 		sync.Mutex
@@ -146,11 +151,15 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	if err := r.setSchedules(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.startShards(ctx); err != nil {
+		return nil, err
+	}
 	r.delays = startDelayMonitor()
 	if err := r.faults(ctx); err != nil {
 		return nil, err
 	}
 	heal := r.healPhase(ctx)
+	r.shardsFinal(heal)
 	r.convergence(ctx, heal)
 	if err := sleepCtx(ctx, r.cfg.Quiet-time.Duration(r.tl.Now()-heal)); err != nil {
 		return nil, err
@@ -161,6 +170,9 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	}
 	if err := r.periodicReads(ctx); err != nil {
 		return nil, err
+	}
+	if err := <-r.shardsDone; err != nil {
+		return nil, fmt.Errorf("shards: %w", err)
 	}
 	r.phase(PhaseDone, nil)
 	r.stopNodes()
@@ -181,6 +193,9 @@ func (r *Run) finish(ctx context.Context, started time.Time, runErr error) (*Run
 	}
 	r.sum.Delays = r.delays.stop()
 	r.delays = nil
+	if err := r.closeShards(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
 	if r.relay != nil {
 		r.sum.Relay = r.relay.Stats()
 	}
@@ -405,6 +420,7 @@ func (r *Run) runInfo() RunInfo {
 			ri.BeyondBounds = append(ri.BeyondBounds, k)
 		}
 	}
+	ri.Shards = ShardSetName
 	return ri
 }
 

@@ -51,6 +51,9 @@ type RunSummary struct {
 	// Periodic counts the schedules set and what their final reads
 	// found (periodic.json holds them).
 	Periodic PeriodicSummary `json:"periodic"`
+	// Shards counts the worker-shard members' requests and holds
+	// (shards.json holds them).
+	Shards ShardsSummary `json:"shards"`
 	// Delays is the harness's own scheduler delay (sleep overshoot)
 	// over the run.
 	Delays DelayStats `json:"sched_delay"`
@@ -253,6 +256,9 @@ func (s *RunSummary) Print(w io.Writer) {
 	pr := s.Periodic
 	fmt.Fprintf(w, "Periodic: %d of %d schedules set; final reads %s: %d schedules, %d tasks of queue %s; %d failed attempts\n",
 		pr.Set, pr.Sent, map[bool]string{true: "answered", false: "NOT answered"}[pr.Read], pr.Schedules, pr.Tasks, PeriodicQueue, pr.Errors)
+	sh := s.Shards
+	fmt.Fprintf(w, "Shards: %d members, %d joins, %d leaves, %d expiries, %d holds, %d failed requests; final read: %s\n",
+		sh.Members, sh.Joins, sh.Leaves, sh.Expiries, sh.Holds, sh.Errors, sh.Final)
 	fmt.Fprintf(w, "Harness scheduler delay (sleep overshoot): p50 %.2fms p99 %.2fms max %.1fms over %d samples\n", s.Delays.P50Ms, s.Delays.P99Ms, s.Delays.MaxMs, s.Delays.Samples)
 	fmt.Fprintf(w, "Relay: %+v\n", s.Relay)
 	for i := 1; i <= len(s.NodeLogs); i++ {
