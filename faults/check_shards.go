@@ -74,11 +74,13 @@ const (
 	countShardHolds      = "holds"
 	countShardLeaseEnds  = "holds ended by the lease"
 	countShardLongWaitMs = "longest wait from a pending generation to its first hold (ms)"
+	countShardHandovers  = "handovers (an index's next hold by another member)"
+	countShardMinGapMs   = "shortest handover (ms from one member's hold end to the next's start)"
 	countShardWorked     = "indexes of the final generation worked at the stop"
 )
 
 var shardCounts = []string{countShardMembers, countShardJoins, countShardLeaves, countShardExpiries, countShardErrors,
-	countShardGens, countShardHolds, countShardLeaseEnds, countShardLongWaitMs, countShardWorked}
+	countShardGens, countShardHolds, countShardLeaseEnds, countShardLongWaitMs, countShardHandovers, countShardMinGapMs, countShardWorked}
 
 // shardSlack is added to the settling time after which a pending
 // generation is judged.
@@ -561,6 +563,27 @@ func (sc *shardCheck) figures() {
 			wait = max(wait, t-p)
 		}
 	}
+	// Handovers: each index's holds in the order they started, the next
+	// by another member after one ended (overlaps are flagged above).
+	byIndex := map[int32][]*ShardHold{}
+	for i := range r.Holds {
+		byIndex[r.Holds[i].Index] = append(byIndex[r.Holds[i].Index], &r.Holds[i])
+	}
+	var handovers, minGap int64
+	for _, hs := range byIndex {
+		slices.SortStableFunc(hs, func(a, b *ShardHold) int { return cmp.Compare(a.StartNs, b.StartNs) })
+		for k := 1; k < len(hs); k++ {
+			a, b := hs[k-1], hs[k]
+			if a.Member == b.Member || b.StartNs < sc.holdEnd(a) {
+				continue
+			}
+			gap := b.StartNs - sc.holdEnd(a)
+			if handovers == 0 || gap < minGap {
+				minGap = gap
+			}
+			handovers++
+		}
+	}
 	c.count(countShardMembers, int64(len(sc.ours)))
 	c.count(countShardJoins, joins)
 	c.count(countShardLeaves, leaves)
@@ -570,4 +593,6 @@ func (sc *shardCheck) figures() {
 	c.count(countShardHolds, int64(len(r.Holds)))
 	c.count(countShardLeaseEnds, leaseEnds)
 	c.count(countShardLongWaitMs, wait/nsPerMs)
+	c.count(countShardHandovers, handovers)
+	c.count(countShardMinGapMs, minGap/nsPerMs)
 }

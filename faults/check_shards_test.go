@@ -295,7 +295,7 @@ func TestShardsFigures(t *testing.T) {
 	}
 	c := findCheck(t, r, checkShardsName)
 	want := map[string]int64{countShardMembers: 3, countShardJoins: 3, countShardLeaves: 3, countShardExpiries: 0, countShardErrors: 1,
-		countShardGens: 4, countShardHolds: 6, countShardLeaseEnds: 0, countShardLongWaitMs: 501, countShardWorked: 2}
+		countShardGens: 4, countShardHolds: 6, countShardLeaseEnds: 0, countShardLongWaitMs: 501, countShardHandovers: 2, countShardMinGapMs: 106, countShardWorked: 2}
 	for name, w := range want {
 		if got := countOf(t, c, name); got != w {
 			t.Errorf("%s = %d; want %d", name, got, w)
@@ -606,7 +606,7 @@ func TestShardsHarness(t *testing.T) {
 		t.Errorf("the harness's record flagged, or notes %q:\n%s", c.Notes, dump(r))
 	}
 	for name, least := range map[string]int64{countShardJoins: 5, countShardLeaves: 5, countShardExpiries: 1, countShardErrors: 1,
-		countShardHolds: 6, countShardLeaseEnds: 1, countShardWorked: 4} {
+		countShardHolds: 6, countShardLeaseEnds: 1, countShardHandovers: 1, countShardWorked: 4} {
 		if got := countOf(t, c, name); got < least {
 			t.Errorf("%s = %d; want at least %d", name, got, least)
 		}
