@@ -186,6 +186,18 @@ func (m *ShardMember) Run(ctx context.Context, work func(ctx context.Context, s 
 		}
 	}()
 	for {
+		if over, _ := m.leaseDeadline(); over {
+			// Its lease ran out: whatever its last view said, the member
+			// may not work until a renewal says so again.
+			if err := stop(); err != nil {
+				return err
+			}
+			if m.view.Work {
+				v := *m.view
+				v.Work = false
+				m.view = &v
+			}
+		}
 		v := m.view
 		switch {
 		case v.Work && (cur == nil || cur.shard.Generation != v.Generation) && (idle == nil || idle.Generation != v.Generation):
@@ -204,12 +216,8 @@ func (m *ShardMember) Run(ctx context.Context, work func(ctx context.Context, s 
 			m.stopped = max(m.stopped, v.Generation)
 			idle = nil
 		}
-		wait := m.cfg.TTL / 4
-		if cur == nil {
-			wait = min(wait, shardWaitRenew)
-		} else if _, lease := m.leaseDeadline(); lease > 0 {
-			wait = min(wait, lease)
-		}
+		_, left := m.leaseDeadline()
+		wait := renewWait(cur != nil, m.cfg.TTL, left)
 		var done <-chan error
 		if cur != nil {
 			done = cur.done
@@ -241,18 +249,6 @@ func (m *ShardMember) Run(ctx context.Context, work func(ctx context.Context, s 
 			continue
 		case <-t.C:
 		}
-		if over, _ := m.leaseDeadline(); over {
-			// Its lease ran out: whatever its last view said, the member
-			// may not work until a renewal says so again.
-			if err := stop(); err != nil {
-				return err
-			}
-			if m.view.Work {
-				v := *m.view
-				v.Work = false
-				m.view = &v
-			}
-		}
 		err := m.renew(ctx, cur != nil)
 		switch {
 		case err == nil:
@@ -269,6 +265,17 @@ func (m *ShardMember) Run(ctx context.Context, work func(ctx context.Context, s 
 			// Unreachable for now: keep working until the lease ends.
 		}
 	}
+}
+
+// renewWait is how long a member waits before its next renewal: a
+// quarter of its lease while it works, shardWaitRenew while it waits for
+// a shard, and never past the end of its lease (left) while it works,
+// when it must stop (a lease that already ended: at once).
+func renewWait(working bool, ttl, left time.Duration) time.Duration {
+	if !working {
+		return min(ttl/4, shardWaitRenew)
+	}
+	return min(ttl/4, max(left, 0))
 }
 
 // leaseDeadline reports whether the lease ran out, or how long is left.

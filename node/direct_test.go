@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/nodetest"
 	"github.com/skuldd/skuldd/ring"
@@ -29,11 +30,12 @@ func idsIn(part uint16, n int) []task.ID {
 	return out
 }
 
-// TestEnqueueWithoutLeader: an enqueue needs no partition leader. Node
-// F leads a partition; node G cannot reach F (a one-way cut: F stays the
-// leader in everyone's view, so no failover happens), and no leader runs
-// anti-entropy on its own. An enqueue through G of tasks of F's partition
-// is written by G to G and H and acknowledged by both; F lacks the tasks.
+// TestEnqueueWithoutLeader: an enqueue of tasks under ids its
+// coordinator drew needs no partition leader. Node F leads a partition;
+// node G cannot reach F (a one-way cut: F stays the leader in everyone's
+// view, so no failover happens), and no leader runs anti-entropy on its
+// own. An enqueue through G of tasks of F's partition is written by G to
+// G and H and acknowledged by both; F lacks the tasks.
 // Asked through H to record a dependent of one, to cancel another and to
 // cancel the third's group, F looks for them on the cohort and does all
 // three; the first is then claimable. Before direct writes the enqueue
@@ -54,8 +56,13 @@ func TestEnqueueWithoutLeader(t *testing.T) {
 	c.Faults(g).Cut(c.Addr(f))
 	ids := idsIn(part, 3)
 	ectx, ecancel := context.WithTimeout(ctx, clusterWait/2)
-	r, err := c.Client(g).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{
-		{ID: &ids[0], Queue: "direct"}, {ID: &ids[1], Queue: "direct"}, {ID: &ids[2], Queue: "direct", Group: "grp"},
+	// Ids G drew itself (fresh): written without a leader. (A client's
+	// ids go through the leader, which checks them: directTask.) G is
+	// asked as a forwarded copy, whose fresh marks it trusts, to put
+	// them in F's partition.
+	r, err := c.Node(g).Enqueue(node.WithForwarded(ectx), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{
+		{ID: &ids[0], Queue: "direct", FreshID: true}, {ID: &ids[1], Queue: "direct", FreshID: true},
+		{ID: &ids[2], Queue: "direct", Group: "grp", FreshID: true},
 	}})
 	ecancel()
 	if err != nil {
@@ -359,5 +366,77 @@ func TestHintedDuplicateIsNotHinted(t *testing.T) {
 	}
 	if st := c.Node(l).HintStats(); st.Pending != 0 {
 		t.Fatalf("hints %+v; want none", st)
+	}
+}
+
+// TestPlacementAvoidsHungNodes: when replication requests to two nodes
+// go unanswered (the nodes hang, or their links went, and nothing has
+// failed or been declared dead yet), id-less enqueues are placed away
+// from the partitions that need them within a quarter second, instead
+// of waiting on them until the request's end. The enqueues ask w=3, so
+// every partition with either hung node in its cohort needs it. (Placed
+// enqueues sent right after a cohort was killed waited 2-3 s in the
+// quick fault run, seed 4242, until gossip saw the kill.)
+func TestPlacementAvoidsHungNodes(t *testing.T) {
+	c := nodetest.NewCluster(t, 5)
+	all := c.IDs(0, 1, 2, 3, 4)
+	c.Placed(t, 0, all, 3)
+	const d = 2
+	v, err := c.View(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two nodes to hang: the pair (not D) that leaves the most
+	// partitions without either in their cohort.
+	h1, h2, free := -1, -1, 0
+	for a := range 5 {
+		for b := a + 1; b < 5; b++ {
+			if a == d || b == d {
+				continue
+			}
+			n := 0
+			for _, p := range v.Partitions {
+				if !slices.Contains(p.Cohort, all[a]) && !slices.Contains(p.Cohort, all[b]) {
+					n++
+				}
+			}
+			if n > free {
+				h1, h2, free = a, b, n
+			}
+		}
+	}
+	if free == 0 {
+		t.Fatal("every partition has one of any two nodes in its cohort: the test shows nothing")
+	}
+	needsHung := func(co []uint64) bool { return slices.Contains(co, all[h1]) || slices.Contains(co, all[h2]) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	// Requests from D to nodes 3 and 4 hang. A write that needs them,
+	// sent first, is what shows them hung.
+	c.Faults(d).Delay(c.Addr(h1), 5*time.Second)
+	c.Faults(d).Delay(c.Addr(h2), 5*time.Second)
+	// One write to a partition of each hung node: they show the nodes
+	// hung.
+	gen := task.NewIDGen(77, clock.Real{})
+	for _, h := range []int{h1, h2} {
+		var id task.ID
+		for id = gen.Next(); !slices.Contains(v.Partitions[partOfForTest(id, nodetest.DefaultPartitions)].Cohort, all[h]); id = gen.Next() {
+		}
+		go func() { // as D's own fresh id: written by D, not by the leader
+			_, _ = c.Node(d).Enqueue(node.WithForwarded(ctx), &wire.EnqueueRequest{W: 3, Tasks: []wire.EnqueueTask{{ID: &id, Queue: "hung", FreshID: true}}})
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // past suspectAfter: the hung write is the detector
+	for i := range 30 {
+		ectx, ecancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := c.Client(d).Enqueue(ectx, &wire.EnqueueRequest{W: 3, Tasks: []wire.EnqueueTask{{Queue: "placed"}}})
+		ecancel()
+		if err != nil {
+			t.Fatalf("id-less enqueue %d (w=3) while nodes %d and %d hang, %d partitions without them: %v", i, h1, h2, free, err)
+		}
+		part := ring.PartitionOf(r.Results[0].ID[:], len(v.Partitions))
+		if co := v.Partitions[part].Cohort; needsHung(co) {
+			t.Fatalf("task %s placed in partition %d, cohort %v, which waits on a hung node", r.Results[0].ID, part, co)
+		}
 	}
 }

@@ -288,10 +288,19 @@ func (n *Node) otherLeaderIDs() []uint64 {
 // cannot reach, to be hinted here.
 const routeHint = "!hint"
 
+// leaderForwardWait bounds the forward of tasks without key or deps to
+// their partition's leader: a leader answers in milliseconds, and past
+// this the coordinator writes them to their cohort itself (directTask)
+// rather than wait out a leader that died or was cut off before its
+// peers noticed.
+const leaderForwardWait = 500 * time.Millisecond
+
 // enqueueRouted splits an enqueue by partition leader: the tasks of
 // partitions led here, and those written without a leader, are written
-// here, the others forwarded, and the results put back in request order. Every task gets its id first, so a
-// forwarded part is idempotent under the client's retries.
+// here, the others forwarded, and the results put back in request
+// order. Every task gets its id first, so a forwarded part is
+// idempotent under the client's retries.
+
 func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, bool, error) {
 	if isForwarded(ctx) {
 		return nil, false, nil
@@ -299,16 +308,21 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	plan := make([]coord.EnqueueTask, len(req.Tasks))
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
+		// A task without an id here came past the retrying service
+		// (which draws fresh ids for them): its new id is not marked
+		// fresh, and the task is written as a client's would be.
+		fresh := t.FreshID && trustsFreshIDs(ctx)
 		if t.ID == nil {
 			id := n.newID(t, req.W)
 			t.ID = &id
 		}
-		// A task without key or deps is written here, to its cohort
-		// (writeTasks): it needs no leader, so none is looked up.
+		// A task without key or deps under a fresh id, or a client's id
+		// whose leader is out of reach, is written here, to its cohort
+		// (writeTasks, directTask): no leader is looked up.
 		addr := ""
-		if !directTask(t.Key, t.Deps) {
+		if part := n.partOf(*t.ID); !directTask(t.Key, t.Deps, fresh, n.leaderOutOfReach(part)) {
 			var err error
-			if addr, err = n.routeTo(ctx, n.partOf(*t.ID)); err != nil {
+			if addr, err = n.routeTo(ctx, part); err != nil {
 				if !req.Hint || len(t.Deps) > 0 || !hintable(err) {
 					return nil, true, fmt.Errorf("task %d of %d: %w", i+1, len(req.Tasks), err)
 				}
@@ -324,10 +338,11 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	resp := &wire.EnqueueResponse{Results: make([]wire.EnqueueResult, len(req.Tasks))}
 	send := func(addr string, idx []int) error {
 		sub := &wire.EnqueueRequest{W: req.W, Tasks: make([]wire.EnqueueTask, len(idx))}
-		noDeps := true
+		noDeps, plain := true, true
 		for k, i := range idx {
 			sub.Tasks[k] = req.Tasks[i]
 			noDeps = noDeps && len(req.Tasks[i].Deps) == 0
+			plain = plain && len(req.Tasks[i].Deps) == 0 && req.Tasks[i].Key == ""
 		}
 		var r *wire.EnqueueResponse
 		var err error
@@ -341,13 +356,27 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 			sub.Hint = req.Hint
 			r, err = n.enqueueLocal(ctx, sub)
 		default:
-			// The leader writes; this node hints if it cannot reach it
-			// (the copy it forwards asks for no hint).
+			// The leader writes; if it cannot be reached in time, this
+			// node writes tasks without key or deps to their cohort
+			// itself (directTask), and hints what it must (the copy it
+			// forwards asks for no hint). A forward that timed out may
+			// have been written: the same tasks again are repeats.
 			r = new(wire.EnqueueResponse)
-			fctx, cancel := n.hintWait(ctx, req.Hint && noDeps)
+			fctx, cancel := ctx, context.CancelFunc(func() {})
+			switch {
+			case plain:
+				fctx, cancel = context.WithTimeout(ctx, leaderForwardWait)
+			case req.Hint && noDeps:
+				fctx, cancel = n.hintWait(ctx, true)
+			}
 			err = n.forwardCall(fctx, addr, wire.OpEnqueue, sub, r)
 			cancel()
-			if err != nil && req.Hint && noDeps && hintable(err) {
+			switch {
+			case err == nil || !hintable(err) || ctx.Err() != nil:
+			case plain:
+				sub.Hint = req.Hint
+				r, err = n.enqueueLocal(ctx, sub)
+			case req.Hint && noDeps:
 				sub.Hint = true
 				r, err = n.enqueueLocal(ctx, sub)
 			}

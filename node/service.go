@@ -315,7 +315,11 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 	}
 	byPart := map[route][]partition.NewTask{}
 	for _, nt := range batch {
-		r := route{n.partOf(nt.Spec.ID), directTask(nt.Spec.Key, nt.Spec.Deps)}
+		part := n.partOf(nt.Spec.ID)
+		// A client's id reaches here at the partition's leader, or sent
+		// on by a coordinator that could not reach it: written directly
+		// unless this node leads.
+		r := route{part, directTask(nt.Spec.Key, nt.Spec.Deps, !nt.CheckExisting, !n.leads(part))}
 		byPart[r] = append(byPart[r], nt)
 	}
 	var mu sync.Mutex
@@ -440,9 +444,38 @@ func (n *Node) hinted(req *wire.EnqueueRequest) bool {
 	return len(req.Tasks) > 0
 }
 
-// directTask reports whether a task with this key and these deps is
-// written to its cohort by the enqueue's coordinator (see writeTasks).
-func directTask(key string, deps []task.ID) bool { return key == "" && len(deps) == 0 }
+// directTask reports whether a task with this key and these deps, whose
+// id the coordinator drew (fresh) or a client chose, is written to its
+// cohort by the enqueue's coordinator (see writeTasks) rather than by
+// its partition's leader, which ledOutOfReach says is out of reach
+// (or is not this node, for a request that reached it).
+//
+// A task with a key or deps always goes through its leader. A fresh id
+// never needs it: no task can hold that id. A client's id may be held
+// already with another spec (a client reusing ids): a replica that
+// lacks that task would take the new spec while the others refuse it,
+// and a read could then show it in place of the acknowledged one (found
+// by TestClusterClaimRouting under CI's load). The leader holds every
+// acknowledged task of its partition and checks the id first, so a
+// client's id goes through it while it can be reached, and is written
+// directly only when it cannot (a failover, a cut), where the residue
+// of a reused id is left to anti-entropy's specFirst.
+func directTask(key string, deps []task.ID, fresh, leaderOutOfReach bool) bool {
+	return key == "" && len(deps) == 0 && (fresh || leaderOutOfReach)
+}
+
+// leaderOutOfReach reports whether part's leader, as the registry names
+// it, is not this node and cannot be counted on to answer now: none
+// is known, gossip does not hold it alive, or a replication request to
+// it went unanswered (replication.Plane.Reachable).
+func (n *Node) leaderOutOfReach(part uint16) bool {
+	ls := n.leaders()
+	if int(part) >= len(ls) || ls[part] == 0 {
+		return true
+	}
+	l := ls[part]
+	return l != n.id && !(n.ms.Alive(l) && n.repl.Reachable(l))
+}
 
 // writeNew writes new tasks of part, without keys or deps, to its cohort
 // as their coordinator (replication.Plane.ShipNew), this node's replica

@@ -37,8 +37,21 @@ type links struct {
 	// answered, or not sent), with when (Unix ms): Reachable's view,
 	// cleared by an answer, forgotten after unreachableFor.
 	down map[uint64]int64
-	wg   sync.WaitGroup
+	// inflight holds, per node, the requests sent and not yet answered,
+	// each with when it was sent (Unix ms): a node that leaves one
+	// unanswered past suspectAfter is not counted on either.
+	inflight map[uint64]map[uint64]int64
+	nextReq  uint64
+	wg       sync.WaitGroup
 }
+
+// suspectAfter is how long a replication request may go unanswered
+// before Reachable stops counting its node: replication answers in
+// milliseconds (a synced write), so a quarter second without one is a
+// node that died or a link that went, long before the request's own
+// timeout or gossip says so; an enqueue without an id placed meanwhile
+// would wait on it.
+const suspectAfter = 250 * time.Millisecond
 
 // unreachableFor is how long a failed request marks its node
 // unreachable for Reachable, unless an answer clears it first. It covers
@@ -63,11 +76,43 @@ func (rp *links) setDown(to uint64, down bool) {
 // Reachable reports whether the last replication request to node id,
 // if any, was answered: a node whose requests fail is not counted on to
 // hold an enqueue's new tasks (see node's placement of id-less tasks).
+//
+// It is not either when a request to the node has waited for its
+// answer longer than suspectAfter.
 func (p *Plane) Reachable(id uint64) bool {
 	p.links.mu.Lock()
 	defer p.links.mu.Unlock()
+	now := p.now()
+	for _, sent := range p.links.inflight[id] {
+		if now-sent > suspectAfter.Milliseconds() {
+			return false
+		}
+	}
 	at, ok := p.links.down[id]
-	return !ok || p.now()-at >= unreachableFor.Milliseconds()
+	return !ok || now-at >= unreachableFor.Milliseconds()
+}
+
+// sending records a request to node to as sent; the returned func
+// records its end (answered or failed).
+func (rp *links) sending(to uint64) (done func()) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.inflight == nil {
+		rp.inflight = map[uint64]map[uint64]int64{}
+	}
+	reqs := rp.inflight[to]
+	if reqs == nil {
+		reqs = map[uint64]int64{}
+		rp.inflight[to] = reqs
+	}
+	rp.nextReq++
+	id := rp.nextReq
+	reqs[id] = rp.p.now()
+	return func() {
+		rp.mu.Lock()
+		defer rp.mu.Unlock()
+		delete(reqs, id)
+	}
 }
 
 // send queues it for follower to; false when the link's queue is full or
@@ -156,7 +201,9 @@ func (rp *links) deliver(to uint64, batch []*replItem) {
 	defer cancel()
 	var resp wire.ReplicateResponse
 	sent := time.Now()
+	answered := rp.sending(to)
 	err := rp.p.host.Peers().Call(ctx, addr, wire.OpReplicate, req, &resp)
+	answered()
 	st.InFlightNanos.Add(int64(time.Since(sent)))
 	if err != nil {
 		fail(err)
