@@ -14,7 +14,8 @@
 # a bridge and iptables inside the namespaces, all in 10.77.0.0/24. Builds
 # skuldd with -tags skuldtest (the test hooks) and the tool into DIR/bin.
 # Everything it sets up is torn down on exit. The output (history.jsonl,
-# final.jsonl, run.json, summary.json, leaders.jsonl, node logs and data dirs)
+# final.jsonl, run.json, summary.json, leaders.jsonl, periodic.json (the
+# schedules), shards.json (the shard members), node logs and data dirs)
 # stays in DIR, whatever the outcome (summary.json too when the run fails),
 # by default ${TMPDIR:-/tmp}/skuldd-faults/seed-N.
 set -euo pipefail
