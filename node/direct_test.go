@@ -57,7 +57,7 @@ func TestEnqueueWithoutLeader(t *testing.T) {
 	ids := idsIn(part, 3)
 	ectx, ecancel := context.WithTimeout(ctx, clusterWait/2)
 	// Ids G drew itself (fresh): written without a leader. (A client's
-	// ids go through the leader, which checks them: directTask.) G is
+	// ids go through the leader, which checks them: coord.DirectWrite.) G is
 	// asked as a forwarded copy, whose fresh marks it trusts, to put
 	// them in F's partition.
 	r, err := c.Node(g).Enqueue(node.WithForwarded(ectx), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{

@@ -290,7 +290,7 @@ const routeHint = "!hint"
 
 // leaderForwardWait bounds the forward of tasks without key or deps to
 // their partition's leader: a leader answers in milliseconds, and past
-// this the coordinator writes them to their cohort itself (directTask)
+// this the coordinator writes them to their cohort itself (coord.DirectWrite)
 // rather than wait out a leader that died or was cut off before its
 // peers noticed.
 const leaderForwardWait = 500 * time.Millisecond
@@ -318,9 +318,9 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		}
 		// A task without key or deps under a fresh id, or a client's id
 		// whose leader is out of reach, is written here, to its cohort
-		// (writeTasks, directTask): no leader is looked up.
+		// (writeTasks, coord.DirectWrite): no leader is looked up.
 		addr := ""
-		if part := n.partOf(*t.ID); !directTask(t.Key, t.Deps, fresh, n.leaderOutOfReach(part)) {
+		if part := n.partOf(*t.ID); !coord.DirectWrite(t.Key, t.Deps, fresh, n.leaderOutOfReach(part)) {
 			var err error
 			if addr, err = n.routeTo(ctx, part); err != nil {
 				if !req.Hint || len(t.Deps) > 0 || !hintable(err) {
@@ -358,7 +358,7 @@ func (n *Node) enqueueRouted(ctx context.Context, req *wire.EnqueueRequest) (*wi
 		default:
 			// The leader writes; if it cannot be reached in time, this
 			// node writes tasks without key or deps to their cohort
-			// itself (directTask), and hints what it must (the copy it
+			// itself (coord.DirectWrite), and hints what it must (the copy it
 			// forwards asks for no hint). A forward that timed out may
 			// have been written: the same tasks again are repeats.
 			r = new(wire.EnqueueResponse)

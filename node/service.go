@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/coord"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/ring"
@@ -319,7 +320,7 @@ func (n *Node) writeTasks(ctx context.Context, batch []partition.NewTask, now in
 		// A client's id reaches here at the partition's leader, or sent
 		// on by a coordinator that could not reach it: written directly
 		// unless this node leads.
-		r := route{part, directTask(nt.Spec.Key, nt.Spec.Deps, !nt.CheckExisting, !n.leads(part))}
+		r := route{part, coord.DirectWrite(nt.Spec.Key, nt.Spec.Deps, !nt.CheckExisting, !n.leads(part))}
 		byPart[r] = append(byPart[r], nt)
 	}
 	var mu sync.Mutex
@@ -444,25 +445,6 @@ func (n *Node) hinted(req *wire.EnqueueRequest) bool {
 	return len(req.Tasks) > 0
 }
 
-// directTask reports whether a task with this key and these deps, whose
-// id the coordinator drew (fresh) or a client chose, is written to its
-// cohort by the enqueue's coordinator (see writeTasks) rather than by
-// its partition's leader, which ledOutOfReach says is out of reach
-// (or is not this node, for a request that reached it).
-//
-// A task with a key or deps always goes through its leader. A fresh id
-// never needs it: no task can hold that id. A client's id may be held
-// already with another spec (a client reusing ids): a replica that
-// lacks that task would take the new spec while the others refuse it,
-// and a read could then show it in place of the acknowledged one (found
-// by TestClusterClaimRouting under CI's load). The leader holds every
-// acknowledged task of its partition and checks the id first, so a
-// client's id goes through it while it can be reached, and is written
-// directly only when it cannot (a failover, a cut), where the residue
-// of a reused id is left to anti-entropy's specFirst.
-func directTask(key string, deps []task.ID, fresh, leaderOutOfReach bool) bool {
-	return key == "" && len(deps) == 0 && (fresh || leaderOutOfReach)
-}
 
 // leaderOutOfReach reports whether part's leader, as the registry names
 // it, is not this node and cannot be counted on to answer now: none

@@ -109,3 +109,25 @@ func TestSplitEnqueue(t *testing.T) {
 		})
 	}
 }
+
+func TestDirectWrite(t *testing.T) {
+	dep := []task.ID{{1}}
+	for _, tc := range []struct {
+		name                    string
+		key                     string
+		deps                    []task.ID
+		fresh, leaderOutOfReach bool
+		want                    bool
+	}{
+		{name: "fresh id", fresh: true, want: true},
+		{name: "client id, leader reachable"},
+		{name: "client id, leader out of reach", leaderOutOfReach: true, want: true},
+		{name: "fresh id with a key", key: "k", fresh: true},
+		{name: "key, leader out of reach", key: "k", leaderOutOfReach: true},
+		{name: "deps, fresh, leader out of reach", deps: dep, fresh: true, leaderOutOfReach: true},
+	} {
+		if got := DirectWrite(tc.key, tc.deps, tc.fresh, tc.leaderOutOfReach); got != tc.want {
+			t.Errorf("%s: DirectWrite = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}

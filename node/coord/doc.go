@@ -8,7 +8,9 @@
 //     every partition is served exactly once;
 //   - SplitEnqueue: how one enqueue's tasks go to their partitions'
 //     leaders, and whether dependencies between them force the parts to
-//     go one at a time.
+//     go one at a time;
+//   - DirectWrite: which tasks the coordinator writes to their cohort
+//     itself, without their leader.
 //
 // coord decides and never performs I/O: the node waits for leadership,
 // resolves addresses and forwards. It imports wire (for its error codes)

@@ -55,3 +55,25 @@ func SplitEnqueue(tasks []EnqueueTask) EnqueueSplit {
 	}
 	return s
 }
+
+// DirectWrite reports whether a task with this key and these deps, whose
+// id the coordinator drew (fresh) or a client chose, is written to its
+// cohort by the enqueue's coordinator rather than by its partition's
+// leader, which leaderOutOfReach says the coordinator cannot count on
+// now (or, for a request that reached it, that this node does not
+// lead).
+//
+// A task with a key or deps always goes through its leader: the key is
+// checked, and a dependent's first state recorded, under the lock that
+// orders the partition's writes. A fresh id never needs the leader: no
+// task can hold it. A client's id may be held already with another spec
+// (a client reusing ids): a replica lacking that task would take the new
+// spec while the others refuse it, and a read could then show it in
+// place of the acknowledged one. The leader holds every acknowledged
+// task of its partition and checks the id first, so a client's id goes
+// through it while it can be reached, and is written directly only when
+// it cannot (a failover, a cut), where the residue of a reused id is
+// left to anti-entropy.
+func DirectWrite(key string, deps []task.ID, fresh, leaderOutOfReach bool) bool {
+	return key == "" && len(deps) == 0 && (fresh || leaderOutOfReach)
+}
