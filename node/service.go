@@ -445,7 +445,6 @@ func (n *Node) hinted(req *wire.EnqueueRequest) bool {
 	return len(req.Tasks) > 0
 }
 
-
 // leaderOutOfReach reports whether part's leader, as the registry names
 // it, is not this node and cannot be counted on to answer now: none
 // is known, gossip does not hold it alive, or a replication request to
