@@ -532,7 +532,11 @@ func (n *Node) writeAtLeaderOnce(ctx context.Context, p uint16, ts []partition.N
 		if !ts[i].State.IsZero() {
 			ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
 		}
-		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &ts[i].State}
+		// The record's own copy of the state: the shipment encodes it
+		// while the replica's Enqueue writes ts (the race detector saw
+		// the two meet in TestClusterGC).
+		st := ts[i].State.Clone()
+		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &st}
 		// A key may be taken: what to ship is known once the
 		// replica has checked it.
 		checked = checked || ts[i].CheckExisting || ts[i].Spec.Key != ""
