@@ -21,7 +21,7 @@ func ctlScheduleCommand() *ucli.Command {
 					"setting the spec it has changes nothing, another spec replaces it from now on",
 				ArgsUsage: "NAME",
 				Flags: []ucli.Flag{
-					&ucli.StringFlag{Name: "queue", Required: true, Usage: "the queue its tasks go to"},
+					&ucli.StringFlag{Name: "queue", Usage: "the queue its tasks go to (required)"},
 					&ucli.DurationFlag{Name: "every", Usage: "the period, 1s or more (from when it is set)"},
 					&ucli.StringFlag{Name: "cron", Usage: `a five-field cron expression, in UTC ("*/15 * * * *", "0 3 * * mon-fri", "@daily")`},
 					&ucli.StringFlag{Name: "data", Usage: "the tasks' payload"},
@@ -30,7 +30,7 @@ func ctlScheduleCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "catch-up", Value: "skip", Usage: "occurrences missed while the cluster could not enqueue them (more than a minute late): " +
 						"skip them, or enqueue all of those of the last day, late"},
 				},
-				Action: ctlActionArgs(1, ctlScheduleSet),
+				Action: ctlActionArgs(1, ctlScheduleSet, "queue"),
 			},
 			{
 				Name:   "list",
