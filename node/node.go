@@ -416,6 +416,9 @@ func (n *Node) shutdown() {
 		if n.ctl != nil {
 			n.ctl.Wait()
 		}
+		if n.hints != nil {
+			n.hints.Close() // before the store: a request may still hint
+		}
 		for _, r := range n.parts {
 			if r != nil {
 				r.Resign()

@@ -64,8 +64,12 @@ type Plane struct {
 	cfg  Config
 	host Host
 	// mu orders Add's stores and counts with a handover's scan and
-	// deletes, so that pending counts what the store holds.
-	mu      sync.Mutex
+	// deletes, so that pending counts what the store holds; and with
+	// Close, so that nothing writes the store once Close returned.
+	mu sync.Mutex
+	// closed: the node is stopping and its store may be closed; Add
+	// refuses (guarded by mu).
+	closed  bool
 	pending atomic.Int64
 	handed  atomic.Int64
 	// oldest is the At of the oldest pending hint (0: none), as of the
@@ -107,6 +111,9 @@ func (p *Plane) Add(specs []*task.Spec, w int) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("%w: hints: %w", wire.ErrUnavailable, wire.ErrShuttingDown)
+	}
 	if err := p.host.Store().PutHints(hs); err != nil {
 		return err
 	}
@@ -114,6 +121,15 @@ func (p *Plane) Add(specs []*task.Spec, w int) error {
 	p.oldest.CompareAndSwap(0, now)
 	p.cfg.Log.Info("enqueue hinted: its cohort is out of reach", "tasks", len(hs), "first", hs[0].Spec.ID)
 	return nil
+}
+
+// Close makes Add refuse from now on, once an Add under way is done:
+// the node closes its store next, which a request still on its way (an
+// enqueue that was waiting for its replicas) must not write then.
+func (p *Plane) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
 }
 
 // Loop hands hints over every Interval until ctx ends.

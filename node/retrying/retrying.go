@@ -106,14 +106,43 @@ func (s Service) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.E
 	if err != nil {
 		return nil, err
 	}
+	var doubt error // the first attempt that ended in doubt
 	return retryWrite(ctx, s, func() (*wire.EnqueueResponse, error) {
 		resp, err := s.h.Enqueue(fresh, req)
 		for i := range req.Tasks {
 			// A retry may find the first attempt's write.
 			req.Tasks[i].FreshID = false
 		}
+		if transient(err) && doubt == nil {
+			doubt = err
+		}
+		if err == nil && doubt != nil {
+			if i := duplicateOfAnother(req, resp); i >= 0 {
+				// "Duplicate of another task" says this task was not
+				// created: a refusal of its id, which an earlier attempt
+				// in doubt may have written anyway (a stale leader wrote
+				// it on its own replica, whence it spreads; the
+				// simulation, seed 644434843489388993). A refusal, which
+				// retryWrite answers after doubt as in doubt.
+				return nil, permanent{fmt.Errorf("task %s was not created, its key held by %s", *req.Tasks[i].ID, resp.Results[i].ID)}
+			}
+		}
 		return resp, err
 	})
+}
+
+// duplicateOfAnother returns the index of a task of req whose result
+// names another task as its key's holder (-1: none).
+func duplicateOfAnother(req *wire.EnqueueRequest, resp *wire.EnqueueResponse) int {
+	if resp == nil {
+		return -1
+	}
+	for i, r := range resp.Results {
+		if r.Duplicate && i < len(req.Tasks) && req.Tasks[i].ID != nil && r.ID != *req.Tasks[i].ID {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s Service) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {

@@ -53,7 +53,37 @@ func (f *fakeNode) List(_ context.Context, _ *wire.ListRequest, emit func(*wire.
 	return f.next()
 }
 
+func (f *fakeNode) Enqueue(_ context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	if err := f.next(); err != nil {
+		return nil, err
+	}
+	// The key is held by another task: a duplicate of it.
+	return &wire.EnqueueResponse{Results: []wire.EnqueueResult{{ID: task.ID{9}, Acks: 2, Duplicate: true}}}, nil
+}
+
 var unavailable = wire.Errorf(wire.CodeUnavailable, "no leader")
+
+// TestDuplicateAfterDoubt: an enqueue whose key another task holds is
+// answered as its duplicate, unless an earlier attempt ended in doubt:
+// that attempt may have created the task (a stale leader's own replica
+// took it), so "not created" is no longer known, and the answer is in
+// doubt (the simulation, seed 644434843489388993: the task existed,
+// retired, after its enqueue was answered duplicate).
+func TestDuplicateAfterDoubt(t *testing.T) {
+	ctx := context.Background()
+	id := task.ID{1}
+	req := func() *wire.EnqueueRequest {
+		return &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "q", Key: "k"}}}
+	}
+	f := &fakeNode{}
+	if r, err := New(f).Enqueue(ctx, req()); err != nil || !r.Results[0].Duplicate {
+		t.Fatalf("first attempt duplicate = %+v, %v; want the duplicate", r, err)
+	}
+	f = &fakeNode{script: []error{unavailable}}
+	if r, err := New(f).Enqueue(ctx, req()); !errors.Is(err, wire.ErrUnavailable) || f.calls != 2 {
+		t.Fatalf("duplicate after a doubtful attempt = %+v, %v (%d calls); want unavailable", r, err, f.calls)
+	}
+}
 
 // TestRetryPolicy: reads and safe writes are retried past transient
 // errors; a write whose earlier attempt ended in doubt answers a later
