@@ -57,8 +57,11 @@ func (h controlHost) Group() control.Group               { return h.n.raft }
 func (h controlHost) Peers() *peer.Pool                  { return h.n.peers }
 func (h controlHost) AddrOf(id uint64) string            { return h.n.ms.AddrOf(id) }
 func (h controlHost) Departing() bool                    { return h.n.departing.Load() }
-func (h controlHost) TimersDue()                         { h.n.nextDue.Store(0) }
-func (h controlHost) Exit(err error)                     { h.n.exit(err) }
+
+// Led: a new leader re-checks its blocked tasks soon (reconcileLoop).
+func (h controlHost) Led(uint16)     { h.n.reconcileSoonAfter() }
+func (h controlHost) TimersDue()     { h.n.nextDue.Store(0) }
+func (h controlHost) Exit(err error) { h.n.exit(err) }
 
 func (h controlHost) Gossip() control.Gossip {
 	if m := h.n.ms.Gossip(); m != nil {

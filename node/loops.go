@@ -101,17 +101,43 @@ func (n *Node) metaLoop(ctx context.Context) {
 
 // reconcileLoop re-checks blocked tasks' deps, and retires the tasks
 // whose key another task holds, every ReconcileInterval.
+//
+// A round whose dependency checks could not all be made (a dep's leader
+// out of reach: after a restart of every node, say) is followed by
+// another after reconcileRetry, not a whole interval later.
 func (n *Node) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.ReconcileInterval)
+	next := func(incomplete bool) time.Duration {
+		if incomplete {
+			return min(reconcileRetry, n.cfg.ReconcileInterval)
+		}
+		return n.cfg.ReconcileInterval
+	}
+	t := time.NewTimer(next(false))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-n.reconcileSoon:
+			t.Reset(next(true))
 		case <-t.C:
-			n.deps.Reconcile()
+			incomplete := n.deps.Reconcile()
 			n.retireDuplicateKeys(ctx)
+			t.Reset(next(incomplete))
 		}
+	}
+}
+
+// reconcileRetry is how soon a reconcile round that could not check every
+// dependency is tried again, and how soon a new leader reconciles.
+const reconcileRetry = time.Second
+
+// reconcileSoonAfter makes the next reconcile round come within
+// reconcileRetry.
+func (n *Node) reconcileSoonAfter() {
+	select {
+	case n.reconcileSoon <- struct{}{}:
+	default: // one is asked for already
 	}
 }
 

@@ -55,6 +55,10 @@ type Node struct {
 	// sched enqueues the periodic tasks' occurrences while this node
 	// leads the metadata group.
 	sched *schedules.Plane
+	// reconcileSoon asks reconcileLoop for a round within
+	// reconcileRetry (capacity 1): a reconcile that could not check every
+	// dependency, or a partition newly led.
+	reconcileSoon chan struct{}
 	// shards serves the worker shards and, while this node leads the
 	// metadata group, expires their members.
 	shards *shards.Plane
@@ -135,7 +139,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), stopc: make(chan struct{}),
 		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
-		exitc: make(chan error, 1),
+		exitc: make(chan error, 1), reconcileSoon: make(chan struct{}, 1),
 	}
 	n.queues = queues.New(metaGroup{n}, queues.Bounds{MaxTTL: cfg.MaxTTL, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait, MaxBatch: maxClaimCount})
 	return n, nil
@@ -259,7 +263,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.ln != nil {
 		n.ln.ServeHTTP(n.metrics.Meter(retrying.New(coordHost{n})), n.health, n.metrics)
 	}
-	n.deps.Reconcile()
+	if n.deps.Reconcile() {
+		n.reconcileSoonAfter()
+	}
 	n.ready.Store(true)
 	n.log.Info("serving", "addr", n.addr, "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
 	return nil

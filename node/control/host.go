@@ -122,4 +122,8 @@ type Lifecycle interface {
 	TimersDue()
 	// Exit asks the process to stop (ExitOnDrift).
 	Exit(err error)
+	// Led tells the node it now leads part, at a new epoch: the notices
+	// that completions sent the old leader about the partition's blocked
+	// tasks may be lost, so the node re-checks those soon.
+	Led(part uint16)
 }

@@ -137,6 +137,7 @@ func (c *Control) lead(ctx context.Context, part int, cohort []uint64, still fun
 			// the fault suite maps each epoch to the node that led it from
 			// this line (faults.Leadership).
 			c.log.Info("leading", "partition", part, "epoch", res.Epoch, "sealed", res.Sealed)
+			c.host.Led(uint16(part))
 			return nil
 		}
 		h = epoch.Next(h, err)

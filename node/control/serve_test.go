@@ -67,6 +67,7 @@ func (h *fakeHost) Peers() *peer.Pool             { return nil }
 func (h *fakeHost) AddrOf(uint64) string          { return "" }
 func (h *fakeHost) Placement() (Placement, bool)  { return h.placement, true }
 func (h *fakeHost) Departing() bool               { return h.departing }
+func (h *fakeHost) Led(uint16)                    {}
 func (h *fakeHost) TimersDue()                    {}
 func (h *fakeHost) Exit(error)                    {}
 func (h *fakeHost) Carry(context.Context, epoch.Carry) ([]uint64, error) {

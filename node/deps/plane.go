@@ -204,8 +204,13 @@ func (p *Plane) CheckNew(batch []partition.NewTask) {
 }
 
 // Reconcile re-checks the deps of every blocked task of the partitions
-// this node leads (a follower learns of deps done from its leader).
-func (p *Plane) Reconcile() {
+// this node leads (a follower learns of deps done from its leader). It
+// reports whether some check could not be made (a dep's leader out of
+// reach, a write that failed): the caller then reconciles again soon
+// rather than a whole interval later, since a completion's notice that
+// was lost (its dependent's leader down, or every node killed at once
+// right after it) is found only so.
+func (p *Plane) Reconcile() (incomplete bool) {
 	now := p.now()
 	for i := range p.cfg.Partitions {
 		part := uint16(i)
@@ -219,10 +224,15 @@ func (p *Plane) Reconcile() {
 				continue
 			}
 			for _, d := range sp.Deps {
-				if done, err := p.State(d); err == nil && done {
+				done, err := p.State(d)
+				if err != nil && !errors.Is(err, task.ErrDepNotFound) {
+					incomplete = true
+				}
+				if err == nil && done {
 					wr, err := r.DepDoneApply(id, d, now)
 					if err != nil {
 						p.cfg.Log.Warn("reconcile dependency", "task", id, "dep", d, "err", err)
+						incomplete = true
 						continue
 					}
 					p.host.Replication().ReplicateQuietly(part, wr)
@@ -230,4 +240,5 @@ func (p *Plane) Reconcile() {
 			}
 		}
 	}
+	return incomplete
 }
