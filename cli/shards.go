@@ -80,17 +80,9 @@ func ctlShardsJoin(c *ucli.Context) error {
 	if strings.HasPrefix(name, "-") {
 		return usagef("shards join: flags go before the name (%q)", name)
 	}
-	var token string
-	tok, err := clientToken(c)
+	cl, err := goClient(c)
 	if err != nil {
 		return err
-	}
-	if tok != nil {
-		token = wire.FormatToken(tok)
-	}
-	cl, err := client.New(client.Config{Nodes: strings.Split(c.String("addr"), ","), Token: token})
-	if err != nil {
-		return usageError{err}
 	}
 	defer cl.Close()
 	ctx, stop := signal.NotifyContext(c.Context, workSignals()...)

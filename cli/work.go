@@ -140,6 +140,25 @@ func isDigits(s string) bool {
 	return true
 }
 
+// goClient returns the Go client for --addr (a comma-separated list of
+// nodes) with the token the flags give: ctl's long-running commands use
+// it for its failover between nodes.
+func goClient(c *ucli.Context) (*client.Client, error) {
+	var token string
+	tok, err := clientToken(c)
+	if err != nil {
+		return nil, err
+	}
+	if tok != nil {
+		token = wire.FormatToken(tok)
+	}
+	cl, err := client.New(client.Config{Nodes: strings.Split(c.String("addr"), ","), Token: token})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return cl, nil
+}
+
 func ctlWork(c *ucli.Context) error {
 	args := c.Args().Slice()
 	if len(args) == 0 {
@@ -149,17 +168,9 @@ func ctlWork(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	var token string
-	tok, err := clientToken(c)
+	cl, err := goClient(c)
 	if err != nil {
 		return err
-	}
-	if tok != nil {
-		token = wire.FormatToken(tok)
-	}
-	cl, err := client.New(client.Config{Nodes: strings.Split(c.String("addr"), ","), Token: token})
-	if err != nil {
-		return usageError{err}
 	}
 	defer cl.Close()
 	drain := c.Duration("drain")
