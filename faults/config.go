@@ -193,7 +193,7 @@ func (c *Config) Schedule() Schedule {
 // ScheduleConfig is the part of c the schedule depends on.
 func (c *Config) ScheduleConfig() ScheduleConfig {
 	return ScheduleConfig{
-		Nodes: c.Topology.Nodes, Partitions: c.Partitions,
+		Nodes: c.Topology.Nodes, Partitions: c.Partitions, Replicas: c.Replicas,
 		TTL: c.TTL, SkewBound: c.SkewBound, MaxDrift: c.MaxDrift,
 		Hold: c.Hold, KillHold: c.KillHold, PauseMargin: c.PauseMargin, Gap: c.Gap,
 		ComboProb: c.ComboProb, Nemeses: c.nemeses(),

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,9 +124,21 @@ func (r *Run) apply(ctx context.Context, f Fault) (*active, error) {
 	case NemPartitionAsym:
 		var v *View
 		if v, err = AnyView(ctx, r.api, r.cfg.Topology, r.serving()); err == nil {
-			a.detail["partition"] = f.Partition
-			if l := v.LeaderOf(f.Partition); l == 0 {
-				err = fmt.Errorf("partition %d has no known leader", f.Partition)
+			// The drawn partition's leader, or if it is not up (held
+			// by another fault of the step, or none known) the next
+			// partition's whose leader is.
+			p, l := pickPartition(f.Partition, r.cfg.Partitions, v.LeaderOf, r.live)
+			a.detail["partition"] = p
+			if p != f.Partition {
+				a.detail["drawn_partition"] = f.Partition
+				if d := v.LeaderOf(f.Partition); d == 0 {
+					a.detail["moved"] = "no leader of the drawn partition known"
+				} else {
+					a.detail["moved"] = fmt.Sprintf("the drawn partition's leader, node %d, %s", d, r.notLive(d))
+				}
+			}
+			if l == 0 {
+				err = fmt.Errorf("no partition has a known leader that is up (drawn: partition %d)", f.Partition)
 			} else {
 				err = r.applyGrudge(ctx, a, Asymmetric(l, r.cfg.Topology.Nodes), []int{l})
 			}
@@ -474,42 +487,115 @@ func (r *Run) applyGrudge(ctx context.Context, a *active, g Grudge, targets []in
 	return errors.Join(err, herr)
 }
 
+// live reports whether node i is up for a fault that needs a live node:
+// running, not paused, and not held by another fault of the step.
+func (r *Run) live(i int) bool {
+	return i >= 1 && i <= len(r.nodes) && r.held[i] == "" && r.nodes[i-1].State() == StateRunning
+}
+
+// notLive says why node i is not live.
+func (r *Run) notLive(i int) string {
+	st := r.nodes[i-1].State()
+	if k := r.held[i]; k != "" {
+		return fmt.Sprintf("%s by %s of this step", st, k)
+	}
+	return st
+}
+
+// livePick is one node a fault that needs live nodes acts on: drawn is
+// the target it was drawn as (node itself, unless the target was not up
+// and node, a spare, took its place), k that target's index (its offset).
+type livePick struct {
+	node, drawn, k int
+}
+
+// livePicks resolves a fault's drawn targets against the nodes up when
+// it is applied: a target that is up keeps its place; one that is not
+// gives it to the first of spares that is up and not picked already.
+// picks are sorted by node; stranded are the targets not up that no spare
+// could replace. Deterministic: the spares' order is drawn from the seed.
+func livePicks(targets, spares []int, up func(int) bool) (picks []livePick, stranded []int) {
+	taken := map[int]bool{}
+	for k, i := range targets {
+		if up(i) {
+			picks = append(picks, livePick{node: i, drawn: i, k: k})
+			taken[i] = true
+		}
+	}
+	for k, i := range targets {
+		if up(i) {
+			continue
+		}
+		j := slices.IndexFunc(spares, func(s int) bool { return !taken[s] && !slices.Contains(targets, s) && up(s) })
+		if j < 0 {
+			stranded = append(stranded, i)
+			continue
+		}
+		taken[spares[j]] = true
+		picks = append(picks, livePick{node: spares[j], drawn: i, k: k})
+	}
+	slices.SortFunc(picks, func(a, b livePick) int { return cmp.Compare(a.node, b.node) })
+	return picks, stranded
+}
+
+// pickPartition picks the partition whose leader a fault acts on: the
+// drawn one if its leader is known and up, else the first after it (in
+// a cycle) whose is; leader 0 if none.
+func pickPartition(drawn, partitions int, leaderOf func(int) int, up func(int) bool) (p, leader int) {
+	for k := range max(partitions, 1) {
+		q := (drawn + k) % max(partitions, 1)
+		if l := leaderOf(q); l != 0 && up(l) {
+			return q, l
+		}
+	}
+	return drawn, 0
+}
+
 // applyClock sets the targets' clock offsets; the heal sets them back to
 // zero. The event's Targets and offsets_ms (one per target, in order)
-// name the nodes whose offset was set. A target that cannot be set (down
-// or paused, or its request failed) is left without: as the schedule
-// allows when another fault of the step holds it (Run.held), else as a
-// partial application (NotePartial), or the fault is skipped if no node
-// was set.
+// name the nodes whose offset was set. The fault acts on live nodes
+// (livePicks): a target held down or paused by another fault of the step
+// (Run.held; those are applied first, Step), or down by itself, gives its
+// place and offset to a spare drawn with it (detail "moved"). A target
+// no spare can replace (clock-within names every node) is left without:
+// as the schedule allows when another fault of the step holds it, else as
+// a partial application (NotePartial); so is one whose request failed.
+// The fault is skipped only if no node was set.
 func (r *Run) applyClock(ctx context.Context, a *active, f Fault) error {
 	if !r.hooks {
 		return fmt.Errorf("no test hooks (%s)", r.hooksWhy)
 	}
-	ap := newApplication(f.Targets)
-	want := make(map[int]int64)
-	for k, i := range f.Targets {
-		switch st := r.nodes[i-1].State(); {
-		case st == StateRunning:
-			want[i] = f.OffsetsMs[k]
-		case r.held[i] != "":
+	picks, stranded := livePicks(f.Targets, f.Spares, r.live)
+	var nodes []int
+	for _, p := range picks {
+		nodes = append(nodes, p.node)
+	}
+	ap := newApplication(append(slices.Clone(nodes), stranded...))
+	for _, i := range stranded {
+		if r.held[i] != "" {
 			// A node down now starts with its own clock.
-			ap.leave(i, fmt.Sprintf("%s by %s of this step", st, r.held[i]))
-		default:
-			ap.miss(i, st+": its clock cannot be set")
+			ap.leave(i, r.notLive(i))
+		} else {
+			ap.miss(i, r.notLive(i)+": its clock cannot be set")
+		}
+	}
+	want := make(map[int]int64)
+	moved := make(map[int]string)
+	for _, p := range picks {
+		want[p.node] = f.OffsetsMs[p.k]
+		if p.node != p.drawn {
+			moved[p.drawn] = fmt.Sprintf("node %d in its place: %s", p.node, r.notLive(p.drawn))
 		}
 	}
 	errs := r.setClocks(ctx, want)
 	var offsets []int64
-	for k, i := range f.Targets {
-		if _, tried := want[i]; !tried {
+	for _, p := range picks { // sorted by node, as the targets are
+		if err := errs[p.node]; err != nil {
+			ap.miss(p.node, oneLine(err))
 			continue
 		}
-		if err := errs[i]; err != nil {
-			ap.miss(i, oneLine(err))
-			continue
-		}
-		ap.hit(i)
-		offsets = append(offsets, f.OffsetsMs[k])
+		ap.hit(p.node)
+		offsets = append(offsets, f.OffsetsMs[p.k])
 	}
 	a.targets = ap.targets()
 	a.detail["offsets_ms"] = offsets
@@ -518,9 +604,12 @@ func (r *Run) applyClock(ctx context.Context, a *active, f Fault) error {
 	if len(ap.leftOut) > 0 {
 		a.detail["left_out"] = ap.leftOut
 	}
-	// The heal resets every target, a failed one too: a request that
-	// timed out may have set its offset all the same.
-	a.heal = func(ctx context.Context) error { return r.resetClocks(ctx, f.Targets) }
+	if len(moved) > 0 {
+		a.detail["moved"] = moved
+	}
+	// The heal resets every node tried, a failed one too: a request
+	// that timed out may have set its offset all the same.
+	a.heal = func(ctx context.Context) error { return r.resetClocks(ctx, nodes) }
 	if ap.none() {
 		return errors.Join(ap.err(), a.heal(ctx))
 	}

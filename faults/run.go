@@ -675,6 +675,9 @@ func (r *Run) recoverBound(start int64, k int) time.Duration {
 func (r *Run) step(ctx context.Context, k int, st Step, recover time.Duration) error {
 	rep := StepReport{Step: k + 1, Start: secs(r.tl.Now())}
 	var acts []*active
+	// In the step's order: the faults that hold nodes first, so that a
+	// fault that needs a live node picks among those they leave up
+	// (Step, livePicks).
 	for _, f := range st.Faults {
 		rep.Faults = append(rep.Faults, f.String())
 		a, err := r.apply(ctx, f)

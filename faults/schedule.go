@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -97,6 +98,12 @@ type Fault struct {
 	// Targets are nodes drawn from the seed (kill-minority,
 	// crash-unsynced, partition-one, the clock nemeses).
 	Targets []int `json:"targets,omitempty"`
+	// Spares are the other nodes, in an order drawn from the seed, of a
+	// fault that needs its targets up (clock-beyond): a target that is
+	// not up when the fault is applied (held down or paused by another
+	// fault of the step, applied before it) gives its place and offset
+	// to the first spare that is (livePicks).
+	Spares []int `json:"spares,omitempty"`
 	// Groups are a partition's sides: majority [big, small]; bridge
 	// [a, [mid], b].
 	Groups [][]int `json:"groups,omitempty"`
@@ -111,7 +118,11 @@ type Fault struct {
 }
 
 // Step is one or more faults applied together, held, and healed, followed
-// by a gap without faults.
+// by a gap without faults. Its faults are applied in order, and those
+// that hold nodes down or paused (holdsNodes) come first (orderStep): a
+// fault that needs a live node (needsLiveNode) then picks among the nodes
+// the others leave up, which it can know only once they are applied (a
+// cohort, a leader: resolved when applied).
 type Step struct {
 	Faults []Fault       `json:"faults"`
 	Gap    time.Duration `json:"gap"`
@@ -136,6 +147,9 @@ type Schedule struct {
 type ScheduleConfig struct {
 	Nodes      int
 	Partitions int
+	// Replicas bounds how many nodes a kill-cohort takes down (0: up to
+	// every node).
+	Replicas int
 	// TTL and SkewBound fix the pauses' hold (past TTL + SkewBound, so
 	// a paused holder's claims expire); MaxDrift the clock offsets.
 	TTL       time.Duration
@@ -240,7 +254,7 @@ func LongSchedule(seed int64, d time.Duration, c ScheduleConfig) Schedule {
 		if nemesisClass(kind) != "all" && kind != NemCrashUnsynced && rng.Float64() < c.ComboProb {
 			var others []string
 			for _, k := range pool {
-				if cl := nemesisClass(k); cl != nemesisClass(kind) && cl != "all" && k != NemCrashUnsynced {
+				if combinable(kind, k, c) {
 					others = append(others, k)
 				}
 			}
@@ -248,10 +262,82 @@ func LongSchedule(seed int64, d time.Duration, c ScheduleConfig) Schedule {
 				st.Faults = append(st.Faults, drawFault(others[rng.IntN(len(others))], rng, c))
 			}
 		}
+		orderStep(st.Faults)
 		s.Steps = append(s.Steps, st)
 		total += EstimateStep(st)
 	}
 	return s
+}
+
+// combinable reports whether a step may combine nemesis b with a: of
+// another class (two process faults could act on the same node), neither
+// kill-all nor crash-unsynced, and neither needing a live node while the
+// other may hold every node (a kill-cohort whose cohort is the whole
+// cluster): the step always leaves a fault that needs a live node one to
+// pick.
+func combinable(a, b string, c ScheduleConfig) bool {
+	for _, k := range []string{a, b} {
+		if nemesisClass(k) == "all" || k == NemCrashUnsynced {
+			return false
+		}
+	}
+	if nemesisClass(a) == nemesisClass(b) {
+		return false
+	}
+	return !(needsLiveNode(a) && maxHeld(b, c) >= c.Nodes) && !(needsLiveNode(b) && maxHeld(a, c) >= c.Nodes)
+}
+
+// needsLiveNode reports whether a nemesis acts on nodes that must be up
+// when it is applied: a clock offset is set through the running node; a
+// one-way cut of a partition's leader needs a leader that serves. Such a
+// fault picks among the nodes its step's other faults leave up (Step,
+// livePicks, pickPartition).
+func needsLiveNode(kind string) bool {
+	switch kind {
+	case NemClockWithin, NemClockBeyond, NemPartitionAsym:
+		return true
+	}
+	return false
+}
+
+// maxHeld bounds how many nodes a nemesis holds down or paused.
+func maxHeld(kind string, c ScheduleConfig) int {
+	if !holdsNodes(kind) {
+		return 0
+	}
+	switch kind {
+	case NemKillAll:
+		return c.Nodes
+	case NemKillMinority:
+		return max((c.Nodes-1)/2, 1)
+	case NemKillCohort:
+		if c.Replicas <= 0 {
+			return c.Nodes
+		}
+		return min(c.Replicas, c.Nodes)
+	case NemWipeMajority:
+		if c.Replicas <= 0 {
+			return c.Nodes
+		}
+		return min(majority(c.Replicas), c.Nodes)
+	}
+	return 1 // a pause, a crash, a SIGTERM, a wipe: one node
+}
+
+// orderStep puts a step's faults in the order they are applied: those
+// that hold nodes first, so that the others, applied after, see which
+// nodes are held (Run.held) and pick around them. Stable otherwise.
+func orderStep(faults []Fault) {
+	slices.SortStableFunc(faults, func(a, b Fault) int {
+		return cmp.Compare(b2i(holdsNodes(b.Kind)), b2i(holdsNodes(a.Kind)))
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func scheduleRNG(seed int64) *rand.Rand {
@@ -345,7 +431,8 @@ func drawFault(kind string, rng *rand.Rand, c ScheduleConfig) Fault {
 			f.OffsetsMs = append(f.OffsetsMs, rng.Int64N(2*span+1)-span)
 		}
 	case NemClockBeyond:
-		f.Targets = sorted(nodes[:1+rng.IntN(2)])
+		n := 1 + rng.IntN(2)
+		f.Targets, f.Spares = sorted(nodes[:n]), slices.Clone(nodes[n:])
 		lo := int64(beyondMin * float64(c.SkewBound.Milliseconds()))
 		hi := int64(beyondMax * float64(c.SkewBound.Milliseconds()))
 		for range f.Targets {
@@ -392,6 +479,9 @@ func (f Fault) String() string {
 	}
 	if len(f.OffsetsMs) > 0 {
 		fmt.Fprintf(&b, " offsets_ms %v", f.OffsetsMs)
+	}
+	if len(f.Spares) > 0 {
+		fmt.Fprintf(&b, " spares %v", f.Spares)
 	}
 	if f.Chaos != nil {
 		fmt.Fprintf(&b, " drop %.0f%% delay %v-%v dup %.0f%%", 100*f.Chaos.Drop, f.Chaos.DelayMin, f.Chaos.DelayMax, 100*f.Chaos.Dup)
