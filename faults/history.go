@@ -79,6 +79,11 @@ type Event struct {
 	// Placed marks an enqueue sent without id (its invoke has no Task):
 	// the node chose it (Mix.Placed).
 	Placed bool `json:"placed,omitempty"`
+	// Hint marks an enqueue that asked for a hint (Mix.Hinted): on its
+	// invoke, and on its outcome, which repeats the invoke's fields.
+	// Histories from before it have none: their enqueues count as not
+	// asking.
+	Hint bool `json:"hint,omitempty"`
 	// Hinted is set on an enqueue's ok that answered "hinted": the node
 	// holds the task until it can hand it to its cohort (Mix.Hinted). It
 	// is acknowledged like any other.

@@ -88,6 +88,14 @@ type WindowStats struct {
 	// the node places where it can write them (Mix.Placed).
 	Enqueue OpStats `json:"enqueue"`
 	Placed  OpStats `json:"placed"`
+	// Hinted counts, of the same enqueues (with an id or without), those
+	// that asked for a hint (Mix.Hinted, Event.Hint); nothing in a
+	// history from before the invoke recorded it.
+	Hinted OpStats `json:"hinted"`
+	// PlacedNotOK and HintedNotOK say why the enqueues of Placed and
+	// Hinted that did not come back ok did not; nil when all did.
+	PlacedNotOK *NotOK `json:"placed_not_ok,omitempty"`
+	HintedNotOK *NotOK `json:"hinted_not_ok,omitempty"`
 	// RecoverClaimMs and RecoverEnqueueMs are the time from the stop to
 	// the first ok claim that got a task and the first ok enqueue answered
 	// after it; nil if none came.
@@ -96,6 +104,88 @@ type WindowStats struct {
 	// Anomalies counts the anomaly instances (within and beyond bounds)
 	// dated from the start to 10 s after the stop.
 	Anomalies int `json:"anomalies"`
+}
+
+// NotOK breaks down enqueues that did not come back ok (fail, info, or
+// no answer before the history ended): by their outcome's code
+// (codeNoAnswer for none), and how many of them the node refused because
+// it was starting (its error says errStarting).
+type NotOK struct {
+	Codes    map[string]int `json:"codes"`
+	Starting int            `json:"starting,omitempty"`
+}
+
+// codeNoAnswer is NotOK's code for an enqueue the history ended before
+// answering; codeNone for an outcome without a code.
+const (
+	codeNoAnswer = "no_answer"
+	codeNone     = "none"
+)
+
+// errStarting is what a node's error says while it has not loaded its
+// partitions or its membership yet (node.errStarting and its kin).
+const errStarting = "node is starting"
+
+// add counts o into n when o did not come back ok, and returns n (made
+// on the first such o).
+func (n *NotOK) add(o *op) *NotOK {
+	if o.ok() {
+		return n
+	}
+	if n == nil {
+		n = &NotOK{Codes: map[string]int{}}
+	}
+	code := codeNoAnswer
+	if o.out != nil {
+		if code = o.out.Code; code == "" {
+			code = codeNone
+		}
+		if strings.Contains(o.out.Err, errStarting) {
+			n.Starting++
+		}
+	}
+	n.Codes[code]++
+	return n
+}
+
+// String renders n on one line: the codes, most frequent first, then
+// how many of them were refused as starting.
+func (n *NotOK) String() string {
+	if n == nil {
+		return "-"
+	}
+	codes := make([]string, 0, len(n.Codes))
+	for c := range n.Codes {
+		codes = append(codes, c)
+	}
+	slices.SortFunc(codes, func(a, b string) int {
+		if d := n.Codes[b] - n.Codes[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%s %d", c, n.Codes[c])
+	}
+	out := strings.Join(parts, ", ")
+	if n.Starting > 0 {
+		out += fmt.Sprintf(" (starting %d)", n.Starting)
+	}
+	return out
+}
+
+// The goal the windows' id-less and hinted enqueues are held to: at
+// least availabilityGoalPerMille ok per 1000 sent to nodes the fault left
+// running. The report says why of each window that misses it.
+const (
+	availabilityGoalPerMille = 999
+	perMille                 = 1000
+)
+
+// belowGoal is whether s attempted something and missed the goal.
+func belowGoal(s OpStats) bool {
+	return s.Attempted > 0 && s.OK*perMille < s.Attempted*availabilityGoalPerMille
 }
 
 // stopsNodes are the nemeses that stop their targets (kill, pause,
@@ -124,8 +214,10 @@ func opStats(ops []*op) []OpStats {
 	for _, n := range names {
 		out = append(out, *byF[n])
 		if n == FEnqueue {
-			if placed := placedStats(ops); placed.Attempted > 0 {
-				out = append(out, placed)
+			for _, sub := range []OpStats{placedStats(ops), hintedStats(ops)} {
+				if sub.Attempted > 0 {
+					out = append(out, sub)
+				}
 			}
 		}
 	}
@@ -147,6 +239,21 @@ func placedStats(ops []*op) OpStats {
 	return s
 }
 
+// fHintedEnqueue names the enqueues that asked for a hint in the
+// tables, with an id or without: a part of the enqueue row too.
+const fHintedEnqueue = "  of which hinted"
+
+// hintedStats counts the enqueues of ops that asked for a hint.
+func hintedStats(ops []*op) OpStats {
+	s := OpStats{F: fHintedEnqueue}
+	for _, o := range ops {
+		if o.f == FEnqueue && o.inv.Hint {
+			s.add(o)
+		}
+	}
+	return s
+}
+
 // rank is a name's place in order, unknown names last.
 func rank(order []string, name string) int {
 	if i := slices.Index(order, name); i >= 0 {
@@ -160,7 +267,7 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
 			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"},
-			Enqueue: OpStats{F: FEnqueue}, Placed: OpStats{F: fPlacedEnqueue}}
+			Enqueue: OpStats{F: FEnqueue}, Placed: OpStats{F: fPlacedEnqueue}, Hinted: OpStats{F: fHintedEnqueue}}
 		firstClaim, firstEnqueue := tNever, tNever
 		var down []int // the nodes the fault stopped: no client reaches them
 		if slices.Contains(stopsNodes, w.nemesis) {
@@ -170,12 +277,8 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 			switch {
 			case o.ti >= w.start && o.ti < w.stop:
 				s.During.add(o)
-				switch {
-				case o.f != FEnqueue || slices.Contains(down, o.inv.Node):
-				case o.inv.Placed:
-					s.Placed.add(o)
-				default:
-					s.Enqueue.add(o)
+				if o.f == FEnqueue && !slices.Contains(down, o.inv.Node) {
+					s.addEnqueue(o)
 				}
 			case o.ti >= w.stop && o.ti < w.stop+afterHealNs:
 				s.After.add(o)
@@ -203,6 +306,22 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 		out = append(out, s)
 	}
 	return out
+}
+
+// addEnqueue counts an enqueue of the window sent to a node the fault
+// left running: under Enqueue or Placed, and Hinted if it asked for a
+// hint.
+func (s *WindowStats) addEnqueue(o *op) {
+	if o.inv.Placed {
+		s.Placed.add(o)
+		s.PlacedNotOK = s.PlacedNotOK.add(o)
+	} else {
+		s.Enqueue.add(o)
+	}
+	if o.inv.Hint {
+		s.Hinted.add(o)
+		s.HintedNotOK = s.HintedNotOK.add(o)
+	}
 }
 
 // sinceMs is the ms from stop to t, or nil if t is tNever.
@@ -322,8 +441,8 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id to nodes the fault left running)\n")
-	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\trecover claim\trecover enqueue\tanomalies\t\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id to nodes the fault left running; hinted = of those, with an id or without, the ones that asked for a hint)\n")
+	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis
 		if s.BeyondBounds {
@@ -333,11 +452,41 @@ func (r *Report) writeWindows(p *printer) {
 		if s.Open {
 			stop += " (open)"
 		}
-		p.printf("%d\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", i+1, name, s.Targets, fmtSec(s.StartNs), stop,
+		p.printf("%d\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", i+1, name, s.Targets, fmtSec(s.StartNs), stop,
 			s.During.Attempted, s.During.OK, s.During.Fail, s.During.Info, fmtRatio(s.During.Availability()),
 			fmtRatio(s.After.Availability()), fmtRatio(s.Enqueue.Availability()), fmtRatio(s.Placed.Availability()),
-			fmtMsPtr(s.RecoverClaimMs), fmtMsPtr(s.RecoverEnqueueMs), s.Anomalies)
+			fmtRatio(s.Hinted.Availability()), fmtMsPtr(s.RecoverClaimMs), fmtMsPtr(s.RecoverEnqueueMs), s.Anomalies)
 	}
+	r.writeNotOK(p)
+}
+
+// writeNotOK writes, for each window whose placed or hinted enqueues
+// missed the availability goal, why they were not ok: a table of its own
+// after the windows', so both stay aligned.
+func (r *Report) writeNotOK(p *printer) {
+	header := false
+	for i, s := range r.Windows {
+		if !belowGoal(s.Placed) && !belowGoal(s.Hinted) {
+			continue
+		}
+		if !header {
+			p.printf("\nPlaced and hinted enqueues below %.1f%% ok (the windows' placed and hinted columns): those not ok by code; starting = refused as %q\n",
+				float64(availabilityGoalPerMille)/perMille*percent, errStarting)
+			p.printf("#\tnemesis\tplaced\tnot ok\thinted\tnot ok\t\n")
+			header = true
+		}
+		p.printf("%d\t%s\t%s\t%s\t%s\t%s\t\n", i+1, s.Nemesis, fmtGoal(s.Placed), s.PlacedNotOK, fmtGoal(s.Hinted), s.HintedNotOK)
+	}
+}
+
+// fmtGoal renders s's availability finely enough to judge the goal by,
+// with its count: "99.86% of 1400".
+func fmtGoal(s OpStats) string {
+	a := s.Availability()
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%% of %d", *a*percent, s.Attempted)
 }
 
 // writeChecks writes a block per check: its verdict and name, the count of

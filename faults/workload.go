@@ -383,6 +383,7 @@ func (l *Loop) enqueue(ctx context.Context) {
 	}
 	// Drawn whatever the mix, so the other draws do not depend on it.
 	hint := l.rng.Float64() < l.cfg.Mix.Hinted
+	inv.Hint = hint
 	var resp wire.EnqueueResponse
 	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W, Hint: hint}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {

@@ -31,8 +31,9 @@ type fakeNode struct {
 	requests map[string]int
 	// ws are the enqueues' w, in order.
 	ws []int
-	// placed counts the enqueues that sent no id.
-	placed int
+	// placed counts the enqueues that sent no id, hints those that asked
+	// for a hint.
+	placed, hints int
 }
 
 func newFakeNode() *fakeNode {
@@ -57,6 +58,9 @@ func (f *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req wire.EnqueueRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.ws = append(f.ws, req.W)
+		if req.Hint {
+			f.hints++
+		}
 		for i := range req.Tasks {
 			if req.Tasks[i].ID == nil { // placed: the node draws the id
 				f.placed++
@@ -166,7 +170,7 @@ func TestLoopHistoryShape(t *testing.T) {
 	inflight := map[int]Event{}
 	effects := map[string]bool{}
 	sawInfo := false
-	placed := 0
+	placed, hints := 0, 0
 	for i, e := range em.events {
 		switch e.Type {
 		case Invoke:
@@ -195,6 +199,12 @@ func TestLoopHistoryShape(t *testing.T) {
 			if e.Type == OK && e.F == FClaim && e.Task != "" && (e.Claim == nil || e.Epoch != 4 || e.End != 1000) {
 				t.Errorf("event %d: claim ok without its claim, epoch and end: %+v", i, e)
 			}
+			if e.Hint != inv.Hint {
+				t.Errorf("event %d: outcome hint %v, its invoke's %v; want the invoke's", i, e.Hint, inv.Hint)
+			}
+			if e.Type == OK && e.F == FEnqueue && inv.Hint {
+				hints++
+			}
 			if e.Type == OK && e.F == FEnqueue && inv.Placed {
 				placed++
 				if inv.Task != "" || e.Task == "" {
@@ -209,10 +219,13 @@ func TestLoopHistoryShape(t *testing.T) {
 		t.Errorf("no info recorded while the node answered 503")
 	}
 	fake.mu.Lock()
-	seen := fake.placed
+	seen, seenHints := fake.placed, fake.hints
 	fake.mu.Unlock()
 	if placed == 0 || placed != seen {
 		t.Errorf("%d placed enqueues acknowledged, the node saw %d; want some, and the same", placed, seen)
+	}
+	if hints == 0 || hints != seenHints {
+		t.Errorf("%d enqueues that recorded a hint acknowledged, the node saw %d ask for one; want some, and the same", hints, seenHints)
 	}
 	// After the info the loop's next operation had a new proc.
 	last := em.events[len(em.events)-1]
