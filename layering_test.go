@@ -14,10 +14,11 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
-	"cli":          {"node", "client", "wire", "task", "clock", "store"},
-	"node":         {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
-	"node/peer":    {"wire"},
-	"node/coord":   {"wire", "task"},
+	"cli":       {"node", "client", "wire", "task", "clock", "store"},
+	"node":      {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node/peer": {"wire"},
+	// The coordinator plane: the client API, routed to the leaders.
+	"node/coord":   {"node/peer", "node/replication", "node/deps", "node/hints", "node/heads", "node/queues", "node/schedules", "node/shards", "partition", "ring", "store", "task", "wire", "clock"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
 	// The metadata group's bring-up, joining, gossip, peers' addresses.
 	"node/membership": {"node/peer", "member", "raftgroup", "store", "clock", "wire"},

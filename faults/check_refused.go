@@ -132,7 +132,7 @@ func refusedCompletion(flags *taskFlags, t *taskHist, r taskRead) {
 
 // refusedReleases judges each fail or snooze release a view shows. A
 // snooze with no snooze op is the node's own release of a claim it
-// granted and never answered (node/claim.go, releaseUnanswered), so it
+// granted and never answered (node/coord/claim.go, releaseUnanswered), so it
 // is explained when the history never saw that claim's grant ok; a
 // claim whose grant came back ok is its client's to release.
 func refusedReleases(flags *taskFlags, t *taskHist, r taskRead) {

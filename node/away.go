@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/skuldd/skuldd/node/replication"
-	"github.com/skuldd/skuldd/task"
-	"github.com/skuldd/skuldd/wire"
 )
 
 // Garbage collection runs in node/replication (each leader's passes, the
@@ -75,25 +71,4 @@ func (n *Node) aliveLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// GC is the client op: a whole pass now over every partition of the
-// cluster (each leader its own), or a dry run of one.
-func (n *Node) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	if n.cfg.Retention == 0 {
-		return nil, fmt.Errorf("%w: garbage collection is disabled on this node (--retention 0)", task.ErrInvalid)
-	}
-	n.catchUp()
-	resp, err := n.repl.GCPass(ctx, req.DryRun)
-	if err != nil {
-		return nil, err
-	}
-	err = fanOutAll(ctx, n, wire.OpGC, req, func(r *wire.GCResponse) { replication.AddGC(resp, r) })
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
 }

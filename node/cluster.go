@@ -94,7 +94,7 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 			_ = w.Error(wire.Errorf(wire.CodeUnknownOp, "unknown peer op %d", req.Op))
 			return
 		}
-		n.peerClientHandler.Serve(withForwarded(ctx), req, w)
+		n.serveForwarded(ctx, req, w)
 	}))
 }
 
@@ -110,9 +110,9 @@ func (n *Node) loaded(h wire.Handler) wire.Handler {
 	})
 }
 
-// Cluster answers `ctl cluster`: membership's view, with this node's
+// clusterView answers `ctl cluster`: membership's view, with this node's
 // clock and anti-entropy.
-func (n *Node) Cluster(context.Context) (*wire.ClusterResponse, error) {
+func (n *Node) clusterView() (*wire.ClusterResponse, error) {
 	if n.ms == nil {
 		return nil, fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
 	}

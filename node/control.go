@@ -93,32 +93,10 @@ func (h controlHost) Gather(ctx context.Context, part uint16, from uint64) error
 	return h.n.repl.Gather(ctx, part, from)
 }
 
-// drifting reports whether this node's clock is ahead of the cluster's by
-// more than allowed, or not yet judged (control.Control.Drifting); reason
-// says why. Never before Start.
-func (n *Node) drifting() (bool, string) {
-	if n.ctl == nil {
-		return false, ""
-	}
-	return n.ctl.Drifting()
-}
-
-// errDrifting is the refusal of a drifting node.
-func (n *Node) errDrifting() error { return n.ctl.ErrDrifting() }
-
-// clockView is the drift state for ctl cluster and the metrics; nil
-// before Start.
-func (n *Node) clockView() *wire.ClockView {
-	if n.ctl == nil {
-		return nil
-	}
-	return n.ctl.ClockView()
-}
-
 // Leave hands this node's partitions to other members and then stops the
 // node (Leaving is closed; the process exits).
 func (n *Node) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
-	if err := n.checkServing(); err != nil {
+	if err := n.serving(); err != nil {
 		return nil, err
 	}
 	n.departing.Store(true)

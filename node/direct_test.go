@@ -60,7 +60,7 @@ func TestEnqueueWithoutLeader(t *testing.T) {
 	// ids go through the leader, which checks them: coord.DirectWrite.) G is
 	// asked as a forwarded copy, whose fresh marks it trusts, to put
 	// them in F's partition.
-	r, err := c.Node(g).Enqueue(node.WithForwarded(ectx), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{
+	r, err := node.Forwarded(c.Node(g)).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{
 		{ID: &ids[0], Queue: "direct", FreshID: true}, {ID: &ids[1], Queue: "direct", FreshID: true},
 		{ID: &ids[2], Queue: "direct", Group: "grp", FreshID: true},
 	}})
@@ -423,7 +423,7 @@ func TestPlacementAvoidsHungNodes(t *testing.T) {
 		for id = gen.Next(); !slices.Contains(v.Partitions[partOfForTest(id, nodetest.DefaultPartitions)].Cohort, all[h]); id = gen.Next() {
 		}
 		go func() { // as D's own fresh id: written by D, not by the leader
-			_, _ = c.Node(d).Enqueue(node.WithForwarded(ctx), &wire.EnqueueRequest{W: 3, Tasks: []wire.EnqueueTask{{ID: &id, Queue: "hung", FreshID: true}}})
+			_, _ = node.Forwarded(c.Node(d)).Enqueue(ctx, &wire.EnqueueRequest{W: 3, Tasks: []wire.EnqueueTask{{ID: &id, Queue: "hung", FreshID: true}}})
 		}()
 	}
 	time.Sleep(300 * time.Millisecond) // past suspectAfter: the hung write is the detector

@@ -1,10 +1,11 @@
 // Package node is the composition root of one skuldd process: it owns the
-// node's lifecycle (Start, Close), wires the store, the metadata raft group,
-// the partition replicas, the leadership control plane (node/control:
-// failover, placement, zombies, the clock, the metadata group's voters,
-// the epoch handoff, which node serves as control.Host) and the QUIC and
-// HTTP servers together, and coordinates every client operation (which
-// node/retrying retries while the cluster moves: coordHost).
+// node's lifecycle (New, Start, Close, Kill, Leave: lifecycle.go), wires
+// the store, the metadata raft group, the partition replicas, the planes
+// and the QUIC and HTTP servers together, and runs the node's own loops
+// (timers, the cached registry, the reconcile: loops.go). Client
+// operations are the coordinator plane's (node/coord), which node builds
+// at Start over coordHost and hands to the servers behind node/retrying
+// and the request metrics (api.go).
 //
 // A single node is a cluster of one, not a separate code path: it hosts P
 // partitions whose cohorts come from ring over the members the metadata
@@ -23,10 +24,15 @@
 // across I/O other than the partition's own store reads and batch applies.
 //
 // The planes live beside it, each behind a small host interface that node
-// implements: node/replication (shipping writes, quorum reads, transfers,
-// anti-entropy, the carry, garbage collection; replHost) and node/control
-// (the epoch handoff, failover, placement moves, zombies, drift stand-by,
-// the metadata group's voters; controlHost). Neither imports node.
+// implements: node/coord (the client API: routing, the enqueue path,
+// claims, task ops, reads, bulk ops; coordHost), node/replication
+// (shipping writes, quorum reads, transfers, anti-entropy, the carry,
+// garbage collection; replHost) and node/control (the epoch handoff,
+// failover, placement moves, zombies, drift stand-by, the metadata
+// group's voters; controlHost). None imports node.
+//
+// Its root files depend on each other one way: node.go (the Node, its
+// fields and accessors of them) at the bottom, lifecycle.go at the top.
 //
 // Its configuration (fields, defaults, validation) is node/config's.
 // A queue's settings are node/queues' (kept in the metadata group; node

@@ -1,5 +1,8 @@
 package node
 
-// WithForwarded marks ctx as a request a peer forwarded, as the peer
-// server does, for tests that play the coordinator.
-var WithForwarded = withForwarded
+import "github.com/skuldd/skuldd/wire"
+
+// Forwarded returns n's client API as it serves requests a peer
+// forwarded (coord.Plane.Forwarded), for tests that play the
+// coordinator. Valid after Start.
+func Forwarded(n *Node) wire.Service { return n.coord.Load().Forwarded() }

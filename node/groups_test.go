@@ -30,8 +30,7 @@ func TestFannedRequestChecksParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := c.Node(i)
-	fwd := node.WithForwarded(ctx)
+	fwd := node.Forwarded(c.Node(i))
 	var others []uint16
 	for p := range uint16(nodetest.DefaultPartitions) {
 		if !slices.Contains(mine, p) {
@@ -49,12 +48,12 @@ func TestFannedRequestChecksParts(t *testing.T) {
 	} {
 		req := &wire.CountRequest{}
 		req.SetParts(tc.parts)
-		if _, err := n.Count(fwd, req); !errors.Is(err, wire.ErrUnavailable) {
+		if _, err := fwd.Count(ctx, req); !errors.Is(err, wire.ErrUnavailable) {
 			t.Errorf("%s: count = %v; want unavailable", tc.name, err)
 		}
 		greq := &wire.GroupCancelRequest{Group: "g"}
 		greq.SetParts(tc.parts)
-		if _, err := n.GroupCancel(fwd, greq); !errors.Is(err, wire.ErrUnavailable) {
+		if _, err := fwd.GroupCancel(ctx, greq); !errors.Is(err, wire.ErrUnavailable) {
 			t.Errorf("%s: group cancel = %v; want unavailable", tc.name, err)
 		}
 	}
@@ -63,7 +62,7 @@ func TestFannedRequestChecksParts(t *testing.T) {
 	}
 	req := &wire.CountRequest{}
 	req.SetParts(mine)
-	if _, err := n.Count(fwd, req); err != nil {
+	if _, err := fwd.Count(ctx, req); err != nil {
 		t.Errorf("count for exactly its partitions = %v", err)
 	}
 	// A client cannot narrow a request: its parts are ignored.
@@ -124,7 +123,7 @@ func TestStaleLeaderGroupCancel(t *testing.T) {
 	}
 	req := &wire.GroupCancelRequest{Group: "g"}
 	req.SetParts(mine)
-	if resp, err := c.Node(f).GroupCancel(node.WithForwarded(ctx), req); !errors.Is(err, wire.ErrUnavailable) {
+	if resp, err := node.Forwarded(c.Node(f)).GroupCancel(ctx, req); !errors.Is(err, wire.ErrUnavailable) {
 		t.Fatalf("group cancel at the cut-off leader = %+v, %v; want unavailable", resp, err)
 	}
 	c.Heal()

@@ -86,7 +86,11 @@ func (h schedulesHost) Schedules() (map[string]raftgroup.Schedule, <-chan struct
 }
 
 func (h schedulesHost) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
-	return retrying.New(coordHost{h.n}).Enqueue(ctx, req)
+	c, err := h.n.coordPlane()
+	if err != nil {
+		return nil, err
+	}
+	return retrying.New(retryHost{c.Coordinator(), c, h.n}).Enqueue(ctx, req)
 }
 
 func (h schedulesHost) Advance(ctx context.Context, a raftgroup.ScheduleAdvance) error {
@@ -126,10 +130,18 @@ type hintsHost struct{ n *Node }
 func (h hintsHost) Replica(part uint16) *partition.Replica { return h.n.parts[part] }
 func (h hintsHost) Store() *store.Store                    { return h.n.store }
 func (h hintsHost) Replication() *replication.Plane        { return h.n.repl }
-func (h hintsHost) Placeable(part uint16, w int) bool      { return h.n.placeable(part, w) }
+
+func (h hintsHost) Placeable(part uint16, w int) bool {
+	c, err := h.n.coordPlane()
+	return err == nil && c.Placeable(part, w)
+}
 
 func (h hintsHost) HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) error {
-	return h.n.handOverKeyed(ctx, w, specs)
+	c, err := h.n.coordPlane()
+	if err != nil {
+		return err
+	}
+	return c.HandOverKeyed(ctx, w, specs)
 }
 
 // depsHost is what the dependency plane sees of the node.
@@ -141,11 +153,19 @@ func (h depsHost) Peers() *peer.Pool                      { return h.n.peers }
 func (h depsHost) Replication() *replication.Plane        { return h.n.repl }
 
 func (h depsHost) RouteTo(ctx context.Context, part uint16) (string, error) {
-	return h.n.routeTo(ctx, part)
+	c, err := h.n.coordPlane()
+	if err != nil {
+		return "", err
+	}
+	return c.RouteTo(ctx, part)
 }
 
 func (h depsHost) GetAtLeader(ctx context.Context, part uint16, id task.ID) (*wire.TaskView, bool, error) {
-	return forward[wire.GetRequest, wire.TaskView](ctx, h.n, part, wire.OpGet, &wire.GetRequest{ID: id})
+	c, err := h.n.coordPlane()
+	if err != nil {
+		return nil, true, err
+	}
+	return c.GetAtLeader(ctx, part, id)
 }
 
 // pressureHost is what the pressure watch sees of the node.
@@ -162,27 +182,6 @@ func (h pressureHost) ReplicatesWrites() bool {
 		}
 	}
 	return false
-}
-
-// coordHost is the node as node/retrying's Host: its client operations,
-// each tried once, which the retrying Service wraps.
-type coordHost struct{ *Node }
-
-func (h coordHost) Stopping() bool { return h.stopping.Load() }
-
-func (h coordHost) StampIDs(ctx context.Context, req *wire.EnqueueRequest) (context.Context, error) {
-	if err := h.checkServing(); err != nil {
-		return nil, err
-	}
-	for i := range req.Tasks {
-		t := &req.Tasks[i]
-		t.FreshID, t.Hinted = false, false // a node's word, never a client's
-		if t.ID == nil {
-			id := h.newID(t, req.W)
-			t.ID, t.FreshID = &id, true
-		}
-	}
-	return withFresh(ctx), nil
 }
 
 // metaGroup is the metadata group as node/queues sees it: n.raft, which

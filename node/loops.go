@@ -165,13 +165,6 @@ func (n *Node) retireDuplicateKeys(ctx context.Context) {
 	}
 }
 
-// placementView is the registry's placement as refreshMeta last saw it.
-type placementView struct {
-	cohorts [][]uint64 // by partition; shared, never modified
-	leaders []uint64   // by partition; 0: none
-	epochs  []uint64   // by partition: the registry's epoch
-}
-
 // leaders returns the registry's leader of every partition, from the copy
 // refreshMeta keeps (a request never copies the metadata group's state).
 // The slice is shared: callers must not modify it.

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node/control"
+	"github.com/skuldd/skuldd/node/coord"
 	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
 	"github.com/skuldd/skuldd/node/hints"
@@ -20,7 +20,6 @@ import (
 	"github.com/skuldd/skuldd/node/pressure"
 	"github.com/skuldd/skuldd/node/queues"
 	"github.com/skuldd/skuldd/node/replication"
-	"github.com/skuldd/skuldd/node/retrying"
 	"github.com/skuldd/skuldd/node/schedules"
 	"github.com/skuldd/skuldd/node/shards"
 	"github.com/skuldd/skuldd/partition"
@@ -74,12 +73,12 @@ type Node struct {
 	// repl is the replication data plane (node/replication).
 	repl *replication.Plane
 	sums heads.Summaries
-	// clientHandler serves the client API, on client connections and for
-	// requests peers forward.
-	clientHandler wire.Handler
-	// peerClientHandler serves client ops peers forward: no retries here,
-	// the forwarding node retries.
-	peerClientHandler wire.Handler
+	// coord is the coordinator plane (node/coord), which serves the
+	// client API, and api its faces as the servers call them; both set
+	// at Start, once the planes it acts through exist. Until then
+	// client ops are refused (serveClient, serveForwarded).
+	coord atomic.Pointer[coord.Plane]
+	api   atomic.Pointer[apiFaces]
 
 	// ln is the node's sockets and servers (node/listen); nil with
 	// Config.NoListen.
@@ -128,22 +127,7 @@ type Node struct {
 	closed sync.Once
 }
 
-// New validates cfg and returns a node that is not started.
-func New(cfg Config) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("node: config: %w", err)
-	}
-	if err := controlConfig(cfg, 0).Validate(); err != nil {
-		return nil, fmt.Errorf("node: config: %w", err)
-	}
-	n := &Node{
-		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, heads: heads.NewIndex(), stopc: make(chan struct{}),
-		leaving: make(chan struct{}), partsLoaded: make(chan struct{}),
-		exitc: make(chan error, 1), reconcileSoon: make(chan struct{}, 1),
-	}
-	n.queues = queues.New(metaGroup{n}, queues.Bounds{MaxTTL: cfg.MaxTTL, MaxDelay: cfg.MaxDelay, MaxWait: cfg.MaxWait, MaxBatch: maxClaimCount})
-	return n, nil
-}
+func (n *Node) now() int64 { return clock.UnixMilli(n.clock) }
 
 // Exit receives an error when the node must stop on its own (a clock that
 // drifted, with ExitOnDrift); the caller then closes it.
@@ -156,121 +140,6 @@ func (n *Node) exit(err error) {
 	}
 }
 
-// Start opens the store, binds the address, brings up the metadata group
-// and the partitions, wins leadership of the partitions this node should
-// lead, and starts serving. On error everything started is closed again.
-func (n *Node) Start(ctx context.Context) (err error) {
-	defer func() {
-		if err != nil {
-			n.shutdown()
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.StartTimeout)
-	defer cancel()
-	began := time.Now()
-
-	if err := n.openStore(); err != nil {
-		return err
-	}
-	n.log = n.cfg.Logger.With("node", n.id)
-	n.metrics = metrics.New(metricsSource{n}, n.log)
-	if err := n.startControl(); err != nil {
-		return err
-	}
-	if err := n.startIDs(); err != nil {
-		return err
-	}
-	if n.cfg.NoListen {
-		n.addr = n.cfg.Bind
-		if a := n.cfg.Advertise; a != "" {
-			n.addr = a
-		}
-	} else {
-		if n.ln, err = listen.Bind(n.listenConfig()); err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		n.addr = n.ln.Addr()
-	}
-	if n.ms, err = membership.New(n.membershipConfig()); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	loopCtx, loopCancel := context.WithCancel(context.Background())
-	n.cancel = loopCancel
-	if n.repl, err = replication.New(loopCtx, n.replicationConfig(), replHost{n}); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	if n.deps, err = deps.New(loopCtx, n.depsConfig(), depsHost{n}); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	if err := n.startQUIC(); err != nil {
-		return err
-	}
-	cc, err := n.ms.Start(ctx, loopCtx, n.peers)
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	n.raft = n.ms.Group()
-	// A joiner takes the cluster's P and N, whatever its flags say.
-	n.cfg.Partitions, n.cfg.Replicas = cc.Partitions, cc.Replicas
-	n.refreshMeta()
-	// Gossip from the registry now, before this node leads anything: it
-	// must see its cluster (and its clock be checked against it) first.
-	n.wg.Go(func() { n.ms.RejoinLoop(loopCtx) })
-	if err := n.checkAway(); err != nil {
-		return err
-	}
-	n.nextDue.Store(0) // tick once right after the load
-	if err := n.loadPartitions(); err != nil {
-		return err
-	}
-	close(n.partsLoaded)
-	if err := n.deps.Load(); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	if n.hints, err = hints.New(n.hintsConfig(), hintsHost{n}); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	if n.sched, err = schedules.New(n.schedulesConfig(), schedulesHost{n}); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	if n.shards, err = shards.New(n.shardsConfig(), shardsHost{n}); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	// The reservation (startIDs) covers every id issued; the ids held
-	// are a second floor, for a data dir from before reservations.
-	for _, r := range n.parts {
-		n.ids.After(r.MaxOwnID())
-	}
-	// The clock is judged before this node leads anything.
-	n.ctl.StartClock(loopCtx)
-	n.ctl.AwaitClock(ctx)
-	if err := n.ctl.ElectLeaders(ctx); err != nil {
-		return err
-	}
-	n.wg.Go(func() { n.tickLoop(loopCtx) })
-	n.wg.Go(func() { n.reconcileLoop(loopCtx) })
-	n.wg.Go(func() { n.metaLoop(loopCtx) })
-	n.ctl.Start(loopCtx) // voters, failover, placement, zombies
-	n.wg.Go(func() { n.repl.AAELoop(loopCtx) })
-	n.wg.Go(func() { n.repl.GCLoop(loopCtx) })
-	n.wg.Go(func() { n.aliveLoop(loopCtx) })
-	n.wg.Go(func() { n.summaryLoop(loopCtx) })
-	n.wg.Go(func() { n.hints.Loop(loopCtx) })
-	n.wg.Go(func() { n.sched.Loop(loopCtx) })
-	n.wg.Go(func() { n.shards.Loop(loopCtx) })
-	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
-	n.wg.Go(func() { n.pressure.Run(loopCtx) })
-	if n.ln != nil {
-		n.ln.ServeHTTP(n.metrics.Meter(retrying.New(coordHost{n})), n.health, n.metrics)
-	}
-	if n.deps.Reconcile() {
-		n.reconcileSoonAfter()
-	}
-	n.ready.Store(true)
-	n.log.Info("serving", "addr", n.addr, "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
-	return nil
-}
-
 // Addr returns the address the node serves on (UDP and TCP, one port).
 func (n *Node) Addr() string { return n.addr }
 
@@ -278,7 +147,7 @@ func (n *Node) Addr() string { return n.addr }
 // coordinator, which retries while the cluster moves, behind the request
 // metrics. In-process clients (the simulation, with Config.NoListen) call
 // it; it is valid after Start returned.
-func (n *Node) Service() wire.Service { return n.metrics.Meter(retrying.New(coordHost{n})) }
+func (n *Node) Service() wire.Service { return n.api.Load().client }
 
 // Config returns the node's configuration; after Start, Partitions and
 // Replicas are the cluster's.
@@ -287,157 +156,73 @@ func (n *Node) Config() Config { return n.cfg }
 // ID returns the node's id.
 func (n *Node) ID() uint64 { return n.id }
 
-// startQUIC starts the QUIC server: the peer protocol from now on, the
-// client API once the node is ready (its ops refuse before). With
-// Config.NoListen there is no server: the client API is Service, and
-// peers reach the node on Config.PeerNet only.
-func (n *Node) startQUIC() error {
-	n.clientHandler = wire.ServiceHandler(n.metrics.Meter(retrying.New(coordHost{n})))
-	n.peerClientHandler = wire.ServiceHandler(n)
-	// Peer traffic goes over QUIC, or over Config.PeerNet: then the QUIC
-	// server serves clients only.
-	peerSide := n.peerHandlers()
-	var tr peer.Transport
-	if n.ln != nil {
-		quicPeers := peerSide
-		if n.cfg.PeerNet != nil {
-			quicPeers = peer.Handlers{} // the peer protocol goes over PeerNet
-		}
-		srv, err := n.ln.ServeQUIC(n.clientHandler, quicPeers)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		tr = peer.QUIC{Server: srv, Config: wire.ClientConfig{Streams: peerStreams, DialTimeout: peerDialTimeout}}
-	}
-	if pn := n.cfg.PeerNet; pn != nil {
-		end, err := pn.Attach(n.addr, n.id, peerSide)
-		if err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		n.peerEnd, tr = end, end
-	}
-	n.peers = peer.NewPool(n.cfg.Faults.Wrap(tr), peerDialTimeout, peerCallTimeout)
-	return nil
+// placementView is the registry's placement as refreshMeta last saw it.
+type placementView struct {
+	cohorts [][]uint64 // by partition; shared, never modified
+	leaders []uint64   // by partition; 0: none
+	epochs  []uint64   // by partition: the registry's epoch
 }
 
-// listenConfig is node/listen's part of the node's configuration.
-func (n *Node) listenConfig() listen.Config {
-	lc := listen.Config{
-		Bind: n.cfg.Bind, Advertise: n.cfg.Advertise, NodeID: n.id, ResetKey: &n.resetKey,
-		ClusterSecret: n.cfg.ClusterSecret, Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
-	}
-	if f := n.cfg.Faults; f != nil {
-		lc.Gate = f.Gate
-	}
-	return lc
+// apiFaces are the coordinator plane's faces as the servers call them.
+type apiFaces struct {
+	// client is the client API as QUIC and HTTP clients reach it.
+	client wire.Service
+	// clientHandler and peerHandler serve client and forwarded requests
+	// over QUIC and the peer transport.
+	clientHandler, peerHandler wire.Handler
 }
 
-// health reports why the node cannot serve, or nil.
-func (n *Node) health() error {
+// errStarting refuses a client op before the coordinator plane exists.
+var errStarting = fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
+
+// serveClient serves a client's request on a QUIC connection.
+func (n *Node) serveClient(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+	if a := n.api.Load(); a != nil {
+		a.clientHandler.Serve(ctx, req, w)
+		return
+	}
+	_ = w.Error(errStarting)
+}
+
+// serveForwarded serves a client op a peer forwarded: served here only,
+// no retries (the forwarding node retries).
+func (n *Node) serveForwarded(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
+	if a := n.api.Load(); a != nil {
+		a.peerHandler.Serve(ctx, req, w)
+		return
+	}
+	_ = w.Error(errStarting)
+}
+
+// serving is nil while the node serves client requests, else why not.
+func (n *Node) serving() error {
 	switch {
 	case n.stopping.Load():
 		return wire.ErrShuttingDown
 	case !n.ready.Load():
-		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
-	}
-	if drifting, reason := n.drifting(); drifting {
-		return fmt.Errorf("%w: this node's clock is not trusted: %s", wire.ErrUnavailable, reason)
-	}
-	// Healthy when this node leads every partition the registry says it
-	// leads.
-	meta := n.raft.Meta()
-	for _, r := range n.parts {
-		if p := int(r.Part()); p < len(meta.Partitions) && meta.Partitions[p].Leader == n.id && r.Epoch() == 0 {
-			return fmt.Errorf("%w: partition %d has no leader here", wire.ErrUnavailable, r.Part())
-		}
+		return errStarting
 	}
 	return nil
 }
 
-// Close stops serving, waits for in-flight requests (up to
-// ShutdownTimeout), and closes everything. Safe to call more than once.
-func (n *Node) Close() error {
-	n.shutdown()
-	return nil
+// drifting reports whether this node's clock is ahead of the cluster's by
+// more than allowed, or not yet judged (control.Control.Drifting); reason
+// says why. Never before Start.
+func (n *Node) drifting() (bool, string) {
+	if n.ctl == nil {
+		return false, ""
+	}
+	return n.ctl.Drifting()
 }
 
-// Kill stops the node the way a crash looks to its peers: it goes silent.
-// Its socket closes first, so no gossip leave and no QUIC close reaches
-// them: they find it dead by probing, and requests they sent it wait as
-// they would for a machine that lost power. (Everything acknowledged is
-// durable either way.) Tests use it for kill -9 in one process.
-func (n *Node) Kill() error {
-	n.killed.Store(true)
-	if n.ln != nil {
-		n.ln.Silence()
-	}
-	if n.peerEnd != nil {
-		_ = n.peerEnd.Close()
-	}
-	n.shutdown()
-	return nil
-}
+// errDrifting is the refusal of a drifting node.
+func (n *Node) errDrifting() error { return n.ctl.ErrDrifting() }
 
-func (n *Node) shutdown() {
-	n.closed.Do(func() {
-		n.stopping.Store(true)
-		close(n.stopc)
-		n.ready.Store(false)
-		if n.ln != nil {
-			n.ln.Drain(n.cfg.ShutdownTimeout)
-		}
-		// Hand the partitions this node leads to other members, then tell
-		// the others we leave, while the transport still works.
-		n.departing.Store(true)
-		if !n.killed.Load() && n.raftGroup() != nil && n.parts != nil {
-			if moved, failed := n.ctl.HandOffAll(context.Background()); moved+failed > 0 {
-				n.log.Info("handed off partitions", "moved", moved, "failed", failed)
-			}
-		}
-		if n.ms != nil && !n.killed.Load() {
-			n.ms.Leave(n.cfg.LeaveTimeout)
-		}
-		if n.cancel != nil {
-			n.cancel() // loops and raft senders
-		}
-		if n.repl != nil {
-			n.repl.Wait()
-		}
-		if n.deps != nil {
-			n.deps.Wait()
-		}
-		if n.ms != nil {
-			n.ms.Stop()
-		}
-		if n.peers != nil {
-			n.peers.Close()
-		}
-		if n.peerEnd != nil {
-			_ = n.peerEnd.Close()
-		}
-		if n.ln != nil {
-			n.ln.Close()
-		}
-		n.wg.Wait()
-		if n.ctl != nil {
-			n.ctl.Wait()
-		}
-		if n.hints != nil {
-			n.hints.Close() // before the store: a request may still hint
-		}
-		for _, r := range n.parts {
-			if r != nil {
-				r.Resign()
-			}
-		}
-		if n.ms != nil {
-			n.ms.Close()
-		}
-		if n.store != nil {
-			if err := n.store.Close(); err != nil {
-				n.log.Warn("store close", "err", err)
-			}
-		}
-		n.log.Info("stopped")
-	})
+// clockView is the drift state for ctl cluster and the metrics; nil
+// before Start.
+func (n *Node) clockView() *wire.ClockView {
+	if n.ctl == nil {
+		return nil
+	}
+	return n.ctl.ClockView()
 }

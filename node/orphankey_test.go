@@ -49,7 +49,7 @@ func TestStaleLeaderKeyedEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Node(f).Enqueue(node.WithForwarded(ctx), &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "q", Key: key, Data: []byte("stale"), Priority: 10}}})
+	resp, err := node.Forwarded(c.Node(f)).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "q", Key: key, Data: []byte("stale"), Priority: 10}}})
 	if err == nil {
 		t.Fatalf("keyed enqueue at the cut-off leader = %+v; want it refused", resp)
 	}

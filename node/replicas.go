@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/skuldd/skuldd/node/hints"
 	"github.com/skuldd/skuldd/task"
-	"github.com/skuldd/skuldd/wire"
 )
 
 // partitionCohort returns part's cohort as the registry has it, from the
@@ -63,35 +61,4 @@ func (n *Node) HintStats() hints.Stats {
 		return hints.Stats{}
 	}
 	return n.hints.Stats()
-}
-
-// hintsDefaultLimit is how many hints a listing shows when it names no
-// limit; hintsMaxLimit bounds what it may name.
-const (
-	hintsDefaultLimit = 100
-	hintsMaxLimit     = 10_000
-)
-
-// Hints lists the hinted enqueues this node holds (ctl hints).
-func (n *Node) Hints(_ context.Context, req *wire.HintsRequest) (*wire.HintsResponse, error) {
-	if err := n.checkServing(); err != nil {
-		return nil, err
-	}
-	limit := req.Limit
-	switch {
-	case limit < 0 || limit > hintsMaxLimit:
-		return nil, fmt.Errorf("%w: limit %d: want 0 (%d) to %d", task.ErrInvalid, limit, hintsDefaultLimit, hintsMaxLimit)
-	case limit == 0:
-		limit = hintsDefaultLimit
-	}
-	hs, err := n.hints.List(limit)
-	if err != nil {
-		return nil, err
-	}
-	st := n.hints.Stats()
-	resp := &wire.HintsResponse{Node: n.id, Pending: st.Pending, Handed: st.Handed, OldestAt: st.OldestAt, Hints: make([]wire.HintView, len(hs))}
-	for i, h := range hs {
-		resp.Hints[i] = wire.HintView{ID: h.Spec.ID, Queue: h.Spec.Queue, Partition: n.partOf(h.Spec.ID), At: h.At, W: h.W}
-	}
-	return resp, nil
 }

@@ -54,31 +54,3 @@ func (n *Node) summaryLoop(ctx context.Context) {
 		}
 	}
 }
-
-// claimRouted forwards a claim to the node whose summary shows a better
-// head than this node's own; handled is false when this node's head is
-// the best known (or nothing better is known).
-func (n *Node) claimRouted(ctx context.Context, req *wire.ClaimRequest, count int) (tasks []wire.TaskView, handled bool) {
-	if isForwarded(ctx) {
-		return nil, false
-	}
-	node, rh, ok := n.sums.Best(req.Queue, n.ms.Alive)
-	if !ok {
-		return nil, false
-	}
-	if _, lh, lok := n.heads.Best(req.Queue); lok && heads.ClaimHere(lh, rh, n.cfg.ClaimOrderSlack) {
-		return nil, false
-	}
-	addr := n.ms.AddrOf(node)
-	if addr == "" {
-		return nil, false
-	}
-	sub := *req
-	sub.WaitMs = 0
-	sub.Count = count
-	var r wire.ClaimResponse
-	if err := n.forwardCall(ctx, addr, wire.OpClaim, &sub, &r); err != nil || len(r.Tasks) == 0 {
-		return nil, false // stale: fall back
-	}
-	return r.Tasks, true
-}

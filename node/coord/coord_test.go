@@ -1,9 +1,12 @@
 package coord
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -128,6 +131,78 @@ func TestDirectWrite(t *testing.T) {
 	} {
 		if got := DirectWrite(tc.key, tc.deps, tc.fresh, tc.leaderOutOfReach); got != tc.want {
 			t.Errorf("%s: DirectWrite = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRouteTask(t *testing.T) {
+	dep := []task.ID{{1}}
+	noLeader := fmt.Errorf("%w: partition 3 has no leader right now; retry", wire.ErrUnavailable)
+	refused := fmt.Errorf("%w: no such queue", task.ErrInvalid)
+	for _, tc := range []struct {
+		name                    string
+		key                     string
+		deps                    []task.ID
+		fresh, outOfReach, hint bool
+		leader                  string
+		lookupErr               error
+		want                    string
+		wantErr                 error
+		wantLookup              bool
+	}{
+		{name: "fresh id: written here, no lookup", fresh: true, want: RouteHere},
+		{name: "client id, leader out of reach: written here", outOfReach: true, want: RouteHere},
+		{name: "client id: its leader", leader: "n2", want: "n2", wantLookup: true},
+		{name: "client id led here", leader: RouteHere, want: RouteHere, wantLookup: true},
+		{name: "key: its leader, even fresh", key: "k", fresh: true, leader: "n2", want: "n2", wantLookup: true},
+		{name: "deps: its leader, even out of reach", deps: dep, fresh: true, outOfReach: true, leader: "n3", want: "n3", wantLookup: true},
+		{name: "no leader, no hint: fails", key: "k", lookupErr: noLeader, wantErr: wire.ErrUnavailable, wantLookup: true},
+		{name: "no leader, hint: hinted here", key: "k", hint: true, lookupErr: noLeader, want: RouteHint, wantLookup: true},
+		{name: "no leader, hint, deps: fails (a dependent is never hinted)", deps: dep, hint: true, lookupErr: noLeader, wantErr: wire.ErrUnavailable, wantLookup: true},
+		{name: "a refusal stays one, hint or not", key: "k", hint: true, lookupErr: refused, wantErr: task.ErrInvalid, wantLookup: true},
+		{name: "deadline, hint: hinted here", key: "k", hint: true, lookupErr: context.DeadlineExceeded, want: RouteHint, wantLookup: true},
+	} {
+		looked := false
+		got, err := RouteTask(tc.key, tc.deps, tc.fresh, tc.outOfReach, tc.hint, func() (string, error) {
+			looked = true
+			return tc.leader, tc.lookupErr
+		})
+		switch {
+		case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+			t.Errorf("%s: err = %v; want %v", tc.name, err, tc.wantErr)
+		case tc.wantErr == nil && (err != nil || got != tc.want):
+			t.Errorf("%s: RouteTask = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+		if looked != tc.wantLookup {
+			t.Errorf("%s: looked the leader up: %v; want %v", tc.name, looked, tc.wantLookup)
+		}
+	}
+}
+
+func TestPlanForward(t *testing.T) {
+	const leaderWait, hintWait = 500 * time.Millisecond, 2 * time.Second
+	dep := []task.ID{{1}}
+	plain := EnqueueTask{}
+	keyed := EnqueueTask{Key: "k"}
+	dependent := EnqueueTask{Deps: dep}
+	for _, tc := range []struct {
+		name        string
+		tasks       []EnqueueTask
+		hint, asked bool
+		want        ForwardPlan
+	}{
+		{name: "plain: the leader briefly, then written here", tasks: []EnqueueTask{plain, plain},
+			want: ForwardPlan{Wait: leaderWait, Fallback: true}},
+		{name: "plain, hint asked: the same, and the hint asked for here", tasks: []EnqueueTask{plain}, hint: true, asked: true,
+			want: ForwardPlan{Wait: leaderWait, Fallback: true, Hint: true}},
+		{name: "keyed: the leader as long as the request", tasks: []EnqueueTask{keyed}},
+		{name: "keyed, hinted by its queue: the hint wait, then hinted here", tasks: []EnqueueTask{keyed, plain}, hint: true,
+			want: ForwardPlan{Wait: hintWait, Fallback: true, Hint: true}},
+		{name: "a dependent: the leader only, hint or not", tasks: []EnqueueTask{plain, dependent}, hint: true, asked: true,
+			want: ForwardPlan{Hint: true}},
+	} {
+		if got := PlanForward(tc.tasks, tc.hint, tc.asked, leaderWait, hintWait); got != tc.want {
+			t.Errorf("%s: PlanForward = %+v; want %+v", tc.name, got, tc.want)
 		}
 	}
 }

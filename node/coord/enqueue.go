@@ -1,14 +1,95 @@
 package coord
 
-import "github.com/skuldd/skuldd/task"
+import (
+	"context"
+	"errors"
+	"time"
 
-// EnqueueTask is what SplitEnqueue needs of one task of an enqueue: its
-// id, its deps and the route to its partition's leader ("" for this
-// node).
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// EnqueueTask is what the enqueue planners need of one task of an
+// enqueue: its id, key and deps, and its route (RouteTask).
 type EnqueueTask struct {
 	ID    task.ID
+	Key   string
 	Deps  []task.ID
 	Route string
+}
+
+// The routes of RouteTask that are not a leader's address.
+const (
+	// RouteHere: written by this node (it leads the task's partition, or
+	// writes the task to its cohort itself: DirectWrite).
+	RouteHere = ""
+	// RouteHint: the task's leader cannot be found; this node writes it,
+	// which fails at once (it does not lead) and hints it.
+	RouteHint = "!hint"
+)
+
+// RouteTask returns where one task of an enqueue is written: RouteHere
+// when DirectWrite says this node writes it to its cohort itself, else
+// what lookup finds (the leader's address, or RouteHere when this node
+// leads). When lookup fails, a task without deps of an enqueue that is
+// hinted (hint) goes to RouteHint if the failure leaves it in doubt
+// (hintable); otherwise the failure is the task's answer. lookup is
+// called only for a task that needs its leader.
+func RouteTask(key string, deps []task.ID, fresh, leaderOutOfReach, hint bool, lookup func() (string, error)) (string, error) {
+	if DirectWrite(key, deps, fresh, leaderOutOfReach) {
+		return RouteHere, nil
+	}
+	route, err := lookup()
+	switch {
+	case err == nil:
+		return route, nil
+	case hint && len(deps) == 0 && hintable(err):
+		return RouteHint, nil
+	}
+	return "", err
+}
+
+// ForwardPlan is how a coordinator forwards one route's tasks of an
+// enqueue to their leader (PlanForward).
+type ForwardPlan struct {
+	// Wait bounds the forward (0: the request's own deadline).
+	Wait time.Duration
+	// Fallback: when the forward fails in doubt within Wait, the
+	// coordinator writes the tasks itself (a direct write, or a hint).
+	Fallback bool
+	// Hint is the enqueue's hint request (wire.EnqueueRequest.Hint) on
+	// whatever this node writes of it.
+	Hint bool
+}
+
+// PlanForward plans the forward of tasks, one route's tasks of an
+// enqueue that asked for a hint (asked) or is hinted by its queues'
+// settings too (hint). Tasks without key or deps, which the coordinator
+// can write to their cohort itself, wait for their leader leaderWait at
+// most: a leader answers in milliseconds, and a dead or cut-off one is
+// not waited out. Hinted tasks without deps wait hintWait, then are
+// hinted here. The rest wait for their leader as long as the request
+// does: their leader alone can write them.
+func PlanForward(tasks []EnqueueTask, hint, asked bool, leaderWait, hintWait time.Duration) ForwardPlan {
+	plain, noDeps := true, true
+	for _, t := range tasks {
+		noDeps = noDeps && len(t.Deps) == 0
+		plain = plain && len(t.Deps) == 0 && t.Key == ""
+	}
+	switch {
+	case plain:
+		return ForwardPlan{Wait: leaderWait, Fallback: true, Hint: asked}
+	case hint && noDeps:
+		return ForwardPlan{Wait: hintWait, Fallback: true, Hint: true}
+	}
+	return ForwardPlan{Hint: asked}
+}
+
+// hintable reports whether a write of a hinted enqueue that failed with
+// err is hinted instead: it could not reach W replicas (in doubt), which
+// a hint then settles; a refusal stays a refusal.
+func hintable(err error) bool {
+	return errors.Is(err, wire.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // EnqueueSplit is how one enqueue's tasks go to their partitions'

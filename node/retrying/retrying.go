@@ -16,11 +16,11 @@ type Host interface {
 	// Stopping reports whether the node is shutting down: no retry then.
 	Stopping() bool
 	// StampIDs prepares an enqueue for its retries: it gives each task
-	// without an id a new one, marked fresh (EnqueueTask.FreshID), clears
-	// the mark on the others (a node's word, never a client's), and
-	// returns the context under which the node trusts the marks. It
-	// fails if the node cannot serve.
-	StampIDs(ctx context.Context, req *wire.EnqueueRequest) (context.Context, error)
+	// without an id a new one, marked fresh (EnqueueTask.FreshID), and
+	// clears the marks on the others (a node's word, never a client's).
+	// The Host's Enqueue trusts the marks: every enqueue reaches it
+	// through here. It fails if the node cannot serve.
+	StampIDs(req *wire.EnqueueRequest) error
 }
 
 // Service is the retrying client API of a node.
@@ -102,13 +102,12 @@ func (s Service) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.E
 	// a write that failed to reach W replicas finds it). On the first
 	// attempt they are fresh, so their leaders need not look for an
 	// earlier write under them.
-	fresh, err := s.h.StampIDs(ctx, req)
-	if err != nil {
+	if err := s.h.StampIDs(req); err != nil {
 		return nil, err
 	}
 	var doubt error // the first attempt that ended in doubt
 	return retryWrite(ctx, s, func() (*wire.EnqueueResponse, error) {
-		resp, err := s.h.Enqueue(fresh, req)
+		resp, err := s.h.Enqueue(ctx, req)
 		for i := range req.Tasks {
 			// A retry may find the first attempt's write.
 			req.Tasks[i].FreshID = false

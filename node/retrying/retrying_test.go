@@ -30,9 +30,7 @@ func (f *fakeNode) next() error {
 
 func (f *fakeNode) Stopping() bool { return f.stopping }
 
-func (f *fakeNode) StampIDs(ctx context.Context, _ *wire.EnqueueRequest) (context.Context, error) {
-	return ctx, nil
-}
+func (f *fakeNode) StampIDs(*wire.EnqueueRequest) error { return nil }
 
 func (f *fakeNode) Get(context.Context, *wire.GetRequest) (*wire.TaskView, error) {
 	return &wire.TaskView{}, f.next()

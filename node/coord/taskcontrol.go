@@ -1,4 +1,4 @@
-package node
+package coord
 
 import (
 	"cmp"
@@ -17,9 +17,9 @@ import (
 // a worker's operations: at the partition's leader, shipped, answered
 // once W replicas hold it.
 
-// Cancel ends a task that is not completed as cancelled.
-func (n *Node) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
-	return ack(onTask[wire.CancelRequest, wire.Ack](ctx, n, wire.OpCancel, req.ID, req, nil,
+// cancel ends a task that is not completed as cancelled.
+func (p *Plane) cancel(ctx context.Context, fwd bool, req *wire.CancelRequest) (*wire.Ack, error) {
+	return ack(onTask[wire.CancelRequest, wire.Ack](ctx, p, fwd, wire.OpCancel, req.ID, req, nil,
 		func(r *partition.Replica, now int64) (partition.Write, error) {
 			if req.Claim != nil {
 				return r.CancelUnderApply(req.ID, *req.Claim, req.Reason, now)
@@ -28,21 +28,21 @@ func (n *Node) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, 
 		}))
 }
 
-// Delete deletes a task (see partition.DeleteMarkApply): its cancel mark
+// delete deletes a task (see partition.DeleteMarkApply): its cancel mark
 // first, acknowledged by W replicas, then its tombstone. A repeat finds
 // the tombstone and is acknowledged.
-func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
-	if err := n.checkServing(); err != nil {
+func (p *Plane) delete(ctx context.Context, fwd bool, req *wire.DeleteRequest) (*wire.Ack, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if err := req.ID.Check(); err != nil {
 		return nil, err
 	}
-	part := n.partOf(req.ID)
-	if resp, handled, err := forward[wire.DeleteRequest, wire.Ack](ctx, n, part, wire.OpDelete, req); handled {
+	part := p.partOf(req.ID)
+	if resp, handled, err := forward[wire.DeleteRequest, wire.Ack](ctx, p, fwd, part, wire.OpDelete, req); handled {
 		return resp, err
 	}
-	acks, err := n.deleteHere(ctx, part, req.ID)
+	acks, err := p.deleteHere(ctx, part, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -50,15 +50,15 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, 
 }
 
 // deleteHere deletes task id of part, which this node leads.
-func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, error) {
-	r := n.parts[part]
-	wr, edges, err := r.DeleteMarkApply(id, n.now())
+func (p *Plane) deleteHere(ctx context.Context, part uint16, id task.ID) (int, error) {
+	r := p.parts[part]
+	wr, edges, err := r.DeleteMarkApply(id, p.now())
 	if errors.Is(err, task.ErrNotFound) {
 		// Written to the cohort directly, perhaps not yet here (onTask).
-		if found, rerr := n.repl.ReadMissing(ctx, part, id); rerr != nil {
+		if found, rerr := p.repl.ReadMissing(ctx, part, id); rerr != nil {
 			return 0, fmt.Errorf("%w: %v; looking for it on the cohort: %v", wire.ErrUnavailable, err, rerr)
 		} else if found {
-			wr, edges, err = r.DeleteMarkApply(id, n.now())
+			wr, edges, err = r.DeleteMarkApply(id, p.now())
 		}
 	}
 	if errors.Is(err, task.ErrNotFound) {
@@ -70,91 +70,91 @@ func (n *Node) deleteHere(ctx context.Context, part uint16, id task.ID) (int, er
 			// A repeat (or a task garbage collection took): the tombstone
 			// is here; ship it again so the answer means W replicas hold
 			// it, once it is durable here too.
-			return n.reshipTomb(ctx, part, id)
+			return p.reshipTomb(ctx, part, id)
 		}
 	}
 	if err != nil {
-		return 0, n.refusal(ctx, id, err)
+		return 0, p.refusal(ctx, id, err)
 	}
-	if _, err := n.repl.Replicate(ctx, part, 0, wr); err != nil {
+	if _, err := p.repl.Replicate(ctx, part, 0, wr); err != nil {
 		return 0, fmt.Errorf("delete %s: its cancel mark: %w", id, err)
 	}
-	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, n.now())
+	d, err := r.Collect([]task.ID{id}, map[task.ID]int{id: edges}, p.now())
 	if err != nil {
 		return 0, fmt.Errorf("delete %s: cancelled, not yet deleted (a retry finishes it): %w", id, leaderErr(err))
 	}
-	n.deps.Collected(id)
-	return n.shipTomb(ctx, part, id, d)
+	p.deps.Collected(id)
+	return p.shipTomb(ctx, part, id, d)
 }
 
 // reshipTomb ships again the tombstone of task id, which part holds,
 // once a sync barrier behind the write that made it passed.
-func (n *Node) reshipTomb(ctx context.Context, part uint16, id task.ID) (int, error) {
-	if err := n.store.Barrier(); err != nil {
+func (p *Plane) reshipTomb(ctx context.Context, part uint16, id task.ID) (int, error) {
+	if err := p.store.Barrier(); err != nil {
 		return 0, err
 	}
-	return n.shipTomb(ctx, part, id, nil)
+	return p.shipTomb(ctx, part, id, nil)
 }
 
 // shipTomb ships the tombstone of task id, applied in part, to the
 // cohort while d (nil: nothing) makes it durable here, and answers once W
 // replicas hold it.
-func (n *Node) shipTomb(ctx context.Context, part uint16, id task.ID, d partition.Durable) (int, error) {
-	recs, err := n.parts[part].Records([]task.ID{id})
+func (p *Plane) shipTomb(ctx context.Context, part uint16, id task.ID, d partition.Durable) (int, error) {
+	recs, err := p.parts[part].Records([]task.ID{id})
 	if err != nil {
 		return 0, err
 	}
 	if len(recs) != 1 || recs[0].Tomb == 0 {
 		return 0, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
-	return n.repl.Replicate(ctx, part, 0, partition.Write{Rec: recs[0], Durable: d})
+	return p.repl.Replicate(ctx, part, 0, partition.Write{Rec: recs[0], Durable: d})
 }
 
-// RequeueDead makes every dead task of a queue ready again.
-func (n *Node) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
-	return n.onDead(ctx, wire.OpRequeueDead, req, func(part uint16, id task.ID) (int, error) {
-		wr, err := n.parts[part].RequeueApply(id, n.now())
+// requeueDead makes every dead task of a queue ready again.
+func (p *Plane) requeueDead(ctx context.Context, fwd bool, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return p.onDead(ctx, fwd, wire.OpRequeueDead, req, func(part uint16, id task.ID) (int, error) {
+		wr, err := p.parts[part].RequeueApply(id, p.now())
 		if err != nil {
 			return 0, err
 		}
-		return n.repl.Replicate(ctx, part, 0, wr)
+		return p.repl.Replicate(ctx, part, 0, wr)
 	})
 }
 
-// PurgeDead deletes every dead task of a queue, except those others
+// purgeDead deletes every dead task of a queue, except those others
 // depend on (deleting one would release its dependents).
-func (n *Node) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
-	return n.onDead(ctx, wire.OpPurgeDead, req, func(part uint16, id task.ID) (int, error) {
-		return n.deleteHere(ctx, part, id)
+func (p *Plane) purgeDead(ctx context.Context, fwd bool, req *wire.DeadRequest) (*wire.BulkResponse, error) {
+	return p.onDead(ctx, fwd, wire.OpPurgeDead, req, func(part uint16, id task.ID) (int, error) {
+		return p.deleteHere(ctx, part, id)
 	})
 }
 
 // onDead applies do to each dead task of req.Queue (see onEach).
-func (n *Node) onDead(ctx context.Context, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.BulkResponse, error) {
-	if err := n.checkServing(); err != nil {
+func (p *Plane) onDead(ctx context.Context, fwd bool, op wire.Op, req *wire.DeadRequest, do func(part uint16, id task.ID) (int, error)) (*wire.BulkResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return nil, err
 	}
-	return onEach(ctx, n, op, req.Queue, req, req.Parts, func(part uint16) []task.ID { return n.parts[part].Dead(req.Queue) }, do)
+	return onEach(ctx, p, fwd, op, req.Queue, req, req.Parts, func(part uint16) []task.ID { return p.parts[part].Dead(req.Queue) }, do)
 }
 
-// GroupCancel cancels every task of a group that is not ended.
-func (n *Node) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
-	if err := n.checkServing(); err != nil {
+// groupCancel cancels every task of a group that is not ended.
+func (p *Plane) groupCancel(ctx context.Context, fwd bool, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if err := validateGroupName(req.Group); err != nil {
 		return nil, err
 	}
-	return onEach(ctx, n, wire.OpGroupCancel, req.Group, req, req.Parts, func(part uint16) []task.ID { return n.parts[part].GroupOpen(req.Group) },
+	return onEach(ctx, p, fwd, wire.OpGroupCancel, req.Group, req, req.Parts, func(part uint16) []task.ID { return p.parts[part].GroupOpen(req.Group) },
 		func(part uint16, id task.ID) (int, error) {
-			wr, err := n.parts[part].CancelApply(id, req.Reason, n.now())
+			wr, err := p.parts[part].CancelApply(id, req.Reason, p.now())
 			if err != nil {
 				return 0, err
 			}
-			return n.repl.Replicate(ctx, part, 0, wr)
+			return p.repl.Replicate(ctx, part, 0, wr)
 		})
 }
 
@@ -178,38 +178,39 @@ const (
 // away before the peers were asked, would be missed): the answer is then
 // unavailable, and a repeat completes the work. An answer without error
 // means every partition's leader acted on every task list gave it.
-func onEach[Req any, PReq fanned[Req]](ctx context.Context, n *Node, op wire.Op, what string, req PReq, named []uint16,
+func onEach[Req any, PReq fanned[Req]](ctx context.Context, p *Plane, fwd bool, op wire.Op, what string, req PReq, named []uint16,
 	list func(part uint16) []task.ID, do func(part uint16, id task.ID) (int, error),
 ) (*wire.BulkResponse, error) {
-	plan, err := n.fanPlanFor(ctx, named)
+	plan, err := p.fanPlanFor(ctx, fwd, named)
 	if err != nil {
 		return nil, err
 	}
 	resp := &wire.BulkResponse{}
 	listedAt := map[uint16]uint64{} // the epoch each partition was listed at
-	for p := range n.parts {
-		if !plan.mine[uint16(p)] {
+	for i := range p.parts {
+		part := uint16(i)
+		if !plan.mine[part] {
 			continue
 		}
-		listedAt[uint16(p)] = n.parts[p].Epoch()
+		listedAt[part] = p.parts[part].Epoch()
 		// An enqueue acknowledged without this leader's copy (written to
 		// the cohort directly) must be in the listing: found by the
 		// simulation, a group cancel acknowledged after such an enqueue
 		// left its task open.
-		if err := n.repl.CatchUp(ctx, uint16(p)); err != nil {
-			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, p, resp.Done, err)
+		if err := p.repl.CatchUp(ctx, part); err != nil {
+			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, part, resp.Done, err)
 		}
-		if err := n.onEachPart(ctx, uint16(p), list(uint16(p)), do, resp); err != nil {
-			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, p, resp.Done, err)
+		if err := p.onEachPart(ctx, part, list(part), do, resp); err != nil {
+			return nil, fmt.Errorf("%s %s: partition %d, after %d done: %w", op, what, part, resp.Done, err)
 		}
 	}
-	if err := n.confirmListed(ctx, listedAt); err != nil {
+	if err := p.confirmListed(ctx, listedAt); err != nil {
 		return nil, fmt.Errorf("%s %s: after %d done: %w", op, what, resp.Done, err)
 	}
-	if plan.changed(n) {
+	if plan.changed(p) {
 		return nil, fmt.Errorf("%w: %s %s: partitions changed leaders meanwhile, after %d done; repeat it", wire.ErrUnavailable, op, what, resp.Done)
 	}
-	err = fanOut(ctx, n, plan, op, req, func(r *wire.BulkResponse) {
+	err = fanOut(ctx, p, plan, op, req, func(r *wire.BulkResponse) {
 		resp.Done += r.Done
 		resp.Skipped += r.Skipped
 		resp.Errors = append(resp.Errors, r.Errors...)
@@ -231,13 +232,13 @@ func onEach[Req any, PReq fanned[Req]](ctx context.Context, n *Node, op wire.Op,
 // without a write to fence it (found by the simulation: an acknowledged
 // group cancel left a task of the group open). Once confirmed, every task
 // acknowledged before the listing was in it.
-func (n *Node) confirmListed(ctx context.Context, listedAt map[uint16]uint64) error {
+func (p *Plane) confirmListed(ctx context.Context, listedAt map[uint16]uint64) error {
 	errs := make(chan error, len(listedAt))
-	for p, ep := range listedAt {
+	for part, ep := range listedAt {
 		go func() {
-			err := n.repl.ConfirmLeading(ctx, p)
-			if err == nil && n.parts[p].Epoch() != ep {
-				err = fmt.Errorf("%w: partition %d: leading at epoch %d, listed at %d; repeat it", wire.ErrUnavailable, p, n.parts[p].Epoch(), ep)
+			err := p.repl.ConfirmLeading(ctx, part)
+			if err == nil && p.parts[part].Epoch() != ep {
+				err = fmt.Errorf("%w: partition %d: leading at epoch %d, listed at %d; repeat it", wire.ErrUnavailable, part, p.parts[part].Epoch(), ep)
 			}
 			errs <- err
 		}()
@@ -255,7 +256,7 @@ func (n *Node) confirmListed(ctx context.Context, listedAt map[uint16]uint64) er
 // into resp. It stops at the first error that is not a refusal by the
 // task's state (the partition cannot be written, the request's context
 // ended) and returns it.
-func (n *Node) onEachPart(ctx context.Context, part uint16, ids []task.ID, do func(part uint16, id task.ID) (int, error), resp *wire.BulkResponse) error {
+func (p *Plane) onEachPart(ctx context.Context, part uint16, ids []task.ID, do func(part uint16, id task.ID) (int, error), resp *wire.BulkResponse) error {
 	var mu sync.Mutex
 	var fatal error
 	failed := func() error {

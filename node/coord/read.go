@@ -1,4 +1,4 @@
-package node
+package coord
 
 import (
 	"cmp"
@@ -12,9 +12,9 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Get reads a task.
-func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
-	if err := n.checkServing(); err != nil {
+// get reads a task.
+func (p *Plane) get(ctx context.Context, fwd bool, req *wire.GetRequest) (*wire.TaskView, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if err := req.ID.Check(); err != nil {
@@ -25,30 +25,30 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 	}
 	// r=1 reads whatever one replica holds: this node's own, when it is
 	// in the partition's cohort (an operator looking at one replica).
-	local := req.R == 1 && slices.Contains(n.partitionCohort(int(n.partOf(req.ID))), n.id)
+	local := req.R == 1 && slices.Contains(p.h.Cohort(int(p.partOf(req.ID))), p.cfg.Self)
 	if !local {
-		if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, n, n.partOf(req.ID), wire.OpGet, req); handled {
+		if resp, handled, err := forward[wire.GetRequest, wire.TaskView](ctx, p, fwd, p.partOf(req.ID), wire.OpGet, req); handled {
 			return resp, err
 		}
 	}
-	n.catchUp()
-	part := n.partOf(req.ID)
+	p.h.CatchUp()
+	part := p.partOf(req.ID)
 	var v wire.TaskView
-	if to, _ := n.repl.Followers(part); len(to) > 0 && req.R != 1 {
-		rec, err := n.repl.ReadReplicas(ctx, part, req.ID, to, req.R)
+	if to, _ := p.repl.Followers(part); len(to) > 0 && req.R != 1 {
+		rec, err := p.repl.ReadReplicas(ctx, part, req.ID, to, req.R)
 		if err != nil {
 			return nil, err
 		}
-		v = n.view(rec.Spec, rec.Spec.Data, rec.State, rec.Updates, n.now())
+		v = p.view(rec.Spec, rec.Spec.Data, rec.State, rec.Updates, p.now())
 	} else {
-		sp, err := n.store.FullSpec(part, req.ID)
+		sp, err := p.store.FullSpec(part, req.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, req.ID)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if v, err = n.readView(part, sp, true); err != nil {
+		if v, err = p.readView(part, sp, true); err != nil {
 			return nil, err
 		}
 	}
@@ -64,14 +64,14 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, e
 
 // readView reads a task's state and (if withUpdates) its visible updates
 // and builds its view; sp carries the payload.
-func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.TaskView, error) {
-	st, _, err := n.store.State(part, sp.ID)
+func (p *Plane) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.TaskView, error) {
+	st, _, err := p.store.State(part, sp.ID)
 	if err != nil {
 		return wire.TaskView{}, err
 	}
 	var ups []task.Update
 	if withUpdates {
-		err = n.store.Updates(part, sp.ID, func(u task.Update) bool {
+		err = p.store.Updates(part, sp.ID, func(u task.Update) bool {
 			ups = append(ups, u)
 			return true
 		})
@@ -79,39 +79,40 @@ func (n *Node) readView(part uint16, sp *task.Spec, withUpdates bool) (wire.Task
 			return wire.TaskView{}, err
 		}
 	}
-	return n.view(sp, sp.Data, &st, ups, n.now()), nil
+	return p.view(sp, sp.Data, &st, ups, p.now()), nil
 }
 
 // view builds a task's client view (wire.ViewOf) by this node's skew
 // bound.
-func (n *Node) view(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now int64) wire.TaskView {
-	return wire.ViewOf(sp, data, st, ups, now, n.cfg.SkewBound.Milliseconds())
+func (p *Plane) view(sp *task.Spec, data []byte, st *task.State, ups []task.Update, now int64) wire.TaskView {
+	return wire.ViewOf(sp, data, st, ups, now, p.cfg.SkewBound.Milliseconds())
 }
 
-// List streams the tasks matching the filters, partition by partition in
+// list streams the tasks matching the filters, partition by partition in
 // id order, a page at a time; nothing is held beyond one page.
-func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
-	if err := n.checkServing(); err != nil {
+func (p *Plane) list(ctx context.Context, fwd bool, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
+	if err := p.h.Serving(); err != nil {
 		return err
 	}
 	want, err := req.Check()
 	if err != nil {
 		return err
 	}
-	plan, err := n.fanPlanFor(ctx, req.Parts)
+	plan, err := p.fanPlanFor(ctx, fwd, req.Parts)
 	if err != nil {
 		return err
 	}
 	mine := plan.mine
 	page := &wire.ListPage{Tasks: make([]wire.TaskView, 0, listPageSize)}
 	sent := 0
-	skew := n.cfg.SkewBound.Milliseconds()
-	for p := range n.parts {
-		if !mine[uint16(p)] {
+	skew := p.cfg.SkewBound.Milliseconds()
+	for i := range p.parts {
+		part := uint16(i)
+		if !mine[part] {
 			continue
 		}
-		now := n.now()
-		err := n.store.ScanPartition(uint16(p), task.ID{}, func(rec store.TaskRecord) (bool, error) {
+		now := p.now()
+		err := p.store.ScanPartition(part, task.ID{}, func(rec store.TaskRecord) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
@@ -130,7 +131,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 			data := sp.Data
 			if rec.PayloadApart {
 				var err error
-				if data, err = n.store.Data(uint16(p), sp.ID); err != nil {
+				if data, err = p.store.Data(part, sp.ID); err != nil {
 					return false, err
 				}
 			}
@@ -139,7 +140,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 			// (none to read for a task never claimed).
 			var ups []task.Update
 			if len(rec.State.Claims) > 0 {
-				err := n.store.Updates(uint16(p), sp.ID, func(u task.Update) bool {
+				err := p.store.Updates(part, sp.ID, func(u task.Update) bool {
 					ups = append(ups, u)
 					return true
 				})
@@ -147,7 +148,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 					return false, err
 				}
 			}
-			page.Tasks = append(page.Tasks, n.view(sp, data, &rec.State, ups, now))
+			page.Tasks = append(page.Tasks, p.view(sp, data, &rec.State, ups, now))
 			sent++
 			if len(page.Tasks) == listPageSize {
 				if err := emit(page); err != nil {
@@ -180,7 +181,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 		if req.Limit > 0 {
 			sub.Limit = req.Limit - sent
 		}
-		c, err := n.peers.Get(ctx, fp.addr)
+		c, err := p.peers.Get(ctx, fp.addr)
 		if err != nil {
 			return fmt.Errorf("%w: list at %s: %v", wire.ErrUnavailable, fp.addr, err)
 		}
@@ -195,10 +196,10 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.
 	return nil
 }
 
-// Count counts tasks of a queue (or all queues) in every state; with a
+// count counts tasks of a queue (or all queues) in every state; with a
 // subtopic, only those of it.
-func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
-	if err := n.checkServing(); err != nil {
+func (p *Plane) count(ctx context.Context, fwd bool, req *wire.CountRequest) (*wire.CountResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if req.Queue != "" {
@@ -209,13 +210,13 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 	if err := task.ValidateLabel("subtopic", req.Subtopic); err != nil {
 		return nil, err
 	}
-	n.catchUp()
-	plan, err := n.fanPlanFor(ctx, req.Parts)
+	p.h.CatchUp()
+	plan, err := p.fanPlanFor(ctx, fwd, req.Parts)
 	if err != nil {
 		return nil, err
 	}
 	var total int64
-	if err := fanOut(ctx, n, plan, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
+	if err := fanOut(ctx, p, plan, wire.OpCount, req, func(r *wire.CountResponse) { total += r.Count }); err != nil {
 		return nil, err
 	}
 	add := func(q string, c [task.NumStatus]int64) {
@@ -225,7 +226,7 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 			}
 		}
 	}
-	for _, r := range n.parts {
+	for _, r := range p.parts {
 		if !plan.mine[r.Part()] {
 			continue
 		}
@@ -242,12 +243,12 @@ func (n *Node) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountRe
 	return &wire.CountResponse{Count: total}, nil
 }
 
-// Queues returns per-queue counts by state, and per subtopic when asked.
-func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
-	if err := n.checkServing(); err != nil {
+// queueStats returns per-queue counts by state, and per subtopic when asked.
+func (p *Plane) queueStats(ctx context.Context, fwd bool, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
-	n.catchUp()
+	p.h.CatchUp()
 	type key struct{ queue, sub string }
 	queues, subs := map[key]*[task.NumStatus]int64{}, map[key]*[task.NumStatus]int64{}
 	add := func(m map[key]*[task.NumStatus]int64, k key, c [task.NumStatus]int64) {
@@ -260,11 +261,11 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 			s[i] += v
 		}
 	}
-	plan, err := n.fanPlanFor(ctx, req.Parts)
+	plan, err := p.fanPlanFor(ctx, fwd, req.Parts)
 	if err != nil {
 		return nil, err
 	}
-	err = fanOut(ctx, n, plan, wire.OpQueues, req, func(r *wire.QueuesResponse) {
+	err = fanOut(ctx, p, plan, wire.OpQueues, req, func(r *wire.QueuesResponse) {
 		for _, q := range r.Queues {
 			add(queues, key{q.Queue, ""}, statsCounts(q))
 		}
@@ -275,7 +276,7 @@ func (n *Node) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.Queue
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range n.parts {
+	for _, r := range p.parts {
 		if !plan.mine[r.Part()] {
 			continue
 		}

@@ -1,4 +1,4 @@
-package node
+package coord
 
 import (
 	"context"
@@ -24,10 +24,10 @@ func validateGroupName(g string) error {
 	return task.ValidateGroup(g)
 }
 
-// Group reads a group's counts by state, cluster-wide, and its first dead
+// group reads a group's counts by state, cluster-wide, and its first dead
 // tasks with their last failure.
-func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupResponse, error) {
-	if err := n.checkServing(); err != nil {
+func (p *Plane) group(ctx context.Context, fwd bool, req *wire.GroupRequest) (*wire.GroupResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
 	if err := validateGroupName(req.Group); err != nil {
@@ -40,14 +40,14 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 	case dead == 0:
 		dead = wire.DefaultGroupDead
 	}
-	n.catchUp()
-	plan, err := n.fanPlanFor(ctx, req.Parts)
+	p.h.CatchUp()
+	plan, err := p.fanPlanFor(ctx, fwd, req.Parts)
 	if err != nil {
 		return nil, err
 	}
 	resp := &wire.GroupResponse{Group: req.Group}
 	var sum [task.NumStatus]int64
-	err = fanOut(ctx, n, plan, wire.OpGroup, req, func(r *wire.GroupResponse) {
+	err = fanOut(ctx, p, plan, wire.OpGroup, req, func(r *wire.GroupResponse) {
 		sum[task.Ready] += r.Ready
 		sum[task.Claimed] += r.Claimed
 		sum[task.Delayed] += r.Delayed
@@ -60,8 +60,8 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 	if err != nil {
 		return nil, err
 	}
-	now := n.now()
-	for _, r := range n.parts {
+	now := p.now()
+	for _, r := range p.parts {
 		if !plan.mine[r.Part()] {
 			continue
 		}
@@ -70,7 +70,7 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 			sum[i] += v
 		}
 		for _, id := range ids {
-			f, err := n.groupFailure(r.Part(), id, now)
+			f, err := p.groupFailure(r.Part(), id, now)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // collected or deleted since the count
 			}
@@ -92,16 +92,16 @@ func (n *Node) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupRe
 
 // groupFailure reads dead task id of part: its queue, attempts and last
 // failure.
-func (n *Node) groupFailure(part uint16, id task.ID, now int64) (wire.GroupFailure, error) {
-	sp, err := n.store.Spec(part, id)
+func (p *Plane) groupFailure(part uint16, id task.ID, now int64) (wire.GroupFailure, error) {
+	sp, err := p.store.Spec(part, id)
 	if err != nil {
 		return wire.GroupFailure{}, err
 	}
-	st, _, err := n.store.State(part, id)
+	st, _, err := p.store.State(part, id)
 	if err != nil {
 		return wire.GroupFailure{}, err
 	}
-	v := n.view(sp, nil, &st, nil, now)
+	v := p.view(sp, nil, &st, nil, now)
 	f := wire.GroupFailure{ID: id, Queue: sp.Queue, Attempts: v.Attempts}
 	if len(v.Failures) > 0 {
 		last := v.Failures[len(v.Failures)-1]

@@ -1,4 +1,4 @@
-package node
+package coord
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skuldd/skuldd/node/heads"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/store"
@@ -13,13 +14,19 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Claim takes up to Count of the queue's best ready tasks, waiting up to
-// WaitMs for the first one.
-func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-	if err := n.checkServing(); err != nil {
+// claimPollInterval is how often a long-polling claim asks the other
+// leaders for work; local work wakes it at once.
+const claimPollInterval = 100 * time.Millisecond
+
+// claim takes up to Count of the queue's best ready tasks, waiting up to
+// WaitMs for the first one: at the node whose head is best
+// (claimRouted), else here, else at the first other leader with work
+// (claimElsewhere). A forwarded claim (fwd) claims here only.
+func (p *Plane) claim(ctx context.Context, fwd bool, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
-	ttl, count, err := n.claimParams(req)
+	ttl, count, err := p.claimParams(req)
 	if err != nil {
 		return nil, err
 	}
@@ -31,15 +38,15 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for pass := 0; ; pass++ {
-		if n.queues.Paused(req.Queue) && (deadline == nil || !n.queues.WaitResumed(ctx, req.Queue, deadline, n.stopc)) {
+		if p.queues.Paused(req.Queue) && (deadline == nil || !p.queues.WaitResumed(ctx, req.Queue, deadline, p.h.Stopped())) {
 			return resp, nil // a paused queue grants nothing
 		}
-		wake := n.heads.ReadyChan(req.Queue)
-		if tasks, ok := n.claimRouted(ctx, req, count); ok {
+		wake := p.heads.ReadyChan(req.Queue)
+		if tasks, ok := p.claimRouted(ctx, fwd, req, count); ok {
 			resp.Tasks = append(resp.Tasks, tasks...)
 			return resp, nil
 		}
-		c, err := n.claimBatch(req.Queue, ttl, count)
+		c, err := p.claimBatch(req.Queue, ttl, count)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +56,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 		}
 		resp.Tasks = append(resp.Tasks, tasks...)
 		if len(resp.Tasks) == 0 {
-			more, err := n.claimElsewhere(ctx, req, count, pass > 0)
+			more, err := p.claimElsewhere(ctx, fwd, req, count, pass > 0)
 			if err != nil && deadline == nil {
 				return nil, err
 			}
@@ -59,7 +66,7 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 			return resp, nil
 		}
 		var poll <-chan time.Time
-		if !isForwarded(ctx) && !n.leadsAll() {
+		if !fwd && !p.leadsAll() {
 			t := time.NewTimer(claimPollInterval)
 			poll = t.C
 			defer t.Stop()
@@ -71,30 +78,94 @@ func (n *Node) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimRe
 			return resp, nil
 		case <-ctx.Done():
 			return resp, nil
-		case <-n.stopc:
+		case <-p.h.Stopped():
 			return resp, nil // nothing claimed: the client tries again, elsewhere
 		}
 	}
 }
 
+// claimRouted forwards a claim to the node whose summary shows a better
+// head than this node's own; handled is false when this node's head is
+// the best known (or nothing better is known).
+func (p *Plane) claimRouted(ctx context.Context, fwd bool, req *wire.ClaimRequest, count int) (tasks []wire.TaskView, handled bool) {
+	if fwd {
+		return nil, false
+	}
+	node, rh, ok := p.sums.Best(req.Queue, p.h.Alive)
+	if !ok {
+		return nil, false
+	}
+	if _, lh, lok := p.heads.Best(req.Queue); lok && heads.ClaimHere(lh, rh, p.cfg.ClaimOrderSlack) {
+		return nil, false
+	}
+	addr := p.h.AddrOf(node)
+	if addr == "" {
+		return nil, false
+	}
+	sub := *req
+	sub.WaitMs = 0
+	sub.Count = count
+	var r wire.ClaimResponse
+	if err := p.forwardCall(ctx, addr, wire.OpClaim, &sub, &r); err != nil || len(r.Tasks) == 0 {
+		return nil, false // stale: fall back
+	}
+	return r.Tasks, true
+}
+
+// claimElsewhere asks the other leaders, in turn, for up to count tasks of
+// the queue; it returns what the first one with work granted. This is the
+// bounded fallback of claim routing: one request per other leader at most.
+// With trustIdle it skips the leaders whose fresh summary shows no ready
+// task in the queue: a long poll asks everyone once, and after that
+// relies on the summaries, which bring new work within heads.SummaryInterval,
+// instead of asking every leader every claimPollInterval.
+func (p *Plane) claimElsewhere(ctx context.Context, fwd bool, req *wire.ClaimRequest, count int, trustIdle bool) ([]wire.TaskView, error) {
+	if fwd {
+		return nil, nil
+	}
+	sub := *req
+	sub.WaitMs = 0
+	sub.Count = count
+	var last error
+	for _, id := range p.otherLeaderIDs() {
+		if trustIdle && p.sums.Idle(id, req.Queue) {
+			continue
+		}
+		addr := p.h.AddrOf(id)
+		if addr == "" {
+			continue
+		}
+		var r wire.ClaimResponse
+		if err := p.forwardCall(ctx, addr, wire.OpClaim, &sub, &r); err != nil {
+			last = err
+			p.log.Debug("claim at another leader failed", "addr", addr, "err", err)
+			continue
+		}
+		if len(r.Tasks) > 0 {
+			return r.Tasks, nil
+		}
+	}
+	return nil, last
+}
+
 // claimParams validates a claim request and returns its lease (ms) and
 // count with the defaults applied.
-func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err error) {
+func (p *Plane) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err error) {
 	if err := task.ValidateQueue(req.Queue); err != nil {
 		return 0, 0, err
 	}
 	ttl = req.TTLMs
 	if ttl == 0 {
-		ttl = n.defaultLease(req.Queue)
+		ttl = p.defaultLease(req.Queue)
 	}
-	if ttl <= 0 || ttl > n.cfg.MaxTTL.Milliseconds() {
-		return 0, 0, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, n.cfg.MaxTTL)
+	if ttl <= 0 || ttl > p.cfg.MaxTTL.Milliseconds() {
+		return 0, 0, fmt.Errorf("%w: ttl %dms: want 1ms..%v", task.ErrInvalid, ttl, p.cfg.MaxTTL)
 	}
 	count = max(req.Count, 1)
-	if req.Count < 0 || count > maxClaimCount {
-		return 0, 0, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, maxClaimCount)
+	if req.Count < 0 || count > MaxClaimCount {
+		return 0, 0, fmt.Errorf("%w: count %d: want 1..%d", task.ErrInvalid, req.Count, MaxClaimCount)
 	}
-	if err := task.ValidateMs("wait", req.WaitMs, n.cfg.MaxWait); err != nil {
+	if err := task.ValidateMs("wait", req.WaitMs, p.cfg.MaxWait); err != nil {
 		return 0, 0, err
 	}
 	return ttl, count, nil
@@ -102,11 +173,11 @@ func (n *Node) claimParams(req *wire.ClaimRequest) (ttl int64, count int, err er
 
 // defaultLease is the lease in ms of a claim or renewal of queue's task
 // that asks for none: the queue's default lease, else the node's.
-func (n *Node) defaultLease(queue string) int64 {
-	if ttl := n.queues.Of(queue).DefaultTTLMs; ttl > 0 {
+func (p *Plane) defaultLease(queue string) int64 {
+	if ttl := p.queues.Of(queue).DefaultTTLMs; ttl > 0 {
 		return ttl
 	}
-	return n.cfg.DefaultTTL.Milliseconds()
+	return p.cfg.DefaultTTL.Milliseconds()
 }
 
 // claimBatch claims up to count of queue's best ready tasks without
@@ -114,30 +185,30 @@ func (n *Node) defaultLease(queue string) int64 {
 // answering, so the claims of one request share one fsync. An error after
 // some claims were applied ends the batch early with what it has (those
 // claims stand and must be answered); an error before any is returned.
-func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
-	c := &claimed{n: n}
-	if drifting, _ := n.drifting(); drifting {
+func (p *Plane) claimBatch(queue string, ttl int64, count int) (*claimed, error) {
+	c := &claimed{p: p}
+	if drifting, _ := p.h.Drifting(); drifting {
 		return c, nil // no lease by a clock that is ahead: the others grant
 	}
 	for len(c.views) < count {
-		g, p, err := n.claimOneApply(queue, ttl)
+		g, pending, err := p.claimOneApply(queue, ttl)
 		err = leaderErr(err)
 		if err != nil {
 			if len(c.views) == 0 {
 				return nil, err
 			}
-			n.log.Warn("claim stopped early", "queue", queue, "claimed", len(c.views), "err", err)
+			p.log.Warn("claim stopped early", "queue", queue, "claimed", len(c.views), "err", err)
 			break
 		}
 		if g == nil {
 			break
 		}
-		c.views = append(c.views, n.grantedView(g))
-		c.pending = append(c.pending, p)
-		part := n.partOf(g.Spec.ID)
+		c.views = append(c.views, p.grantedView(g))
+		c.pending = append(c.pending, pending)
+		part := p.partOf(g.Spec.ID)
 		var s *replication.Shipment
-		if to, ep := n.repl.Followers(part); len(to) > 0 || ep == 0 {
-			s = n.repl.Ship(part, n.repl.NeedAcks(part, 0), []task.Record{g.Record()}, n.repl.WholeRecord(part, g.Spec.ID))
+		if to, ep := p.repl.Followers(part); len(to) > 0 || ep == 0 {
+			s = p.repl.Ship(part, p.repl.NeedAcks(part, 0), []task.Record{g.Record()}, p.repl.WholeRecord(part, g.Spec.ID))
 		}
 		c.ships = append(c.ships, s)
 	}
@@ -147,7 +218,7 @@ func (n *Node) claimBatch(queue string, ttl int64, count int) (*claimed, error) 
 // claimed is what claimBatch granted: applied locally, shipped to the
 // followers, not yet acknowledged.
 type claimed struct {
-	n       *Node
+	p       *Plane
 	views   []wire.TaskView
 	pending []*store.Pending
 	ships   []*replication.Shipment
@@ -171,12 +242,12 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 				if firstErr == nil {
 					firstErr = err
 				}
-				c.n.releaseUnanswered(v.ID, *v.Claim)
+				c.p.releaseUnanswered(v.ID, *v.Claim)
 				continue
 			}
 			// A lease that ran out while its replication was slow is
 			// nobody's: the task may already be claimed again.
-			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= c.n.now() {
+			if len(v.Claims) > 0 && v.Claims[len(v.Claims)-1].End <= c.p.now() {
 				continue
 			}
 		}
@@ -194,18 +265,18 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 // attempt, since nobody ever held it. Best effort, in the background: a
 // leader that stepped down meanwhile cannot write it, and then the claim
 // either stays an orphan (no handoff carries it) or expires.
-func (n *Node) releaseUnanswered(id task.ID, idx uint32) {
-	n.wg.Go(func() {
-		part := n.partOf(id)
-		if !n.leads(part) {
+func (p *Plane) releaseUnanswered(id task.ID, idx uint32) {
+	p.h.Go(func() {
+		part := p.partOf(id)
+		if !p.leads(part) {
 			return
 		}
-		wr, err := n.parts[part].SnoozeApply(id, idx, 0, n.now())
+		wr, err := p.parts[part].SnoozeApply(id, idx, 0, p.now())
 		if err != nil {
-			n.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
+			p.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
 			return
 		}
-		n.repl.ReplicateQuietly(part, wr)
+		p.repl.ReplicateQuietly(part, wr)
 	})
 }
 
@@ -229,17 +300,17 @@ func waitAll(ps []*store.Pending) error {
 // exact (priority, id) order; the pick only moves the task out of the
 // ready index (Reserve), and the store work and the fsync happen after the
 // lock is released, so claims overlap them.
-func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
-	n.catchUp()
-	pick := n.heads.PickLock(queue)
+func (p *Plane) claimOneApply(queue string, ttl int64) (*partition.Granted, *store.Pending, error) {
+	p.h.CatchUp()
+	pick := p.heads.PickLock(queue)
 	for range maxClaimRaces {
 		pick.Lock()
-		part, _, ok := n.heads.Best(queue)
+		part, _, ok := p.heads.Best(queue)
 		if !ok {
 			pick.Unlock()
 			return nil, nil, nil
 		}
-		id, ok, err := n.parts[part].Reserve(queue)
+		id, ok, err := p.parts[part].Reserve(queue)
 		pick.Unlock()
 		if errors.Is(err, partition.ErrNotLeader) {
 			continue // stepped down since best(); its heads are gone
@@ -250,7 +321,7 @@ func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *stor
 		if !ok {
 			continue
 		}
-		g, pending, err := n.parts[part].ClaimReserved(id, n.now(), ttl)
+		g, pending, err := p.parts[part].ClaimReserved(id, p.now(), ttl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -258,7 +329,7 @@ func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *stor
 			continue // no longer claimable; pick again
 		}
 		if !g.Retired.IsZero() {
-			n.shipRetired(part, g, pending)
+			p.shipRetired(part, g, pending)
 			continue // retired, not claimed: pick again
 		}
 		return g, pending, nil
@@ -270,23 +341,23 @@ func (n *Node) claimOneApply(queue string, ttl int64) (*partition.Granted, *stor
 // wrote instead of a claim (partition.Granted.Retired). Nothing waits
 // for it: a lost one reaches the followers by anti-entropy, and every
 // leader retires the same task (the keeper rule is the records').
-func (n *Node) shipRetired(part uint16, g *partition.Granted, pending *store.Pending) {
+func (p *Plane) shipRetired(part uint16, g *partition.Granted, pending *store.Pending) {
 	wr := partition.Write{Rec: g.Record(), Durable: pending}
-	if n.stopping.Load() {
+	if p.h.Stopping() {
 		return
 	}
-	n.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), peerCallTimeout)
+	p.h.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
 		defer cancel()
-		if _, err := n.repl.Replicate(ctx, part, 0, wr); err != nil {
-			n.log.Info("shipping a retirement of a task whose key another holds", "partition", part, "task", g.Spec.ID, "keeper", g.Retired, "err", err)
+		if _, err := p.repl.Replicate(ctx, part, 0, wr); err != nil {
+			p.log.Info("shipping a retirement of a task whose key another holds", "partition", part, "task", g.Spec.ID, "keeper", g.Retired, "err", err)
 		}
 	})
 }
 
 // grantedView is the view of a task just claimed, with its claim id.
-func (n *Node) grantedView(g *partition.Granted) wire.TaskView {
-	v := n.view(g.Spec, g.Spec.Data, &g.State, nil, n.now())
+func (p *Plane) grantedView(g *partition.Granted) wire.TaskView {
+	v := p.view(g.Spec, g.Spec.Data, &g.State, nil, p.now())
 	idx := g.Claim.Index
 	v.Claim = &idx
 	return v

@@ -1,0 +1,100 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/skuldd/skuldd/partition"
+	"github.com/skuldd/skuldd/task"
+	"github.com/skuldd/skuldd/wire"
+)
+
+// Hints (DESIGN.md, Operations: placement and hints): an enqueue that
+// asked for one, and whose cohort cannot take it, is kept on this node
+// (node/hints) and answered "hinted"; node/hints hands it over later.
+
+// errHinted is writeNew's and writeAtLeader's word that the tasks were
+// hinted (node/hints) rather than written to W replicas.
+var errHinted = errors.New("hinted")
+
+// hint keeps ts, tasks without deps, as hints (node/hints), enqueued
+// with w, and returns errHinted once they are durable. A task with deps,
+// or one whose key this leader found held (partition.NewTask.DupOf), is
+// never hinted (its first state records which deps were done, its
+// leader's write): err, the write's failure, then stands. A keyed hint is
+// handed to the key's leader, which retires it if the key was taken
+// meanwhile (wire.EnqueueTask.Hinted).
+func (p *Plane) hint(ts []partition.NewTask, w int, err error) error {
+	specs := make([]*task.Spec, len(ts))
+	for i := range ts {
+		if len(ts[i].Spec.Deps) > 0 || !ts[i].DupOf.IsZero() {
+			// A duplicate's answer names its key's holder, which this
+			// leader could not ship to W replicas: in doubt, not hinted
+			// (found by the simulation, seed 87: an answer both hinted
+			// and duplicate, whose task the handover then created).
+			return err
+		}
+		specs[i] = ts[i].Spec
+	}
+	if herr := p.hints.Add(specs, w); herr != nil {
+		return fmt.Errorf("%w; hinting it failed too: %v", err, herr)
+	}
+	return errHinted
+}
+
+// hintWait bounds a write that may be hinted: ctx, or with hint, at most
+// HintWait of it, after which the tasks are hinted instead.
+func (p *Plane) hintWait(ctx context.Context, hint bool) (context.Context, context.CancelFunc) {
+	if !hint {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, p.cfg.HintWait)
+}
+
+// hinted reports whether req's tasks are hinted when their cohort cannot
+// be written: the request asks for it (wire.EnqueueRequest.Hint), or the
+// queue of each of its tasks does (its "hint" setting).
+func (p *Plane) hinted(req *wire.EnqueueRequest) bool {
+	if req.Hint {
+		return true
+	}
+	for i := range req.Tasks {
+		if !p.queues.Of(req.Tasks[i].Queue).Hint {
+			return false
+		}
+	}
+	return len(req.Tasks) > 0
+}
+
+// HandOverKeyed hands hinted keyed tasks (node/hints) to their key's
+// leader, as an enqueue marked Hinted (this node's word): the leader
+// checks the key under the lock that orders its writes and retires a
+// task whose key was taken meanwhile (partition.NewTask.Hinted). It
+// returns nil once W replicas hold every task.
+func (p *Plane) HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) error {
+	now := p.now()
+	req := &wire.EnqueueRequest{W: w, Tasks: make([]wire.EnqueueTask, len(specs))}
+	for i, sp := range specs {
+		id := sp.ID
+		req.Tasks[i] = wire.EnqueueTask{
+			ID: &id, Queue: sp.Queue, Priority: sp.Priority, Data: sp.Data, Group: sp.Group, Description: sp.Description,
+			MaxAttempts: sp.MaxAttempts, TimeLimitMs: sp.TimeLimit, Kind: sp.Kind, Subtopic: sp.Subtopic,
+			Key: sp.Key, UniqueForMs: sp.UniqueFor, DelayMs: max(sp.NotBefore-now, 0), Hinted: true,
+		}
+	}
+	// The Hinted marks are this node's own, which enqueueRouted trusts.
+	resp, handled, err := p.enqueueRouted(ctx, false, req)
+	if !handled {
+		resp, err = p.enqueueLocal(ctx, req)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Results {
+		if r.Hinted {
+			return fmt.Errorf("%w: task %s: its leader could not take it", wire.ErrUnavailable, r.ID)
+		}
+	}
+	return nil
+}
