@@ -83,9 +83,11 @@ type WindowStats struct {
 	During OpStats `json:"during"`
 	After  OpStats `json:"after"`
 	// Enqueue and Placed count, of During, the enqueues sent to a node
-	// the fault left running (one a client can reach): those with an id
-	// (client-chosen, or fixed by a key), and those without one, which
-	// the node places where it can write them (Mix.Placed).
+	// that no fault held stopped when they were invoked (one a client
+	// can reach: stoppedNodes), whether this window's fault or another
+	// one at the same time: those with an id (client-chosen, or fixed by
+	// a key), and those without one, which the node places where it can
+	// write them (Mix.Placed).
 	Enqueue OpStats `json:"enqueue"`
 	Placed  OpStats `json:"placed"`
 	// Hinted counts, of the same enqueues (with an id or without), those
@@ -176,8 +178,8 @@ func (n *NotOK) String() string {
 }
 
 // The goal the windows' id-less and hinted enqueues are held to: at
-// least availabilityGoalPerMille ok per 1000 sent to nodes the fault left
-// running. The report says why of each window that misses it.
+// least availabilityGoalPerMille ok per 1000 sent to nodes no fault held
+// stopped. The report says why of each window that misses it.
 const (
 	availabilityGoalPerMille = 999
 	perMille                 = 1000
@@ -190,7 +192,9 @@ func belowGoal(s OpStats) bool {
 
 // stopsNodes are the nemeses that stop their targets (kill, pause,
 // crash, stop): a client's requests to those nodes fail whatever the
-// cluster does, so the enqueue availability of a window leaves them out.
+// cluster does, so the enqueue availability of every window leaves them
+// out while the fault holds (stoppedNodes), the window's own fault or
+// another.
 var stopsNodes = []string{NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
 	NemCrashUnsynced, NemTermRestart, NemWipe, NemWipeMajority}
 
@@ -262,22 +266,48 @@ func rank(order []string, name string) int {
 	return len(order)
 }
 
+// stopped holds, per node, the spans [start, stop) of the windows whose
+// fault stopped it (stopsNodes).
+type stopped map[int][][2]int64
+
+// stoppedNodes is when each node was stopped by a fault: from a window's
+// start to its stop, for each target of a nemesis of stopsNodes. A
+// killed, crashed, wiped or SIGTERMed node is started again by its
+// fault's heal, and a paused one resumed, before the stop event is
+// recorded; a window never stopped lasts until the heal phase or the
+// end (buildWindows), as it does for the window's own counts. A node that
+// exited on its own (NoteExit) is not a fault's: it stays counted.
+func stoppedNodes(windows []window) stopped {
+	s := stopped{}
+	for _, w := range windows {
+		if !slices.Contains(stopsNodes, w.nemesis) {
+			continue
+		}
+		for _, n := range w.targets {
+			s[n] = append(s[n], [2]int64{w.start, w.stop})
+		}
+	}
+	return s
+}
+
+// at reports whether some fault held node stopped at t.
+func (s stopped) at(node int, t int64) bool {
+	return slices.ContainsFunc(s[node], func(sp [2]int64) bool { return t >= sp[0] && t < sp[1] })
+}
+
 func windowStats(h *history, checks []*Check) []WindowStats {
 	out := make([]WindowStats, 0, len(h.windows))
+	down := stoppedNodes(h.windows) // no client reaches these nodes then
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
 			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"},
 			Enqueue: OpStats{F: FEnqueue}, Placed: OpStats{F: fPlacedEnqueue}, Hinted: OpStats{F: fHintedEnqueue}}
 		firstClaim, firstEnqueue := tNever, tNever
-		var down []int // the nodes the fault stopped: no client reaches them
-		if slices.Contains(stopsNodes, w.nemesis) {
-			down = w.targets
-		}
 		for _, o := range h.ops {
 			switch {
 			case o.ti >= w.start && o.ti < w.stop:
 				s.During.add(o)
-				if o.f == FEnqueue && !slices.Contains(down, o.inv.Node) {
+				if o.f == FEnqueue && !down.at(o.inv.Node, o.ti) {
 					s.addEnqueue(o)
 				}
 			case o.ti >= w.stop && o.ti < w.stop+afterHealNs:
@@ -308,8 +338,8 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 	return out
 }
 
-// addEnqueue counts an enqueue of the window sent to a node the fault
-// left running: under Enqueue or Placed, and Hinted if it asked for a
+// addEnqueue counts an enqueue of the window sent to a node no fault
+// held stopped: under Enqueue or Placed, and Hinted if it asked for a
 // hint.
 func (s *WindowStats) addEnqueue(o *op) {
 	if o.inv.Placed {
@@ -441,7 +471,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id to nodes the fault left running; hinted = of those, with an id or without, the ones that asked for a hint)\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint)\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis

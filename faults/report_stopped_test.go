@@ -1,0 +1,177 @@
+package faults
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The two overlapping windows of the stopped-node tests: a one-way
+// partition of node 5, and within it a kill of nodes 4 and 5, restarted
+// before the partition heals.
+const (
+	asymStart, asymStop = 10_000, 16_000
+	killStart, killStop = 11_000, 15_000
+)
+
+// timedEnq is an enqueue of a window test and its invoke time (ms).
+type timedEnq struct {
+	atMs int64
+	enq
+}
+
+// TestWindowsLeaveOutNodesOtherFaultsStopped: a window's enqueue, placed
+// and hinted columns, and why those not ok were not, leave out the
+// enqueues sent to a node that any fault held stopped when they were
+// invoked, the window's own or one that overlaps it (here the kill
+// within the partition), from the fault's start to its stop (the
+// restart); sent before or after, or to a node no fault stopped, they
+// count, a restarted node's "starting" refusals too.
+func TestWindowsLeaveOutNodesOtherFaultsStopped(t *testing.T) {
+	refused := enq{typ: Info, code: "conn_refused", err: "dial tcp 10.0.0.5:7000: connect: connection refused"}
+	at := func(ms int64, node int, placed, hint bool, like enq) timedEnq {
+		like.node, like.placed, like.hint = node, placed, hint
+		return timedEnq{ms, like}
+	}
+	okEnq := enq{typ: OK}
+	timeout := enq{typ: Info, code: "timeout", err: "context deadline exceeded"}
+	starting := enq{typ: Info, code: "unavailable", err: "unavailable: node is starting"}
+	type want struct {
+		enqueue, placed, hinted  OpStats
+		placedNotOK, hintedNotOK *NotOK
+	}
+	tests := []struct {
+		name string
+		enqs []timedEnq
+		// asym and kill: the partition's window and the kill's.
+		asym, kill want
+	}{
+		{name: "to node 5 during the kill: left out of the partition's window as of the kill's",
+			enqs: []timedEnq{
+				at(12_000, 5, true, true, refused),
+				at(12_100, 5, false, false, refused),
+				at(12_200, 1, true, false, okEnq),
+			},
+			asym: want{placed: stats(1, 1)},
+			kill: want{placed: stats(1, 1)}},
+		{name: "to node 5 and to node 4 before the kill: counted",
+			enqs: []timedEnq{
+				at(10_500, 5, true, true, timeout),
+				at(10_600, 4, true, false, okEnq),
+				at(10_700, 4, false, true, okEnq),
+			},
+			asym: want{enqueue: stats(1, 1), placed: stats(2, 1), hinted: stats(2, 1),
+				placedNotOK: &NotOK{Codes: map[string]int{"timeout": 1}},
+				hintedNotOK: &NotOK{Codes: map[string]int{"timeout": 1}}}},
+		{name: "to node 4 during the kill: left out, though the partition's fault spares it",
+			enqs: []timedEnq{
+				at(12_000, 4, true, true, refused),
+				at(13_000, 2, true, true, okEnq),
+			},
+			asym: want{placed: stats(1, 1), hinted: stats(1, 1)},
+			kill: want{placed: stats(1, 1), hinted: stats(1, 1)}},
+		{name: "to node 5 after its restart: counted, starting refusals too",
+			enqs: []timedEnq{
+				at(15_200, 5, true, true, starting),
+				at(15_300, 5, true, false, okEnq),
+			},
+			asym: want{placed: stats(2, 1), hinted: stats(1, 0),
+				placedNotOK: &NotOK{Codes: map[string]int{"unavailable": 1}, Starting: 1},
+				hintedNotOK: &NotOK{Codes: map[string]int{"unavailable": 1}, Starting: 1}}},
+		{name: "from the kill's start to its stop: at the start left out, at the stop counted",
+			enqs: []timedEnq{
+				at(killStart, 5, true, false, refused),
+				at(killStop-1, 5, true, false, refused),
+				at(killStop, 5, true, false, okEnq),
+			},
+			asym: want{placed: stats(1, 1)},
+			kill: want{placed: stats(0, 0)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := base()
+			b.nemesis(NemPartitionAsym, asymStart, asymStop, 5)
+			b.nemesis(NemKillMinority, killStart, killStop, 4, 5)
+			for i, e := range tc.enqs {
+				b.windowEnqueue(i, e.enq, e.atMs)
+			}
+			r := Analyze(b.input())
+			if len(r.Windows) != 3 {
+				t.Fatalf("%d windows; want base's and the test's two", len(r.Windows))
+			}
+			for _, c := range []struct {
+				w    WindowStats
+				name string
+				want want
+			}{{r.Windows[1], NemPartitionAsym, tc.asym}, {r.Windows[2], NemKillMinority, tc.kill}} {
+				if c.w.Nemesis != c.name {
+					t.Fatalf("window is %s; want %s", c.w.Nemesis, c.name)
+				}
+				for _, col := range []struct {
+					name      string
+					got, want OpStats
+				}{{"enqueue", c.w.Enqueue, c.want.enqueue}, {"placed", c.w.Placed, c.want.placed}, {"hinted", c.w.Hinted, c.want.hinted}} {
+					if col.got.Attempted != col.want.Attempted || col.got.OK != col.want.OK {
+						t.Errorf("%s window, %s: %d attempted, %d ok; want %d, %d",
+							c.name, col.name, col.got.Attempted, col.got.OK, col.want.Attempted, col.want.OK)
+					}
+				}
+				if !reflect.DeepEqual(c.w.PlacedNotOK, c.want.placedNotOK) {
+					t.Errorf("%s window: placed not ok = %v; want %v", c.name, c.w.PlacedNotOK, c.want.placedNotOK)
+				}
+				if !reflect.DeepEqual(c.w.HintedNotOK, c.want.hintedNotOK) {
+					t.Errorf("%s window: hinted not ok = %v; want %v", c.name, c.w.HintedNotOK, c.want.hintedNotOK)
+				}
+			}
+		})
+	}
+}
+
+// TestStoppedNodes: which nemeses stop which nodes, and for how long.
+func TestStoppedNodes(t *testing.T) {
+	b := base()
+	b.nemesis(NemPartitionOne, 10_000, 12_000, 3) // stops nothing
+	b.nemesis(NemPauseLeader, 11_000, 11_500, 2)
+	b.nemesis(NemTermRestart, 20_000, 21_000, 1)
+	b.nemesis(NemKillAll, 30_000, 31_000, 1, 2, 3)
+	h := digest(b.input())
+	down := stoppedNodes(h.windows)
+	ms := func(v int64) int64 { return v * nsPerMs }
+	tests := []struct {
+		node int
+		atMs int64
+		want bool
+	}{
+		{3, 11_000, false}, // partitioned, not stopped
+		{2, 10_999, false},
+		{2, 11_000, true}, // paused
+		{2, 11_499, true},
+		{2, 11_500, false}, // resumed
+		{1, 20_500, true},  // SIGTERMed, not restarted yet
+		{1, 21_000, false},
+		{2, 20_500, false},
+		{3, 30_000, true},
+		{1, 30_999, true},
+		{4, 30_500, false}, // not a target
+	}
+	for _, tc := range tests {
+		if got := down.at(tc.node, ms(tc.atMs)); got != tc.want {
+			t.Errorf("node %d stopped at %d ms: %v; want %v", tc.node, tc.atMs, got, tc.want)
+		}
+	}
+}
+
+// The windows table's header says what its enqueue columns leave out.
+func TestWindowsHeaderSaysStoppedLeftOut(t *testing.T) {
+	b := base()
+	b.nemesis(NemPartitionAsym, asymStart, asymStop, 5)
+	var buf bytes.Buffer
+	if err := Analyze(b.input()).WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	hdr := lineWith(strings.Split(buf.String(), "\n"), "Nemesis windows (")
+	if !strings.Contains(hdr, "leaving out those sent to a node that this or any other fault had stopped") {
+		t.Errorf("windows header %q does not say which enqueues it leaves out", hdr)
+	}
+}
