@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/skuldd/skuldd/wire"
 )
 
 // Report is the checkers' verdict on a run, with the figures a person
@@ -87,13 +89,19 @@ type WindowStats struct {
 	// can reach: stoppedNodes), whether this window's fault or another
 	// one at the same time: those with an id (client-chosen, or fixed by
 	// a key), and those without one, which the node places where it can
-	// write them (Mix.Placed).
+	// write them (Mix.Placed). An enqueue the node refused as the answer
+	// to the request itself (answersRequest) is counted in neither: the
+	// node served it; EnqueueRefused counts it instead.
 	Enqueue OpStats `json:"enqueue"`
 	Placed  OpStats `json:"placed"`
 	// Hinted counts, of the same enqueues (with an id or without), those
 	// that asked for a hint (Mix.Hinted, Event.Hint); nothing in a
-	// history from before the invoke recorded it.
+	// history from before the invoke recorded it. It leaves out the
+	// refusals that answer the request as Enqueue and Placed do.
 	Hinted OpStats `json:"hinted"`
+	// EnqueueRefused counts the enqueues Enqueue, Placed and Hinted leave
+	// out as answered by a refusal of the request itself; nil when none.
+	EnqueueRefused *Refused `json:"enqueue_refused,omitempty"`
 	// PlacedNotOK and HintedNotOK say why the enqueues of Placed and
 	// Hinted that did not come back ok did not; nil when all did.
 	PlacedNotOK *NotOK `json:"placed_not_ok,omitempty"`
@@ -106,6 +114,56 @@ type WindowStats struct {
 	// Anomalies counts the anomaly instances (within and beyond bounds)
 	// dated from the start to 10 s after the stop.
 	Anomalies int `json:"anomalies"`
+}
+
+// Refused counts the enqueues of a window that a node refused as the
+// answer to the request itself (answersRequest), by the column they are
+// left out of (with an id, without one, hinted: one enqueue can be both
+// of the last two) and by code.
+type Refused struct {
+	Enqueue int            `json:"enqueue"`
+	Placed  int            `json:"placed"`
+	Hinted  int            `json:"hinted"`
+	Codes   map[string]int `json:"codes"`
+}
+
+// add counts o into r, and returns r (made on the first o).
+func (r *Refused) add(o *op) *Refused {
+	if r == nil {
+		r = &Refused{Codes: map[string]int{}}
+	}
+	if o.inv.Placed {
+		r.Placed++
+	} else {
+		r.Enqueue++
+	}
+	if o.inv.Hint {
+		r.Hinted++
+	}
+	r.Codes[o.out.Code]++
+	return r
+}
+
+// requestCodes are the codes of a definite refusal (fail, a 4xx) that
+// answers an enqueue itself: the request is malformed or over a limit
+// (invalid, too_large), names a dependency that does not exist
+// (dep_not_found, or not_found), or contradicts what is already written
+// (conflict: an id or key taken by other content, a dependency that was
+// cancelled and will never complete). A node that answers so served the
+// request; sent again, it gets the same answer. The codes of a node that
+// could not serve it (unavailable, timeout, shutting_down, overloaded,
+// internal, a transport failure: conn_refused, conn_error, ...) are not
+// among them, nor those an enqueue should never get (a claim's, an
+// update's): those stay counted as not ok.
+var requestCodes = []string{
+	wire.CodeInvalid.Name(), wire.CodeNotFound.Name(), wire.CodeDepNotFound.Name(), wire.CodeTooLarge.Name(),
+	wire.CodeConflict.Name(),
+}
+
+// answersRequest is whether o came back a refusal of the request itself
+// (requestCodes): an answer, not unavailability.
+func answersRequest(o *op) bool {
+	return o.typ == Fail && o.out != nil && slices.Contains(requestCodes, o.out.Code)
 }
 
 // NotOK breaks down enqueues that did not come back ok (fail, info, or
@@ -179,7 +237,8 @@ func (n *NotOK) String() string {
 
 // The goal the windows' id-less and hinted enqueues are held to: at
 // least availabilityGoalPerMille ok per 1000 sent to nodes no fault held
-// stopped. The report says why of each window that misses it.
+// stopped and not refused as the answer to the request itself. The
+// report says why of each window that misses it.
 const (
 	availabilityGoalPerMille = 999
 	perMille                 = 1000
@@ -340,8 +399,13 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 
 // addEnqueue counts an enqueue of the window sent to a node no fault
 // held stopped: under Enqueue or Placed, and Hinted if it asked for a
-// hint.
+// hint; or, if the node refused it as the answer to the request itself,
+// under EnqueueRefused only.
 func (s *WindowStats) addEnqueue(o *op) {
+	if answersRequest(o) {
+		s.EnqueueRefused = s.EnqueueRefused.add(o)
+		return
+	}
 	if o.inv.Placed {
 		s.Placed.add(o)
 		s.PlacedNotOK = s.PlacedNotOK.add(o)
@@ -471,7 +535,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint)\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint; all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis
