@@ -440,3 +440,43 @@ func TestPlacementAvoidsHungNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestHintWaitBoundsTheWholeEnqueue: a hinted enqueue under a client's id
+// whose leader hangs is answered hinted within the hint wait, the forward
+// to the leader included. The coordinator D first gives the leader its
+// bounded forward, then writes the task to the cohort itself, and every
+// request it sends hangs. Before, the forward's wait (half a second) and
+// then a whole hint wait came one after the other, and a client whose
+// deadline was a little above the hint wait (the fault suite's clients:
+// 3 s over 2 s) saw the enqueue in doubt rather than hinted.
+func TestHintWaitBoundsTheWholeEnqueue(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	const d = 0
+	led := c.LeadersSettled(t, d)
+	part := -1
+	for l, parts := range led {
+		if l != all[d] && len(parts) > 0 {
+			part = parts[0]
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("node %d leads every partition (%v): nothing to forward", d, led)
+	}
+	id := idsIn(uint16(part), 1)[0]
+	// Every request from D hangs from now on: the forward to the leader,
+	// and the cohort write.
+	c.Faults(d).Delay(c.Addr(1), 10*time.Second)
+	c.Faults(d).Delay(c.Addr(2), 10*time.Second)
+	hintWait := c.Node(d).Config().HintWait
+	// Above the hint wait by less than the forward's own bound: the
+	// enqueue must not wait for its leader and then a whole hint wait.
+	ctx, cancel := context.WithTimeout(context.Background(), hintWait+hintWait*7/10)
+	defer cancel()
+	r, err := c.Client(d).Enqueue(ctx, &wire.EnqueueRequest{Hint: true, Tasks: []wire.EnqueueTask{{ID: &id, Queue: "hung-leader"}}})
+	if err != nil || len(r.Results) != 1 || !r.Results[0].Hinted {
+		t.Fatalf("hinted enqueue whose leader and cohort hang, deadline %v: %+v, %v; want hinted", hintWait*17/10, r, err)
+	}
+}

@@ -49,7 +49,15 @@ func TestStaleLeaderKeyedEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := node.Forwarded(c.Node(f)).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "q", Key: key, Data: []byte("stale"), Priority: 10}}})
+	// The stale task's id orders after the held one's: the key's rule
+	// keeps the first in id order, and ids drawn by two nodes in one
+	// millisecond fall either way (the test failed so under load, the
+	// stale task the keeper by the rule, and rightly claimed).
+	staleID := idsIn(part, 1)[0]
+	for staleID.Compare(held.Results[0].ID) <= 0 {
+		staleID = idsIn(part, 1)[0]
+	}
+	resp, err := node.Forwarded(c.Node(f)).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &staleID, Queue: "q", Key: key, Data: []byte("stale"), Priority: 10}}})
 	if err == nil {
 		t.Fatalf("keyed enqueue at the cut-off leader = %+v; want it refused", resp)
 	}

@@ -149,8 +149,9 @@ type Config struct {
 	AAE         antientropy.Config
 	AAEInterval time.Duration
 	// HintWait is how long an enqueue that asked for a hint waits for W
-	// replicas of its cohort before it is hinted instead (kept on the
-	// coordinator and answered "hinted"); HintInterval is how often the
+	// replicas of its cohort, from when its coordinator took it (a
+	// forward to its leader included), before it is hinted instead (kept
+	// on the coordinator and answered "hinted"); HintInterval is how often the
 	// coordinator tries to hand its hints over.
 	HintWait     time.Duration
 	HintInterval time.Duration

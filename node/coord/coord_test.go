@@ -189,19 +189,24 @@ func TestPlanForward(t *testing.T) {
 		name        string
 		tasks       []EnqueueTask
 		hint, asked bool
+		hintLeft    time.Duration
 		want        ForwardPlan
 	}{
 		{name: "plain: the leader briefly, then written here", tasks: []EnqueueTask{plain, plain},
 			want: ForwardPlan{Wait: leaderWait, Fallback: true}},
-		{name: "plain, hint asked: the same, and the hint asked for here", tasks: []EnqueueTask{plain}, hint: true, asked: true,
+		{name: "plain, hint asked: the same, and the hint asked for here", tasks: []EnqueueTask{plain}, hint: true, asked: true, hintLeft: hintWait,
 			want: ForwardPlan{Wait: leaderWait, Fallback: true, Hint: true}},
+		{name: "plain, hinted, little hint wait left: no longer than that", tasks: []EnqueueTask{plain}, hint: true, asked: true, hintLeft: 200 * time.Millisecond,
+			want: ForwardPlan{Wait: 200 * time.Millisecond, Fallback: true, Hint: true}},
 		{name: "keyed: the leader as long as the request", tasks: []EnqueueTask{keyed}},
-		{name: "keyed, hinted by its queue: the hint wait, then hinted here", tasks: []EnqueueTask{keyed, plain}, hint: true,
-			want: ForwardPlan{Wait: hintWait, Fallback: true, Hint: true}},
-		{name: "a dependent: the leader only, hint or not", tasks: []EnqueueTask{plain, dependent}, hint: true, asked: true,
+		{name: "keyed, hinted by its queue: what is left of the hint wait, then hinted here", tasks: []EnqueueTask{keyed, plain}, hint: true, hintLeft: 1500 * time.Millisecond,
+			want: ForwardPlan{Wait: 1500 * time.Millisecond, Fallback: true, Hint: true}},
+		{name: "keyed, hinted, hint wait over: a moment, never unbounded", tasks: []EnqueueTask{keyed}, hint: true, asked: true, hintLeft: -time.Second,
+			want: ForwardPlan{Wait: minForwardWait, Fallback: true, Hint: true}},
+		{name: "a dependent: the leader only, hint or not", tasks: []EnqueueTask{plain, dependent}, hint: true, asked: true, hintLeft: hintWait,
 			want: ForwardPlan{Hint: true}},
 	} {
-		if got := PlanForward(tc.tasks, tc.hint, tc.asked, leaderWait, hintWait); got != tc.want {
+		if got := PlanForward(tc.tasks, tc.hint, tc.asked, leaderWait, tc.hintLeft); got != tc.want {
 			t.Errorf("%s: PlanForward = %+v; want %+v", tc.name, got, tc.want)
 		}
 	}

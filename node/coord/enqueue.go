@@ -64,26 +64,38 @@ type ForwardPlan struct {
 
 // PlanForward plans the forward of tasks, one route's tasks of an
 // enqueue that asked for a hint (asked) or is hinted by its queues'
-// settings too (hint). Tasks without key or deps, which the coordinator
-// can write to their cohort itself, wait for their leader leaderWait at
-// most: a leader answers in milliseconds, and a dead or cut-off one is
-// not waited out. Hinted tasks without deps wait hintWait, then are
-// hinted here. The rest wait for their leader as long as the request
-// does: their leader alone can write them.
-func PlanForward(tasks []EnqueueTask, hint, asked bool, leaderWait, hintWait time.Duration) ForwardPlan {
+// settings too (hint), with hintLeft of its hint wait left (see
+// Plane.hintBy). Tasks without key or deps, which the coordinator can
+// write to their cohort itself, wait for their leader leaderWait at most
+// (and no longer than hintLeft when hinted): a leader answers in
+// milliseconds, and a dead or cut-off one is not waited out. Hinted tasks
+// without deps wait hintLeft, then are hinted here. The rest wait for
+// their leader as long as the request does: their leader alone can write
+// them.
+func PlanForward(tasks []EnqueueTask, hint, asked bool, leaderWait, hintLeft time.Duration) ForwardPlan {
 	plain, noDeps := true, true
 	for _, t := range tasks {
 		noDeps = noDeps && len(t.Deps) == 0
 		plain = plain && len(t.Deps) == 0 && t.Key == ""
 	}
+	// A wait that is over already still waits a moment (minForwardWait):
+	// a zero Wait means no bound at all.
+	hintLeft = max(hintLeft, minForwardWait)
 	switch {
+	case plain && hint:
+		return ForwardPlan{Wait: min(leaderWait, hintLeft), Fallback: true, Hint: asked}
 	case plain:
 		return ForwardPlan{Wait: leaderWait, Fallback: true, Hint: asked}
 	case hint && noDeps:
-		return ForwardPlan{Wait: hintWait, Fallback: true, Hint: true}
+		return ForwardPlan{Wait: hintLeft, Fallback: true, Hint: true}
 	}
 	return ForwardPlan{Hint: asked}
 }
+
+// minForwardWait is the least a bounded forward waits: a hinted enqueue
+// whose hint wait ran out before its forward still gives its leader this
+// long (a round trip on a LAN, with room).
+const minForwardWait = 5 * time.Millisecond
 
 // hintable reports whether a write of a hinted enqueue that failed with
 // err is hinted instead: it could not reach W replicas (in doubt), which

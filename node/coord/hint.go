@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/skuldd/skuldd/partition"
 	"github.com/skuldd/skuldd/task"
@@ -43,13 +44,34 @@ func (p *Plane) hint(ts []partition.NewTask, w int, err error) error {
 	return errHinted
 }
 
-// hintWait bounds a write that may be hinted: ctx, or with hint, at most
-// HintWait of it, after which the tasks are hinted instead.
-func (p *Plane) hintWait(ctx context.Context, hint bool) (context.Context, context.CancelFunc) {
-	if !hint {
+// hintWait bounds a write that may be hinted: ctx, or up to hintBy (the
+// zero time: not hinted) but at least minHintWait from now, after which
+// the tasks are hinted instead.
+func hintWait(ctx context.Context, hintBy time.Time) (context.Context, context.CancelFunc) {
+	if hintBy.IsZero() {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, p.cfg.HintWait)
+	if floor := time.Now().Add(minHintWait); hintBy.Before(floor) {
+		hintBy = floor
+	}
+	return context.WithDeadline(ctx, hintBy)
+}
+
+// minHintWait is the least a hinted write waits for its cohort, even when
+// its enqueue's hint wait ran out before it began (its leader took it
+// all): a cohort that answers at once is written, not hinted.
+const minHintWait = 50 * time.Millisecond
+
+// hintBy is when the tasks of req, an enqueue this node took at start,
+// are hinted rather than waited for any longer (the zero time: never,
+// the enqueue is not hinted). HintWait bounds the whole enqueue's wait
+// for its cohort, the forward to a leader included, not each step of it:
+// a client's deadline a little above HintWait then sees the hint.
+func (p *Plane) hintBy(req *wire.EnqueueRequest, start time.Time) time.Time {
+	if !p.hinted(req) {
+		return time.Time{}
+	}
+	return start.Add(p.cfg.HintWait)
 }
 
 // hinted reports whether req's tasks are hinted when their cohort cannot
@@ -84,9 +106,10 @@ func (p *Plane) HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) er
 		}
 	}
 	// The Hinted marks are this node's own, which enqueueRouted trusts.
-	resp, handled, err := p.enqueueRouted(ctx, false, req)
+	start := time.Now()
+	resp, handled, err := p.enqueueRouted(ctx, false, req, start)
 	if !handled {
-		resp, err = p.enqueueLocal(ctx, req)
+		resp, err = p.enqueueLocal(ctx, req, start)
 	}
 	if err != nil {
 		return err

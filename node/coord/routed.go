@@ -28,11 +28,12 @@ const leaderForwardWait = 500 * time.Millisecond
 // The FreshID and Hinted marks are trusted: each enqueue reaches here
 // through StampIDs, from a peer's coordinator, or from this node's own
 // hints (HandOverKeyed).
-func (p *Plane) enqueueRouted(ctx context.Context, fwd bool, req *wire.EnqueueRequest) (*wire.EnqueueResponse, bool, error) {
+func (p *Plane) enqueueRouted(ctx context.Context, fwd bool, req *wire.EnqueueRequest, start time.Time) (*wire.EnqueueResponse, bool, error) {
 	if fwd {
 		return nil, false, nil
 	}
-	hint := p.hinted(req)
+	hintBy := p.hintBy(req, start)
+	hint := !hintBy.IsZero()
 	plan := make([]EnqueueTask, len(req.Tasks))
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
@@ -63,7 +64,8 @@ func (p *Plane) enqueueRouted(ctx context.Context, fwd bool, req *wire.EnqueueRe
 		for k, i := range idx {
 			sub.Tasks[k], group[k] = req.Tasks[i], plan[i]
 		}
-		r, err := p.sendEnqueue(ctx, route, sub, PlanForward(group, hint, req.Hint, leaderForwardWait, p.cfg.HintWait))
+		plan := PlanForward(group, hint, req.Hint, leaderForwardWait, time.Until(hintBy))
+		r, err := p.sendEnqueue(ctx, route, sub, plan, start)
 		if err != nil {
 			return err
 		}
@@ -103,14 +105,14 @@ func (p *Plane) enqueueRouted(ctx context.Context, fwd bool, req *wire.EnqueueRe
 // sendEnqueue writes sub, one route's tasks, here (RouteHere,
 // RouteHint) or at the leader at route, by plan. A forward that failed
 // in doubt may have been written: the same tasks again are repeats.
-func (p *Plane) sendEnqueue(ctx context.Context, route string, sub *wire.EnqueueRequest, plan ForwardPlan) (*wire.EnqueueResponse, error) {
+func (p *Plane) sendEnqueue(ctx context.Context, route string, sub *wire.EnqueueRequest, plan ForwardPlan, start time.Time) (*wire.EnqueueResponse, error) {
 	if route == RouteHere || route == RouteHint {
 		// The tasks written without a leader, those of partitions this
 		// node leads, and those whose leader it cannot reach (it does
 		// not lead their partition, so its write fails at once and hints
 		// them).
 		sub.Hint = plan.Hint
-		return p.enqueueLocal(ctx, sub)
+		return p.enqueueLocal(ctx, sub, start)
 	}
 	// The copy forwarded asks for no hint: the leader writes or refuses,
 	// and this node hints what it must.
@@ -125,5 +127,5 @@ func (p *Plane) sendEnqueue(ctx context.Context, route string, sub *wire.Enqueue
 		return r, err
 	}
 	sub.Hint = plan.Hint
-	return p.enqueueLocal(ctx, sub)
+	return p.enqueueLocal(ctx, sub, start)
 }

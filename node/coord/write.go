@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/partition"
@@ -19,16 +20,18 @@ func (p *Plane) enqueue(ctx context.Context, fwd bool, req *wire.EnqueueRequest)
 	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	if len(req.Tasks) > 0 && len(req.Tasks) <= p.cfg.MaxBatch && !p.leadsAll() {
-		if resp, handled, err := p.enqueueRouted(ctx, fwd, req); handled {
+		if resp, handled, err := p.enqueueRouted(ctx, fwd, req, start); handled {
 			return resp, err
 		}
 	}
-	return p.enqueueLocal(ctx, req)
+	return p.enqueueLocal(ctx, req, start)
 }
 
-// enqueueLocal writes an enqueue whose partitions this node leads.
-func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+// enqueueLocal writes an enqueue whose partitions this node leads, or
+// whose tasks it writes to their cohorts itself, taken at start.
+func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest, start time.Time) (*wire.EnqueueResponse, error) {
 	if len(req.Tasks) == 0 {
 		return nil, fmt.Errorf("%w: no tasks to enqueue", task.ErrInvalid)
 	}
@@ -88,8 +91,7 @@ func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest) (*wi
 	if err := p.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
-	hint := p.hinted(req)
-	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, hint)
+	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, p.hintBy(req, start))
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +212,7 @@ func (p *Plane) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task
 // this node must be (enqueueRouted sent it here): the leader checks the
 // key under the lock that orders its writes, and records the deps' state
 // in the task's first state, a write of its line.
-func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int, hint bool) (int, map[task.ID]task.ID, map[task.ID]bool, error) {
+func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int, hintBy time.Time) (int, map[task.ID]task.ID, map[task.ID]bool, error) {
 	type route struct {
 		part   uint16
 		direct bool
@@ -249,9 +251,9 @@ func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now i
 		var a int
 		var err error
 		if r.direct {
-			a, err = p.writeNew(ctx, r.part, ts, now, w, hint)
+			a, err = p.writeNew(ctx, r.part, ts, now, w, hintBy)
 		} else {
-			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, hint)
+			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, hintBy)
 		}
 		if errors.Is(err, errHinted) {
 			note(ts, true)
@@ -292,7 +294,8 @@ func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now i
 // A task held with other content under its id refuses the write
 // (task.ErrConflict); when a retry may meet one (CheckExisting), the
 // local replica checks first, so a refusal found here sends nothing on.
-func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hint bool) (int, error) {
+func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hintBy time.Time) (int, error) {
+	hint := !hintBy.IsZero()
 	if hint && !p.placeable(part, w) {
 		// Not worth the wait: the cohort is out of reach now.
 		return 0, p.hint(ts, w, fmt.Errorf("%w: partition %d: too few of its cohort reachable", wire.ErrUnavailable, part))
@@ -321,7 +324,7 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 			return 0, fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, part, err)
 		}
 	}
-	wctx, cancel := p.hintWait(ctx, hint)
+	wctx, cancel := hintWait(ctx, hintBy)
 	defer cancel()
 	acks, err := s.Finish(wctx, local)
 	if err != nil && hint && hintable(err) {
@@ -333,11 +336,11 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 // writeAtLeader writes new tasks of part, which this node leads, on its
 // replica and ships them to the followers: tasks with a key or deps (see
 // writeTasks). Enqueue sets DupOf on each whose key another task holds.
-func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hint bool) (int, error) {
-	wctx, cancel := p.hintWait(ctx, hint)
+func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hintBy time.Time) (int, error) {
+	wctx, cancel := hintWait(ctx, hintBy)
 	defer cancel()
 	acks, err := p.writeAtLeaderOnce(wctx, part, ts, now, w)
-	if err != nil && hint && hintable(err) {
+	if err != nil && !hintBy.IsZero() && hintable(err) {
 		return 0, p.hint(ts, w, err)
 	}
 	return acks, err

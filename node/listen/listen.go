@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,8 +110,17 @@ type Listener struct {
 	wg   sync.WaitGroup // the servers' Serve
 }
 
+// listenPacket is net.ListenPacket; a test makes UDP pick a port that
+// TCP has in use.
+var listenPacket = net.ListenPacket
+
+// anyPortTries bounds Bind's picks of a port for port 0: each is free for
+// UDP, and taken for TCP only by chance.
+const anyPortTries = 16
+
 // Bind opens UDP (QUIC) and TCP (HTTP) on one port number. With port 0,
-// UDP picks the port and TCP takes the same number.
+// UDP picks the port and TCP takes the same number (UDP picks again when
+// TCP has it in use).
 func Bind(cfg Config) (_ *Listener, err error) {
 	l := &Listener{cfg: cfg}
 	if cfg.ClusterSecret != nil {
@@ -118,19 +128,28 @@ func Bind(cfg Config) (_ *Listener, err error) {
 			return nil, fmt.Errorf("listen: %w", err)
 		}
 	}
-	udp, err := net.ListenPacket("udp", cfg.Bind)
-	if err != nil {
-		return nil, fmt.Errorf("listen: bind udp %s: %w", cfg.Bind, err)
+	host, want, _ := net.SplitHostPort(cfg.Bind)
+	var port, addr string
+	for try := 1; ; try++ {
+		udp, err := listenPacket("udp", cfg.Bind)
+		if err != nil {
+			return nil, fmt.Errorf("listen: bind udp %s: %w", cfg.Bind, err)
+		}
+		port = strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port)
+		addr = net.JoinHostPort(host, port)
+		tcp, err := net.Listen("tcp", addr)
+		if err != nil {
+			_ = udp.Close()
+			// A port UDP picked may be taken for TCP (an outgoing
+			// connection's ephemeral port, say): pick again.
+			if want == "0" && errors.Is(err, syscall.EADDRINUSE) && try < anyPortTries {
+				continue
+			}
+			return nil, fmt.Errorf("listen: bind tcp %s: %w", addr, err)
+		}
+		l.udp, l.tcp, l.addr = udp, tcp, addr
+		break
 	}
-	host, _, _ := net.SplitHostPort(cfg.Bind)
-	port := strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port)
-	addr := net.JoinHostPort(host, port)
-	tcp, err := net.Listen("tcp", addr)
-	if err != nil {
-		_ = udp.Close()
-		return nil, fmt.Errorf("listen: bind tcp %s: %w", addr, err)
-	}
-	l.udp, l.tcp, l.addr = udp, tcp, addr
 	if a := cfg.Advertise; a != "" {
 		ahost, aport, _ := net.SplitHostPort(a)
 		if aport == "0" {

@@ -145,3 +145,32 @@ func TestHTTP(t *testing.T) {
 		t.Error("HTTP still served after Drain")
 	}
 }
+
+// TestBindAnyPortTakenForTCP: with port 0, the port UDP picks may be in
+// use for TCP (an outgoing connection's ephemeral port: CI saw "address
+// already in use" when a node restarted on port 0). Bind picks again.
+func TestBindAnyPortTakenForTCP(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().String()
+	picks := 0
+	listenPacket = func(network, addr string) (net.PacketConn, error) {
+		picks++
+		if picks == 1 {
+			return net.ListenPacket(network, busy) // free for UDP, taken for TCP
+		}
+		return net.ListenPacket(network, addr)
+	}
+	defer func() { listenPacket = net.ListenPacket }()
+	l, err := Bind(testConfig(t))
+	if err != nil {
+		t.Fatalf("bind port 0 when UDP's first pick is taken for TCP: %v", err)
+	}
+	defer l.Close()
+	if picks != 2 || l.Addr() == busy {
+		t.Fatalf("picks %d, address %s (taken %s); want a second pick", picks, l.Addr(), busy)
+	}
+}

@@ -280,8 +280,10 @@ const (
 )
 
 // check returns an error if traffic with addr is blocked (for op, when
-// op is not 0) in direction dir, after sleeping the delay set for it.
-func (f *Faults) check(addr string, op wire.Op, dir direction) error {
+// op is not 0) in direction dir, after sleeping the delay set for it. A
+// delay ends early, with ctx's error, when ctx does: a caller waiting on
+// a slow link gives up at its deadline, as it would on a real one.
+func (f *Faults) check(ctx context.Context, addr string, op wire.Op, dir direction) error {
 	if f == nil {
 		return nil
 	}
@@ -305,7 +307,13 @@ func (f *Faults) check(addr string, op wire.Op, dir direction) error {
 		return fmt.Errorf("%w: fault injected: %v to %s is dropped", wire.ErrUnavailable, op, addr)
 	}
 	if d > 0 {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -374,7 +382,7 @@ func (f *Faults) WrapHandlers(h Handlers) Handlers {
 	out := h
 	if h.Peer != nil {
 		out.Peer = wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
-			if err := f.check(req.Remote.String(), 0, receiving); err != nil {
+			if err := f.check(ctx, req.Remote.String(), 0, receiving); err != nil {
 				_ = w.Error(err)
 				return
 			}
@@ -383,7 +391,7 @@ func (f *Faults) WrapHandlers(h Handlers) Handlers {
 	}
 	if h.Raw != nil {
 		out.Raw = func(ctx context.Context, rs wire.RawStream) {
-			if f.check(rs.RemoteAddr().String(), 0, receiving) != nil {
+			if f.check(ctx, rs.RemoteAddr().String(), 0, receiving) != nil {
 				_ = rs.Close()
 				return
 			}
@@ -399,7 +407,7 @@ type faultyTransport struct {
 }
 
 func (t faultyTransport) Dial(ctx context.Context, addr string) (Conn, error) {
-	if err := t.f.check(addr, 0, sending); err != nil {
+	if err := t.f.check(ctx, addr, 0, sending); err != nil {
 		return nil, err
 	}
 	c, err := t.tr.Dial(ctx, addr)
@@ -418,7 +426,7 @@ type faultyConn struct {
 }
 
 func (c faultyConn) Call(ctx context.Context, op wire.Op, req, resp any) error {
-	if err := c.f.check(c.addr, op, sending); err != nil {
+	if err := c.f.check(ctx, c.addr, op, sending); err != nil {
 		return err
 	}
 	if err := c.Conn.Call(ctx, op, req, resp); err != nil {
@@ -437,7 +445,7 @@ func (c faultyConn) Call(ctx context.Context, op wire.Op, req, resp any) error {
 }
 
 func (c faultyConn) Stream(ctx context.Context, op wire.Op, req any, each func(body cbor.RawMessage) error) error {
-	if err := c.f.check(c.addr, op, sending); err != nil {
+	if err := c.f.check(ctx, c.addr, op, sending); err != nil {
 		return err
 	}
 	if op != wire.OpExport {
@@ -460,7 +468,7 @@ func (c faultyConn) Stream(ctx context.Context, op wire.Op, req any, each func(b
 }
 
 func (c faultyConn) OpenRaw(ctx context.Context, kind byte) (net.Conn, error) {
-	if err := c.f.check(c.addr, 0, sending); err != nil {
+	if err := c.f.check(ctx, c.addr, 0, sending); err != nil {
 		return nil, err
 	}
 	return c.Conn.OpenRaw(ctx, kind)
