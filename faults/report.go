@@ -95,8 +95,9 @@ type WindowStats struct {
 	Enqueue OpStats `json:"enqueue"`
 	Placed  OpStats `json:"placed"`
 	// Hinted counts, of the same enqueues (with an id or without), those
-	// that asked for a hint (Mix.Hinted, Event.Hint); nothing in a
-	// history from before the invoke recorded it. It leaves out the
+	// that asked for a hint (Mix.Hinted, Event.Hint) and can have one
+	// (hintable: no deps); nothing in a history from before the invoke
+	// recorded it. It leaves out the
 	// refusals that answer the request as Enqueue and Placed do.
 	Hinted OpStats `json:"hinted"`
 	// EnqueueRefused counts the enqueues Enqueue, Placed and Hinted leave
@@ -137,7 +138,7 @@ func (r *Refused) add(o *op) *Refused {
 	} else {
 		r.Enqueue++
 	}
-	if o.inv.Hint {
+	if hintable(o) {
 		r.Hinted++
 	}
 	r.Codes[o.out.Code]++
@@ -306,11 +307,18 @@ func placedStats(ops []*op) OpStats {
 // tables, with an id or without: a part of the enqueue row too.
 const fHintedEnqueue = "  of which hinted"
 
-// hintedStats counts the enqueues of ops that asked for a hint.
+// hintable reports whether enqueue o asked for a hint and can have one:
+// a task with deps is never hinted (its leader records which deps were
+// done in its first state), so a dependent that asked waits for its
+// leader like any other, and its outcome says nothing of hints.
+func hintable(o *op) bool { return o.inv.Hint && len(o.inv.Deps) == 0 }
+
+// hintedStats counts the enqueues of ops that asked for a hint and can
+// have one (hintable).
 func hintedStats(ops []*op) OpStats {
 	s := OpStats{F: fHintedEnqueue}
 	for _, o := range ops {
-		if o.f == FEnqueue && o.inv.Hint {
+		if o.f == FEnqueue && hintable(o) {
 			s.add(o)
 		}
 	}
@@ -412,7 +420,7 @@ func (s *WindowStats) addEnqueue(o *op) {
 	} else {
 		s.Enqueue.add(o)
 	}
-	if o.inv.Hint {
+	if hintable(o) {
 		s.Hinted.add(o)
 		s.HintedNotOK = s.HintedNotOK.add(o)
 	}
@@ -535,7 +543,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint; all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis

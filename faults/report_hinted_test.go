@@ -15,8 +15,10 @@ import (
 type enq struct {
 	node         int
 	placed, hint bool
-	typ          string
-	code, err    string
+	// deps: a dependent (it cannot be hinted).
+	deps      bool
+	typ       string
+	code, err string
 }
 
 // hintWindow is the window the tests put their enqueues in, after
@@ -27,6 +29,9 @@ const hintWindowStart, hintWindowStop = 10_000, 11_000
 // invoke's fields, as the workload's does (Loop.call).
 func (b *builder) windowEnqueue(n int, e enq, tiMs int64) {
 	inv := Event{Node: e.node, Placed: e.placed, Hint: e.hint, Value: fmt.Sprintf("payload-w%d", n), Queue: "q"}
+	if e.deps {
+		inv.Deps = []string{id(0x6000 + n)}
+	}
 	tid := id(0x7000 + n)
 	if !e.placed {
 		inv.Task = tid
@@ -67,6 +72,12 @@ func TestWindowHintedEnqueues(t *testing.T) {
 			},
 			wantEnqueue: stats(1, 1), wantPlaced: stats(2, 1),
 			wantPlacedNotOK: &NotOK{Codes: map[string]int{"timeout": 1}}},
+		{name: "a dependent that asked for a hint is not hintable: not in the hinted column", nemesis: NemPartitionOne, targets: []int{3},
+			enqs: []enq{
+				{node: 1, hint: true, typ: OK},
+				{node: 2, hint: true, deps: true, typ: Info, code: "timeout", err: "context deadline exceeded"},
+			},
+			wantEnqueue: stats(2, 1), wantHinted: stats(1, 1)},
 		{name: "hinted with and without id, placed with and without hint", nemesis: NemPartitionOne, targets: []int{3},
 			enqs: []enq{
 				{node: 1, hint: true, typ: OK},
