@@ -47,6 +47,24 @@ func (b *builder) windowEnqueue(n int, e enq, tiMs int64) {
 
 func stats(attempted, ok int) OpStats { return OpStats{Attempted: attempted, OK: ok} }
 
+// checkWindowEnqueues checks w's enqueue, placed and hinted columns
+// (Attempted and OK of each, in that order) and why its placed and
+// hinted enqueues were not ok.
+func checkWindowEnqueues(t *testing.T, w WindowStats, want [3]OpStats, placedNotOK, hintedNotOK *NotOK) {
+	t.Helper()
+	for i, got := range []OpStats{w.Enqueue, w.Placed, w.Hinted} {
+		if got.Attempted != want[i].Attempted || got.OK != want[i].OK {
+			t.Errorf("%s: %d attempted, %d ok; want %d, %d", []string{"enqueue", "placed", "hinted"}[i], got.Attempted, got.OK, want[i].Attempted, want[i].OK)
+		}
+	}
+	if !reflect.DeepEqual(w.PlacedNotOK, placedNotOK) {
+		t.Errorf("placed not ok = %v; want %v", w.PlacedNotOK, placedNotOK)
+	}
+	if !reflect.DeepEqual(w.HintedNotOK, hintedNotOK) {
+		t.Errorf("hinted not ok = %v; want %v", w.HintedNotOK, hintedNotOK)
+	}
+}
+
 // TestWindowHintedEnqueues: a window's hinted column counts the enqueues
 // that asked for a hint, with an id or without, sent to nodes the fault
 // left running, as its placed column does the id-less ones; and each
@@ -150,20 +168,7 @@ func TestWindowHintedEnqueues(t *testing.T) {
 			if w.Nemesis != tc.nemesis {
 				t.Fatalf("window 1 is %s; want %s", w.Nemesis, tc.nemesis)
 			}
-			for _, c := range []struct {
-				name      string
-				got, want OpStats
-			}{{"enqueue", w.Enqueue, tc.wantEnqueue}, {"placed", w.Placed, tc.wantPlaced}, {"hinted", w.Hinted, tc.wantHinted}} {
-				if c.got.Attempted != c.want.Attempted || c.got.OK != c.want.OK {
-					t.Errorf("%s: %d attempted, %d ok; want %d, %d", c.name, c.got.Attempted, c.got.OK, c.want.Attempted, c.want.OK)
-				}
-			}
-			if !reflect.DeepEqual(w.PlacedNotOK, tc.wantPlacedNotOK) {
-				t.Errorf("placed not ok = %v; want %v", w.PlacedNotOK, tc.wantPlacedNotOK)
-			}
-			if !reflect.DeepEqual(w.HintedNotOK, tc.wantHintedNotOK) {
-				t.Errorf("hinted not ok = %v; want %v", w.HintedNotOK, tc.wantHintedNotOK)
-			}
+			checkWindowEnqueues(t, w, [3]OpStats{tc.wantEnqueue, tc.wantPlaced, tc.wantHinted}, tc.wantPlacedNotOK, tc.wantHintedNotOK)
 		})
 	}
 }

@@ -88,20 +88,7 @@ func TestWindowRefusedEnqueues(t *testing.T) {
 				t.Fatalf("%d windows; want base's and the test's", len(r.Windows))
 			}
 			w := r.Windows[1]
-			for _, c := range []struct {
-				name      string
-				got, want OpStats
-			}{{"enqueue", w.Enqueue, tc.wantEnqueue}, {"placed", w.Placed, tc.wantPlaced}, {"hinted", w.Hinted, tc.wantHinted}} {
-				if c.got.Attempted != c.want.Attempted || c.got.OK != c.want.OK {
-					t.Errorf("%s: %d attempted, %d ok; want %d, %d", c.name, c.got.Attempted, c.got.OK, c.want.Attempted, c.want.OK)
-				}
-			}
-			if !reflect.DeepEqual(w.PlacedNotOK, tc.wantPlacedNotOK) {
-				t.Errorf("placed not ok = %v; want %v", w.PlacedNotOK, tc.wantPlacedNotOK)
-			}
-			if !reflect.DeepEqual(w.HintedNotOK, tc.wantHintedNotOK) {
-				t.Errorf("hinted not ok = %v; want %v", w.HintedNotOK, tc.wantHintedNotOK)
-			}
+			checkWindowEnqueues(t, w, [3]OpStats{tc.wantEnqueue, tc.wantPlaced, tc.wantHinted}, tc.wantPlacedNotOK, tc.wantHintedNotOK)
 			if !reflect.DeepEqual(w.EnqueueRefused, tc.wantRefused) {
 				t.Errorf("refused = %+v; want %+v", w.EnqueueRefused, tc.wantRefused)
 			}
