@@ -161,6 +161,8 @@ func TestRouteTask(t *testing.T) {
 		{name: "no leader, hint, deps: fails (a dependent is never hinted)", deps: dep, hint: true, lookupErr: noLeader, wantErr: wire.ErrUnavailable, wantLookup: true},
 		{name: "a refusal stays one, hint or not", key: "k", hint: true, lookupErr: refused, wantErr: task.ErrInvalid, wantLookup: true},
 		{name: "deadline, hint: hinted here", key: "k", hint: true, lookupErr: context.DeadlineExceeded, want: RouteHint, wantLookup: true},
+		{name: "key, hint, leader out of reach: hinted here at once, no lookup", key: "k", hint: true, outOfReach: true, leader: "n2", want: RouteHint},
+		{name: "key, no hint, leader out of reach: still its leader", key: "k", outOfReach: true, leader: "n2", want: "n2", wantLookup: true},
 	} {
 		looked := false
 		got, err := RouteTask(tc.key, tc.deps, tc.fresh, tc.outOfReach, tc.hint, func() (string, error) {

@@ -31,13 +31,18 @@ const (
 // RouteTask returns where one task of an enqueue is written: RouteHere
 // when DirectWrite says this node writes it to its cohort itself, else
 // what lookup finds (the leader's address, or RouteHere when this node
-// leads). When lookup fails, a task without deps of an enqueue that is
-// hinted (hint) goes to RouteHint if the failure leaves it in doubt
+// leads). A task without deps of an enqueue that is hinted (hint) goes
+// to RouteHint when its leader is out of reach (a forward to a leader
+// this node cannot count on would spend the hint wait on a dead or
+// cut-off node), or when lookup fails and the failure leaves it in doubt
 // (hintable); otherwise the failure is the task's answer. lookup is
 // called only for a task that needs its leader.
 func RouteTask(key string, deps []task.ID, fresh, leaderOutOfReach, hint bool, lookup func() (string, error)) (string, error) {
 	if DirectWrite(key, deps, fresh, leaderOutOfReach) {
 		return RouteHere, nil
+	}
+	if hint && len(deps) == 0 && leaderOutOfReach {
+		return RouteHint, nil
 	}
 	route, err := lookup()
 	switch {

@@ -37,7 +37,12 @@ func NewPool(tr Transport, dialTimeout, callTimeout time.Duration) *Pool {
 }
 
 // Get returns a live connection to addr, dialing one if needed. Callers
-// racing for the same address share one dial.
+// racing for the same address share one dial, which runs apart from them
+// (bounded by the pool's dial timeout): each waits for it no longer than
+// its own ctx, the one that started it too. (The dial once ran on the
+// first caller's goroutine, whose ctx then did not bound it: a forward to
+// a dead leader with half a second to spare waited the whole dial
+// timeout.)
 func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 	for {
 		p.mu.Lock()
@@ -46,7 +51,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 			e = &poolEntry{ready: make(chan struct{})}
 			p.conns[addr] = e
 			p.mu.Unlock()
-			p.dial(addr, e)
+			go p.dial(addr, e)
 		} else {
 			p.mu.Unlock()
 		}

@@ -55,3 +55,39 @@ func TestPool(t *testing.T) {
 		t.Fatal("Drop did not close the connection")
 	}
 }
+
+// hangingTransport's dials wait until release is closed, then fail.
+type hangingTransport struct{ release chan struct{} }
+
+func (h hangingTransport) Dial(ctx context.Context, addr string) (Conn, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("no answer")
+}
+
+// TestPoolGetBoundedByItsContext: the caller whose Get starts a dial waits
+// for it no longer than its own context, though the dial itself runs to
+// the pool's dial timeout (a dead peer, whose QUIC dial waits that long).
+func TestPoolGetBoundedByItsContext(t *testing.T) {
+	tr := hangingTransport{release: make(chan struct{})}
+	p := NewPool(tr, time.Hour, time.Hour)
+	defer p.Close()
+	defer close(tr.release) // before Close, which waits for the dial
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, "dead:1")
+		got <- err
+	}()
+	cancel()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get = %v; want its context's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Get outlived its context: it waits for the dial it started")
+	}
+}
