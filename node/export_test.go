@@ -6,3 +6,8 @@ import "github.com/skuldd/skuldd/wire"
 // forwarded (coord.Plane.Forwarded), for tests that play the
 // coordinator. Valid after Start.
 func Forwarded(n *Node) wire.Service { return n.coord.Load().Forwarded() }
+
+// Coordinator returns n's client API as this node coordinates it,
+// each op tried once (coord.Plane.Coordinator, without node/retrying).
+// Valid after Start.
+func Coordinator(n *Node) wire.Service { return n.coord.Load().Coordinator() }

@@ -256,6 +256,13 @@ func (n *Node) shutdown() {
 		if n.ln != nil {
 			n.ln.Drain(n.cfg.ShutdownTimeout)
 		}
+		// The client ops still in flight (past the drain, forwarded by
+		// peers, or called in-process) end before anything they act
+		// through closes: an op that outlived the store would write to a
+		// closed one.
+		if c := n.coord.Load(); c != nil {
+			c.Close()
+		}
 		// Hand the partitions this node leads to other members, then tell
 		// the others we leave, while the transport still works.
 		n.departing.Store(true)

@@ -213,3 +213,43 @@ func TestPlanForward(t *testing.T) {
 		}
 	}
 }
+
+// A forward's error as this node's client sees it: a peer that is
+// stopping is a peer out of reach (retried, written or hinted here),
+// never this node stopping; other errors pass as they came.
+func TestForwardErr(t *testing.T) {
+	stopping := &wire.Error{Code: wire.CodeShuttingDown, Msg: "shutting down"}
+	for _, tc := range []struct {
+		name     string
+		in       error
+		code     wire.Code
+		stopping bool // still reads as this node stopping
+		hintable bool
+	}{
+		{"ok", nil, wire.CodeOK, false, false},
+		{"peer stopping, over the wire", stopping, wire.CodeUnavailable, false, true},
+		{"peer stopping, in process", fmt.Errorf("x: %w", wire.ErrShuttingDown), wire.CodeUnavailable, false, true},
+		{"unavailable", &wire.Error{Code: wire.CodeUnavailable, Msg: "no quorum"}, wire.CodeUnavailable, false, true},
+		{"not found", &wire.Error{Code: wire.CodeNotFound, Msg: "no task"}, wire.CodeNotFound, false, false},
+		{"deadline", context.DeadlineExceeded, wire.CodeTimeout, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := forwardErr(wire.OpEnqueue, "10.0.0.1:7000", tc.in)
+			if tc.in == nil {
+				if err != nil {
+					t.Fatalf("nil became %v", err)
+				}
+				return
+			}
+			if c := wire.CodeOf(err); c != tc.code {
+				t.Errorf("code %v; want %v (%v)", c, tc.code, err)
+			}
+			if s := errors.Is(err, wire.ErrShuttingDown); s != tc.stopping {
+				t.Errorf("reads as stopping: %v; want %v (%v)", s, tc.stopping, err)
+			}
+			if h := hintable(err); h != tc.hintable {
+				t.Errorf("hintable %v; want %v", h, tc.hintable)
+			}
+		})
+	}
+}

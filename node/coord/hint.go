@@ -95,6 +95,11 @@ func (p *Plane) hinted(req *wire.EnqueueRequest) bool {
 // task whose key was taken meanwhile (partition.NewTask.Hinted). It
 // returns nil once W replicas hold every task.
 func (p *Plane) HandOverKeyed(ctx context.Context, w int, specs []*task.Spec) error {
+	ctx, exit, err := p.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer exit()
 	now := p.now()
 	req := &wire.EnqueueRequest{W: w, Tasks: make([]wire.EnqueueTask, len(specs))}
 	for i, sp := range specs {

@@ -162,6 +162,8 @@ type Plane struct {
 	shards *shards.Plane
 	ids    *task.IDGen
 	peers  *peer.Pool
+
+	gate *gate // the ops in flight (Close)
 }
 
 // New returns the coordinator plane over pl and h.
@@ -176,6 +178,7 @@ func New(cfg Config, pl Planes, h Host) (*Plane, error) {
 		cfg: cfg, h: h, log: cfg.Log,
 		parts: pl.Parts, store: pl.Store, repl: pl.Repl, deps: pl.Deps, hints: pl.Hints, queues: pl.Queues,
 		heads: pl.Heads, sums: pl.Summaries, sched: pl.Schedules, shards: pl.Shards, ids: pl.IDs, peers: pl.Peers,
+		gate: newGate(),
 	}, nil
 }
 

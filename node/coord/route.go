@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,7 +79,21 @@ func (p *Plane) forwardCall(ctx context.Context, addr string, op wire.Op, req, r
 	if err != nil {
 		return fmt.Errorf("%w: forward %s to %s: %v", wire.ErrUnavailable, op, addr, err)
 	}
-	return c.Call(ctx, op, req, resp)
+	return forwardErr(op, addr, c.Call(ctx, op, req, resp))
+}
+
+// forwardErr is what a forward's error means to this node's client. A
+// peer that is shutting down is, to this node, a peer out of reach: the
+// client retries, or this node writes or hints what it may (hintable),
+// as for any leader it cannot reach. Passed on as it came, it would tell
+// the client that the node it asked is stopping, which the client's
+// retries take as final. Either way the outcome is in doubt, as the
+// peer may have applied the op before it stopped.
+func forwardErr(op wire.Op, addr string, err error) error {
+	if errors.Is(err, wire.ErrShuttingDown) {
+		return fmt.Errorf("%w: %s at %s: %v", wire.ErrUnavailable, op, addr, err)
+	}
+	return err
 }
 
 // forward runs op at part's leader when that is another node. handled is
@@ -212,12 +227,19 @@ func fanOutAll[Req, Resp any](ctx context.Context, p *Plane, fwd bool, op wire.O
 // RouteTo is routeTo for node/deps, which asks as a coordinator: ""
 // when this node leads part, else the address of its leader.
 func (p *Plane) RouteTo(ctx context.Context, part uint16) (string, error) {
-	return p.routeTo(ctx, false, part)
+	return gated(p, ctx, part, func(ctx context.Context, part uint16) (string, error) {
+		return p.routeTo(ctx, false, part)
+	})
 }
 
 // GetAtLeader reads task id at its partition's leader, for node/deps,
 // when that is another node (handled); handled is false when this node
 // leads part.
 func (p *Plane) GetAtLeader(ctx context.Context, part uint16, id task.ID) (*wire.TaskView, bool, error) {
+	ctx, exit, err := p.enter(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	defer exit()
 	return forward[wire.GetRequest, wire.TaskView](ctx, p, false, part, wire.OpGet, &wire.GetRequest{ID: id})
 }

@@ -52,6 +52,11 @@ type Faults struct {
 	// it. held counts the requests waiting on it.
 	frozen chan struct{}
 	held   int
+	// holdOps holds the requests of some ops to an address until
+	// ReleaseOps closes release (HoldOp); holding counts them.
+	holdOps map[string]map[wire.Op]bool
+	release chan struct{}
+	holding int
 }
 
 // TransferFault is what a partition transfer did under CutTransfers.
@@ -74,6 +79,8 @@ func NewFaults() *Faults {
 		noRepl:      make(map[string]bool),
 		dropOps:     make(map[string]map[wire.Op]bool),
 		lostReplies: make(map[string]bool),
+		holdOps:     make(map[string]map[wire.Op]bool),
+		release:     make(chan struct{}),
 	}
 }
 
@@ -144,6 +151,36 @@ func (f *Faults) DropOp(addr string, op wire.Op) {
 		f.dropOps[addr] = make(map[wire.Op]bool)
 	}
 	f.dropOps[addr][op] = true
+}
+
+// HoldOp holds every request of op this node sends to the node at addr,
+// after it left the caller and before it reaches the connection, until
+// ReleaseOps or the caller's context ends: a link that took a request
+// and has not delivered it. Closing the node's connections does not end
+// the wait; only the caller can. Heal does not release.
+func (f *Faults) HoldOp(addr string, op wire.Op) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holdOps[addr] == nil {
+		f.holdOps[addr] = make(map[wire.Op]bool)
+	}
+	f.holdOps[addr][op] = true
+}
+
+// ReleaseOps lets the requests HoldOp holds go on, and holds no more.
+func (f *Faults) ReleaseOps() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.release)
+	f.release = make(chan struct{})
+	clear(f.holdOps)
+}
+
+// HeldOps returns how many requests HoldOp holds now.
+func (f *Faults) HeldOps() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holding
 }
 
 // LoseReplies makes the client requests this node forwards to the node at
@@ -289,11 +326,22 @@ func (f *Faults) check(ctx context.Context, addr string, op wire.Op, dir directi
 	}
 	f.mu.Lock()
 	blocked, d, noRepl, dropped := f.blocked[addr], f.delay[addr], f.noRepl[addr], f.dropOps[addr][op]
+	var release chan struct{}
+	if f.holdOps[addr][op] && dir == sending {
+		release = f.release
+		f.holding++
+	}
 	cut := f.cut[addr] && dir == sending
 	if max := f.jitter[addr]; max > 0 && dir == sending {
 		d += time.Duration(f.rng.Int64N(int64(max)))
 	}
 	f.mu.Unlock()
+	if release != nil {
+		err := f.hold(ctx, release)
+		if err != nil {
+			return err
+		}
+	}
 	if blocked {
 		return fmt.Errorf("%w: fault injected: traffic with %s is blocked", wire.ErrUnavailable, addr)
 	}
@@ -316,6 +364,21 @@ func (f *Faults) check(ctx context.Context, addr string, op wire.Op, dir directi
 		}
 	}
 	return nil
+}
+
+// hold waits for release or ctx (HoldOp), counted in holding.
+func (f *Faults) hold(ctx context.Context, release chan struct{}) error {
+	defer func() {
+		f.mu.Lock()
+		f.holding--
+		f.mu.Unlock()
+	}()
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // duplicates reports whether requests to addr are sent twice.

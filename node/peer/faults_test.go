@@ -313,3 +313,43 @@ func TestFaultsFreeze(t *testing.T) {
 type p0 struct{}
 
 func (p0) Dial(context.Context, string) (Conn, error) { return nil, errors.New("p0") }
+
+// HoldOp holds one op's requests to one address until ReleaseOps or the
+// caller gives up; other ops pass, and closing the connection does not
+// end the wait.
+func TestFaultsHoldOp(t *testing.T) {
+	p := newFaultPair(t)
+	c := p.dial(t)
+	p.fa.HoldOp("b:2", wire.OpEnqueue)
+	if err := c.Call(context.Background(), wire.OpPing, nil, nil); err != nil {
+		t.Fatalf("another op: %v", err)
+	}
+	passed := make(chan error, 1)
+	go func() { passed <- c.Call(context.Background(), wire.OpEnqueue, nil, nil) }()
+	testkit.WaitFor(t, 10*time.Second, testkit.Cond("one request held", func() bool { return p.fa.HeldOps() == 1 }))
+	_ = c.Close()
+	p.fa.Heal() // does not release
+	select {
+	case err := <-passed:
+		t.Fatalf("a held request went on: %v", err)
+	default:
+	}
+	if p.served[wire.OpEnqueue].Load() != 0 {
+		t.Fatal("a held request was served")
+	}
+	// A caller whose context ends stops waiting.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	c2 := p.dial(t)
+	go func() { gaveUp <- c2.Call(ctx, wire.OpEnqueue, nil, nil) }()
+	testkit.WaitFor(t, 10*time.Second, testkit.Cond("two requests held", func() bool { return p.fa.HeldOps() == 2 }))
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled caller: %v; want context.Canceled", err)
+	}
+	p.fa.ReleaseOps()
+	<-passed // went on to its closed connection
+	if err := p.dial(t).Call(context.Background(), wire.OpEnqueue, nil, nil); err != nil || p.fa.HeldOps() != 0 {
+		t.Fatalf("after release: %v, %d held", err, p.fa.HeldOps())
+	}
+}
