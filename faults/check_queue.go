@@ -141,6 +141,10 @@ type enqueueTally struct {
 	// hinted: the first ok answered "hinted" (the node held the task
 	// until it could reach its cohort).
 	hinted bool
+	// spread: hinted although its enqueue did not ask for a hint: an
+	// id-less enqueue whose cohort failed the write in flight, kept as
+	// hints on W nodes (node/coord's spread).
+	spread bool
 	// allFailed: every attempt came back fail, so the task must not exist.
 	allFailed bool
 	// known: the history proves the task exists, by an ok enqueue or an
@@ -159,6 +163,7 @@ func (t *taskHist) tally() enqueueTally {
 	for _, o := range t.enqueues {
 		if o.ok() && !e.acked {
 			e.acked, e.ackAt, e.acks, e.hinted = true, o.tc, o.out.Acks, o.out.Hinted
+			e.spread = o.out.Hinted && !o.inv.Hint
 		}
 		if o.typ != Fail {
 			e.allFailed = false
@@ -213,6 +218,9 @@ type queueCounts struct {
 	// hinted counts the tasks acknowledged as hinted, lostHinted those
 	// of them lost.
 	hinted, lostHinted int64
+	// spread counts those of hinted whose enqueue did not ask for a
+	// hint (enqueueTally.spread), lostSpread those of them lost.
+	spread, lostSpread int64
 	// majority is a majority of the run's N.
 	majority int
 }
@@ -242,6 +250,8 @@ func (q *queueCounts) write(c *Check, withDead bool) {
 	c.count("lost: acknowledged held by fewer than a majority", q.lostFewAcks)
 	c.count("acknowledged as hinted", q.hinted)
 	c.count("lost: acknowledged as hinted", q.lostHinted)
+	c.count("acknowledged as hinted without asking (spread on W nodes)", q.spread)
+	c.count("lost: acknowledged as hinted without asking", q.lostSpread)
 }
 
 // countLost files a lost task under what its final reads found.
@@ -251,6 +261,9 @@ func (q *queueCounts) countLost(t *taskHist, e enqueueTally) {
 	}
 	if e.hinted {
 		q.lostHinted++
+	}
+	if e.spread {
+		q.lostSpread++
 	}
 	switch {
 	case len(t.found()) > 0:
@@ -313,6 +326,9 @@ func (q *queueCounts) count(e enqueueTally, dequeues int) {
 		}
 		if e.hinted {
 			q.hinted++
+		}
+		if e.spread {
+			q.spread++
 		}
 	}
 	if e.known && !e.acked {

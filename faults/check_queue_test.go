@@ -117,3 +117,25 @@ func TestLostCounts(t *testing.T) {
 		}
 	}
 }
+
+// An enqueue answered hinted although it did not ask for a hint (an
+// id-less enqueue spread on W nodes) is counted apart, and so is its
+// loss.
+func TestSpreadCounts(t *testing.T) {
+	b := base()
+	ackedReady(b)
+	b.enqueue(taskH, 30, 40, OK) // hinted without asking, then lost
+	b.events[len(b.events)-1].Hinted = true
+	b.absent = append(b.absent, taskH)
+	b.enqueue(taskK, 30, 40, OK) // asked, hinted, lost
+	b.events[len(b.events)-2].Hint = true
+	b.events[len(b.events)-1].Hinted = true
+	b.absent = append(b.absent, taskK)
+	c := findCheck(t, Analyze(b.input()), "total-queue (dequeue = acknowledged complete)")
+	for name, want := range map[string]int64{"acknowledged as hinted": 2, "lost: acknowledged as hinted": 2,
+		"acknowledged as hinted without asking (spread on W nodes)": 1, "lost: acknowledged as hinted without asking": 1} {
+		if got := countOf(t, c, name); got != want {
+			t.Errorf("%s = %d; want %d", name, got, want)
+		}
+	}
+}

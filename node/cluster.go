@@ -88,6 +88,13 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	}))
 	n.repl.Register(mux, n.loaded)
 	n.deps.Register(mux, n.loaded)
+	replica(wire.OpHintPut, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.HintPutRequest) (any, error) {
+		// The hints plane exists once the coordinator plane does (Start).
+		if n.coord.Load() == nil {
+			return nil, errStarting
+		}
+		return nil, n.hints.ServePut(r)
+	}))
 	// The rest are client ops another node forwards: served here only.
 	mux.Fallback(wire.HandlerFunc(func(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
 		if req.Op >= wire.OpRaft {

@@ -518,3 +518,69 @@ func TestHintWaitBoundsTheWholeEnqueue(t *testing.T) {
 		t.Fatalf("hinted enqueue whose leader and cohort hang, deadline %v: %+v, %v; want hinted", hintWait*17/10, r, err)
 	}
 }
+
+// TestIDlessEnqueueSpreadWhenItsCohortFails: an id-less enqueue whose
+// cohort fails the write in flight (the coordinator's replication to the
+// cohort's other members held, as toward nodes killed after the
+// placement and before gossip noticed) is kept as hints on W nodes, the
+// coordinator and others it reaches, and answered hinted once the hint
+// wait is out; the holders hand it to the cohort once it answers, where
+// it is one task, claimed once.
+func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	const k = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	for _, j := range []int{1, 2} {
+		c.Faults(k).HoldOp(c.Addr(j), wire.OpReplicate)
+	}
+	r, err := c.Client(k).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "spread", Data: []byte("s")}}})
+	if err != nil || len(r.Results) != 1 || !r.Results[0].Hinted {
+		t.Fatalf("id-less enqueue whose cohort's replication is held: %+v, %v; want hinted", r, err)
+	}
+	id := r.Results[0].ID
+	// The coordinator's hint cannot have left (its handover ships to the
+	// held links); at least one other node took one too.
+	if st := c.Node(k).HintStats(); st.Pending != 1 {
+		t.Fatalf("the coordinator's hints %+v; want 1 pending", st)
+	}
+	others := 0
+	for _, j := range []int{1, 2} {
+		st := c.Node(j).HintStats()
+		others += int(st.Pending + st.Handed)
+	}
+	if others < 1 {
+		t.Fatal("no other node holds the hint: the enqueue was answered with one copy for w=2")
+	}
+	c.Faults(k).ReleaseOps()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		for i := range 3 {
+			if st := c.Node(i).HintStats(); st.Pending != 0 {
+				return fmt.Errorf("node %d: hints %+v; want all handed over", i, st)
+			}
+		}
+		return nil
+	})
+	var got []task.ID
+	nodetest.WaitFor(t, clusterWait, func() error {
+		cl, err := c.Client(1).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2})
+		if err != nil {
+			return err
+		}
+		for _, v := range cl.Tasks {
+			got = append(got, v.ID)
+		}
+		if len(got) == 0 {
+			return fmt.Errorf("nothing claimed yet")
+		}
+		return nil
+	})
+	if len(got) != 1 || got[0] != id {
+		t.Fatalf("claimed %v; want %s once", got, id)
+	}
+	if cl, err := c.Client(2).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2}); err != nil || len(cl.Tasks) != 0 {
+		t.Fatalf("a second claim: %+v, %v; want none", cl, err)
+	}
+}

@@ -680,6 +680,11 @@ const (
 	// OpGCInfo asks a leader what it holds of tasks of partitions it
 	// leads, for a garbage-collection check (GCInfoRequest, GCInfoResponse).
 	OpGCInfo Op = 116
+	// OpHintPut asks a node to keep hints of tasks whose coordinator
+	// could not write them to W replicas of their cohort
+	// (HintPutRequest): synced before the answer, handed over as the
+	// node's own hints.
+	OpHintPut Op = 117
 )
 
 func init() {
@@ -688,7 +693,15 @@ func init() {
 	opNames[OpSummary], opNames[OpDependents], opNames[OpDepDone] = "summary", "dependents", "dep_done"
 	opNames[OpRelease] = "release"
 	opNames[OpAAENodes], opNames[OpAAEBuckets], opNames[OpAAEFetch] = "aae_nodes", "aae_buckets", "aae_fetch"
-	opNames[OpGCInfo] = "gc_info"
+	opNames[OpGCInfo], opNames[OpHintPut] = "gc_info", "hint_put"
+}
+
+// HintPutRequest carries tasks without key or deps, each written by its
+// coordinator with W (the acks the enqueue asked for), for the receiver
+// to keep as hints (OpHintPut).
+type HintPutRequest struct {
+	W     int          `cbor:"1,keyasint"`
+	Specs []*task.Spec `cbor:"2,keyasint"`
 }
 
 // GCInfoRequest asks a leader about IDs, all of partitions it leads.

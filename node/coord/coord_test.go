@@ -253,3 +253,35 @@ func TestForwardErr(t *testing.T) {
 		})
 	}
 }
+
+// A spread asks the nodes alive other than itself, those outside the
+// cohort that failed the write first, suspects last, each group rotated
+// by the partition.
+func TestSpreadOrder(t *testing.T) {
+	all := []uint64{5, 1, 4, 2, 3, 3}
+	yes := func(uint64) bool { return true }
+	no := func(uint64) bool { return false }
+	for _, tc := range []struct {
+		name           string
+		self           uint64
+		part           uint16
+		cohort         []uint64
+		alive, suspect func(uint64) bool
+		want           []uint64
+	}{
+		{"outside first", 1, 0, []uint64{1, 2, 3}, yes, no, []uint64{4, 5, 2, 3}},
+		{"rotated by part", 1, 1, []uint64{1, 2, 3}, yes, no, []uint64{5, 4, 3, 2}},
+		{"self outside the cohort", 4, 0, []uint64{1, 2, 3}, yes, no, []uint64{5, 1, 2, 3}},
+		{"dead left out", 1, 0, []uint64{1, 2, 3}, func(id uint64) bool { return id != 4 && id != 2 }, no, []uint64{5, 3}},
+		{"suspects last", 1, 0, []uint64{1, 2, 3}, yes, func(id uint64) bool { return id == 4 || id == 2 }, []uint64{5, 3, 4, 2}},
+		{"none alive", 1, 0, []uint64{1, 2, 3}, no, no, nil},
+		{"alone in its cohort", 1, 0, []uint64{1}, yes, no, []uint64{2, 3, 4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SpreadOrder(tc.self, tc.part, tc.cohort, all, tc.alive, tc.suspect)
+			if len(got) != len(tc.want) || (len(got) > 0 && !reflect.DeepEqual(got, tc.want)) {
+				t.Fatalf("SpreadOrder = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -21,12 +21,33 @@ func (p *Plane) enqueue(ctx context.Context, fwd bool, req *wire.EnqueueRequest)
 		return nil, err
 	}
 	start := time.Now()
+	resp, err := p.enqueueOnce(ctx, fwd, req, start)
+	if err != nil && !fwd && hintable(err) && !p.hintBy(req, start).IsZero() {
+		// A hinted enqueue is answered within its hint wait, hinted or
+		// not; one that ended in doubt instead says where its time went
+		// (the steps' errors name the nodes they waited for).
+		p.log.Info("hinted enqueue ended in doubt, not hinted", "tasks", len(req.Tasks), "first", firstID(req),
+			"took", time.Since(start).Round(time.Millisecond), "hint_wait", p.cfg.HintWait, "err", err)
+	}
+	return resp, err
+}
+
+// enqueueOnce routes and writes one enqueue taken at start.
+func (p *Plane) enqueueOnce(ctx context.Context, fwd bool, req *wire.EnqueueRequest, start time.Time) (*wire.EnqueueResponse, error) {
 	if len(req.Tasks) > 0 && len(req.Tasks) <= p.cfg.MaxBatch && !p.leadsAll() {
 		if resp, handled, err := p.enqueueRouted(ctx, fwd, req, start); handled {
 			return resp, err
 		}
 	}
 	return p.enqueueLocal(ctx, req, start)
+}
+
+// firstID is the id of req's first task, if it has one yet.
+func firstID(req *wire.EnqueueRequest) string {
+	if len(req.Tasks) == 0 || req.Tasks[0].ID == nil {
+		return ""
+	}
+	return req.Tasks[0].ID.String()
 }
 
 // enqueueLocal writes an enqueue whose partitions this node leads, or
@@ -91,7 +112,7 @@ func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest, star
 	if err := p.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
-	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, p.hintBy(req, start))
+	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, writeWait{p.hintBy(req, start), p.spreadBy(start)})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +221,12 @@ func (p *Plane) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task
 	return nt, nil
 }
 
+// writeWait bounds an enqueue's writes to their cohorts: what a cohort
+// has not taken by hintBy (the zero time: never) is hinted here (the
+// enqueue asked for it); tasks whose ids this node drew are spread by
+// spreadBy (spread).
+type writeWait struct{ hintBy, spreadBy time.Time }
+
 // writeTasks writes the batch, one store batch per partition, all
 // partitions at once so their syncs share fsyncs. It returns the acks and,
 // for each task whose key another task holds (not written), that task's
@@ -212,7 +239,7 @@ func (p *Plane) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task
 // this node must be (enqueueRouted sent it here): the leader checks the
 // key under the lock that orders its writes, and records the deps' state
 // in the task's first state, a write of its line.
-func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int, hintBy time.Time) (int, map[task.ID]task.ID, map[task.ID]bool, error) {
+func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now int64, w int, wait writeWait) (int, map[task.ID]task.ID, map[task.ID]bool, error) {
 	type route struct {
 		part   uint16
 		direct bool
@@ -251,9 +278,9 @@ func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now i
 		var a int
 		var err error
 		if r.direct {
-			a, err = p.writeNew(ctx, r.part, ts, now, w, hintBy)
+			a, err = p.writeNew(ctx, r.part, ts, now, w, wait)
 		} else {
-			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, hintBy)
+			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, wait.hintBy)
 		}
 		if errors.Is(err, errHinted) {
 			note(ts, true)
@@ -294,8 +321,11 @@ func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now i
 // A task held with other content under its id refuses the write
 // (task.ErrConflict); when a retry may meet one (CheckExisting), the
 // local replica checks first, so a refusal found here sends nothing on.
-func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hintBy time.Time) (int, error) {
-	hint := !hintBy.IsZero()
+// What the cohort has not taken by wait.hintBy is hinted here (when the
+// enqueue asked), and tasks whose ids this node drew are spread by
+// wait.spreadBy (spread).
+func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, wait writeWait) (int, error) {
+	hint := !wait.hintBy.IsZero()
 	if hint && !p.placeable(part, w) {
 		// Not worth the wait: the cohort is out of reach now.
 		return 0, p.hint(ts, w, fmt.Errorf("%w: partition %d: too few of its cohort reachable", wire.ErrUnavailable, part))
@@ -324,11 +354,22 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 			return 0, fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, part, err)
 		}
 	}
-	wctx, cancel := hintWait(ctx, hintBy)
+	// Ids this node drew for the enqueue (none checked) can be spread:
+	// no client holds them yet, and no other task can.
+	spread := !hint && !checked && !wait.spreadBy.IsZero()
+	by := wait.hintBy
+	if spread {
+		by = wait.spreadBy
+	}
+	wctx, cancel := hintWait(ctx, by)
 	defer cancel()
 	acks, err := s.Finish(wctx, local)
-	if err != nil && hint && hintable(err) {
+	switch {
+	case err == nil || !hintable(err):
+	case hint:
 		return 0, p.hint(ts, w, err)
+	case spread:
+		return 0, p.spread(ctx, part, ts, w, need, err)
 	}
 	return acks, err
 }

@@ -123,6 +123,30 @@ func (p *Plane) Add(specs []*task.Spec, w int) error {
 	return nil
 }
 
+// ServePut keeps r's tasks as hints (wire.OpHintPut): hints a
+// coordinator spread to other nodes when its direct write of tasks
+// without key or deps was left in doubt (node/coord's spread). It takes
+// only what a coordinator may spread: tasks without key or deps (a keyed hint is handed over by
+// the node that took its enqueue alone, which the key's leader checks),
+// each with an id and a queue.
+func (p *Plane) ServePut(r *wire.HintPutRequest) error {
+	if len(r.Specs) == 0 || r.W < 0 {
+		return fmt.Errorf("%w: hint put: %d tasks, w=%d", task.ErrInvalid, len(r.Specs), r.W)
+	}
+	for i, sp := range r.Specs {
+		switch {
+		case sp == nil || sp.ID.IsZero():
+			return fmt.Errorf("%w: hint put: task %d of %d has no id", task.ErrInvalid, i+1, len(r.Specs))
+		case sp.Key != "" || len(sp.Deps) > 0:
+			return fmt.Errorf("%w: hint put: task %s has a key or deps", task.ErrInvalid, sp.ID)
+		}
+		if err := task.ValidateQueue(sp.Queue); err != nil {
+			return fmt.Errorf("hint put: task %s: %w", sp.ID, err)
+		}
+	}
+	return p.Add(r.Specs, r.W)
+}
+
 // Close makes Add refuse from now on, once an Add under way is done:
 // the node closes its store next, which a request still on its way (an
 // enqueue that was waiting for its replicas) must not write then.
