@@ -3,6 +3,7 @@ package wire
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skuldd/skuldd/task"
 )
@@ -137,6 +138,12 @@ type EnqueueTask struct {
 	// ("hinted") while its cohort was out of reach, so it must exist, and
 	// the task that already held the key keeps it.
 	Hinted bool `cbor:"16,keyasint,omitempty" json:"-"`
+	// Drawn is the node's own mark, never encoded: the node that took
+	// the request drew ID for it, on this attempt or an earlier one
+	// (FreshID holds on the first only). No client holds such an id, so
+	// the node may keep the task as hints on other nodes when its cohort
+	// fails the write (node/coord's spread).
+	Drawn bool `cbor:"-" json:"-"`
 }
 
 // EnqueueRequest enqueues a batch of tasks. W is the number of durable
@@ -150,6 +157,10 @@ type EnqueueRequest struct {
 	// (EnqueueResult.Hinted). A task with deps is never hinted; a keyed
 	// one is retired at its handover if its key was taken meanwhile.
 	Hint bool `cbor:"3,keyasint,omitempty" json:"hint,omitempty"`
+	// Taken is the node's own mark, never encoded: when the node that
+	// took the request first did (its first attempt). Its waits for the
+	// cohort (the hint wait) count from then, over every attempt.
+	Taken time.Time `cbor:"-" json:"-"`
 }
 
 // EnqueueResult is the outcome for one task, in request order.

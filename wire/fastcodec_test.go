@@ -309,7 +309,8 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 	for v, fields := range map[any]int{
 		&ReplicateRequest{}: 1, &ReplicateItem{}: 4, &task.Record{}: 8, &task.Update{}: 3,
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
-		&EnqueueRequest{}: 3, &EnqueueTask{}: 16, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
+		// EnqueueRequest.Taken and EnqueueTask.Drawn are never encoded.
+		&EnqueueRequest{}: 3 + 1, &EnqueueTask{}: 16 + 1, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
 		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
 		&TaskView{}: 22, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {

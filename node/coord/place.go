@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"time"
+
 	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -24,12 +26,13 @@ func (p *Plane) StampIDs(req *wire.EnqueueRequest) error {
 	if err := p.h.Serving(); err != nil {
 		return err
 	}
+	req.Taken = time.Now()
 	for i := range req.Tasks {
 		t := &req.Tasks[i]
-		t.FreshID, t.Hinted = false, false
+		t.FreshID, t.Hinted, t.Drawn = false, false, false
 		if t.ID == nil {
 			id := p.newID(t, req.W)
-			t.ID, t.FreshID = &id, true
+			t.ID, t.FreshID, t.Drawn = &id, true, true
 		}
 	}
 	return nil

@@ -34,6 +34,10 @@ import (
 // costs a hint where waiting for a dead one costs the enqueue.
 const spreadFanOut = 2
 
+// spreadHedge is how often a spread whose puts have not all answered
+// asks one more node: a put to a live node answers in milliseconds.
+const spreadHedge = 50 * time.Millisecond
+
 // SpreadOrder returns the nodes a spread of a write to part asks, in
 // order: the members gossip holds alive (alive) other than self; first
 // those outside part's cohort (the cohort is the one that failed the
@@ -111,8 +115,9 @@ func (p *Plane) spread(ctx context.Context, part uint16, ts []partition.NewTask,
 }
 
 // putHints asks the nodes of order, up to want of them holding req,
-// want+spreadFanOut at a time, and returns how many hold it. It returns
-// once want do, or when none is left to ask, or ctx ends.
+// want+spreadFanOut at a time and one more every spreadHedge, and returns
+// how many hold it. It returns once want do, or when none is left to
+// ask, or ctx ends.
 func (p *Plane) putHints(ctx context.Context, order []uint64, want int, req *wire.HintPutRequest) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,6 +138,8 @@ func (p *Plane) putHints(ctx context.Context, order []uint64, want int, req *wir
 			answers <- answer{err == nil}
 		})
 	}
+	hedge := time.NewTicker(spreadHedge)
+	defer hedge.Stop()
 	next, inFlight, held := 0, 0, 0
 	for held < want {
 		for inFlight < want-held+spreadFanOut && next < len(order) {
@@ -148,6 +155,14 @@ func (p *Plane) putHints(ctx context.Context, order []uint64, want int, req *wir
 			inFlight--
 			if a.ok {
 				held++
+			}
+		case <-hedge.C:
+			// The nodes asked hang (cut off, or dead before gossip
+			// noticed): one more is asked, while any is left.
+			if next < len(order) {
+				ask(order[next])
+				next++
+				inFlight++
 			}
 		case <-ctx.Done():
 			return held

@@ -20,9 +20,14 @@ func (p *Plane) enqueue(ctx context.Context, fwd bool, req *wire.EnqueueRequest)
 	if err := p.h.Serving(); err != nil {
 		return nil, err
 	}
+	// The waits count from when this node took the request, its first
+	// attempt (StampIDs), over every attempt.
 	start := time.Now()
+	if !req.Taken.IsZero() && req.Taken.Before(start) {
+		start = req.Taken
+	}
 	resp, err := p.enqueueOnce(ctx, fwd, req, start)
-	if err != nil && !fwd && hintable(err) && !p.hintBy(req, start).IsZero() {
+	if err != nil && !fwd && hintable(err) && !p.hintBy(req, start).IsZero() && !hasDeps(req) {
 		// A hinted enqueue is answered within its hint wait, hinted or
 		// not; one that ended in doubt instead says where its time went
 		// (the steps' errors name the nodes they waited for).
@@ -40,6 +45,11 @@ func (p *Plane) enqueueOnce(ctx context.Context, fwd bool, req *wire.EnqueueRequ
 		}
 	}
 	return p.enqueueLocal(ctx, req, start)
+}
+
+// hasDeps reports whether a task of req has deps (it is never hinted).
+func hasDeps(req *wire.EnqueueRequest) bool {
+	return slices.ContainsFunc(req.Tasks, func(t wire.EnqueueTask) bool { return len(t.Deps) > 0 })
 }
 
 // firstID is the id of req's first task, if it has one yet.
@@ -112,7 +122,7 @@ func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest, star
 	if err := p.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}
-	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, writeWait{p.hintBy(req, start), p.spreadBy(start)})
+	got, dups, hinted, err := p.writeTasks(ctx, batch, now, req.W, writeWait{p.hintBy(req, start), p.spreadBy(start), drawnIDs(req)})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +235,27 @@ func (p *Plane) newTask(et *wire.EnqueueTask, w int, now int64, inBatch map[task
 // has not taken by hintBy (the zero time: never) is hinted here (the
 // enqueue asked for it); tasks whose ids this node drew are spread by
 // spreadBy (spread).
-type writeWait struct{ hintBy, spreadBy time.Time }
+type writeWait struct {
+	hintBy, spreadBy time.Time
+	// drawn holds the ids this node drew for the enqueue
+	// (wire.EnqueueTask.Drawn): only those are spread.
+	drawn map[task.ID]bool
+}
+
+// drawnIDs returns the ids of req's tasks that this node drew (nil:
+// none).
+func drawnIDs(req *wire.EnqueueRequest) map[task.ID]bool {
+	var out map[task.ID]bool
+	for i := range req.Tasks {
+		if t := &req.Tasks[i]; t.Drawn && t.ID != nil {
+			if out == nil {
+				out = make(map[task.ID]bool, len(req.Tasks))
+			}
+			out[*t.ID] = true
+		}
+	}
+	return out
+}
 
 // writeTasks writes the batch, one store batch per partition, all
 // partitions at once so their syncs share fsyncs. It returns the acks and,
@@ -354,9 +384,9 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 			return 0, fmt.Errorf("%w: partition %d: %v", wire.ErrUnavailable, part, err)
 		}
 	}
-	// Ids this node drew for the enqueue (none checked) can be spread:
-	// no client holds them yet, and no other task can.
-	spread := !hint && !checked && !wait.spreadBy.IsZero()
+	// Ids this node drew for the enqueue can be spread: no client holds
+	// them, and no other task can.
+	spread := !hint && !wait.spreadBy.IsZero() && !slices.ContainsFunc(ts, func(nt partition.NewTask) bool { return !wait.drawn[nt.Spec.ID] })
 	by := wait.hintBy
 	if spread {
 		by = wait.spreadBy
