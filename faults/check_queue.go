@@ -143,7 +143,8 @@ type enqueueTally struct {
 	hinted bool
 	// spread: hinted although its enqueue did not ask for a hint: an
 	// id-less enqueue whose cohort failed the write in flight, kept as
-	// hints on W nodes (node/coord's spread).
+	// hints on W nodes (node/coord's spread). (A queue set to hint would
+	// count here too; the workload sets none.)
 	spread bool
 	// allFailed: every attempt came back fail, so the task must not exist.
 	allFailed bool

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/skuldd/skuldd/store"
 )
 
 // Garbage collection runs in node/replication (each leader's passes, the
@@ -21,10 +23,11 @@ const aliveInterval = time.Minute
 var ErrAwayTooLong = errors.New("this node was away too long for the tombstone horizon")
 
 // checkAway refuses to start a node of a multi-node cluster that was down
-// longer than half the TombstoneHorizon with task data: its replicas may hold tasks
-// the others collected and whose tombstones they have since dropped, and
-// anti-entropy would bring those back. It runs once the metadata is
-// loaded and before the partitions are.
+// longer than half the TombstoneHorizon with task data or hints: its
+// replicas and hints may hold tasks the others collected and whose
+// tombstones they have since dropped, and anti-entropy or a handover
+// would bring those back. It runs once the metadata is loaded and before
+// the partitions are.
 func (n *Node) checkAway() error {
 	at, found, err := n.store.Alive()
 	if err != nil || !found {
@@ -39,6 +42,21 @@ func (n *Node) checkAway() error {
 	}
 	if m := n.raft.Meta(); len(m.Members) <= 1 {
 		return nil // no peer to bring anything back to
+	}
+	// Hints are copies of tasks too: one that another holder handed over
+	// long ago (node/coord's spread) would bring back a task collected
+	// meanwhile. Unlike task data, a hint may exist nowhere else.
+	hints := 0
+	if err := n.store.Hints(func(store.Hint) bool { hints++; return true }); err != nil {
+		return err
+	}
+	if hints > 0 {
+		return fmt.Errorf("node: %w: down for %v (since %s), more than half the horizon %v, holding %d hints (enqueues it kept "+
+			"for cohorts it could not reach; some may exist nowhere else): one another node handed over may have been "+
+			"collected and its tombstones soon dropped, and would come back. If no task was collected meanwhile, start it "+
+			"with --tombstone-horizon above %v to hand them over",
+			ErrAwayTooLong, away.Round(time.Second), time.UnixMilli(at).UTC().Format(time.RFC3339),
+			n.cfg.TombstoneHorizon, hints, 2*(away.Round(time.Hour)+time.Hour))
 	}
 	for p := range n.cfg.Partitions {
 		has, err := n.store.HasTasks(uint16(p))

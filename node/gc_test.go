@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/nodetest"
+	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -427,6 +429,54 @@ func TestAwayLongerThanHorizon(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAwayLongerThanHorizonWithHints: a node down longer than half the
+// horizon that holds hints and no task data refuses to start too: a hint
+// is a copy of a task, which another holder may have handed over long
+// ago (a spread), and the task since collected.
+func TestAwayLongerThanHorizonWithHints(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	c.Placed(t, 0, c.IDs(0, 1, 2), 3)
+	const victim = 2
+	c.Stop(victim)
+	away := c.Config(victim)
+	st, err := store.Open(store.DefaultConfig(filepath.Join(away.DataDir, "store")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range away.Partitions {
+		if has, err := st.HasTasks(uint16(p)); has || err != nil {
+			t.Fatalf("partition %d: task data %v, %v; the test needs a node with hints only", p, has, err)
+		}
+	}
+	id := task.NewIDGen(7, clock.Real{}).Next()
+	if err := st.PutHints([]store.Hint{{Spec: &task.Spec{ID: id, Queue: "away"}, W: 2, At: time.Now().UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	away.Clock = clock.Offset{Base: clock.Real{}, By: away.TombstoneHorizon + 24*time.Hour}
+	away.Join = []string{c.Addr(0), c.Addr(1)}
+	away.Bind = c.Addr(victim)
+	n, err := node.New(away)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); !errors.Is(err, node.ErrAwayTooLong) {
+		_ = n.Close()
+		t.Fatalf("start after %v away holding a hint: %v; want %v", away.TombstoneHorizon+24*time.Hour, err, node.ErrAwayTooLong)
+	} else if !strings.Contains(err.Error(), "1 hints") {
+		t.Fatalf("refused without naming the hints: %v", err)
+	}
+	c.Restart(victim) // the real clock: within the horizon, the hint handed over
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if st := c.Node(victim).HintStats(); st.Pending != 0 {
+			return fmt.Errorf("hints %+v; want handed over", st)
+		}
+		return nil
+	})
 }
 
 // TestClusterGCComponentBound: a dependency component larger than

@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Spread hints (DESIGN.md, Operations: placement and hints). An enqueue
+// Spread hints (node/DESIGN.md, Spread hints). An enqueue
 // without an id of the client's is placed in a partition whose cohort
 // seems able to take it, and written there directly (writeNew). When the
 // cohort fails it in flight (a cohort killed or cut off after the
@@ -22,7 +22,9 @@ import (
 // nodes could keep. So the coordinator keeps the task, under its id, as a
 // hint on as many nodes as the write needed replicas: itself and others
 // it reaches (OpHintPut), each synced before it answers; with too few
-// nodes within reach it keeps none, and the enqueue fails in doubt. The enqueue is
+// nodes within reach it asks none, and the enqueue fails in doubt (as
+// it does when too few of those asked answer: those that did hand the
+// task over later). The enqueue is
 // answered "hinted" once that many hold it: as durable as the write it
 // asked for, claimable once a holder hands it to its cohort. Every holder
 // hands it over; the cohort takes the repeats as repeats (one id). A
@@ -90,7 +92,7 @@ func (p *Plane) members() []uint64 {
 // hints on need nodes: need-1 others first, then this one. It returns
 // errHinted once need nodes hold them, else cause: the outcome stays in
 // doubt (what some nodes keep is handed over later). With too few nodes
-// within reach it keeps nothing anywhere.
+// within reach it asks none.
 func (p *Plane) spread(ctx context.Context, part uint16, ts []partition.NewTask, w, need int, cause error) error {
 	specs := make([]*task.Spec, len(ts))
 	for i := range ts {
@@ -120,11 +122,15 @@ func (p *Plane) spread(ctx context.Context, part uint16, ts []partition.NewTask,
 // ask, or ctx ends.
 func (p *Plane) putHints(ctx context.Context, order []uint64, want int, req *wire.HintPutRequest) int {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type answer struct{ ok bool }
 	answers := make(chan answer, len(order))
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// The puts still out end with ctx, at once: a put to a node that
+	// hangs must not hold the answer once want nodes hold the tasks.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	ask := func(id uint64) {
 		wg.Go(func() {
 			addr := p.h.AddrOf(id)

@@ -119,7 +119,7 @@ func (p *Plane) Add(specs []*task.Spec, w int) error {
 	}
 	p.pending.Add(int64(len(hs)))
 	p.oldest.CompareAndSwap(0, now)
-	p.cfg.Log.Info("enqueue hinted: its cohort is out of reach", "tasks", len(hs), "first", hs[0].Spec.ID)
+	p.cfg.Log.Info("hints kept: their cohort is out of reach of the node that took their enqueue", "tasks", len(hs), "first", hs[0].Spec.ID)
 	return nil
 }
 
