@@ -536,7 +536,13 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	for _, j := range []int{1, 2} {
 		c.Faults(k).HoldOp(c.Addr(j), wire.OpReplicate)
 	}
-	r, err := c.Client(k).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "spread", Data: []byte("s")}}})
+	// Node 2 takes no hint either (its put hangs): node 1's answer is
+	// enough, and the enqueue does not wait for node 2 (it did, until
+	// the client's deadline, before 68ed9cf).
+	c.Faults(k).HoldOp(c.Addr(2), wire.OpHintPut)
+	ectx, ecancel := context.WithTimeout(ctx, 3*c.Config(k).HintWait)
+	r, err := c.Client(k).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "spread", Data: []byte("s")}}})
+	ecancel()
 	if err != nil || len(r.Results) != 1 || !r.Results[0].Hinted {
 		t.Fatalf("id-less enqueue whose cohort's replication is held: %+v, %v; want hinted", r, err)
 	}
@@ -546,20 +552,34 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	if st := c.Node(k).HintStats(); st.Pending != 1 {
 		t.Fatalf("the coordinator's hints %+v; want 1 pending", st)
 	}
-	others := 0
-	for _, j := range []int{1, 2} {
-		st := c.Node(j).HintStats()
-		others += int(st.Pending + st.Handed)
-	}
-	if others < 1 {
-		t.Fatal("no other node holds the hint: the enqueue was answered with one copy for w=2")
+	if st := c.Node(1).HintStats(); st.Pending+st.Handed != 1 {
+		t.Fatalf("node 1's hints %+v; want the one the enqueue needed (w=2)", st)
 	}
 	// A retry of an enqueue whose id this node drew (FreshID cleared,
 	// Drawn kept, as node/retrying sends it) is spread too, and its wait
 	// counts from when the node first took the request: one whose hint
 	// wait ran out before this attempt is spread at once, within a
 	// deadline shorter than the hint wait.
-	id2 := task.NewIDGen(99, clock.Real{}).Next()
+	// Its partition is one the coordinator leads, so the retry is its
+	// leader's write (writeAtLeader), not a direct one.
+	var kLeads []int
+	reps, err := c.Node(k).Replicas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		if r.LeadingEpoch != 0 {
+			kLeads = append(kLeads, r.Partition)
+		}
+	}
+	if len(kLeads) == 0 {
+		t.Fatal("the coordinator leads no partition")
+	}
+	gen := task.NewIDGen(99, clock.Real{})
+	id2 := gen.Next()
+	for !slices.Contains(kLeads, int(partOfForTest(id2, nodetest.DefaultPartitions))) {
+		id2 = gen.Next()
+	}
 	rctx, rcancel := context.WithTimeout(ctx, c.Config(k).HintWait*4/5)
 	r2, err := node.Coordinator(c.Node(k)).Enqueue(rctx, &wire.EnqueueRequest{
 		Taken: time.Now().Add(-time.Minute),

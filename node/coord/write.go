@@ -242,6 +242,21 @@ type writeWait struct {
 	drawn map[task.ID]bool
 }
 
+// spreadable reports whether ts may be spread (Plane.spread): tasks
+// without key or deps, each under an id this node drew, with a spread
+// wait set.
+func (w writeWait) spreadable(ts []partition.NewTask) bool {
+	if w.spreadBy.IsZero() {
+		return false
+	}
+	for _, nt := range ts {
+		if nt.Spec.Key != "" || len(nt.Spec.Deps) > 0 || !w.drawn[nt.Spec.ID] || !nt.DupOf.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
 // drawnIDs returns the ids of req's tasks that this node drew (nil:
 // none).
 func drawnIDs(req *wire.EnqueueRequest) map[task.ID]bool {
@@ -310,7 +325,7 @@ func (p *Plane) writeTasks(ctx context.Context, batch []partition.NewTask, now i
 		if r.direct {
 			a, err = p.writeNew(ctx, r.part, ts, now, w, wait)
 		} else {
-			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, wait.hintBy)
+			a, err = p.writeAtLeader(ctx, r.part, ts, now, w, wait)
 		}
 		if errors.Is(err, errHinted) {
 			note(ts, true)
@@ -386,7 +401,7 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 	}
 	// Ids this node drew for the enqueue can be spread: no client holds
 	// them, and no other task can.
-	spread := !hint && !wait.spreadBy.IsZero() && !slices.ContainsFunc(ts, func(nt partition.NewTask) bool { return !wait.drawn[nt.Spec.ID] })
+	spread := !hint && wait.spreadable(ts)
 	by := wait.hintBy
 	if spread {
 		by = wait.spreadBy
@@ -407,12 +422,26 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 // writeAtLeader writes new tasks of part, which this node leads, on its
 // replica and ships them to the followers: tasks with a key or deps (see
 // writeTasks). Enqueue sets DupOf on each whose key another task holds.
-func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, hintBy time.Time) (int, error) {
-	wctx, cancel := hintWait(ctx, hintBy)
+//
+// Tasks without key or deps whose ids this node drew reach here on a
+// retry (a leader's write, not a direct one: the id may be held from the
+// first attempt): they are spread as writeNew's are.
+func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, wait writeWait) (int, error) {
+	hint := !wait.hintBy.IsZero()
+	spread := !hint && wait.spreadable(ts)
+	by := wait.hintBy
+	if spread {
+		by = wait.spreadBy
+	}
+	wctx, cancel := hintWait(ctx, by)
 	defer cancel()
 	acks, err := p.writeAtLeaderOnce(wctx, part, ts, now, w)
-	if err != nil && !hintBy.IsZero() && hintable(err) {
+	switch {
+	case err == nil || !hintable(err):
+	case hint:
 		return 0, p.hint(ts, w, err)
+	case spread:
+		return 0, p.spread(ctx, part, ts, w, p.repl.NeedAcks(part, w), err)
 	}
 	return acks, err
 }
