@@ -307,6 +307,9 @@ type window struct {
 	// before (the start event's detail), nil when it did not say.
 	wipe    bool
 	cohorts map[int][]int
+	// grudge is a partition's cuts (the start event's detail); nil for a
+	// fault that cuts no link.
+	grudge Grudge
 	// voters are the metadata group's voters just before a wipe; nil
 	// when it did not say.
 	voters []int

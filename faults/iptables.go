@@ -62,6 +62,24 @@ func (g Grudge) normal() Grudge {
 	return g
 }
 
+// Exchanges reports whether a and b hear each other under g: neither
+// drops the other's packets (a request and its answer both pass).
+func (g Grudge) Exchanges(a, b int) bool {
+	return !slices.Contains(g[a], b) && !slices.Contains(g[b], a)
+}
+
+// Partners counts the nodes of 1..nodes other than n that n exchanges
+// packets with under g.
+func (g Grudge) Partners(n, nodes int) int {
+	k := 0
+	for m := 1; m <= nodes; m++ {
+		if m != n && g.Exchanges(n, m) {
+			k++
+		}
+	}
+	return k
+}
+
 // Nodes returns the nodes that drop something, sorted.
 func (g Grudge) Nodes() []int { return slices.Sorted(maps.Keys(g)) }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -307,17 +308,72 @@ func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 }
 
 // restart starts those of nodes that are down, with their flags and data
-// dirs.
+// dirs, and waits until each started one has started (up to
+// restartServeWait): a fault that stopped a node heals once the node
+// serves its clients again. The windows' counts leave out the requests
+// sent to a node while a fault held it stopped (stoppedNodes), up to the
+// heal; without the wait, those a node refused ("starting", or a refused
+// connection before it bound its port) while it started counted against
+// the faults that ran on after it.
 func (r *Run) restart(nodes []int) error {
 	var errs []error
+	var started []int
 	for _, i := range nodes {
 		if r.nodes[i-1].State() == StateDown {
 			if err := r.nodes[i-1].Start(); err != nil {
 				errs = append(errs, err)
+				continue
 			}
+			started = append(started, i)
+		}
+	}
+	if r.api == nil {
+		return errors.Join(errs...) // a unit test's processes: no API to ask
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restartServeWait)
+	defer cancel()
+	for _, i := range started {
+		if err := waitStarted(ctx, r.api, i); err != nil {
+			// Not an error of the heal: a node may take long to start
+			// (a long log to replay), or refuse to (its log says why;
+			// the harness's exit check counts a node that exits).
+			r.log.Warn("restarted node not serving yet", "node", i, "waited", restartServeWait, "last", err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// restartServeWait bounds restart's wait for the nodes it started to
+// serve; restartServePoll is how often it asks each.
+const (
+	restartServeWait = 20 * time.Second
+	restartServePoll = 20 * time.Millisecond
+)
+
+// waitStarted waits until node answers GET /healthz with anything but
+// "starting" (a node past its start may still be unhealthy for other
+// reasons: that is the fault's to show), and returns the last answer's
+// error if ctx ends first.
+func waitStarted(ctx context.Context, api *API, node int) error {
+	for {
+		res := api.Do(ctx, node, http.MethodGet, "/healthz", nil, nil)
+		var err error
+		switch {
+		case res.Type == OK:
+			return nil
+		case res.Status != 0 && !strings.Contains(string(res.Body), "starting"):
+			return nil
+		case res.Status != 0:
+			err = fmt.Errorf("healthz %d: %s", res.Status, truncateBytes(res.Body, 200))
+		default:
+			err = fmt.Errorf("%s: %s", res.Code, res.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(restartServePoll):
+		}
+	}
 }
 
 // applyCrash asks node i to crash losing its unsynced writes (the

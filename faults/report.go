@@ -100,6 +100,14 @@ type WindowStats struct {
 	// recorded it. It leaves out the
 	// refusals that answer the request as Enqueue and Placed do.
 	Hinted OpStats `json:"hinted"`
+	// PlacedCut counts the enqueues without id that asked for no hint and
+	// were sent to a node this or another partition at the same time left
+	// exchanging packets with fewer other nodes than a write of the run's
+	// w needs besides its own replica (cutOffNodes): no cohort can take
+	// them there, and the node fails them, as placement promises only
+	// where some cohort can (a hint is what keeps an enqueue there). They
+	// are left out of Placed and counted here; nil when none.
+	PlacedCut *OpStats `json:"placed_cut,omitempty"`
 	// EnqueueRefused counts the enqueues Enqueue, Placed and Hinted leave
 	// out as answered by a refusal of the request itself; nil when none.
 	EnqueueRefused *Refused `json:"enqueue_refused,omitempty"`
@@ -362,9 +370,36 @@ func (s stopped) at(node int, t int64) bool {
 	return slices.ContainsFunc(s[node], func(sp [2]int64) bool { return t >= sp[0] && t < sp[1] })
 }
 
+// cutOffNodes is when each node was cut off from every cohort by a
+// partition: from a window's start to its stop, for each node its grudge
+// leaves exchanging packets with fewer than need-1 other nodes, need being
+// the replicas a write of the run's w needs (a majority for w=0).
+// Whether two nodes share a cohort is not looked at: with a few nodes and
+// many partitions every pair does, and a node that reaches enough others
+// but shares no cohort with them would only make Placed look worse.
+func cutOffNodes(windows []window, run RunInfo) stopped {
+	need := run.W
+	if need == 0 {
+		need = majority(max(run.Replicas, 1))
+	}
+	s := stopped{}
+	for _, w := range windows {
+		if w.grudge == nil {
+			continue
+		}
+		for n := 1; n <= run.Nodes; n++ {
+			if w.grudge.Partners(n, run.Nodes) < need-1 {
+				s[n] = append(s[n], [2]int64{w.start, w.stop})
+			}
+		}
+	}
+	return s
+}
+
 func windowStats(h *history, checks []*Check) []WindowStats {
 	out := make([]WindowStats, 0, len(h.windows))
 	down := stoppedNodes(h.windows) // no client reaches these nodes then
+	cut := cutOffNodes(h.windows, h.in.Run)
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
 			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"},
@@ -375,7 +410,7 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 			case o.ti >= w.start && o.ti < w.stop:
 				s.During.add(o)
 				if o.f == FEnqueue && !down.at(o.inv.Node, o.ti) {
-					s.addEnqueue(o)
+					s.addEnqueue(o, cut.at(o.inv.Node, o.ti))
 				}
 			case o.ti >= w.stop && o.ti < w.stop+afterHealNs:
 				s.After.add(o)
@@ -408,10 +443,18 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 // addEnqueue counts an enqueue of the window sent to a node no fault
 // held stopped: under Enqueue or Placed, and Hinted if it asked for a
 // hint; or, if the node refused it as the answer to the request itself,
-// under EnqueueRefused only.
-func (s *WindowStats) addEnqueue(o *op) {
+// under EnqueueRefused only; or, one without id nor hint sent to a node
+// cut off from every cohort (cut), under PlacedCut only.
+func (s *WindowStats) addEnqueue(o *op, cut bool) {
 	if answersRequest(o) {
 		s.EnqueueRefused = s.EnqueueRefused.add(o)
+		return
+	}
+	if o.inv.Placed && cut && !hintable(o) {
+		if s.PlacedCut == nil {
+			s.PlacedCut = &OpStats{F: fPlacedEnqueue}
+		}
+		s.PlacedCut.add(o)
 		return
 	}
 	if o.inv.Placed {
@@ -543,7 +586,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node a partition cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis
@@ -568,16 +611,20 @@ func (r *Report) writeWindows(p *printer) {
 func (r *Report) writeNotOK(p *printer) {
 	header := false
 	for i, s := range r.Windows {
-		if !belowGoal(s.Placed) && !belowGoal(s.Hinted) {
+		if !belowGoal(s.Placed) && !belowGoal(s.Hinted) && s.PlacedCut == nil {
 			continue
 		}
 		if !header {
-			p.printf("\nPlaced and hinted enqueues below %.1f%% ok (the windows' placed and hinted columns): those not ok by code; starting = refused as %q\n",
+			p.printf("\nPlaced and hinted enqueues below %.1f%% ok (the windows' placed and hinted columns), and placed ones without a hint sent to a node cut off from every cohort (cut off: no cohort can take them there; not in placed): those not ok by code; starting = refused as %q\n",
 				float64(availabilityGoalPerMille)/perMille*percent, errStarting)
-			p.printf("#\tnemesis\tplaced\tnot ok\thinted\tnot ok\t\n")
+			p.printf("#\tnemesis\tplaced\tnot ok\thinted\tnot ok\tcut off\t\n")
 			header = true
 		}
-		p.printf("%d\t%s\t%s\t%s\t%s\t%s\t\n", i+1, s.Nemesis, fmtGoal(s.Placed), s.PlacedNotOK, fmtGoal(s.Hinted), s.HintedNotOK)
+		cut := "-"
+		if s.PlacedCut != nil {
+			cut = fmtGoal(*s.PlacedCut)
+		}
+		p.printf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", i+1, s.Nemesis, fmtGoal(s.Placed), s.PlacedNotOK, fmtGoal(s.Hinted), s.HintedNotOK, cut)
 	}
 }
 

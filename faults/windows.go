@@ -40,6 +40,7 @@ func (h *history) buildWindows() {
 			if w.clock {
 				w.offsetsMs = clockOffsets(e.Targets, e.Detail)
 			}
+			w.grudge = grudgeDetail(e.Detail)
 			h.windows = append(h.windows, w)
 			open = append(open, len(h.windows)-1)
 			continue
@@ -114,6 +115,18 @@ func wipeDetail(detail json.RawMessage) (cohorts map[int][]int, voters []int) {
 		return nil, nil
 	}
 	return d.Cohorts, d.Voters
+}
+
+// grudgeDetail reads the grudge a partition's start event recorded; nil
+// when it recorded none (or none that parses).
+func grudgeDetail(detail json.RawMessage) Grudge {
+	var d struct {
+		Grudge Grudge `json:"grudge"`
+	}
+	if len(detail) == 0 || json.Unmarshal(detail, &d) != nil {
+		return nil
+	}
+	return d.Grudge
 }
 
 // beyond says which faults beyond the bounds that lose data explain an

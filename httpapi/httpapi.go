@@ -93,6 +93,24 @@ func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handle
 	return mux
 }
 
+// Starting returns the handler of a node that cannot serve its API yet:
+// GET /healthz answers from health, as New's does; every other request is
+// refused with health's reason (a 503 for a node starting), at once.
+func Starting(health func() error, logger *slog.Logger) http.Handler {
+	a := &api{health: health, log: logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		err := health()
+		if err == nil {
+			// Healthy but not yet handed its API: a moment's gap.
+			err = fmt.Errorf("%w: starting", wire.ErrUnavailable)
+		}
+		a.fail(w, err)
+	})
+	return mux
+}
+
 type api struct {
 	svc    wire.Service
 	health func() error

@@ -75,6 +75,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.addr = n.ln.Addr()
+		// HTTP answers from now on: "starting" until SetAPI below.
+		n.ln.ServeHTTP(n.health)
 	}
 	if n.ms, err = membership.New(n.membershipConfig()); err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -149,7 +151,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {
-		n.ln.ServeHTTP(n.api.Load().client, n.health, n.metrics)
+		n.ln.SetAPI(n.api.Load().client, n.health, n.metrics)
 	}
 	if n.deps.Reconcile() {
 		n.reconcileSoonAfter()

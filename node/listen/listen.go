@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -107,7 +108,10 @@ type Listener struct {
 
 	quic *wire.Server
 	http *http.Server
-	wg   sync.WaitGroup // the servers' Serve
+	// api is what the HTTP server serves: the starting handler
+	// (ServeHTTP), then the whole API (SetAPI).
+	api atomic.Pointer[http.Handler]
+	wg  sync.WaitGroup // the servers' Serve
 }
 
 // listenPacket is net.ListenPacket; a test makes UDP pick a port that
@@ -213,9 +217,40 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 	return srv, nil
 }
 
-// ServeHTTP starts the HTTP server: the client API, health and metrics,
-// with the test hooks, pprof, the gate and the token as configured.
-func (l *Listener) ServeHTTP(api wire.Service, health func() error, metrics http.Handler) {
+// ServeHTTP starts the HTTP server from now on, before the node can
+// serve its API: until SetAPI, GET /healthz answers from health (which
+// says the node is starting) and every other request is refused at once
+// with health's reason, a 503 the client can retry elsewhere. (The TCP
+// socket is bound from the start, so a server that waited for SetAPI left
+// connections hanging in the kernel's backlog for the whole start, up to
+// their deadline.)
+func (l *Listener) ServeHTTP(health func() error) {
+	starting := httpapi.Starting(health, l.cfg.Log)
+	l.api.Store(&starting)
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*l.api.Load()).ServeHTTP(w, r)
+	})
+	// With a secret every endpoint but /healthz (pprof included) needs
+	// the client token.
+	if l.cfg.ClusterSecret != nil {
+		handler = httpapi.RequireToken(handler, wire.FormatToken(l.keys.ClientToken))
+	}
+	l.http = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		IdleTimeout:       httpIdleTimeout,
+	}
+	l.wg.Go(func() {
+		if err := l.http.Serve(l.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.cfg.Log.Error("http server stopped", "err", err)
+		}
+	})
+}
+
+// SetAPI makes the HTTP server serve the whole API: the client's
+// operations, health and metrics, with the test hooks, pprof and the gate
+// as configured. Call it once, after ServeHTTP, when the node is ready.
+func (l *Listener) SetAPI(api wire.Service, health func() error, metrics http.Handler) {
 	var handler http.Handler = httpapi.New(api, health, l.cfg.Log)
 	{
 		mux := http.NewServeMux()
@@ -248,21 +283,7 @@ func (l *Listener) ServeHTTP(api wire.Service, health func() error, metrics http
 			inner.ServeHTTP(w, r)
 		})
 	}
-	// With a secret every endpoint but /healthz (pprof included) needs
-	// the client token.
-	if l.cfg.ClusterSecret != nil {
-		handler = httpapi.RequireToken(handler, wire.FormatToken(l.keys.ClientToken))
-	}
-	l.http = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		IdleTimeout:       httpIdleTimeout,
-	}
-	l.wg.Go(func() {
-		if err := l.http.Serve(l.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			l.cfg.Log.Error("http server stopped", "err", err)
-		}
-	})
+	l.api.Store(&handler)
 }
 
 // Drain stops the HTTP server, waiting up to timeout for its requests

@@ -3,10 +3,12 @@ package listen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,7 +101,14 @@ func TestHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "skuldd_up 1\n") })
-	l.ServeHTTP(struct{ wire.Service }{}, func() error { return nil }, metrics)
+	var ready atomic.Bool
+	health := func() error {
+		if !ready.Load() {
+			return fmt.Errorf("%w: starting", wire.ErrUnavailable)
+		}
+		return nil
+	}
+	l.ServeHTTP(health)
 	keys, err := wire.DeriveKeys(cfg.ClusterSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +127,20 @@ func TestHTTP(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// Before SetAPI: /healthz says the node is starting, and every other
+	// request is refused at once (not left waiting for the whole start),
+	// the token still checked first.
+	if code, body := get("/healthz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Errorf("/healthz while starting: %d %q; want 503, starting", code, body)
+	}
+	if code, body := get("/v1/queues", true); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Errorf("/v1/queues while starting: %d %q; want 503, starting", code, body)
+	}
+	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token while starting: %d; want 401", code)
+	}
+	l.SetAPI(struct{ wire.Service }{}, health, metrics)
+	ready.Store(true)
 	if code, _ := get("/healthz", false); code != http.StatusOK {
 		t.Errorf("/healthz without a token: %d; want 200", code)
 	}
