@@ -346,6 +346,9 @@ type history struct {
 	// repairs are the times of the harness's NoteRepaired notes, in
 	// order: the cluster whole again after wipes.
 	repairs []int64
+	// serving are the times of the harness's NoteServing notes per
+	// node, in order: a node it started answering as started.
+	serving map[int][]int64
 	phases  []*Event
 	effects []*Event
 	tEnd    int64

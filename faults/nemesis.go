@@ -308,72 +308,69 @@ func (r *Run) applyWipe(a *active, nodes []int, view *View) error {
 }
 
 // restart starts those of nodes that are down, with their flags and data
-// dirs, and waits until each started one has started (up to
-// restartServeWait): a fault that stopped a node heals once the node
-// serves its clients again. The windows' counts leave out the requests
-// sent to a node while a fault held it stopped (stoppedNodes), up to the
-// heal; without the wait, those a node refused ("starting", or a refused
-// connection before it bound its port) while it started counted against
-// the faults that ran on after it.
+// dirs, and watches each started one until it has started
+// (watchServing): the heal does not wait for it, so the faults of the
+// step after it heal on schedule.
 func (r *Run) restart(nodes []int) error {
 	var errs []error
-	var started []int
 	for _, i := range nodes {
 		if r.nodes[i-1].State() == StateDown {
 			if err := r.nodes[i-1].Start(); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			started = append(started, i)
-		}
-	}
-	if r.api == nil {
-		return errors.Join(errs...) // a unit test's processes: no API to ask
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), restartServeWait)
-	defer cancel()
-	for _, i := range started {
-		if err := waitStarted(ctx, r.api, i); err != nil {
-			// Not an error of the heal: a node may take long to start
-			// (a long log to replay), or refuse to (its log says why;
-			// the harness's exit check counts a node that exits).
-			r.log.Warn("restarted node not serving yet", "node", i, "waited", restartServeWait, "last", err)
+			if r.api != nil { // nil for a unit test's processes
+				r.watching.Go(func() { r.watchServing(i) })
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// restartServeWait bounds restart's wait for the nodes it started to
-// serve; restartServePoll is how often it asks each.
+// Watching a restarted node until it serves: servingWatchBound bounds
+// the watch (a node that starts slower goes unrecorded: its requests
+// then count against the faults after its restart), servingPoll is how
+// often it asks, servingAskTimeout bounds one ask (a paused node does
+// not answer).
 const (
-	restartServeWait = 20 * time.Second
-	restartServePoll = 20 * time.Millisecond
+	servingWatchBound = 30 * time.Second
+	servingPoll       = 20 * time.Millisecond
+	servingAskTimeout = time.Second
 )
 
-// waitStarted waits until node answers GET /healthz with anything but
-// "starting" (a node past its start may still be unhealthy for other
-// reasons: that is the fault's to show), and returns the last answer's
-// error if ctx ends first.
-func waitStarted(ctx context.Context, api *API, node int) error {
-	for {
-		res := api.Do(ctx, node, http.MethodGet, "/healthz", nil, nil)
-		var err error
-		switch {
-		case res.Type == OK:
-			return nil
-		case res.Status != 0 && !strings.Contains(string(res.Body), "starting"):
-			return nil
-		case res.Status != 0:
-			err = fmt.Errorf("healthz %d: %s", res.Status, truncateBytes(res.Body, 200))
-		default:
-			err = fmt.Errorf("%s: %s", res.Code, res.Err)
+// watchServing records NoteServing once node i, just started, answers
+// GET /healthz as a started node (startedAnswer); it gives up when the
+// process is down again or after servingWatchBound.
+func (r *Run) watchServing(i int) {
+	deadline := time.Now().Add(servingWatchBound)
+	for time.Now().Before(deadline) {
+		if r.nodes[i-1].State() == StateDown {
+			return
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(restartServePoll):
+		ctx, cancel := context.WithTimeout(context.Background(), servingAskTimeout)
+		res := r.api.Do(ctx, i, http.MethodGet, "/healthz", nil, nil)
+		cancel()
+		if startedAnswer(res) {
+			r.note(NoteServing, []int{i}, nil)
+			return
 		}
+		time.Sleep(servingPoll)
 	}
+}
+
+// startedAnswer reports whether res, a node's answer to GET /healthz,
+// says it has started: healthy, or unhealthy for another reason than
+// starting or stopping (a node past its start may be unhealthy for a
+// fault's reasons: that is the fault's to show).
+func startedAnswer(res Result) bool {
+	switch {
+	case res.Type == OK:
+		return true
+	case res.Status == 0:
+		return false // no answer: not bound yet, or paused
+	}
+	body := string(res.Body)
+	return !strings.Contains(body, "starting") && !strings.Contains(body, "shutting down")
 }
 
 // applyCrash asks node i to crash losing its unsynced writes (the

@@ -120,6 +120,11 @@ type WindowStats struct {
 	// after it; nil if none came.
 	RecoverClaimMs   *int64 `json:"recover_claim_ms,omitempty"`
 	RecoverEnqueueMs *int64 `json:"recover_enqueue_ms,omitempty"`
+	// ServedMs is, for a fault that restarted nodes, the time from the
+	// stop until the last of them served again (stoppedNodes; 0 when all
+	// served before the stop was recorded); nil when the fault restarted
+	// none or no serving note says when.
+	ServedMs *int64 `json:"served_ms,omitempty"`
 	// Anomalies counts the anomaly instances (within and beyond bounds)
 	// dated from the start to 10 s after the stop.
 	Anomalies int `json:"anomalies"`
@@ -341,28 +346,45 @@ func rank(order []string, name string) int {
 	return len(order)
 }
 
-// stopped holds, per node, the spans [start, stop) of the windows whose
+// stopped holds, per node, the spans [start, end) of the windows whose
 // fault stopped it (stopsNodes).
 type stopped map[int][][2]int64
 
 // stoppedNodes is when each node was stopped by a fault: from a window's
-// start to its stop, for each target of a nemesis of stopsNodes. A
-// killed, crashed, wiped or SIGTERMed node is started again by its
-// fault's heal, and a paused one resumed, before the stop event is
-// recorded; a window never stopped lasts until the heal phase or the
-// end (buildWindows), as it does for the window's own counts. A node that
+// start, for each target of a nemesis of stopsNodes, until the node
+// serves again. A killed, crashed, wiped or SIGTERMed node is started
+// again by its fault's heal, and a paused one resumed, before the stop
+// event is recorded; a started one serves once the harness's NoteServing
+// for it says so (serving: the notes' times per node), which may come
+// after the stop: the span runs to the first such note after the
+// window's start if it comes within servingWatchBound of the stop, else
+// to the stop (a node that never served again counts from then). A
+// window never stopped lasts until the heal phase or the end
+// (buildWindows), as it does for the window's own counts. A node that
 // exited on its own (NoteExit) is not a fault's: it stays counted.
-func stoppedNodes(windows []window) stopped {
+func stoppedNodes(windows []window, serving map[int][]int64) stopped {
 	s := stopped{}
 	for _, w := range windows {
 		if !slices.Contains(stopsNodes, w.nemesis) {
 			continue
 		}
 		for _, n := range w.targets {
-			s[n] = append(s[n], [2]int64{w.start, w.stop})
+			s[n] = append(s[n], [2]int64{w.start, servedAt(w, serving[n])})
 		}
 	}
 	return s
+}
+
+// servedAt is when a target of w, stopped and started again by it, served
+// again: the first of its serving notes (times, in order) after w's
+// start, if it is later than w's stop but within servingWatchBound of it;
+// else w's stop.
+func servedAt(w window, times []int64) int64 {
+	k, _ := slices.BinarySearch(times, w.start+1)
+	if k < len(times) && times[k] > w.stop && times[k] <= w.stop+servingWatchBound.Nanoseconds() {
+		return times[k]
+	}
+	return w.stop
 }
 
 // at reports whether some fault held node stopped at t.
@@ -398,7 +420,7 @@ func cutOffNodes(windows []window, run RunInfo) stopped {
 
 func windowStats(h *history, checks []*Check) []WindowStats {
 	out := make([]WindowStats, 0, len(h.windows))
-	down := stoppedNodes(h.windows) // no client reaches these nodes then
+	down := stoppedNodes(h.windows, h.serving) // no client reaches these nodes then
 	cut := cutOffNodes(h.windows, h.in.Run)
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
@@ -426,6 +448,7 @@ func windowStats(h *history, checks []*Check) []WindowStats {
 			}
 		}
 		s.RecoverClaimMs, s.RecoverEnqueueMs = sinceMs(w.stop, firstClaim), sinceMs(w.stop, firstEnqueue)
+		s.ServedMs = servedMs(w, h.serving)
 		for _, c := range checks {
 			for _, a := range c.Anomalies {
 				for _, at := range a.at {
@@ -467,6 +490,26 @@ func (s *WindowStats) addEnqueue(o *op, cut bool) {
 		s.Hinted.add(o)
 		s.HintedNotOK = s.HintedNotOK.add(o)
 	}
+}
+
+// servedMs is WindowStats.ServedMs for w.
+func servedMs(w window, serving map[int][]int64) *int64 {
+	if !slices.Contains(stopsNodes, w.nemesis) {
+		return nil
+	}
+	var out *int64
+	for _, n := range w.targets {
+		times := serving[n]
+		k, _ := slices.BinarySearch(times, w.start+1)
+		if k == len(times) || times[k] > w.stop+servingWatchBound.Nanoseconds() {
+			continue // no note for this restart (or a paused node)
+		}
+		ms := max(servedAt(w, times)-w.stop, 0) / nsPerMs
+		if out == nil || ms > *out {
+			out = &ms
+		}
+	}
+	return out
 }
 
 // sinceMs is the ms from stop to t, or nil if t is tNever.
@@ -586,7 +629,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until its restart or resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node a partition cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until it served again after its restart (report.json: served_ms after the stop), or its resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node a partition cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis

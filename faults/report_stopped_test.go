@@ -136,7 +136,7 @@ func TestStoppedNodes(t *testing.T) {
 	b.nemesis(NemTermRestart, 20_000, 21_000, 1)
 	b.nemesis(NemKillAll, 30_000, 31_000, 1, 2, 3)
 	h := digest(b.input())
-	down := stoppedNodes(h.windows)
+	down := stoppedNodes(h.windows, h.serving)
 	ms := func(v int64) int64 { return v * nsPerMs }
 	tests := []struct {
 		node int
@@ -173,5 +173,86 @@ func TestWindowsHeaderSaysStoppedLeftOut(t *testing.T) {
 	hdr := lineWith(strings.Split(buf.String(), "\n"), "Nemesis windows (")
 	if !strings.Contains(hdr, "leaving out those sent to a node that this or any other fault had stopped") {
 		t.Errorf("windows header %q does not say which enqueues it leaves out", hdr)
+	}
+}
+
+// TestStoppedUntilServing: a node a fault restarted counts as stopped
+// until the harness's serving note says it answers as started, when that
+// comes after the stop (within servingWatchBound); a note before the stop
+// ends the span at the stop; with none, or one too late to be this
+// restart's, the span ends at the stop. ServedMs says how long after the
+// stop the last target served.
+func TestStoppedUntilServing(t *testing.T) {
+	ms := func(v int64) int64 { return v * nsPerMs }
+	late := int64(12_000) + servingWatchBound.Milliseconds() + 1
+	tests := []struct {
+		name       string
+		serving    []int64 // node 2's notes, ms
+		stoppedAt  map[int64]bool
+		wantServed *int64
+	}{
+		{"served after the stop", []int64{14_000},
+			map[int64]bool{11_000: true, 13_999: true, 14_000: false}, ptr(int64(2000))},
+		{"served before the stop", []int64{11_500},
+			map[int64]bool{11_999: true, 12_000: false}, ptr(int64(0))},
+		{"no note", nil,
+			map[int64]bool{11_999: true, 12_000: false}, nil},
+		{"a note too late for this restart", []int64{late},
+			map[int64]bool{11_999: true, 12_000: false}, nil},
+		{"a note from before the fault", []int64{9_000},
+			map[int64]bool{11_999: true, 12_000: false}, nil},
+	}
+	for _, tc := range tests {
+		b := base()
+		b.nemesis(NemKillMinority, 10_000, 12_000, 2)
+		for _, at := range tc.serving {
+			b.note(NoteServing, at, 2)
+		}
+		h := digest(b.input())
+		down := stoppedNodes(h.windows, h.serving)
+		for at, want := range tc.stoppedAt {
+			if got := down.at(2, ms(at)); got != want {
+				t.Errorf("%s: node 2 stopped at %d ms: %v; want %v", tc.name, at, got, want)
+			}
+		}
+		var w *window
+		for i := range h.windows {
+			if h.windows[i].nemesis == NemKillMinority {
+				w = &h.windows[i]
+			}
+		}
+		got := servedMs(*w, h.serving)
+		if (got == nil) != (tc.wantServed == nil) || got != nil && *got != *tc.wantServed {
+			t.Errorf("%s: served %v ms after the stop; want %v", tc.name, deref(got), deref(tc.wantServed))
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestStartedAnswer: what a node's /healthz answer says of its start.
+func TestStartedAnswer(t *testing.T) {
+	tests := []struct {
+		res  Result
+		want bool
+	}{
+		{Result{Type: OK, Status: 200}, true},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"unavailable: this node's clock is not trusted","status":"unhealthy"}`)}, true},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"unavailable: starting","status":"unhealthy"}`)}, false},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"shutting down","status":"unhealthy"}`)}, false},
+		{Result{Type: Info, Code: "conn_refused"}, false},
+		{Result{Type: Info, Code: "timeout"}, false},
+	}
+	for _, tc := range tests {
+		if got := startedAnswer(tc.res); got != tc.want {
+			t.Errorf("startedAnswer(%d %s %s) = %v; want %v", tc.res.Status, tc.res.Code, tc.res.Body, got, tc.want)
+		}
 	}
 }

@@ -59,6 +59,9 @@ type Run struct {
 	// at the heal. Both nil until then.
 	shards     *shardHarness
 	shardsDone <-chan error
+	// watching holds the watchServing goroutines: finish waits for them
+	// (the teardown's kills end them) before it closes the history.
+	watching sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -203,6 +206,7 @@ func (r *Run) finish(ctx context.Context, started time.Time, runErr error) (*Run
 		// Setup began: there is something to tear down.
 		r.teardown(tctx)
 	}
+	r.watching.Wait() // the nodes are down: each watch ends at its next ask
 	r.scanNodeLogs()
 	errs := []error{runErr}
 	if r.rec != nil {
@@ -531,6 +535,11 @@ const (
 	// (Detail: which, and its status): its ops in flight stay unanswered,
 	// and the load the run claims to have driven was not.
 	NoteWorkerExit = "worker-exit"
+	// NoteServing: a node the harness started answered as started (its
+	// /healthz no longer says starting; watchServing). The report counts
+	// a node a fault stopped as stopped until then, not only until its
+	// restart.
+	NoteServing = "node-serving"
 )
 
 // HarnessFaultNotes are the notes that fail a run: the harness did not do

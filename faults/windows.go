@@ -46,8 +46,16 @@ func (h *history) buildWindows() {
 			continue
 		}
 		if e.F != "stop" {
-			if e.Nemesis == NoteRepaired {
+			switch e.Nemesis {
+			case NoteRepaired:
 				h.repairs = append(h.repairs, e.TNs)
+			case NoteServing:
+				if h.serving == nil {
+					h.serving = map[int][]int64{}
+				}
+				for _, n := range e.Targets {
+					h.serving[n] = append(h.serving[n], e.TNs)
+				}
 			}
 			continue // a nemesis's own note: no window starts or ends
 		}

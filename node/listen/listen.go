@@ -217,8 +217,8 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 	return srv, nil
 }
 
-// ServeHTTP starts the HTTP server from now on, before the node can
-// serve its API: until SetAPI, GET /healthz answers from health (which
+// ServeHTTP starts the HTTP server from now on, with the gate and the
+// token as configured, before the node can serve its API: until SetAPI, GET /healthz answers from health (which
 // says the node is starting) and every other request is refused at once
 // with health's reason, a 503 the client can retry elsewhere. (The TCP
 // socket is bound from the start, so a server that waited for SetAPI left
@@ -230,6 +230,15 @@ func (l *Listener) ServeHTTP(health func() error) {
 	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*l.api.Load()).ServeHTTP(w, r)
 	})
+	if gate := l.cfg.Gate; gate != nil {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := gate(r.Context()); err != nil {
+				return // the client went away while the node was frozen
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
 	// With a secret every endpoint but /healthz (pprof included) needs
 	// the client token.
 	if l.cfg.ClusterSecret != nil {
@@ -248,8 +257,8 @@ func (l *Listener) ServeHTTP(health func() error) {
 }
 
 // SetAPI makes the HTTP server serve the whole API: the client's
-// operations, health and metrics, with the test hooks, pprof and the gate
-// as configured. Call it once, after ServeHTTP, when the node is ready.
+// operations, health and metrics, with the test hooks and pprof as
+// configured (the gate and the token, ServeHTTP's, apply to both). Call it once, after ServeHTTP, when the node is ready.
 func (l *Listener) SetAPI(api wire.Service, health func() error, metrics http.Handler) {
 	var handler http.Handler = httpapi.New(api, health, l.cfg.Log)
 	{
@@ -273,15 +282,6 @@ func (l *Listener) SetAPI(api wire.Service, health func() error, metrics http.Ha
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		handler = mux
-	}
-	if gate := l.cfg.Gate; gate != nil {
-		inner := handler
-		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := gate(r.Context()); err != nil {
-				return // the client went away while the node was frozen
-			}
-			inner.ServeHTTP(w, r)
-		})
 	}
 	l.api.Store(&handler)
 }

@@ -157,10 +157,10 @@ func TestHTTP(t *testing.T) {
 	if code, body := get("/metrics", true); code != http.StatusOK || body != "" {
 		t.Errorf("/metrics through a refusing gate: %d %q; want nothing served", code, body)
 	}
-	// The token is checked first: the request without it never reached
-	// the gate.
-	if n := gated.Load(); n != 4 {
-		t.Errorf("the gate saw %d requests; want 4", n)
+	// The token is checked first: the requests without it never reached
+	// the gate; the two while starting did, as the four after.
+	if n := gated.Load(); n != 6 {
+		t.Errorf("the gate saw %d requests; want 6", n)
 	}
 	l.Drain(time.Second)
 	l.Close()
