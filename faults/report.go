@@ -101,9 +101,10 @@ type WindowStats struct {
 	// refusals that answer the request as Enqueue and Placed do.
 	Hinted OpStats `json:"hinted"`
 	// PlacedCut counts the enqueues without id that asked for no hint and
-	// were sent to a node this or another partition at the same time left
-	// exchanging packets with fewer other nodes than a write of the run's
-	// w needs besides its own replica (cutOffNodes): no cohort can take
+	// were sent to a node that the partitions and the stopped nodes of
+	// this or other faults at the same time left exchanging packets with
+	// fewer live nodes than a write of the run's w needs besides its own
+	// replica (cutOff): no cohort can take
 	// them there, and the node fails them, as placement promises only
 	// where some cohort can (a hint is what keeps an enqueue there). They
 	// are left out of Placed and counted here; nil when none.
@@ -392,36 +393,59 @@ func (s stopped) at(node int, t int64) bool {
 	return slices.ContainsFunc(s[node], func(sp [2]int64) bool { return t >= sp[0] && t < sp[1] })
 }
 
-// cutOffNodes is when each node was cut off from every cohort by a
-// partition: from a window's start to its stop, for each node its grudge
-// leaves exchanging packets with fewer than need-1 other nodes, need being
-// the replicas a write of the run's w needs (a majority for w=0).
+// cutOff says when a node was cut off from every cohort: the partitions
+// in force (their grudges) and the nodes faults held stopped left it
+// exchanging packets with fewer live nodes than a write of the run's w
+// needs besides its own replica (need-1; need is a majority for w=0).
 // Whether two nodes share a cohort is not looked at: with a few nodes and
 // many partitions every pair does, and a node that reaches enough others
 // but shares no cohort with them would only make Placed look worse.
-func cutOffNodes(windows []window, run RunInfo) stopped {
+type cutOff struct {
+	nodes, need int
+	cuts        []window // the windows with a grudge
+	down        stopped
+}
+
+// cutOffNodes returns the cutOff of a run's windows, down being when
+// faults held nodes stopped.
+func cutOffNodes(windows []window, run RunInfo, down stopped) cutOff {
 	need := run.W
 	if need == 0 {
 		need = majority(max(run.Replicas, 1))
 	}
-	s := stopped{}
+	c := cutOff{nodes: run.Nodes, need: need, down: down}
 	for _, w := range windows {
-		if w.grudge == nil {
-			continue
-		}
-		for n := 1; n <= run.Nodes; n++ {
-			if w.grudge.Partners(n, run.Nodes) < need-1 {
-				s[n] = append(s[n], [2]int64{w.start, w.stop})
-			}
+		if w.grudge != nil {
+			c.cuts = append(c.cuts, w)
 		}
 	}
-	return s
+	return c
+}
+
+// at reports whether node n was cut off from every cohort at t.
+func (c cutOff) at(n int, t int64) bool {
+	if c.need <= 1 {
+		return false // its own replica is enough
+	}
+	partners := 0
+	for m := 1; m <= c.nodes; m++ {
+		if m == n || c.down.at(m, t) {
+			continue
+		}
+		cut := slices.ContainsFunc(c.cuts, func(w window) bool {
+			return t >= w.start && t < w.stop && !w.grudge.Exchanges(n, m)
+		})
+		if !cut {
+			partners++
+		}
+	}
+	return partners < c.need-1
 }
 
 func windowStats(h *history, checks []*Check) []WindowStats {
 	out := make([]WindowStats, 0, len(h.windows))
 	down := stoppedNodes(h.windows, h.serving) // no client reaches these nodes then
-	cut := cutOffNodes(h.windows, h.in.Run)
+	cut := cutOffNodes(h.windows, h.in.Run, down)
 	for _, w := range h.windows {
 		s := WindowStats{Nemesis: w.nemesis, Targets: w.targets, Detail: w.detail, StartNs: w.start, StopNs: w.stop,
 			Open: w.open, BeyondBounds: w.beyond, During: OpStats{F: "all"}, After: OpStats{F: "all"},
@@ -629,7 +653,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until it served again after its restart (report.json: served_ms after the stop), or its resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node a partition cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until it served again after its restart (report.json: served_ms after the stop), or its resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node that partitions and stopped nodes left cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis

@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,39 +31,44 @@ func TestGrudgePartners(t *testing.T) {
 	}
 }
 
-// TestCutOffNodes: a node is cut off from every cohort while a partition
-// leaves it fewer partners than a write of the run's w needs besides its
-// own replica; faults that cut no link cut no node off.
+// TestCutOffNodes: a node is cut off from every cohort while the
+// partitions in force and the nodes faults hold stopped leave it fewer
+// live partners than a write of the run's w needs besides its own
+// replica; faults that cut no link cut no node off by themselves.
 func TestCutOffNodes(t *testing.T) {
 	windows := []window{
 		{nemesis: NemPartitionOne, start: 10, stop: 20, grudge: Isolate(1, 5)},
 		{nemesis: NemPartitionAsym, start: 30, stop: 40, grudge: Asymmetric(5, 5)},
 		{nemesis: NemPartitionMajority, start: 50, stop: 60, grudge: Split([]int{1, 2, 3}, []int{4, 5})},
-		{nemesis: NemKillMinority, start: 70, stop: 80, targets: []int{2}},
+		// A minority side whose other node is killed meanwhile: alone.
+		{nemesis: NemKillMinority, start: 55, stop: 58, targets: []int{5}},
+		{nemesis: NemKillCohort, start: 70, stop: 80, targets: []int{3, 4, 5}},
+		{nemesis: NemPartitionOne, start: 72, stop: 78, grudge: Isolate(1, 5)},
 	}
 	tests := []struct {
 		name string
 		w    int
-		want map[int][][2]int64
+		want map[int][]int64 // node: the times it is cut off at, among probes
 	}{
-		{"w=0: a majority of 3, one partner needed", 0, map[int][][2]int64{1: {{10, 20}}, 5: {{30, 40}}}},
-		{"w=1: the node's own replica is enough", 1, map[int][][2]int64{}},
-		{"w=3: two partners needed", 3, map[int][][2]int64{1: {{10, 20}}, 5: {{30, 40}, {50, 60}}, 4: {{50, 60}}}},
+		{"w=0: a majority of 3, one live partner needed", 0, map[int][]int64{
+			1: {10, 19, 72, 77}, 5: {30, 39}, 4: {55, 57}, 2: {72, 77}}},
+		{"w=1: the node's own replica is enough", 1, map[int][]int64{}},
+		{"w=3: two live partners needed", 3, map[int][]int64{
+			1: {10, 19, 70, 72, 77, 79}, 2: {70, 72, 77, 79}, 4: {50, 55, 57, 59}, 5: {30, 39, 50, 59}}},
 	}
+	probes := []int64{9, 10, 19, 20, 30, 39, 40, 50, 55, 57, 59, 60, 70, 72, 77, 79, 80}
 	for _, tc := range tests {
-		got := cutOffNodes(windows, RunInfo{Nodes: 5, Replicas: 3, W: tc.w})
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: cut off %v; want %v", tc.name, got, tc.want)
-			continue
-		}
-		for n, spans := range tc.want {
-			if len(got[n]) != len(spans) {
-				t.Errorf("%s: node %d cut off %v; want %v", tc.name, n, got[n], spans)
-				continue
-			}
-			for i := range spans {
-				if got[n][i] != spans[i] {
-					t.Errorf("%s: node %d cut off %v; want %v", tc.name, n, got[n], spans)
+		run := RunInfo{Nodes: 5, Replicas: 3, W: tc.w}
+		down := stoppedNodes(windows, nil)
+		c := cutOffNodes(windows, run, down)
+		for n := 1; n <= 5; n++ {
+			for _, at := range probes {
+				if down.at(n, at) {
+					continue // no request to a stopped node is counted
+				}
+				want := slices.Contains(tc.want[n], at)
+				if got := c.at(n, at); got != want {
+					t.Errorf("%s: node %d cut off at %d: %v; want %v", tc.name, n, at, got, want)
 				}
 			}
 		}

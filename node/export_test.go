@@ -1,6 +1,9 @@
 package node
 
-import "github.com/skuldd/skuldd/wire"
+import (
+	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/wire"
+)
 
 // Forwarded returns n's client API as it serves requests a peer
 // forwarded (coord.Plane.Forwarded), for tests that play the
@@ -11,3 +14,6 @@ func Forwarded(n *Node) wire.Service { return n.coord.Load().Forwarded() }
 // each op tried once (coord.Plane.Coordinator, without node/retrying).
 // Valid after Start.
 func Coordinator(n *Node) wire.Service { return n.coord.Load().Coordinator() }
+
+// HintsOf returns up to limit of the hints n holds. Valid after Start.
+func HintsOf(n *Node, limit int) ([]store.Hint, error) { return n.hints.List(limit) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skuldd/skuldd/partition"
@@ -19,24 +20,51 @@ import (
 // hinted (node/hints) rather than written to W replicas.
 var errHinted = errors.New("hinted")
 
-// hint keeps ts, tasks without deps, as hints (node/hints), enqueued
-// with w, and returns errHinted once they are durable. A task with deps,
-// or one whose key this leader found held (partition.NewTask.DupOf), is
-// never hinted (its first state records which deps were done, its
-// leader's write): err, the write's failure, then stands. A keyed hint is
-// handed to the key's leader, which retires it if the key was taken
-// meanwhile (wire.EnqueueTask.Hinted).
-func (p *Plane) hint(ts []partition.NewTask, w int, err error) error {
-	specs := make([]*task.Spec, len(ts))
+// hint keeps ts, tasks of part without deps, as hints (node/hints),
+// enqueued with w, and returns errHinted once they are durable. A task
+// with deps is never hinted (its first state records which deps were
+// done, its leader's write): err, the write's failure, then stands.
+//
+// A task whose key this leader found held by another (DupOf) is answered
+// as a duplicate naming the holder, which the leader could not ship to W
+// replicas: the holder's own record, read from this replica, is hinted in
+// its place, so that the answer's task is durable here as a hint's is
+// (this replica may hold it unsynced: its own enqueue may be in flight)
+// and reaches its cohort by the handover, a repeat of one id wherever it
+// is held already. (Hinting the duplicate's own spec would create a task
+// the answer does not name: the simulation's seed 87.) A holder with deps,
+// or one this replica no longer holds, leaves err standing.
+//
+// A keyed hint is handed to the key's leader, which retires it if the key
+// was taken meanwhile (wire.EnqueueTask.Hinted).
+func (p *Plane) hint(part uint16, ts []partition.NewTask, w int, err error) error {
+	specs := make([]*task.Spec, 0, len(ts))
+	own := make(map[task.ID]bool, len(ts))
+	var holders []task.ID
 	for i := range ts {
-		if len(ts[i].Spec.Deps) > 0 || !ts[i].DupOf.IsZero() {
-			// A duplicate's answer names its key's holder, which this
-			// leader could not ship to W replicas: in doubt, not hinted
-			// (found by the simulation, seed 87: an answer both hinted
-			// and duplicate, whose task the handover then created).
+		switch {
+		case len(ts[i].Spec.Deps) > 0:
 			return err
+		case !ts[i].DupOf.IsZero():
+			holders = append(holders, ts[i].DupOf)
+		default:
+			specs = append(specs, ts[i].Spec)
+			own[ts[i].Spec.ID] = true
 		}
-		specs[i] = ts[i].Spec
+	}
+	// A holder written by this same batch is hinted as its own task.
+	holders = slices.DeleteFunc(holders, func(id task.ID) bool { return own[id] })
+	if len(holders) > 0 {
+		recs, rerr := p.parts[part].Records(holders)
+		if rerr != nil {
+			return fmt.Errorf("%w; reading the tasks holding the keys to hint them failed too: %v", err, rerr)
+		}
+		for _, r := range recs {
+			if r.Spec == nil || len(r.Spec.Deps) > 0 {
+				return err
+			}
+			specs = append(specs, r.Spec)
+		}
 	}
 	if herr := p.hints.Add(specs, w); herr != nil {
 		return fmt.Errorf("%w; hinting it failed too: %v", err, herr)

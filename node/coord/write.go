@@ -373,7 +373,7 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 	hint := !wait.hintBy.IsZero()
 	if hint && !p.placeable(part, w) {
 		// Not worth the wait: the cohort is out of reach now.
-		return 0, p.hint(ts, w, fmt.Errorf("%w: partition %d: too few of its cohort reachable", wire.ErrUnavailable, part))
+		return 0, p.hint(part, ts, w, fmt.Errorf("%w: partition %d: too few of its cohort reachable", wire.ErrUnavailable, part))
 	}
 	need := p.repl.NeedAcks(part, w)
 	recs := make([]task.Record, len(ts))
@@ -412,7 +412,7 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 	switch {
 	case err == nil || !hintable(err):
 	case hint:
-		return 0, p.hint(ts, w, err)
+		return 0, p.hint(part, ts, w, err)
 	case spread:
 		return 0, p.spread(ctx, part, ts, w, need, err)
 	}
@@ -439,7 +439,7 @@ func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.N
 	switch {
 	case err == nil || !hintable(err):
 	case hint:
-		return 0, p.hint(ts, w, err)
+		return 0, p.hint(part, ts, w, err)
 	case spread:
 		return 0, p.spread(ctx, part, ts, w, p.repl.NeedAcks(part, w), err)
 	}
