@@ -496,6 +496,28 @@ func (r *Replica) SnoozeApply(id task.ID, idx uint32, delay, now int64) (Write, 
 	})
 }
 
+// ReleaseUnansweredApply ends claim idx of task id as a snooze that
+// takes effect now, if idx is the claim granted at epoch ep: the claim a
+// leader at ep granted and could not get acknowledged, which nobody
+// holds (node/coord's releaseUnanswered). Any other claim under that
+// index is left alone, and nothing is written: after the leader stepped
+// down and led again, the index may name another leader's claim, which
+// was acknowledged (the fault suite's seed 3636 on e794c6a released such
+// a claim 1.1 s into its lease, and the task was claimed again while it
+// was held). A claim that ended already is refused as by Snooze.
+func (r *Replica) ReleaseUnansweredApply(id task.ID, idx uint32, ep uint64, now int64) (Write, error) {
+	return r.mutateApply(id, now, func(_ *task.Spec, st *task.State) (bool, error) {
+		if !slices.ContainsFunc(st.Claims, func(c task.Claim) bool { return c.Index == idx && c.Epoch == ep }) {
+			return false, fmt.Errorf("%w: claim %d of task %s is not the one granted at epoch %d", errOtherGrant, idx, id, ep)
+		}
+		return st.End(idx, task.Release{At: now, Snooze: true, Until: now})
+	})
+}
+
+// errOtherGrant refuses ReleaseUnansweredApply of a claim another
+// leader granted.
+var errOtherGrant = errors.New("not this leader's grant")
+
 // CancelApply ends task id as cancelled (task.State.Cancel): its live
 // claim, if any, is superseded, and it is never claimed again. A repeat is
 // a no-op; a completed task is refused (task.ErrCompleted). Like every

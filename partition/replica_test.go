@@ -1579,3 +1579,47 @@ func TestRelease(t *testing.T) {
 	merge(t, r, 1, t0+1, task.Record{ID: id, Spec: spec(id, "q", 0, 3)})
 	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 }
+
+// TestReleaseUnansweredOnlyItsGrant: a leader releases a claim it could
+// not get acknowledged only if the index still names its own grant, of
+// the epoch it granted at. After it stepped down and led again, the index
+// may name a claim another leader granted and acknowledged: that claim
+// stays live, and the task is not claimable. (The fault suite's seed 3636
+// on e794c6a: a leader cut off granted claim 1, could not replicate it,
+// and released index 1 once it led again at a later epoch, ending the
+// other leader's claim 1 1.1 s into its lease.)
+func TestReleaseUnansweredOnlyItsGrant(t *testing.T) {
+	s := newStore(t)
+	r := leader(t, s) // epoch 1
+	id := task.MakeID(t0, 1, 0)
+	enqueue(t, r, t0, spec(id, "q", 0, 3))
+	g := mustClaim(t, r, "q", t0)
+	if g.Claim.Epoch != 1 {
+		t.Fatalf("claim granted at epoch %d; want 1", g.Claim.Epoch)
+	}
+	now := t0 + 100
+	// Index 0 released as a grant of epoch 2 (another leader's): refused,
+	// nothing written, the claim still live.
+	if _, err := r.ReleaseUnansweredApply(id, g.Claim.Index, 2, now); err == nil {
+		t.Fatal("release of another epoch's grant: accepted; want refused")
+	}
+	st := storedState(t, s, id)
+	if _, ok := st.ReleaseOf(g.Claim.Index); ok {
+		t.Fatal("the claim was released by a release of another epoch's grant")
+	}
+	noClaim(t, r, "q", now)
+	// Its own grant: released as a snooze taking effect now.
+	wr, err := r.ReleaseUnansweredApply(id, g.Claim.Index, 1, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wr.Durable.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	st = storedState(t, s, id)
+	rel, ok := st.ReleaseOf(g.Claim.Index)
+	if !ok || !rel.Snooze || rel.At != now || rel.Until != now {
+		t.Fatalf("release = %+v, %v; want a snooze at %d until %d", rel, ok, now, now)
+	}
+	mustClaim(t, r, "q", now+1)
+}

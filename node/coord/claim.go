@@ -242,7 +242,7 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 				if firstErr == nil {
 					firstErr = err
 				}
-				c.p.releaseUnanswered(v.ID, *v.Claim)
+				c.p.releaseUnanswered(v.ID, *v.Claim, grantEpoch(v))
 				continue
 			}
 			// A lease that ran out while its replication was slow is
@@ -260,24 +260,38 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 }
 
 // releaseUnanswered ends claim idx of task id, which this leader granted
-// and will not answer (too few replicas held it), as a snooze that takes
-// effect now: the task is ready again at once and the claim costs it no
-// attempt, since nobody ever held it. Best effort, in the background: a
-// leader that stepped down meanwhile cannot write it, and then the claim
-// either stays an orphan (no handoff carries it) or expires.
-func (p *Plane) releaseUnanswered(id task.ID, idx uint32) {
+// at epoch ep and will not answer (too few replicas held it), as a snooze
+// that takes effect now: the task is ready again at once and the claim
+// costs it no attempt, since nobody ever held it. Best effort, in the
+// background: a leader that stepped down meanwhile cannot write it, and
+// then the claim either stays an orphan (no handoff carries it) or
+// expires. One that stepped down and leads again at a later epoch may
+// hold, under idx, another leader's acknowledged claim: the replica
+// releases idx only if it was granted at ep (ReleaseUnansweredApply).
+func (p *Plane) releaseUnanswered(id task.ID, idx uint32, ep uint64) {
 	p.h.Go(func() {
 		part := p.partOf(id)
 		if !p.leads(part) {
 			return
 		}
-		wr, err := p.parts[part].SnoozeApply(id, idx, 0, p.now())
+		wr, err := p.parts[part].ReleaseUnansweredApply(id, idx, ep, p.now())
 		if err != nil {
-			p.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "err", err)
+			p.log.Debug("releasing a claim nobody was answered", "task", id, "claim", idx, "epoch", ep, "err", err)
 			return
 		}
 		p.repl.ReplicateQuietly(part, wr)
 	})
+}
+
+// grantEpoch is the epoch v's claim (v.Claim) was granted at, from its
+// claims; 0 if v does not show it (then no claim is released).
+func grantEpoch(v wire.TaskView) uint64 {
+	for _, c := range v.Claims {
+		if v.Claim != nil && c.Claim == *v.Claim {
+			return c.Epoch
+		}
+	}
+	return 0
 }
 
 // waitAll waits until every write in ps is durable, and returns the first
