@@ -44,13 +44,94 @@ func (g *gate) enter(ctx context.Context) (context.Context, func(), error) {
 	}
 	g.ops.Add(1)
 	g.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	unhook := context.AfterFunc(g.stop, cancel)
-	return ctx, func() {
+	oc := &opCtx{Context: ctx, g: g}
+	return oc, oc.exit, nil
+}
+
+// opCtx is the context of an op in the gate: its own (the embedded
+// parent), which also ends when the plane closes or the op exits. Most
+// ops never wait on their context (an enqueue that one node's sync
+// answers does not), so opCtx joins the parent with the gate's stop only
+// when something first asks for Done (a select, or a context derived from
+// it): until then it costs the op no registration with either context (a
+// context.WithCancel and an AfterFunc per op were about a tenth of a
+// one-node enqueue's CPU).
+//
+// Invariant: once joined, joined is the parent with the stop joined, and
+// it is cancelled when the op exits; until then Err says what joined's
+// would.
+type opCtx struct {
+	context.Context // the op's own
+	g               *gate
+
+	mu     sync.Mutex
+	joined context.Context // nil until Done is first asked for
+	cancel context.CancelFunc
+	unhook func() bool
+	exited bool
+}
+
+// join returns the parent joined with the gate's stop, made on first use.
+func (c *opCtx) join() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.joined == nil {
+		c.joined, c.cancel = context.WithCancel(c.Context)
+		c.unhook = context.AfterFunc(c.g.stop, c.cancel)
+		// A stop already done runs the hook in a goroutine of its own:
+		// cancel here too, so Done is closed when it is returned.
+		if c.exited || c.g.stop.Err() != nil {
+			c.cancel()
+		}
+	}
+	return c.joined
+}
+
+// loaded returns joined, nil if not made yet, and whether the op exited.
+func (c *opCtx) loaded() (context.Context, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.joined, c.exited
+}
+
+func (c *opCtx) Done() <-chan struct{} { return c.join().Done() }
+
+func (c *opCtx) Err() error {
+	joined, exited := c.loaded()
+	if joined != nil {
+		return joined.Err()
+	}
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if exited || c.g.stop.Err() != nil {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value is the parent's, but once joined the joined context's: a context
+// derived from the op's (which asks for Done first) then finds joined as
+// its parent to cancel it, and context.Cause sees why it ended.
+func (c *opCtx) Value(key any) any {
+	if joined, _ := c.loaded(); joined != nil {
+		return joined.Value(key)
+	}
+	return c.Context.Value(key)
+}
+
+// exit ends the op: its context is done from now on, and the gate no
+// longer waits for it.
+func (c *opCtx) exit() {
+	c.mu.Lock()
+	c.exited = true
+	cancel, unhook := c.cancel, c.unhook
+	c.mu.Unlock()
+	if cancel != nil {
 		unhook()
 		cancel()
-		g.ops.Done()
-	}, nil
+	}
+	c.g.ops.Done()
 }
 
 // close refuses new ops, ends the contexts of those in flight and waits

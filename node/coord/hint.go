@@ -72,17 +72,18 @@ func (p *Plane) hint(part uint16, ts []partition.NewTask, w int, err error) erro
 	return errHinted
 }
 
-// hintWait bounds a write that may be hinted: ctx, or up to hintBy (the
-// zero time: not hinted) but at least minHintWait from now, after which
-// the tasks are hinted instead.
-func hintWait(ctx context.Context, hintBy time.Time) (context.Context, context.CancelFunc) {
+// hintDeadline is when a write that may be hinted stops waiting for its
+// cohort (Shipment.FinishBy): hintBy (the zero time: not hinted, it
+// waits as long as its ctx), but at least minHintWait from now. What its
+// cohort has not taken by then is hinted instead.
+func hintDeadline(hintBy time.Time) time.Time {
 	if hintBy.IsZero() {
-		return ctx, func() {}
+		return hintBy
 	}
 	if floor := time.Now().Add(minHintWait); hintBy.Before(floor) {
-		hintBy = floor
+		return floor
 	}
-	return context.WithDeadline(ctx, hintBy)
+	return hintBy
 }
 
 // minHintWait is the least a hinted write waits for its cohort, even when

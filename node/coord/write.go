@@ -406,9 +406,7 @@ func (p *Plane) writeNew(ctx context.Context, part uint16, ts []partition.NewTas
 	if spread {
 		by = wait.spreadBy
 	}
-	wctx, cancel := hintWait(ctx, by)
-	defer cancel()
-	acks, err := s.Finish(wctx, local)
+	acks, err := s.FinishBy(ctx, local, hintDeadline(by))
 	switch {
 	case err == nil || !hintable(err):
 	case hint:
@@ -433,9 +431,7 @@ func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.N
 	if spread {
 		by = wait.spreadBy
 	}
-	wctx, cancel := hintWait(ctx, by)
-	defer cancel()
-	acks, err := p.writeAtLeaderOnce(wctx, part, ts, now, w)
+	acks, err := p.writeAtLeaderOnce(ctx, part, ts, now, w, hintDeadline(by))
 	switch {
 	case err == nil || !hintable(err):
 	case hint:
@@ -446,8 +442,9 @@ func (p *Plane) writeAtLeader(ctx context.Context, part uint16, ts []partition.N
 	return acks, err
 }
 
-// writeAtLeaderOnce is writeAtLeader without hints.
-func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int) (int, error) {
+// writeAtLeaderOnce is writeAtLeader without hints: its wait for the
+// followers ends with ctx or at by (the zero time: with ctx alone).
+func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partition.NewTask, now int64, w int, by time.Time) (int, error) {
 	need := p.repl.NeedAcks(part, w)
 	var s *replication.Shipment
 	to, ep := p.repl.Followers(part)
@@ -488,7 +485,7 @@ func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partiti
 		}
 		s = p.repl.Ship(part, need, recs, nil)
 	}
-	return s.Finish(ctx, nil)
+	return s.FinishBy(ctx, nil, by)
 }
 
 // shipRecords returns what to ship for ts, written to part with records
