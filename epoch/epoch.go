@@ -158,7 +158,9 @@ type Result struct {
 // Run makes one attempt at the handoff. It returns the new epoch, or an
 // error after which the caller backs off (Backoff) and calls Run again;
 // after a refusal, with h.Above raised to the refusal's epoch (Next does
-// both).
+// both). With an error, Result.Epoch is the epoch the attempt asked
+// promises of (0: it asked none): voters may hold promises of it, which
+// keep them from serving a lower epoch's leader.
 func Run(ctx context.Context, h Handoff, v Voter, c Carrier, r Registry) (Result, error) {
 	if !slices.Contains(h.Cohort, h.Self) {
 		return Result{}, fmt.Errorf("epoch: part %d: candidate %d not in cohort %v", h.Part, h.Self, h.Cohort)
@@ -168,9 +170,10 @@ func Run(ctx context.Context, h Handoff, v Voter, c Carrier, r Registry) (Result
 		return Result{}, fmt.Errorf("epoch: part %d: read current: %w", h.Part, err)
 	}
 	next := max(cur.Epoch, h.Above) + 1
+	asked := Result{Epoch: next}
 	promised, err := promise(ctx, h, v, cur.Cohort, next)
 	if err != nil {
-		return Result{}, err
+		return asked, err
 	}
 	var oldPromised []uint64
 	for _, n := range cur.Cohort {
@@ -184,13 +187,13 @@ func Run(ctx context.Context, h Handoff, v Voter, c Carrier, r Registry) (Result
 		Cohort: slices.Clone(h.Cohort), Self: h.Self,
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("epoch: part %d epoch %d: carry: %w", h.Part, next, err)
+		return asked, fmt.Errorf("epoch: part %d epoch %d: carry: %w", h.Part, next, err)
 	}
 	if !hasMajority(h.Cohort, setOf(sealed)) {
-		return Result{}, fmt.Errorf("%w: part %d epoch %d: carried to %v of %v", ErrNoQuorum, h.Part, next, sealed, h.Cohort)
+		return asked, fmt.Errorf("%w: part %d epoch %d: carried to %v of %v", ErrNoQuorum, h.Part, next, sealed, h.Cohort)
 	}
 	if err := r.CAS(ctx, h.Part, cur.Epoch, next, h.Cohort, h.Self, sealed); err != nil {
-		return Result{}, fmt.Errorf("epoch: part %d: cas %d->%d: %w", h.Part, cur.Epoch, next, err)
+		return asked, fmt.Errorf("epoch: part %d: cas %d->%d: %w", h.Part, cur.Epoch, next, err)
 	}
 	return Result{Epoch: next, Old: slices.Clone(cur.Cohort), Sealed: sealed}, nil
 }

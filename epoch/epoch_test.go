@@ -204,6 +204,43 @@ func TestRunAboveAbandonedPromise(t *testing.T) {
 	}
 }
 
+// A failed attempt says which epoch it asked promises of, whatever step
+// failed after the registry was read: voters may hold promises of it
+// (the caller tells the registry's leader when it gives up, which such a
+// promise keeps from leading).
+func TestRunFailedSaysEpochAsked(t *testing.T) {
+	cohort := []uint64{1, 2, 3}
+	for _, tc := range []struct {
+		name  string
+		setup func(v *fakeVoter, r *fakeRegistry) Carrier
+	}{
+		{"promises refused", func(v *fakeVoter, r *fakeRegistry) Carrier {
+			v.promised[2], v.to[2], v.promised[3], v.to[3] = 5, 9, 5, 9
+			return &fakeCarrier{v: v}
+		}},
+		{"carry seals too few", func(v *fakeVoter, r *fakeRegistry) Carrier {
+			return carrierFunc(func(Carry) ([]uint64, error) { return []uint64{1}, nil })
+		}},
+		{"cas conflict", func(v *fakeVoter, r *fakeRegistry) Carrier {
+			return carrierFunc(func(cr Carry) ([]uint64, error) {
+				r.mu.Lock()
+				r.cur.Epoch, r.cur.Leader = 6, 2 // another candidate won meanwhile
+				r.mu.Unlock()
+				return cr.Cohort, nil
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newFakeVoter()
+			r := &fakeRegistry{cur: Current{Epoch: 4, Cohort: cohort, Leader: 2, Sealed: cohort}}
+			res, err := Run(context.Background(), Handoff{Part: 0, Self: 1, Cohort: cohort}, v, tc.setup(v, r), r)
+			if err == nil || res.Epoch != 5 {
+				t.Fatalf("Run = %+v, %v; want an error and epoch 5 asked", res, err)
+			}
+		})
+	}
+}
+
 // Two candidates racing for the same epoch: at most one wins it, and with
 // Next between attempts every candidate eventually stops being refused.
 func TestRunContendedOneWinnerPerEpoch(t *testing.T) {

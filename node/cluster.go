@@ -86,6 +86,9 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	replica(wire.OpRelease, peer.Unary(func(ctx context.Context, req *wire.Request, r *wire.ReleaseRequest) (any, error) {
 		return nil, n.ctl.ServeRelease(ctx, req.PeerID, r)
 	}))
+	replica(wire.OpAbandoned, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.AbandonedRequest) (any, error) {
+		return nil, n.ctl.ServeAbandoned(req.PeerID, r)
+	}))
 	n.repl.Register(mux, n.loaded)
 	n.deps.Register(mux, n.loaded)
 	replica(wire.OpHintPut, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.HintPutRequest) (any, error) {

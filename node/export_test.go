@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -17,3 +19,9 @@ func Coordinator(n *Node) wire.Service { return n.coord.Load().Coordinator() }
 
 // HintsOf returns up to limit of the hints n holds. Valid after Start.
 func HintsOf(n *Node, limit int) ([]store.Hint, error) { return n.hints.List(limit) }
+
+// TakeOver runs n's handoff of part with cohort, as OpTakeover asks it
+// to (control.Control.ServeTakeover), until it wins or ctx ends.
+func TakeOver(ctx context.Context, n *Node, part int, cohort []uint64) error {
+	return n.ctl.ServeTakeover(ctx, &wire.TakeoverRequest{Part: part, Cohort: cohort})
+}

@@ -696,6 +696,12 @@ const (
 	// (HintPutRequest): synced before the answer, handed over as the
 	// node's own hints.
 	OpHintPut Op = 117
+	// OpAbandoned tells the leader the registry names for a partition
+	// that the sender gave up a handoff of it, having asked promises up
+	// to an epoch above the registry's (AbandonedRequest): a promise of
+	// the sender's may keep the receiver from leading, and it need not
+	// wait out its promise grace to take the partition back.
+	OpAbandoned Op = 118
 )
 
 func init() {
@@ -704,7 +710,14 @@ func init() {
 	opNames[OpSummary], opNames[OpDependents], opNames[OpDepDone] = "summary", "dependents", "dep_done"
 	opNames[OpRelease] = "release"
 	opNames[OpAAENodes], opNames[OpAAEBuckets], opNames[OpAAEFetch] = "aae_nodes", "aae_buckets", "aae_fetch"
-	opNames[OpGCInfo], opNames[OpHintPut] = "gc_info", "hint_put"
+	opNames[OpGCInfo], opNames[OpHintPut], opNames[OpAbandoned] = "gc_info", "hint_put", "abandoned"
+}
+
+// AbandonedRequest says that the sender gave up its handoff of Part,
+// whose attempts asked promises of epochs up to Epoch (OpAbandoned).
+type AbandonedRequest struct {
+	Part  int    `cbor:"1,keyasint"`
+	Epoch uint64 `cbor:"2,keyasint"`
 }
 
 // HintPutRequest carries tasks without key or deps, each written by its

@@ -105,6 +105,10 @@ const (
 	moveTimeout = 5 * time.Minute
 	// takeoverTimeout bounds a takeover another node asked for.
 	takeoverTimeout = time.Minute
+	// abandonedTellTimeout bounds telling the registry's leader of a
+	// handoff given up (tellAbandoned): a leader out of reach waits out
+	// its promise grace instead.
+	abandonedTellTimeout = 2 * time.Second
 	// fenceLiftSettle is how long a fenced leader waits, once gossip shows
 	// a majority of the cohort again, before it grants claims: time for
 	// the metadata group to bring it the registry's news (a newer leader

@@ -16,7 +16,8 @@ import (
 // snapshots, ask the planners and act (failover, placement, zombies, the
 // clock, the metadata group's voters), the epoch handoff that makes this
 // node a partition's leader, and the peer ops that move leadership
-// (OpPromise, OpTakeover, OpPull, OpRelease). Safe for concurrent use.
+// (OpPromise, OpTakeover, OpPull, OpRelease, OpAbandoned). Safe for
+// concurrent use.
 type Control struct {
 	cfg  Config
 	host Host
@@ -37,6 +38,10 @@ type Control struct {
 	// gathers are the gathers of zombies' copies this node ran or runs as
 	// their partitions' leader (zombie.go).
 	gathers gatherRuns
+
+	// abandoned holds, by partition, what candidates told this node of
+	// handoffs they gave up (abandon.go).
+	abandoned abandonedMarks
 
 	// wg holds the loops and everything they started (takeovers, moves,
 	// hand-offs, gathers); Wait waits for it.
@@ -60,6 +65,7 @@ func New(cfg Config, host Host) (*Control, error) {
 	c.clock.det = det
 	c.runs.by = make(map[int]int)
 	c.gathers.by = make(map[gatherKey]*gatherRun)
+	c.abandoned.by = make(map[int]abandonMark)
 	return c, nil
 }
 

@@ -23,6 +23,9 @@ type Partition struct {
 	// Promised and PromisedTo: the highest epoch this replica promised,
 	// and to whom.
 	Promised, PromisedTo uint64
+	// Abandoned is the highest epoch PromisedTo said it gave up its
+	// handoff at (OpAbandoned; 0: it said nothing).
+	Abandoned uint64
 	// Running: a takeover by this node's failover is already running.
 	Running bool
 }
@@ -91,9 +94,10 @@ type FailoverPlan struct {
 //     restart, or a handoff that did not finish here), unless it
 //     promised a newer epoch to another node, which is then taking over;
 //   - when that promise has stood for PromiseGrace and the registry
-//     still names this node: the other node's handoff was abandoned (it
-//     crashed, was cut off or gave up after the promise stopped this
-//     replica leading). Nobody else would take over, since this node is
+//     still names this node, or at once when the candidate said it gave
+//     up at or above the epoch promised (Abandoned): the other node's
+//     handoff was abandoned (it crashed, was cut off or gave up after
+//     the promise stopped this replica leading). Nobody else would take over, since this node is
 //     alive, and the partition would stay without a leader for good. The
 //     takeover is an ordinary handoff, above the epoch promised: the
 //     promise keeps this replica from granting until one wins, and the
@@ -135,7 +139,7 @@ func PlanFailover(in FailoverInput) FailoverPlan {
 					since = in.Now
 				}
 				plan.PromisedSince[p.Part] = since
-				if in.Now.Sub(since) < in.PromiseGrace {
+				if in.Now.Sub(since) < in.PromiseGrace && p.Abandoned < p.Promised {
 					continue
 				}
 				why = TakeoverAbandoned

@@ -169,3 +169,35 @@ func TestPlanFailoverAbsence(t *testing.T) {
 		t.Fatalf("a back: plan %+v; want nothing", plan)
 	}
 }
+
+// A candidate that said it gave up its handoff at or above the epoch this
+// node promised it (OpAbandoned) is not waited for: the partition is
+// taken back at once. One that asked above what it said (a retry after
+// it spoke) gets the grace again.
+func TestPlanFailoverToldAbandoned(t *testing.T) {
+	const self, a, b = 1, 2, 3
+	states := map[uint64]member.State{self: member.Alive, a: member.Alive, b: member.Alive}
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name      string
+		abandoned uint64
+		take      bool
+	}{
+		{"nothing said", 0, false},
+		{"gave up at the epoch promised", 5, true},
+		{"gave up above it", 6, true},
+		{"gave up below it: a later attempt", 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Partition{Part: 0, Leader: self, Epoch: 4, Cohort: []uint64{self, a, b}, Promised: 5, PromisedTo: a, Abandoned: tc.abandoned}
+			plan := PlanFailover(FailoverInput{Self: self, Partitions: []Partition{p}, States: states, Now: t0, DeadGrace: time.Second, PromiseGrace: time.Hour})
+			took := len(plan.Takeovers) == 1 && plan.Takeovers[0].Why == TakeoverAbandoned
+			if took != tc.take || len(plan.Takeovers) > 1 {
+				t.Fatalf("plan %+v; want a takeover of the abandoned promise: %v", plan.Takeovers, tc.take)
+			}
+			if !plan.PromisedSince[0].Equal(t0) {
+				t.Fatalf("promised away since %v; want t0 either way", plan.PromisedSince[0])
+			}
+		})
+	}
+}

@@ -108,10 +108,19 @@ func (c *Control) ElectLeaders(ctx context.Context) error {
 // every attempt after the first: an error from it (the reason for the
 // handoff is gone) ends the handoff with that error. An attempt refused
 // by a voter's promise to a higher epoch asks above it next time (an
-// abandoned takeover never blocks the partition).
+// abandoned takeover never blocks the partition). One that gives up
+// tells the registry's leader, should its promises stop that one leading
+// (tellAbandoned).
 func (c *Control) lead(ctx context.Context, part int, cohort []uint64, still func() error) error {
 	c.handoffStarted(part)
 	defer c.handoffEnded(part)
+	var asked uint64 // the highest epoch an attempt asked promises of
+	won := false
+	defer func() {
+		if !won {
+			c.tellAbandoned(ctx, part, asked)
+		}
+	}()
 	rng := rand.New(rand.NewPCG(c.cfg.Self, uint64(part)))
 	h := epoch.Handoff{Part: part, Self: c.cfg.Self, Cohort: cohort}
 	for attempt := 1; ; attempt++ {
@@ -127,7 +136,9 @@ func (c *Control) lead(ctx context.Context, part int, cohort []uint64, still fun
 			}
 		}
 		res, err := epoch.Run(ctx, h, voters{c}, c.host, registry{c.host.Group()})
+		asked = max(asked, res.Epoch)
 		if err == nil {
+			won = true
 			// The carry left this replica holding exactly what the
 			// handoff carried, before the CAS made the epoch current.
 			if err := c.host.Replica(part).Lead(res.Epoch); err != nil {

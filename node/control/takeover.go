@@ -71,10 +71,13 @@ func (c *Control) failoverTick(ctx context.Context, st *failoverState, now time.
 			Part: p, Leader: pi.Leader, Epoch: pi.Epoch, Cohort: pi.Cohort,
 			Leading: c.leads(p), Handoff: handoffs[p], Running: st.running[p],
 		}
-		if pi.Leader == c.cfg.Self {
+		if pi.Leader == c.cfg.Self && !cp.Leading {
 			// The planner reads the promise only then; it takes the
 			// replica's lock, which writes hold.
 			cp.Promised, cp.PromisedTo = c.host.Replica(p).Promised()
+			cp.Abandoned = c.abandonedBy(p, cp.PromisedTo)
+		} else {
+			c.dropAbandoned(p) // led here, or named another: no promise to take back
 		}
 		parts = append(parts, cp)
 	}

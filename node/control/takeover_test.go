@@ -9,6 +9,7 @@ import (
 
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/raftgroup"
+	"github.com/skuldd/skuldd/wire"
 )
 
 // tickHost is a fakeHost with a registry and a gossip view, for driving
@@ -122,5 +123,67 @@ func TestFailoverTickTakesBackAnAbandonedPromise(t *testing.T) {
 		if p.candidate != testSelf || p.ep <= 5 {
 			t.Fatalf("promises asked %v; want this node's, above the refused epoch 5 after the first", got)
 		}
+	}
+}
+
+// The failover loop takes back at once a partition whose candidate said
+// it gave up (ServeAbandoned), and only when that candidate is the one
+// this node's replica promised to; the mark goes once the registry names
+// another node.
+func TestFailoverTickTakesBackWhenTold(t *testing.T) {
+	const a, b = 2, 3
+	cohort := []uint64{testSelf, a, b}
+	newHost := func() *tickHost {
+		return &tickHost{
+			fakeHost: &fakeHost{
+				parts:     []*fakeReplica{{promised: 5, promisedTo: a}},
+				placement: Placement{Cohorts: [][]uint64{cohort}, Leaders: []uint64{testSelf}, Epochs: []uint64{4}},
+			},
+			meta: raftgroup.Meta{
+				Members:    map[uint64]raftgroup.Member{testSelf: {ID: testSelf}, a: {ID: a}, b: {ID: b}},
+				Partitions: []raftgroup.PartitionInfo{{Epoch: 4, Cohort: cohort, Leader: testSelf, Sealed: cohort}},
+			},
+			peers: []member.Peer{{ID: testSelf, State: member.Alive}, {ID: a, State: member.Alive}, {ID: b, State: member.Alive}},
+		}
+	}
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name string
+		from uint64
+		take bool
+	}{
+		{"told by the candidate promised to", a, true},
+		{"told by another node", b, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost()
+			c := newTestControl(t, h)
+			c.clock.checked = true
+			st := newFailoverState()
+			if err := c.ServeAbandoned(tc.from, &wire.AbandonedRequest{Part: 0, Epoch: 5}); err != nil {
+				t.Fatal(err)
+			}
+			c.failoverTick(context.Background(), st, t0)
+			c.Wait()
+			if took := len(h.promises()) > 0; took != tc.take {
+				t.Fatalf("promises asked %v within the grace; want a handoff of this node's: %v", h.promises(), tc.take)
+			}
+		})
+	}
+	// Named another: the mark is dropped.
+	h := newHost()
+	c := newTestControl(t, h)
+	c.clock.checked = true
+	if err := c.ServeAbandoned(a, &wire.AbandonedRequest{Part: 0, Epoch: 5}); err != nil {
+		t.Fatal(err)
+	}
+	h.meta.Partitions[0].Leader, h.meta.Partitions[0].Epoch = b, 5
+	c.failoverTick(context.Background(), newFailoverState(), t0)
+	c.Wait()
+	if got := c.abandonedBy(0, a); got != 0 {
+		t.Fatalf("mark %d kept once the registry names another leader; want it dropped", got)
+	}
+	if err := c.ServeAbandoned(a, &wire.AbandonedRequest{Part: 1, Epoch: 5}); err == nil {
+		t.Fatal("a mark of a partition out of range: accepted")
 	}
 }
