@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/skuldd/skuldd/store"
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -25,3 +26,7 @@ func HintsOf(n *Node, limit int) ([]store.Hint, error) { return n.hints.List(lim
 func TakeOver(ctx context.Context, n *Node, part int, cohort []uint64) error {
 	return n.ctl.ServeTakeover(ctx, &wire.TakeoverRequest{Part: part, Cohort: cohort})
 }
+
+// AddHints keeps specs as hints on n, as an enqueue with w answered
+// hinted would (hints.Plane.Add). Valid after Start.
+func AddHints(n *Node, specs []*task.Spec, w int) error { return n.hints.Add(specs, w) }

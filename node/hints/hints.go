@@ -69,9 +69,9 @@ type Plane struct {
 	mu sync.Mutex
 	// closed: the node is stopping and its store may be closed; Add
 	// refuses (guarded by mu).
-	closed  bool
-	pending atomic.Int64
-	handed  atomic.Int64
+	closed     bool
+	pending    atomic.Int64
+	handedOver atomic.Int64
 	// oldest is the At of the oldest pending hint (0: none), as of the
 	// last Add or handover.
 	oldest atomic.Int64
@@ -156,10 +156,17 @@ func (p *Plane) Close() {
 	p.closed = true
 }
 
+// handOverWarnEvery bounds how often the loop logs a failed handover at
+// Warn (the rest at Debug): a hint that cannot be handed over is an
+// acknowledged enqueue waiting, which an operator must be able to see
+// without a log line every Interval.
+const handOverWarnEvery = time.Minute
+
 // Loop hands hints over every Interval until ctx ends.
 func (p *Plane) Loop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
+	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -169,8 +176,14 @@ func (p *Plane) Loop(ctx context.Context) {
 		if p.pending.Load() == 0 {
 			continue
 		}
-		if err := p.HandOver(ctx); err != nil && ctx.Err() == nil {
-			p.cfg.Log.Debug("handing hints over", "err", err)
+		err := p.HandOver(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case time.Since(warned) >= handOverWarnEvery:
+			warned = time.Now()
+			p.cfg.Log.Warn("hints not handed over yet; retrying", "pending", p.pending.Load(), "err", err)
+		default:
+			p.cfg.Log.Debug("hints not handed over yet; retrying", "pending", p.pending.Load(), "err", err)
 		}
 	}
 }
@@ -214,9 +227,12 @@ func (p *Plane) HandOver(ctx context.Context) error {
 		}
 		for len(hs) > 0 {
 			n := min(len(hs), handOverBatch)
-			if err := p.handOver(ctx, g.part, g.w, hs[:n]); err != nil {
+			cohortFailed, err := p.handOver(ctx, g.part, g.w, hs[:n])
+			if err != nil {
 				errs = append(errs, fmt.Errorf("partition %d: %w", g.part, err))
-				break
+			}
+			if cohortFailed {
+				break // the next batch would fail the same way
 			}
 			hs = hs[n:]
 		}
@@ -225,37 +241,55 @@ func (p *Plane) HandOver(ctx context.Context) error {
 }
 
 // handOver writes hs, hints of part enqueued with w, to the cohort and
-// deletes them once W replicas hold them: keyed ones through the key's
-// leader, the others directly.
-func (p *Plane) handOver(ctx context.Context, part uint16, w int, hs []store.Hint) error {
+// deletes each once W replicas hold it: the hints without key directly,
+// in one write, then each keyed one through its key's leader, on its
+// own. One hint that cannot be handed over keeps no other from it (the
+// 30-minute fault run on bb729d4 lost two acknowledged hinted enqueues
+// that waited, until the end, behind a keyed hint of their partition
+// whose handover kept failing). cohortFailed says the direct write
+// failed: the cohort did not take it.
+func (p *Plane) handOver(ctx context.Context, part uint16, w int, hs []store.Hint) (cohortFailed bool, err error) {
 	var recs []task.Record
+	var plain []task.ID
 	var keyed []*task.Spec
-	ids := make([]task.ID, len(hs))
-	for i, h := range hs {
+	for _, h := range hs {
 		if h.Spec.Key != "" {
 			keyed = append(keyed, h.Spec)
 		} else {
 			recs = append(recs, task.Record{ID: h.Spec.ID, Spec: h.Spec})
-		}
-		ids[i] = h.Spec.ID
-	}
-	if len(keyed) > 0 {
-		if err := p.host.HandOverKeyed(ctx, w, keyed); err != nil {
-			return err
+			plain = append(plain, h.Spec.ID)
 		}
 	}
+	var errs []error
 	if len(recs) > 0 {
 		if err := p.writeDirect(ctx, part, w, recs); err != nil {
-			return err
+			return true, err
+		}
+		if err := p.handed(part, plain); err != nil {
+			return false, err
 		}
 	}
+	for _, sp := range keyed {
+		if err := p.host.HandOverKeyed(ctx, w, []*task.Spec{sp}); err != nil {
+			errs = append(errs, fmt.Errorf("keyed task %s: %w", sp.ID, err))
+			continue
+		}
+		if err := p.handed(part, []task.ID{sp.ID}); err != nil {
+			return false, err
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+// handed deletes the hints of ids, of part, which W replicas hold now.
+func (p *Plane) handed(part uint16, ids []task.ID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.host.Store().DeleteHints(ids); err != nil {
 		return err
 	}
 	p.pending.Add(-int64(len(ids)))
-	p.handed.Add(int64(len(ids)))
+	p.handedOver.Add(int64(len(ids)))
 	p.cfg.Log.Info("hints handed over", "partition", part, "tasks", len(ids))
 	return nil
 }
@@ -285,7 +319,7 @@ type Stats struct {
 
 // Stats returns the plane's figures.
 func (p *Plane) Stats() Stats {
-	st := Stats{Pending: p.pending.Load(), Handed: p.handed.Load(), OldestAt: p.oldest.Load()}
+	st := Stats{Pending: p.pending.Load(), Handed: p.handedOver.Load(), OldestAt: p.oldest.Load()}
 	if st.Pending == 0 {
 		st.OldestAt = 0
 	}
