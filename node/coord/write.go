@@ -454,17 +454,11 @@ func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partiti
 	if len(to) == 0 {
 		return 1, p.parts[part].Enqueue(ts, now)
 	}
-	recs := make([]task.Record, len(ts))
 	checked := false
 	for i := range ts {
 		if !ts[i].State.IsZero() {
 			ts[i].State.Stamp = ep // as the replica stamps it (partition.Replica.Enqueue)
 		}
-		// The record's own copy of the state: the shipment encodes it
-		// while the replica's Enqueue writes ts (the race detector saw
-		// the two meet in TestClusterGC).
-		st := ts[i].State.Clone()
-		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec, State: &st}
 		// A key may be taken: what to ship is known once the
 		// replica has checked it.
 		checked = checked || ts[i].CheckExisting || ts[i].Spec.Key != ""
@@ -473,19 +467,56 @@ func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partiti
 	// client-supplied id may turn out to conflict with a stored task,
 	// and then nothing may reach the followers: write here first.
 	if !checked {
-		s = p.repl.Ship(part, need, recs, nil)
+		s = p.repl.Ship(part, need, newRecords(ts), nil)
 	}
 	if err := p.parts[part].Enqueue(ts, now); err != nil {
 		return 0, err
 	}
 	if s == nil {
-		var err error
-		if recs, err = p.shipRecords(part, ts, recs); err != nil {
+		// Built now: Enqueue has decided each task's first state (a
+		// hinted keyed task whose key was taken is retired).
+		recs, err := p.shipRecords(part, ts, newRecords(ts))
+		if err != nil {
 			return 0, err
 		}
-		s = p.repl.Ship(part, need, recs, nil)
+		s = p.repl.Ship(part, need, recs, p.wholeRecords(part, recs))
 	}
 	return s.FinishBy(ctx, nil, by)
+}
+
+// newRecords returns the records that ship ts, new tasks: each spec, and
+// its first state when it has one. A task without one ships its spec
+// alone, as its leader wrote it: a state stamped 0 would read to a
+// follower that holds the task already (a repeat of an enqueue, once
+// the task was claimed) as one that replaces its newer state, and it
+// would refuse the write. (The fault run on 7faaf41 saw every keyed hint
+// of a claimed task refused so at its handover.) Each record has its
+// own copy of the state: the shipment encodes it while the replica's
+// Enqueue writes ts (the race detector saw the two meet in
+// TestClusterGC).
+func newRecords(ts []partition.NewTask) []task.Record {
+	recs := make([]task.Record, len(ts))
+	for i := range ts {
+		recs[i] = task.Record{ID: ts[i].Spec.ID, Spec: ts[i].Spec}
+		if !ts[i].State.IsZero() {
+			st := ts[i].State.Clone()
+			recs[i].State = &st
+		}
+	}
+	return recs
+}
+
+// wholeRecords returns what rebuilds the records recs shipped whole, from
+// this replica, for a follower that asks for them (Shipment's retry): a
+// repeat of a task it lacks a line of.
+func (p *Plane) wholeRecords(part uint16, recs []task.Record) func() ([]task.Record, error) {
+	return func() ([]task.Record, error) {
+		ids := make([]task.ID, len(recs))
+		for i := range recs {
+			ids[i] = recs[i].ID
+		}
+		return p.parts[part].Records(ids)
+	}
 }
 
 // shipRecords returns what to ship for ts, written to part with records
