@@ -74,19 +74,14 @@ func (g tickGossip) Lookup(id uint64) (string, member.State, bool) {
 	return "", 0, false
 }
 
-// The failover loop of a node the registry names leader, whose replica
-// promised a newer epoch to a candidate that never finished (seeds 194
-// and 754 of the simulation, under load: the partition stayed without a
-// leader, every node alive, until the drain gave up): it waits
-// PromiseGrace across ticks, then runs a handoff of its own, which asks
-// above the registry's epoch. No handoff here can win (the peers are out
-// of reach); the promise asked of this node's replica shows it started.
-func TestFailoverTickTakesBackAnAbandonedPromise(t *testing.T) {
+// promisedAwayHost is a node the registry names leader of partition 0
+// (cohort testSelf, 2 and 3, epoch 4, every member alive), whose
+// replica does not lead: it promised epoch 5 to node 2.
+func promisedAwayHost() *tickHost {
 	const a, b = 2, 3
 	cohort := []uint64{testSelf, a, b}
-	h := &tickHost{
+	return &tickHost{
 		fakeHost: &fakeHost{
-			// Not leading: the promise of epoch 5 to a stopped it.
 			parts:     []*fakeReplica{{promised: 5, promisedTo: a}},
 			placement: Placement{Cohorts: [][]uint64{cohort}, Leaders: []uint64{testSelf}, Epochs: []uint64{4}},
 		},
@@ -96,6 +91,17 @@ func TestFailoverTickTakesBackAnAbandonedPromise(t *testing.T) {
 		},
 		peers: []member.Peer{{ID: testSelf, State: member.Alive}, {ID: a, State: member.Alive}, {ID: b, State: member.Alive}},
 	}
+}
+
+// The failover loop of a node the registry names leader, whose replica
+// promised a newer epoch to a candidate that never finished (seeds 194
+// and 754 of the simulation, under load: the partition stayed without a
+// leader, every node alive, until the drain gave up): it waits
+// PromiseGrace across ticks, then runs a handoff of its own, which asks
+// above the registry's epoch. No handoff here can win (the peers are out
+// of reach); the promise asked of this node's replica shows it started.
+func TestFailoverTickTakesBackAnAbandonedPromise(t *testing.T) {
+	h := promisedAwayHost()
 	c := newTestControl(t, h)
 	c.clock.checked = true // a judged clock: failover acts
 	st := newFailoverState()
@@ -132,20 +138,7 @@ func TestFailoverTickTakesBackAnAbandonedPromise(t *testing.T) {
 // another node.
 func TestFailoverTickTakesBackWhenTold(t *testing.T) {
 	const a, b = 2, 3
-	cohort := []uint64{testSelf, a, b}
-	newHost := func() *tickHost {
-		return &tickHost{
-			fakeHost: &fakeHost{
-				parts:     []*fakeReplica{{promised: 5, promisedTo: a}},
-				placement: Placement{Cohorts: [][]uint64{cohort}, Leaders: []uint64{testSelf}, Epochs: []uint64{4}},
-			},
-			meta: raftgroup.Meta{
-				Members:    map[uint64]raftgroup.Member{testSelf: {ID: testSelf}, a: {ID: a}, b: {ID: b}},
-				Partitions: []raftgroup.PartitionInfo{{Epoch: 4, Cohort: cohort, Leader: testSelf, Sealed: cohort}},
-			},
-			peers: []member.Peer{{ID: testSelf, State: member.Alive}, {ID: a, State: member.Alive}, {ID: b, State: member.Alive}},
-		}
-	}
+	newHost := promisedAwayHost
 	t0 := time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name string

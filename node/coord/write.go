@@ -479,7 +479,7 @@ func (p *Plane) writeAtLeaderOnce(ctx context.Context, part uint16, ts []partiti
 		if err != nil {
 			return 0, err
 		}
-		s = p.repl.Ship(part, need, recs, p.wholeRecords(part, recs))
+		s = p.repl.Ship(part, need, recs, p.repl.WholeRecords(part, recs))
 	}
 	return s.FinishBy(ctx, nil, by)
 }
@@ -504,19 +504,6 @@ func newRecords(ts []partition.NewTask) []task.Record {
 		}
 	}
 	return recs
-}
-
-// wholeRecords returns what rebuilds the records recs shipped whole, from
-// this replica, for a follower that asks for them (Shipment's retry): a
-// repeat of a task it lacks a line of.
-func (p *Plane) wholeRecords(part uint16, recs []task.Record) func() ([]task.Record, error) {
-	return func() ([]task.Record, error) {
-		ids := make([]task.ID, len(recs))
-		for i := range recs {
-			ids[i] = recs[i].ID
-		}
-		return p.parts[part].Records(ids)
-	}
 }
 
 // shipRecords returns what to ship for ts, written to part with records

@@ -238,15 +238,29 @@ func (p *Plane) Replicate(ctx context.Context, part uint16, w int, wr partition.
 // WholeRecord returns what rebuilds task id's record whole, for a
 // Shipment's retry.
 func (p *Plane) WholeRecord(part uint16, id task.ID) func() ([]task.Record, error) {
+	whole := p.WholeRecords(part, []task.Record{{ID: id}})
 	return func() ([]task.Record, error) {
-		recs, err := p.host.Replica(part).Records([]task.ID{id})
+		recs, err := whole()
 		if err != nil {
 			return nil, err
 		}
 		if len(recs) == 0 {
 			return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 		}
-		return []task.Record{recs[0]}, nil
+		return recs[:1], nil
+	}
+}
+
+// WholeRecords returns what rebuilds the records recs whole, from this
+// replica (those it holds), for a Shipment's retry: a follower that
+// lacks a line of a task shipped in part asks for it whole.
+func (p *Plane) WholeRecords(part uint16, recs []task.Record) func() ([]task.Record, error) {
+	return func() ([]task.Record, error) {
+		ids := make([]task.ID, len(recs))
+		for i := range recs {
+			ids[i] = recs[i].ID
+		}
+		return p.host.Replica(part).Records(ids)
 	}
 }
 
