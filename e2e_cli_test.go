@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -611,4 +614,222 @@ while :; do sleep 0.1; done
 		}
 		return nil
 	})
+}
+
+// TestCtlForPeople drives ctl as a person types it: --version; ctl's own
+// flags after the subcommand and a subcommand's flags after its
+// arguments; --addr with a dead node first (the next one is used, the
+// dead one costs about --dial-timeout) and with only dead nodes (an error
+// that says so); -o table (aligned columns, local times, a payload as
+// text, or base64 when it is not); and the token printed bare, used as
+// --token.
+func TestCtlForPeople(t *testing.T) {
+	bin := skulddBin(t)
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, filepath.Join(dir, "data"), 0, "--cluster-secret-file", secret)
+	defer n.stop(t)
+
+	r, err := runBinary(bin, nil, "--version")
+	if err != nil || r.code != 0 || !strings.HasPrefix(r.stdout, "skuldd version ") || !strings.Contains(r.stdout, "go1.") {
+		t.Fatalf("--version: %v, %v", r, err)
+	}
+
+	r, err = runBinary(bin, nil, "ctl", "token", "--raw", "--cluster-secret-file", secret)
+	tok := strings.TrimSpace(r.stdout)
+	if err != nil || r.code != 0 || len(tok) != 64 || strings.ContainsAny(tok, "{\" ") {
+		t.Fatalf("ctl token --raw: %v, %v; want the bare token", r, err)
+	}
+
+	// Flags anywhere after ctl: ctl's after the subcommand, the
+	// subcommand's after an argument.
+	ctl := func(args ...string) result {
+		t.Helper()
+		r, err := runBinary(bin, nil, append([]string{"ctl"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r = ctl("enqueue", "--queue", "people", "--data", "hello world", "--addr", n.addr, "--token", tok)
+	if r.code != 0 || !strings.Contains(r.stdout, `"acks":1`) {
+		t.Fatalf("enqueue with --addr and --token after it: %v", r)
+	}
+	if r = ctl("enqueue", "--queue", "people", "--data-file", "-", "--addr="+n.addr, "--token", tok); r.code != 0 {
+		t.Fatalf("enqueue of an empty payload from stdin: %v", r)
+	}
+	binPath := filepath.Join(dir, "payload.bin")
+	if err := os.WriteFile(binPath, []byte{0, 1, 'b', 'i', 'n'}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = ctl("--token", tok, "enqueue", "--queue", "people", "--data-file", binPath, "--addr", n.addr); r.code != 0 {
+		t.Fatalf("enqueue of a binary payload: %v", r)
+	}
+	if r = ctl("schedule", "set", "nightly", "--queue", "people", "--cron", "@daily", "--addr", n.addr, "--token", tok); r.code != 0 {
+		t.Fatalf("schedule set NAME --flags: %v", r)
+	}
+
+	// A dead node first in --addr: the next answers.
+	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	began := time.Now()
+	r = ctl("count", "--queue", "people", "--addr", dead+","+n.addr, "--token", tok, "--dial-timeout", "300ms")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"count":3}` {
+		t.Fatalf("count through a dead node, then a live one: %v", r)
+	}
+	t.Logf("a dead node first in --addr cost %v (--dial-timeout 300ms)", time.Since(began).Round(time.Millisecond))
+	// Only dead nodes: the error names each and says what happened.
+	r = ctl("count", "--addr", dead+","+dead, "--dial-timeout", "300ms")
+	if r.code != 1 || !strings.Contains(r.stderr, "no node of --addr answered") || !strings.Contains(r.stderr, "no answer within 300ms (the node is down, or not listening at this address)") {
+		t.Fatalf("count with only dead nodes: %v", r)
+	}
+
+	// -o table: a header, aligned columns, the payload as text (or
+	// base64), times in local time; columns no row uses are left out.
+	r = ctl("list", "--queue", "people", "-o", "table", "--addr", n.addr, "--token", tok)
+	lines := r.lines()
+	if r.code != 0 || len(lines) != 4 {
+		t.Fatalf("list -o table: %v; want a header and 3 rows", r)
+	}
+	header := strings.Fields(lines[0])
+	for _, col := range []string{"ID", "QUEUE", "DATA", "STATE", "ENQUEUED_AT"} {
+		if !slices.Contains(header, col) {
+			t.Errorf("list -o table: header %q lacks %s", lines[0], col)
+		}
+	}
+	if slices.Contains(header, "TIME_LIMIT") {
+		t.Errorf("list -o table: header %q shows a column no task uses", lines[0])
+	}
+	dataCol := strings.Index(lines[0], "DATA")
+	var texts []string
+	for _, l := range lines[1:] {
+		texts = append(texts, strings.Fields(l[dataCol:])[0])
+		if !regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}`).MatchString(l) {
+			t.Errorf("list -o table: row %q has no local time", l)
+		}
+	}
+	slices.Sort(texts)
+	if want := []string{"-", "base64:AAFiaW4=", "hello"}; !slices.Equal(texts, want) {
+		t.Errorf("list -o table: payloads %q; want %q", texts, want)
+	}
+	if r = ctl("cluster", "-o", "table", "--addr", n.addr, "--token", tok); r.code != 0 || !strings.Contains(r.stdout, "MEMBERS\nID ") || !strings.Contains(r.stdout, "PARTITIONS\nPARTITION ") {
+		t.Fatalf("cluster -o table: %v", r)
+	}
+	if r = ctl("count", "-o", "yaml", "--addr", n.addr, "--token", tok); r.code != 2 || !strings.Contains(r.stderr, `--output "yaml": want json or table`) {
+		t.Fatalf("-o yaml: %v; want a usage error", r)
+	}
+}
+
+// TestSystemdNotify runs the node as systemd's Type=notify does: with a
+// datagram socket in NOTIFY_SOCKET. The node says READY=1 once it serves
+// (GET /readyz answers 200 by then), and STOPPING=1 when SIGTERM begins
+// its shutdown; then it exits 0.
+func TestSystemdNotify(t *testing.T) {
+	bin := skulddBin(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin, "--bind", addr, "--data-dir", filepath.Join(dir, "data"))
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("skuldd output:\n%s", out.String())
+		}
+	})
+	// next returns the next datagram the node sent.
+	next := func(within time.Duration) string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		if err := ln.SetReadDeadline(time.Now().Add(within)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := ln.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification from the node: %v", err)
+		}
+		return string(buf[:n])
+	}
+	for {
+		msg := next(time.Minute)
+		if strings.HasPrefix(msg, "STATUS=not ready") {
+			continue
+		}
+		if !strings.Contains(msg, "READY=1") {
+			t.Fatalf("notification %q; want READY=1 (or a not-ready STATUS)", msg)
+		}
+		break
+	}
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz after READY=1: %s", resp.Status)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if msg := next(10 * time.Second); msg != "STOPPING=1" {
+		t.Fatalf("notification after SIGTERM %q; want STOPPING=1", msg)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; want status 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30 s of SIGTERM")
+	}
+}
+
+// TestSystemdUnit: the unit in scripts/systemd is Type=notify and
+// systemd-analyze rates its sandbox 4.0 or lower (lower is safer). It
+// skips, saying so, where systemd-analyze is not installed.
+func TestSystemdUnit(t *testing.T) {
+	const unit = "scripts/systemd/skuldd.service"
+	b, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nType=notify\n", "\nNotifyAccess=main\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %q", unit, strings.TrimSpace(want))
+		}
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (apt-get install systemd): the unit's sandbox is not rated")
+	}
+	out, err := exec.Command(sa, "security", "--offline=true", unit).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`Overall exposure level for skuldd.service: ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze security gave no overall level:\n%s", out)
+	}
+	level, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("systemd-analyze security: exposure %.1f", level)
+	if level > 4.0 {
+		t.Errorf("the unit's exposure is %.1f; want 4.0 or lower:\n%s", level, out)
+	}
 }

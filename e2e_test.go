@@ -219,11 +219,12 @@ func launch(t *testing.T, bin, dir string, port int, extra ...string) (*node, er
 	return n, nil
 }
 
-// waitHealthy polls /healthz until it answers 200.
+// waitHealthy polls /readyz until it answers 200: the node has started
+// and serves.
 func (n *node) waitHealthy(timeout time.Duration) error {
 	hc := &http.Client{Timeout: time.Second}
 	defer hc.CloseIdleConnections()
-	url := "http://" + n.addr + "/healthz"
+	url := "http://" + n.addr + "/readyz"
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
@@ -240,7 +241,7 @@ func (n *node) waitHealthy(timeout time.Duration) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("/healthz not 200 after %v (last: %v)", timeout, statusOrErr(resp, err))
+			return fmt.Errorf("/readyz not 200 after %v (last: %v)", timeout, statusOrErr(resp, err))
 		}
 		select {
 		case <-n.done: // reported at the top of the loop

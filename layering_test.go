@@ -14,7 +14,7 @@ const module = "github.com/skuldd/skuldd"
 var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
-	"cli":       {"node", "client", "wire", "task", "clock", "store"},
+	"cli":       {"node", "client", "wire", "task", "clock", "store", "internal/buildinfo"},
 	"node":      {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer": {"wire"},
 	// The coordinator plane: the client API, routed to the leaders.
@@ -42,7 +42,7 @@ var allowedInternal = map[string][]string{
 	"node/replication": {"node/peer", "partition", "antientropy", "epoch", "ring", "wire", "task", "clock"},
 	// The node's Prometheus registry and exposition: it reads the node
 	// through its Source, the replication plane's Stats among them.
-	"node/metrics": {"node/replication", "wire", "task"},
+	"node/metrics": {"node/replication", "wire", "task", "internal/buildinfo"},
 	// The periodic-task plane: the schedules in the metadata group, the
 	// client API's enqueue.
 	"node/schedules": {"raftgroup", "internal/cron", "wire", "task", "clock"},
@@ -66,7 +66,9 @@ var allowedInternal = map[string][]string{
 	"internal/cbormode": {},
 	// Cron expressions of periodic tasks: a leaf.
 	"internal/cron": {},
-	"node/nodetest": nil, // test harness: may import anything
+	// Which build a binary is (--version, skuldd_build_info): a leaf.
+	"internal/buildinfo": {},
+	"node/nodetest":      nil, // test harness: may import anything
 	// The tests' shared helpers (waiting, logging): stdlib only. Only
 	// _test.go files and node/nodetest import it, which the lists above
 	// enforce by not naming it.

@@ -24,6 +24,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/internal/buildinfo"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -48,7 +49,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // the process exit status.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, ctlArgs(app, args))
 	if err == nil {
 		return exitOK
 	}
@@ -77,6 +78,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 	d := node.DefaultConfig()
 	app := &ucli.App{
 		Name:      "skuldd",
+		Version:   buildinfo.Read().String(),
 		Usage:     "a distributed task queue: run a node, or talk to one",
 		UsageText: "skuldd [flags]            run a node\nskuldd ctl [--addr A] CMD  talk to a node\nskuldd bench [flags]      load-test a node",
 		Writer:    stdout,
@@ -219,6 +221,17 @@ func runNode(c *ucli.Context) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
+	notifyCtx, notifyDone := context.WithCancel(ctx)
+	defer notifyDone()
+	go notifyReady(notifyCtx, n.Readiness, logger)
+	// stopping tells systemd the node is on its way down, before the
+	// shutdown's handoffs (which take seconds).
+	stopping := func() {
+		notifyDone()
+		if err := sdNotify("STOPPING=1"); err != nil {
+			logger.Warn("cannot tell systemd the node is stopping", "err", err)
+		}
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "reason", context.Cause(ctx))
@@ -226,9 +239,11 @@ func runNode(c *ucli.Context) error {
 		logger.Info("shutting down: asked to leave the cluster")
 	case err := <-n.Exit():
 		logger.Error("exiting", "reason", err)
+		stopping()
 		_ = n.Close()
 		return err
 	}
+	stopping()
 	return n.Close()
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,15 +22,23 @@ const defaultAddr = "127.0.0.1:13000"
 // ctlTimeout bounds one ctl request (a claim's --wait is added to it).
 const ctlTimeout = 30 * time.Second
 
+// ctlDialTimeout bounds connecting to one node of --addr: a node that is
+// down (or not listening there) is reported, or the next one tried, after
+// this long. A QUIC handshake takes a round trip or two; the rest is
+// room for a lost packet's resend.
+const ctlDialTimeout = time.Second
+
 func ctlCommand() *ucli.Command {
 	idFlag := &ucli.StringFlag{Name: "id", Usage: "task id (40 hex characters); required"}
 	claimFlag := &ucli.UintFlag{Name: "claim", Usage: "claim id; required"}
 	return &ucli.Command{
 		Name:  "ctl",
-		Usage: "talk to a node over QUIC; output is JSON, one object per line",
+		Usage: "talk to a node over QUIC; output is JSON, one object per line (-o table for people); flags may come anywhere after ctl",
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr"), Usage: "node address host:port"},
+			&ucli.StringFlag{Name: "addr", Value: defaultAddr, EnvVars: envName("addr"), Usage: "node address host:port, or several comma-separated: the first that answers is used"},
 			&ucli.DurationFlag{Name: "timeout", Value: ctlTimeout, Usage: "request timeout"},
+			&ucli.DurationFlag{Name: "dial-timeout", Value: ctlDialTimeout, Usage: "how long to wait for one node of --addr to answer before trying the next"},
+			&ucli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: outputJSON, EnvVars: envName("output"), Usage: "json (one object per line, for scripts) or table (aligned columns, local times, for people)"},
 			authFlags()[0], authFlags()[1],
 		},
 		Subcommands: []*ucli.Command{
@@ -186,8 +195,8 @@ func ctlCommand() *ucli.Command {
 			ctlGroupCommand(),
 			{
 				Name:   "token",
-				Usage:  "print the client token derived from --cluster-secret-file (for --token or SKULD_TOKEN, e.g. for HTTP clients)",
-				Flags:  []ucli.Flag{authFlags()[0]},
+				Usage:  "print the client token derived from --cluster-secret-file as {\"token\"} (--raw: the bare token, for --token \"$(skuldd ctl token --raw ...)\", SKULD_TOKEN or HTTP clients)",
+				Flags:  []ucli.Flag{authFlags()[0], &ucli.BoolFlag{Name: "raw", Usage: "print the bare token"}},
 				Action: ctlToken,
 			},
 		},
@@ -200,7 +209,7 @@ type ctlEnv struct {
 	c   *ucli.Context
 	cl  *wire.Client
 	ctx context.Context
-	out *json.Encoder
+	out printer
 }
 
 // ctlAction wraps a ctl command: it checks the required flags (a missing
@@ -226,22 +235,85 @@ func ctlActionArgs(nargs int, fn func(e *ctlEnv) error, required ...string) ucli
 				return usagef("%s: missing --%s", c.Command.Name, f)
 			}
 		}
+		out, err := newPrinter(c, c.App.Writer)
+		if err != nil {
+			return err
+		}
 		timeout := c.Duration("timeout") + c.Duration("wait")
 		ctx, cancel := context.WithTimeout(c.Context, timeout)
 		defer cancel()
-		addr := c.String("addr")
 		tok, err := clientToken(c)
 		if err != nil {
 			return err
 		}
-		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: 1, Token: tok})
+		conn, err := dialAny(ctx, c.String("addr"), c.Duration("dial-timeout"), tok)
 		if err != nil {
-			return fmt.Errorf("connect to %s: %w", addr, err)
+			return err
 		}
 		cl := wire.NewClient(conn)
 		defer cl.Close()
-		return fn(&ctlEnv{c: c, cl: cl, ctx: ctx, out: json.NewEncoder(c.App.Writer)})
+		err = fn(&ctlEnv{c: c, cl: cl, ctx: ctx, out: out})
+		if ferr := out.Flush(); err == nil {
+			err = ferr
+		}
+		return err
 	}
+}
+
+// dialAny connects to the first node of addrs (comma-separated) that
+// answers within dialTimeout, trying them in order; if none does, the
+// error says what each did.
+func dialAny(ctx context.Context, addrs string, dialTimeout time.Duration, tok []byte) (*wire.Conn, error) {
+	if dialTimeout <= 0 {
+		return nil, usagef("--dial-timeout %v: want more than 0", dialTimeout)
+	}
+	var fails []string
+	list := splitAddrs(addrs)
+	if len(list) == 0 {
+		return nil, usagef("--addr %q: no address", addrs)
+	}
+	for _, addr := range list {
+		conn, err := wire.Dial(ctx, addr, wire.ClientConfig{Streams: 1, Token: tok, DialTimeout: dialTimeout})
+		if err == nil {
+			return conn, nil
+		}
+		if ctx.Err() != nil {
+			fails = append(fails, fmt.Sprintf("%s: %v", addr, err))
+			break
+		}
+		fails = append(fails, fmt.Sprintf("%s: %s", addr, dialFailure(err, dialTimeout)))
+	}
+	if len(list) == 1 {
+		return nil, fmt.Errorf("connect to %s", fails[0])
+	}
+	return nil, fmt.Errorf("no node of --addr answered: %s", strings.Join(fails, "; "))
+}
+
+// dialFailure says why a dial failed in a user's terms: a node that does
+// not answer in time is down or not listening there (QUIC runs over UDP,
+// so a closed port looks the same as a dead machine).
+func dialFailure(err error, dialTimeout time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return fmt.Sprintf("no answer within %v (the node is down, or not listening at this address)", dialTimeout)
+	}
+	return err.Error()
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// splitAddrs splits a comma-separated address list, dropping empty
+// entries.
+func splitAddrs(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (e *ctlEnv) id() (task.ID, error) { return task.ParseID(e.c.String("id")) }
@@ -558,6 +630,10 @@ func ctlToken(c *ucli.Context) error {
 	}
 	tok, err := clientToken(c)
 	if err != nil {
+		return err
+	}
+	if c.Bool("raw") {
+		_, err := fmt.Fprintln(c.App.Writer, wire.FormatToken(tok))
 		return err
 	}
 	return json.NewEncoder(c.App.Writer).Encode(map[string]string{"token": wire.FormatToken(tok)})

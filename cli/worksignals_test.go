@@ -251,14 +251,14 @@ func startWorkNode(t *testing.T, bin string) string {
 			return errors.New("skuldd exited")
 		default:
 		}
-		resp, err := hc.Get("http://" + addr + "/healthz")
+		resp, err := hc.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/healthz: %s", resp.Status)
+			return fmt.Errorf("/readyz: %s", resp.Status)
 		}
 		return nil
 	})

@@ -339,7 +339,7 @@ const (
 )
 
 // watchServing records NoteServing once node i, just started, answers
-// GET /healthz as a started node (startedAnswer); it gives up when the
+// GET /readyz as a started node (startedAnswer); it gives up when the
 // process is down again or after servingWatchBound.
 func (r *Run) watchServing(i int) {
 	deadline := time.Now().Add(servingWatchBound)
@@ -348,7 +348,7 @@ func (r *Run) watchServing(i int) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), servingAskTimeout)
-		res := r.api.Do(ctx, i, http.MethodGet, "/healthz", nil, nil)
+		res := r.api.Do(ctx, i, http.MethodGet, "/readyz", nil, nil)
 		cancel()
 		if startedAnswer(res) {
 			r.note(NoteServing, []int{i}, nil)
@@ -358,10 +358,11 @@ func (r *Run) watchServing(i int) {
 	}
 }
 
-// startedAnswer reports whether res, a node's answer to GET /healthz,
-// says it has started: healthy, or unhealthy for another reason than
-// starting or stopping (a node past its start may be unhealthy for a
-// fault's reasons: that is the fault's to show).
+// startedAnswer reports whether res, a node's answer to GET /readyz,
+// says it has started: ready, or not ready for other reasons than
+// starting or stopping (a node past its start may be unready for a
+// fault's reasons: that is the fault's to show). A body that is not the
+// probe's JSON counts as not started.
 func startedAnswer(res Result) bool {
 	switch {
 	case res.Type == OK:
@@ -369,8 +370,13 @@ func startedAnswer(res Result) bool {
 	case res.Status == 0:
 		return false // no answer: not bound yet, or paused
 	}
-	body := string(res.Body)
-	return !strings.Contains(body, "starting") && !strings.Contains(body, "shutting down")
+	var body struct {
+		Reasons []string `json:"reasons"`
+	}
+	if err := json.Unmarshal(res.Body, &body); err != nil || len(body.Reasons) == 0 {
+		return false
+	}
+	return !slices.Contains(body.Reasons, "starting") && !slices.Contains(body.Reasons, "shutting down")
 }
 
 // applyCrash asks node i to crash losing its unsynced writes (the

@@ -237,16 +237,19 @@ func deref(p *int64) any {
 	return *p
 }
 
-// TestStartedAnswer: what a node's /healthz answer says of its start.
+// TestStartedAnswer: what a node's /readyz answer says of its start.
 func TestStartedAnswer(t *testing.T) {
 	tests := []struct {
 		res  Result
 		want bool
 	}{
 		{Result{Type: OK, Status: 200}, true},
-		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"unavailable: this node's clock is not trusted","status":"unhealthy"}`)}, true},
-		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"unavailable: starting","status":"unhealthy"}`)}, false},
-		{Result{Type: Info, Status: 503, Body: []byte(`{"reason":"shutting down","status":"unhealthy"}`)}, false},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"status":"not ready","reasons":["this node's clock is not trusted: ahead"]}`)}, true},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"status":"not ready","reasons":["metadata group: no leader","partitions this node should lead but does not yet: 3"]}`)}, true},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"status":"not ready","reasons":["starting"]}`)}, false},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"status":"not ready","reasons":["shutting down"]}`)}, false},
+		{Result{Type: Info, Status: 503, Body: []byte(`{"error":"unavailable: starting","code":"unavailable"}`)}, false},
+		{Result{Type: Info, Status: 503, Body: []byte(`not json`)}, false},
 		{Result{Type: Info, Code: "conn_refused"}, false},
 		{Result{Type: Info, Code: "timeout"}, false},
 	}

@@ -181,7 +181,7 @@ func (f *fakeService) Get(_ context.Context, req *wire.GetRequest) (*wire.TaskVi
 // read; r=1 is the answering node's own) to the service, and refuses an
 // r that is not a count.
 func TestGetReplicaCount(t *testing.T) {
-	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	h := newAPI(&fakeService{})
 	id := task.ID{1}.String()
 	for q, want := range map[string]int{"": 0, "?r=1": 1, "?r=3&min_seq=0": 3} {
 		rec := httptest.NewRecorder()
@@ -331,6 +331,13 @@ func (f *fakeService) ShardMembers(_ context.Context, req *wire.ShardMembersRequ
 var _ wire.Service = (*fakeService)(nil)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newAPI is the handler over svc of a node alive and ready.
+func newAPI(svc wire.Service) http.Handler {
+	return httpapi.New(httpapi.Config{
+		Service: svc, Live: func() error { return nil }, Ready: func() []string { return nil }, Log: quiet(),
+	})
+}
 
 // errorBody is the JSON form of every error answer.
 type errorBody struct {
@@ -489,7 +496,7 @@ func FuzzHTTPDecode(f *testing.F) {
 		}
 		fake := &fakeService{}
 		rec := httptest.NewRecorder()
-		httpapi.New(fake, func() error { return nil }, quiet()).ServeHTTP(rec, r)
+		newAPI(fake).ServeHTTP(rec, r)
 		checkResponse(t, fake, route, rec)
 	})
 }
@@ -531,7 +538,7 @@ func TestErrorMapping(t *testing.T) {
 	} {
 		fake := &fakeService{err: tc.err}
 		rec := httptest.NewRecorder()
-		httpapi.New(fake, func() error { return nil }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/count", nil))
+		newAPI(fake).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/count", nil))
 		var e errorBody
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 			t.Fatalf("%v: body %q: %v", tc.err, rec.Body.Bytes(), err)
@@ -545,29 +552,10 @@ func TestErrorMapping(t *testing.T) {
 		}
 	}
 
-	// /healthz reports why the node cannot serve.
-	for _, tc := range []struct {
-		health error
-		status int
-		want   string
-	}{
-		{nil, http.StatusOK, "ok"},
-		{fmt.Errorf("%w: starting", wire.ErrUnavailable), http.StatusServiceUnavailable, "unhealthy"},
-	} {
-		rec := httptest.NewRecorder()
-		httpapi.New(&fakeService{}, func() error { return tc.health }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
-		var body map[string]string
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != tc.status || body["status"] != tc.want {
-			t.Errorf("healthz with %v: status %d body %q (%v); want %d %q", tc.health, rec.Code, rec.Body.Bytes(), err, tc.status, tc.want)
-		}
-		if tc.health != nil && body["reason"] != tc.health.Error() {
-			t.Errorf("healthz: reason %q; want %q", body["reason"], tc.health.Error())
-		}
-	}
 }
 
 func TestRequireToken(t *testing.T) {
-	h := httpapi.RequireToken(httpapi.New(&fakeService{}, func() error { return nil }, quiet()), "abc")
+	h := httpapi.RequireToken(newAPI(&fakeService{}), "abc")
 	cases := []struct {
 		method, path, auth string
 		want               int
@@ -577,6 +565,7 @@ func TestRequireToken(t *testing.T) {
 		{"GET", "/v1/queues", "Bearer wrong", http.StatusUnauthorized},
 		{"GET", "/v1/queues", "Bearer abc", http.StatusOK},
 		{"GET", "/v1/cluster", "Bearer abc", http.StatusOK},
+		{"GET", "/readyz", "", http.StatusOK},
 		{"POST", "/healthz", "", http.StatusUnauthorized},
 	}
 	for _, tc := range cases {
@@ -599,7 +588,7 @@ func TestHTTPGC(t *testing.T) {
 		body := fmt.Sprintf(`{"dry_run":%v}`, dry)
 		r := httptest.NewRequest("POST", "/v1/gc", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		httpapi.New(&fakeService{}, func() error { return nil }, quiet()).ServeHTTP(rec, r)
+		newAPI(&fakeService{}).ServeHTTP(rec, r)
 		var got wire.GCResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
 			t.Fatalf("dry_run=%v: status %d body %q: %v", dry, rec.Code, rec.Body.Bytes(), err)
@@ -609,16 +598,16 @@ func TestHTTPGC(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	httpapi.New(&fakeService{}, func() error { return nil }, quiet()).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/gc", nil))
-	if rec.Code != http.StatusNotFound { // the catch-all answers every other route
-		t.Errorf("GET /v1/gc: status %d; want 404", rec.Code)
+	newAPI(&fakeService{}).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/gc", nil))
+	if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "POST" {
+		t.Errorf("GET /v1/gc: status %d, Allow %q; want 405, POST", rec.Code, rec.Header().Get("Allow"))
 	}
 }
 
 // The queue-settings endpoints: the path names the queue; pause and
 // resume set Paused; a body naming another queue is refused.
 func TestHTTPQueueSettings(t *testing.T) {
-	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	h := newAPI(&fakeService{})
 	for _, tc := range []struct {
 		method, path, body string
 		status             int
@@ -652,7 +641,7 @@ func TestHTTPQueueSettings(t *testing.T) {
 // listed all or one, deleted; a shard member's join, renew, leave, and a
 // set read.
 func TestHTTPSchedules(t *testing.T) {
-	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	h := newAPI(&fakeService{})
 	for _, tc := range []struct {
 		method, path, body string
 		status             int
@@ -684,7 +673,7 @@ func TestHTTPSchedules(t *testing.T) {
 // group's counts and cancel by the path's group (the cancel's body
 // optional), a subtopic's count and the queues' subtopics.
 func TestHTTPTaskControl(t *testing.T) {
-	h := httpapi.New(&fakeService{}, func() error { return nil }, quiet())
+	h := newAPI(&fakeService{})
 	id := strings.Repeat("ab", 20)
 	for _, tc := range []struct {
 		method, path, body string
@@ -712,8 +701,8 @@ func TestHTTPTaskControl(t *testing.T) {
 		{"GET", "/v1/count?subtopic=eu", "", http.StatusOK, `{"count":9}`},
 		{"GET", "/v1/queues?subtopics=true", "", http.StatusOK, `{"queues":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0}],"subtopics":[{"queue":"q","ready":1,"claimed":0,"delayed":0,"blocked":0,"completed":0,"dead":0,"cancelled":0,"subtopic":"eu"}]}`},
 		{"GET", "/v1/queues?subtopics=maybe", "", http.StatusBadRequest, ""},
-		{"GET", "/v1/hints", "", http.StatusOK, `{"node":1,"pending":0,"handed":0,"hints":[]}`},
-		{"GET", "/v1/hints?limit=5", "", http.StatusOK, `{"node":1,"pending":5,"handed":0,"hints":[]}`},
+		{"GET", "/v1/hints", "", http.StatusOK, `{"node":"1","pending":0,"handed":0,"hints":[]}`},
+		{"GET", "/v1/hints?limit=5", "", http.StatusOK, `{"node":"1","pending":5,"handed":0,"hints":[]}`},
 		{"GET", "/v1/hints?limit=x", "", http.StatusBadRequest, ""},
 	} {
 		rec := httptest.NewRecorder()

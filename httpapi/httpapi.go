@@ -15,13 +15,18 @@ import (
 	"bufio"
 	"context"
 	"crypto/subtle"
+	"encoding"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -31,79 +36,41 @@ import (
 // base64 fits.
 const MaxBody = 64 << 20
 
-// New returns the HTTP handler. health reports why the node cannot serve
-// (nil when healthy).
-func New(svc wire.Service, health func() error, logger *slog.Logger) http.Handler {
-	a := &api{svc: svc, health: health, log: logger}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.HandleFunc("POST /v1/tasks", a.enqueueOne)
-	mux.HandleFunc("POST /v1/enqueue", handle(a, svc.Enqueue))
-	mux.HandleFunc("POST /v1/claim", handle(a, svc.Claim))
-	mux.HandleFunc("POST /v1/renew", handle(a, svc.Renew))
-	mux.HandleFunc("POST /v1/update", handle(a, svc.Update))
-	mux.HandleFunc("POST /v1/complete", handle(a, svc.Complete))
-	mux.HandleFunc("POST /v1/fail", handle(a, svc.Fail))
-	mux.HandleFunc("POST /v1/snooze", handle(a, svc.Snooze))
-	mux.HandleFunc("POST /v1/requeue", handle(a, svc.Requeue))
-	mux.HandleFunc("POST /v1/cancel", handle(a, svc.Cancel))
-	mux.HandleFunc("POST /v1/delete", handle(a, svc.Delete))
-	mux.HandleFunc("DELETE /v1/tasks/{id}", a.delete)
-	mux.HandleFunc("GET /v1/tasks/{id}", a.get)
-	mux.HandleFunc("GET /v1/tasks", a.list)
-	mux.HandleFunc("GET /v1/count", a.count)
-	mux.HandleFunc("GET /v1/queues", a.queues)
-	mux.HandleFunc("GET /v1/cluster", a.cluster)
-	mux.HandleFunc("POST /v1/gc", handle(a, svc.GC))
-	mux.HandleFunc("GET /v1/queues/{queue}/settings", a.queueGet)
-	mux.HandleFunc("POST /v1/queues/{queue}/settings", a.queueSet)
-	mux.HandleFunc("POST /v1/queues/{queue}/pause", a.queuePause(true))
-	mux.HandleFunc("POST /v1/queues/{queue}/resume", a.queuePause(false))
-	mux.HandleFunc("POST /v1/queues/{queue}/dead/requeue", a.dead(svc.RequeueDead))
-	mux.HandleFunc("POST /v1/queues/{queue}/dead/purge", a.dead(svc.PurgeDead))
-	mux.HandleFunc("GET /v1/groups/{group}", a.group)
-	mux.HandleFunc("POST /v1/groups/{group}/cancel", a.groupCancel)
-	mux.HandleFunc("GET /v1/hints", a.hints)
-	mux.HandleFunc("GET /v1/schedules", a.scheduleList)
-	mux.HandleFunc("GET /v1/schedules/{name}", a.scheduleList)
-	mux.HandleFunc("PUT /v1/schedules/{name}", a.scheduleSet)
-	mux.HandleFunc("DELETE /v1/schedules/{name}", a.scheduleDelete)
-	mux.HandleFunc("POST /v1/shards/join", handle(a, svc.ShardJoin))
-	mux.HandleFunc("POST /v1/shards/renew", handle(a, svc.ShardRenew))
-	mux.HandleFunc("POST /v1/shards/leave", handle(a, svc.ShardLeave))
-	mux.HandleFunc("GET /v1/shards/{set}", func(w http.ResponseWriter, r *http.Request) {
-		resp, err := svc.ShardMembers(r.Context(), &wire.ShardMembersRequest{Set: r.PathValue("set")})
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, resp)
-	})
-	mux.HandleFunc("POST /v1/leave", func(w http.ResponseWriter, r *http.Request) {
-		resp, err := svc.Leave(r.Context())
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, resp)
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		a.fail(w, wire.Errorf(wire.CodeUnknownOp, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
-	return mux
+// Config configures the handler.
+type Config struct {
+	// Service answers the client operations.
+	Service wire.Service
+	// Live reports why the process should be restarted (nil: it is
+	// alive): GET /healthz, the liveness probe. Only a stopping node is
+	// not alive; a node cut off from its peers or with an untrusted clock
+	// is alive (a restart would not help it) but not ready.
+	Live func() error
+	// Ready lists why the node should not be sent requests now (none:
+	// ready): GET /readyz, the readiness probe.
+	Ready func() []string
+	// Metrics serves GET /metrics (nil: no metrics).
+	Metrics http.Handler
+	Log     *slog.Logger
+}
+
+// New returns the HTTP handler of a node that serves its API.
+func New(cfg Config) http.Handler {
+	a := &api{svc: cfg.Service, cfg: cfg, log: cfg.Log}
+	return a.serve(a.routes())
 }
 
 // Starting returns the handler of a node that cannot serve its API yet:
-// GET /healthz answers from health, as New's does; every other request is
-// refused with health's reason (a 503 for a node starting), at once.
-func Starting(health func() error, logger *slog.Logger) http.Handler {
-	a := &api{health: health, log: logger}
+// /healthz says it is alive and starting, /readyz answers from Ready, and
+// every other request is refused at once with Live's reason, or as
+// starting (a 503 the client can retry elsewhere).
+func Starting(cfg Config) http.Handler {
+	a := &api{cfg: cfg, log: cfg.Log}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /healthz", a.healthzStarting)
+	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		err := health()
+		err := cfg.Live()
 		if err == nil {
-			// Healthy but not yet handed its API: a moment's gap.
 			err = fmt.Errorf("%w: starting", wire.ErrUnavailable)
 		}
 		a.fail(w, err)
@@ -112,9 +79,67 @@ func Starting(health func() error, logger *slog.Logger) http.Handler {
 }
 
 type api struct {
-	svc    wire.Service
-	health func() error
-	log    *slog.Logger
+	svc  wire.Service
+	cfg  Config
+	log  *slog.Logger
+	spec spec
+}
+
+// serve builds the mux of routes. A request no route takes gets 405 with
+// Allow when its path is another method's route, else 404; a query
+// parameter its route does not take gets 400, as an unknown JSON field
+// does (a typo'd "limit" must not list everything).
+func (a *api) serve(routes []route) http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range routes {
+		mux.Handle(rt.method+" "+rt.path, a.checkQuery(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			a.fail(w, wire.Errorf(wire.CodeMethodNotAllowed, "%s %s is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		a.fail(w, wire.Errorf(wire.CodeUnknownOp, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// probedMethods are the methods allowed asks the mux about.
+var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
+
+// allowed lists the methods that have a route at r's path.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range probedMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkQuery refuses a request with a query parameter rt does not take.
+func (a *api) checkQuery(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			for name := range r.URL.Query() {
+				if !slices.Contains(names(rt.query), name) {
+					a.fail(w, unknownParam(rt, name))
+					return
+				}
+			}
+		}
+		rt.handler(w, r)
+	})
+}
+
+func unknownParam(rt route, name string) error {
+	if len(rt.query) == 0 {
+		return fmt.Errorf("%w: unknown query parameter %q: %s %s takes none", task.ErrInvalid, name, rt.method, rt.path)
+	}
+	return fmt.Errorf("%w: unknown query parameter %q: %s %s takes %s", task.ErrInvalid, name, rt.method, rt.path, strings.Join(names(rt.query), ", "))
 }
 
 // errorBody is the JSON form of every error.
@@ -129,7 +154,22 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	if we.Code == wire.CodeInternal {
 		a.log.Error("http request failed", "err", err)
 	}
-	writeJSON(w, we.Code.HTTPStatus(), errorBody{Error: we.Msg, Code: we.Code.Name(), Num: uint16(we.Code)})
+	writeJSON(w, we.Code.HTTPStatus(), errorBody{Error: CleanMessage(we.Msg), Code: we.Code.Name(), Num: uint16(we.Code)})
+}
+
+// CleanMessage drops a part of an error message that repeats the one
+// before it ("invalid argument: invalid argument: x" reads "invalid
+// argument: x"): errors wrapped at each layer with the same sentinel say
+// it once to a user.
+func CleanMessage(msg string) string {
+	parts := strings.Split(msg, ": ")
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		if p != out[len(out)-1] {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ": ")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -151,7 +191,7 @@ func Decode(body io.Reader, v any) error {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: request body truncated", task.ErrInvalid)
 		}
-		return fmt.Errorf("%w: bad JSON body: %v", task.ErrInvalid, err)
+		return decodeError(err)
 	}
 	if dec.More() {
 		return fmt.Errorf("%w: more than one JSON value in the body", task.ErrInvalid)
@@ -161,6 +201,82 @@ func Decode(body io.Reader, v any) error {
 		return fmt.Errorf("%w: trailing data after the JSON body", task.ErrInvalid)
 	}
 	return nil
+}
+
+// decodeError says what was wrong with a JSON body in the API's terms:
+// the field by its JSON path and the kind of value it takes, not Go's
+// type names. An error a field's own decoder returned (a malformed id)
+// says what it is already.
+func decodeError(err error) error {
+	if errors.Is(err, task.ErrInvalid) {
+		return err
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		field := typ.Field
+		if field == "" {
+			return fmt.Errorf("%w: the body must be %s, not %s", task.ErrInvalid, jsonKind(typ.Type), article(typ.Value))
+		}
+		return fmt.Errorf("%w: field %q must be %s, not %s", task.ErrInvalid, field, jsonKind(typ.Type), article(typ.Value))
+	}
+	var b64 base64.CorruptInputError
+	if errors.As(err, &b64) {
+		return fmt.Errorf("%w: a payload is not valid base64: %v", task.ErrInvalid, b64)
+	}
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Errorf("%w: body is not JSON (at byte %d): %s", task.ErrInvalid, syn.Offset, syn.Error())
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return fmt.Errorf("%w: bad JSON body: %s", task.ErrInvalid, msg)
+}
+
+// jsonKind names the JSON value a Go type takes.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a JSON value"
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// article puts "a" or "an" before the name of a JSON value as
+// encoding/json gives it ("string", "number 1.5", "array", "object").
+func article(v string) string {
+	if v == "" {
+		return "that"
+	}
+	if strings.ContainsRune("aeiou", rune(v[0])) {
+		return "an " + v
+	}
+	return "a " + v
 }
 
 func handle[Req, Resp any](a *api, fn func(context.Context, *Req) (*Resp, error)) http.HandlerFunc {
@@ -502,6 +618,26 @@ func (a *api) queuePause(paused bool) http.HandlerFunc {
 	}
 }
 
+// leave hands the node's partitions over and shuts it down.
+func (a *api) leave(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.Leave(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// shardMembers answers the path's shard set.
+func (a *api) shardMembers(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.svc.ShardMembers(r.Context(), &wire.ShardMembersRequest{Set: r.PathValue("set")})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
 func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
 	resp, err := a.svc.Cluster(r.Context())
 	if err != nil {
@@ -511,13 +647,14 @@ func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// RequireToken wraps h so that every request but GET /healthz must carry
-// "Authorization: Bearer TOKEN" (the client token of a cluster with a
-// secret, as `skuldd ctl token` prints it). Others get 401.
+// RequireToken wraps h so that every request but the probes (GET /healthz
+// and /readyz) must carry "Authorization: Bearer TOKEN" (the client token
+// of a cluster with a secret, as `skuldd ctl token` prints it). Others
+// get 401.
 func RequireToken(h http.Handler, token string) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -530,10 +667,39 @@ func RequireToken(h http.Handler, token string) http.Handler {
 	})
 }
 
+// Health is the body of GET /healthz and /readyz.
+type Health struct {
+	// Status is "ok" (alive), "starting" (alive, not serving yet),
+	// "ready", "not ready" or "shutting down".
+	Status string `json:"status"`
+	// Reasons say why the node is not ready, or not alive.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// healthz is the liveness probe: 200 unless the node is stopping.
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
-	if err := a.health(); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "reason": err.Error()})
+	if err := a.cfg.Live(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting down", Reasons: []string{err.Error()}})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, Health{Status: "ok"})
+}
+
+// healthzStarting is healthz while the node starts: alive, starting.
+func (a *api) healthzStarting(w http.ResponseWriter, _ *http.Request) {
+	if err := a.cfg.Live(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting down", Reasons: []string{err.Error()}})
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "starting"})
+}
+
+// readyz is the readiness probe: 200 when Ready finds nothing wrong,
+// else 503 with every reason it found.
+func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
+	if reasons := a.cfg.Ready(); len(reasons) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "not ready", Reasons: reasons})
+		return
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ready"})
 }

@@ -42,8 +42,10 @@ func TestClusterClockDrift(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
 
+	// readiness: the drifting node is alive (a restart would not cure its
+	// clock) but not ready.
 	health := func(i int) int {
-		resp, err := http.Get(c.HTTP(i) + "/healthz")
+		resp, err := http.Get(c.HTTP(i) + "/readyz")
 		if err != nil {
 			return 0
 		}
@@ -65,7 +67,7 @@ func TestClusterClockDrift(t *testing.T) {
 			}
 		}
 		if code := health(drifter); code != http.StatusServiceUnavailable {
-			return fmt.Errorf("healthz of the drifting node: %d", code)
+			return fmt.Errorf("readyz of the drifting node: %d", code)
 		}
 		return nil
 	})
@@ -108,7 +110,7 @@ func TestClusterClockDrift(t *testing.T) {
 			return fmt.Errorf("node %d still drifting: %+v", drifter, v.Clock)
 		}
 		if code := health(drifter); code != http.StatusOK {
-			return fmt.Errorf("healthz after the clock came back: %d", code)
+			return fmt.Errorf("readyz after the clock came back: %d", code)
 		}
 		led := 0
 		for _, p := range v.Partitions {

@@ -76,7 +76,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		n.addr = n.ln.Addr()
 		// HTTP answers from now on: "starting" until SetAPI below.
-		n.ln.ServeHTTP(n.health)
+		n.ln.ServeHTTP(n.probes())
 	}
 	if n.ms, err = membership.New(n.membershipConfig()); err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -151,7 +151,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {
-		n.ln.SetAPI(n.api.Load().client, n.health, n.metrics)
+		n.ln.SetAPI(n.api.Load().client, n.probes(), n.metrics)
 	}
 	if n.deps.Reconcile() {
 		n.reconcileSoonAfter()
@@ -202,28 +202,6 @@ func (n *Node) listenConfig() listen.Config {
 		lc.Gate = f.Gate
 	}
 	return lc
-}
-
-// health reports why the node cannot serve, or nil.
-func (n *Node) health() error {
-	switch {
-	case n.stopping.Load():
-		return wire.ErrShuttingDown
-	case !n.ready.Load():
-		return fmt.Errorf("%w: starting", wire.ErrUnavailable)
-	}
-	if drifting, reason := n.drifting(); drifting {
-		return fmt.Errorf("%w: this node's clock is not trusted: %s", wire.ErrUnavailable, reason)
-	}
-	// Healthy when this node leads every partition the registry says it
-	// leads.
-	meta := n.raft.Meta()
-	for _, r := range n.parts {
-		if p := int(r.Part()); p < len(meta.Partitions) && meta.Partitions[p].Leader == n.id && r.Epoch() == 0 {
-			return fmt.Errorf("%w: partition %d has no leader here", wire.ErrUnavailable, r.Part())
-		}
-	}
-	return nil
 }
 
 // Close stops serving, waits for in-flight requests (up to

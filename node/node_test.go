@@ -1497,10 +1497,24 @@ func TestHTTP(t *testing.T) {
 	x := newH(t, nodetest.MaxPayload(maxPayload))
 	base := x.c.HTTP(0)
 
-	var health map[string]string
+	var health map[string]any
 	httpJSON(t, "GET", base+"/healthz", "", 200, &health)
 	if health["status"] != "ok" {
 		t.Fatalf("healthz: %v", health)
+	}
+	var ready map[string]any
+	httpJSON(t, "GET", base+"/readyz", "", 200, &ready)
+	if ready["status"] != "ready" {
+		t.Fatalf("readyz: %v", ready)
+	}
+	// A wrong method is a 405 naming the right ones; an unknown query
+	// parameter is refused; node ids are strings.
+	httpJSON(t, "GET", base+"/v1/enqueue", "", 405, nil)
+	httpJSON(t, "GET", base+"/v1/tasks?limt=1", "", 400, nil)
+	var cluster map[string]any
+	httpJSON(t, "GET", base+"/v1/cluster", "", 200, &cluster)
+	if self, ok := cluster["self"].(string); !ok || self == "" {
+		t.Fatalf("cluster: self %#v; want a string", cluster["self"])
 	}
 
 	var one wire.EnqueueResult

@@ -18,8 +18,8 @@ import (
 
 // TestHTTPAnswersWhileStarting: a node's HTTP port answers from the
 // moment it is bound. While the node is still starting (here it waits to
-// join through an address nobody serves) /healthz says it is starting and
-// a client op is refused at once with a 503, which a client can retry
+// join through an address nobody serves) /readyz says it is starting,
+// /healthz that it is alive and starting, and a client op is refused at once with a 503, which a client can retry
 // elsewhere. Before, the port was bound at once but served only once the
 // start ended: a request waited in the kernel's backlog for the whole
 // start, up to its deadline (the fault suite saw enqueues to a restarted
@@ -68,7 +68,7 @@ func TestHTTPAnswersWhileStarting(t *testing.T) {
 		// answers.
 		answered := false
 		for !answered {
-			code, body, err := get(http.MethodGet, "/healthz", "")
+			code, body, err := get(http.MethodGet, "/readyz", "")
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				select {
 				case err := <-started:
@@ -82,10 +82,13 @@ func TestHTTPAnswersWhileStarting(t *testing.T) {
 				break // try another port
 			}
 			if err != nil {
-				t.Fatalf("GET /healthz while starting: %v; want an answer at once", err)
+				t.Fatalf("GET /readyz while starting: %v; want an answer at once", err)
 			}
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
-				t.Fatalf("GET /healthz while starting: %d %s; want 503, starting", code, body)
+				t.Fatalf("GET /readyz while starting: %d %s; want 503, starting", code, body)
+			}
+			if code, body, err := get(http.MethodGet, "/healthz", ""); err != nil || code != http.StatusOK || !strings.Contains(body, "starting") {
+				t.Fatalf("GET /healthz while starting: %d %s %v; want 200 (alive), starting", code, body, err)
 			}
 			answered = true
 		}

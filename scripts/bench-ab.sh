@@ -29,7 +29,7 @@ one() {
 	GOMAXPROCS=1 "$bin" --bind "127.0.0.1:$port" --data-dir "$dir" --log-level warn &
 	pid=$!
 	for _ in $(seq 1 200); do
-		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+		curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
 		sleep 0.05
 	done
 	GOMAXPROCS=1 "$old" bench --addr "127.0.0.1:$port" -n 100000 -c 64 --phases enqueue --queue ab >/dev/null

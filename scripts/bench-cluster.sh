@@ -83,8 +83,9 @@ probe() {
 placed() {
 	for _ in $(seq 1 600); do
 		out=$("$SKULD_BIN" ctl --addr "$1" cluster 2>/dev/null || true)
-		total=$({ grep -o '"cohort":\[[0-9,]*\]' <<<"$out" || true; } | wc -l)
-		full=$({ grep -o '"cohort":\[[0-9]*,[0-9]*,[0-9]*\]' <<<"$out" || true; } | wc -l)
+		# Node ids are JSON strings: "cohort":["1","2","3"].
+		total=$({ grep -o '"cohort":\[[0-9,"]*\]' <<<"$out" || true; } | wc -l)
+		full=$({ grep -o '"cohort":\["[0-9]*","[0-9]*","[0-9]*"\]' <<<"$out" || true; } | wc -l)
 		if [ "$total" -gt 0 ] && [ "$total" = "$full" ]; then
 			return 0
 		fi
@@ -132,7 +133,7 @@ echo "== failover under load: kill -9 of a node during 64-client enqueue, until 
 export SKULD_CLUSTER_DIR=$work/failover # a fresh cluster
 SKULD_CLUSTER_PORT=$port scripts/cluster.sh up 3 >/dev/null
 placed "127.0.0.1:$port"
-victim=$("$SKULD_BIN" ctl --addr "127.0.0.1:$((port + 2))" cluster | grep -o '"self":[0-9]*' | cut -d: -f2)
+victim=$("$SKULD_BIN" ctl --addr "127.0.0.1:$((port + 2))" cluster | grep -o '"self":"[0-9]*"' | cut -d'"' -f4)
 GOMAXPROCS=${SKULD_BENCH_CLIENT_PROCS:-1} "${SKULD_BENCH_CLIENT:-$SKULD_BIN}" bench --addr "127.0.0.1:$port,127.0.0.1:$((port + 1))" \
 	-n 10000000 -c 64 --phases enqueue >/dev/null 2>&1 &
 loadpid=$!
@@ -144,7 +145,7 @@ deadline=$((SECONDS + 30))
 while [ $SECONDS -lt $deadline ]; do
 	out=$("$SKULD_BIN" ctl --addr "127.0.0.1:$port" --timeout 1s cluster 2>/dev/null || true)
 	parts=${out#*\"partitions\":}
-	if [ -n "$out" ] && ! grep -qE "\"leader\":$victim[,}]" <<<"$parts"; then
+	if [ -n "$out" ] && ! grep -qE "\"leader\":\"$victim\"" <<<"$parts"; then
 		took=$((($(date +%s%N) - began) / 1000000))
 		break
 	fi

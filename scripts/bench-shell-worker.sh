@@ -33,7 +33,7 @@ go build -o "$bin" .
 "$bin" --bind "$addr" --data-dir "$work/data" --log-level warn &
 pid=$!
 for _ in $(seq 1 600); do
-	curl -sf "http://$addr/healthz" >/dev/null 2>&1 && break
+	curl -sf "http://$addr/readyz" >/dev/null 2>&1 && break
 	sleep 0.05
 done
 

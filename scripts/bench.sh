@@ -40,7 +40,7 @@ start() {
 	local t0
 	t0=$(date +%s%N)
 	for _ in $(seq 1 600); do
-		if curl -sf "http://$addr/healthz" >/dev/null 2>&1; then
+		if curl -sf "http://$addr/readyz" >/dev/null 2>&1; then
 			echo "serving after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 			return 0
 		fi

@@ -76,12 +76,13 @@ running() {
 	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
-# healthy I: the node answers /healthz with 200. Plain bash (/dev/tcp),
+# healthy I: the node answers /readyz with 200 (started, and in reach of
+# a quorum). Plain bash (/dev/tcp),
 # so the script needs nothing but the binary.
 healthy() {
 	local p
 	p=$(port "$1")
-	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$p && printf 'GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n' >&3 && head -1 <&3 | grep -q ' 200 '" 2>/dev/null
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$p && printf 'GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n' >&3 && head -1 <&3 | grep -q ' 200 '" 2>/dev/null
 }
 
 # start I: launch node I and wait until it serves.
@@ -119,7 +120,7 @@ launch() {
 	echo $! >"$dir/n$i.pid"
 }
 
-# wait_healthy I: wait until node I answers /healthz.
+# wait_healthy I: wait until node I answers /readyz.
 wait_healthy() {
 	local i=$1
 	local deadline=$((SECONDS + wait_secs))

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -454,7 +456,7 @@ type HintsRequest struct {
 // it handed over since it started, when the oldest was hinted (Unix ms;
 // 0: none), and the first ones.
 type HintsResponse struct {
-	Node     uint64     `cbor:"1,keyasint" json:"node"`
+	Node     uint64     `cbor:"1,keyasint" json:"node,string"`
 	Pending  int64      `cbor:"2,keyasint" json:"pending"`
 	Handed   int64      `cbor:"3,keyasint" json:"handed"`
 	OldestAt int64      `cbor:"4,keyasint,omitempty" json:"oldest_at,omitempty"`
@@ -547,7 +549,7 @@ type FailureView struct {
 
 // PingResponse answers OpPing.
 type PingResponse struct {
-	NodeID uint64 `cbor:"1,keyasint" json:"node_id"`
+	NodeID uint64 `cbor:"1,keyasint" json:"node_id,string"`
 	Time   int64  `cbor:"2,keyasint" json:"time"`
 }
 
@@ -555,7 +557,7 @@ type PingResponse struct {
 // group, and where every partition lives.
 type ClusterResponse struct {
 	ClusterID  string          `cbor:"1,keyasint" json:"cluster_id"`
-	Self       uint64          `cbor:"2,keyasint" json:"self"`
+	Self       uint64          `cbor:"2,keyasint" json:"self,string"`
 	Members    []MemberView    `cbor:"3,keyasint" json:"members"`
 	Raft       RaftView        `cbor:"4,keyasint" json:"raft"`
 	Partitions []PartitionView `cbor:"5,keyasint" json:"partitions"`
@@ -593,7 +595,7 @@ type ClockView struct {
 // PeerClock is one peer's estimated clock offset (peer minus this node)
 // and the round trip of the sample it comes from.
 type PeerClock struct {
-	ID       uint64 `cbor:"1,keyasint" json:"id"`
+	ID       uint64 `cbor:"1,keyasint" json:"id,string"`
 	OffsetMs int64  `cbor:"2,keyasint" json:"offset_ms"`
 	RTTUs    int64  `cbor:"3,keyasint" json:"rtt_us"`
 }
@@ -602,7 +604,7 @@ type PeerClock struct {
 // suspect, dead or left (from gossip), or unknown for a registered node
 // gossip has not heard of.
 type MemberView struct {
-	ID    uint64 `cbor:"1,keyasint" json:"id"`
+	ID    uint64 `cbor:"1,keyasint" json:"id,string"`
 	Addr  string `cbor:"2,keyasint" json:"addr"`
 	State string `cbor:"3,keyasint" json:"state"`
 	// Raft is the node's role in the metadata group: voter, learner or
@@ -612,18 +614,66 @@ type MemberView struct {
 
 // RaftView is the metadata group.
 type RaftView struct {
-	Leader   uint64   `cbor:"1,keyasint" json:"leader"`
-	Voters   []uint64 `cbor:"2,keyasint" json:"voters"`
-	Learners []uint64 `cbor:"3,keyasint,omitempty" json:"learners,omitempty"`
-	Applied  uint64   `cbor:"4,keyasint" json:"applied"`
+	Leader   uint64  `cbor:"1,keyasint" json:"leader,string"`
+	Voters   NodeIDs `cbor:"2,keyasint" json:"voters"`
+	Learners NodeIDs `cbor:"3,keyasint,omitempty" json:"learners,omitempty"`
+	Applied  uint64  `cbor:"4,keyasint" json:"applied"`
+}
+
+// NodeIDs is a list of node ids. In JSON each is a string of digits, as
+// every node id is (the ",string" option on a single one): node ids are
+// 64-bit and random, and JSON numbers above 2^53 lose digits in
+// JavaScript and jq.
+type NodeIDs []uint64
+
+// MarshalJSON encodes the ids as strings.
+func (ids NodeIDs) MarshalJSON() ([]byte, error) {
+	if ids == nil {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, 2+len(ids)*22)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendUint(b, id, 10)
+		b = append(b, '"')
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON takes the ids as strings (or as numbers, as builds before
+// this one sent them).
+func (ids *NodeIDs) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*ids = nil
+		return nil
+	}
+	out := make(NodeIDs, len(raw))
+	for i, r := range raw {
+		s := strings.Trim(string(r), `"`)
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: node id %s is not a number", task.ErrInvalid, r)
+		}
+		out[i] = v
+	}
+	*ids = out
+	return nil
 }
 
 // PartitionView is one partition's placement.
 type PartitionView struct {
-	Partition int      `cbor:"1,keyasint" json:"partition"`
-	Cohort    []uint64 `cbor:"2,keyasint" json:"cohort"`
-	Leader    uint64   `cbor:"3,keyasint" json:"leader"`
-	Epoch     uint64   `cbor:"4,keyasint" json:"epoch"`
+	Partition int     `cbor:"1,keyasint" json:"partition"`
+	Cohort    NodeIDs `cbor:"2,keyasint" json:"cohort"`
+	Leader    uint64  `cbor:"3,keyasint" json:"leader,string"`
+	Epoch     uint64  `cbor:"4,keyasint" json:"epoch"`
 }
 
 // RaftBatch carries marshaled raft messages from one node to another.

@@ -41,6 +41,9 @@ const (
 	CodeOverloaded      Code = 23 // too many requests in flight; retry
 	CodeCancelled       Code = 24 // task cancelled
 	CodeTimeLimit       Code = 25 // renew of a claim that ran for its task's time limit
+	// CodeMethodNotAllowed: an HTTP method the path has no route for
+	// (HTTP only; the QUIC protocol has no methods).
+	CodeMethodNotAllowed Code = 26
 )
 
 type codeInfo struct {
@@ -52,31 +55,32 @@ type codeInfo struct {
 // codes is the one table of error codes: name, domain sentinel and HTTP
 // status.
 var codes = map[Code]codeInfo{
-	CodeInternal:        {"internal", nil, http.StatusInternalServerError},
-	CodeInvalid:         {"invalid", task.ErrInvalid, http.StatusBadRequest},
-	CodeNotFound:        {"not_found", task.ErrNotFound, http.StatusNotFound},
-	CodeDepNotFound:     {"dep_not_found", task.ErrDepNotFound, http.StatusBadRequest},
-	CodeTooLarge:        {"too_large", task.ErrTooLarge, http.StatusRequestEntityTooLarge},
-	CodeNoSuchClaim:     {"no_such_claim", task.ErrNoSuchClaim, http.StatusConflict},
-	CodeClaimSuperseded: {"claim_superseded", task.ErrClaimSuperseded, http.StatusConflict},
-	CodeClaimExpired:    {"claim_expired", task.ErrClaimExpired, http.StatusConflict},
-	CodeClaimEnded:      {"claim_ended", task.ErrClaimEnded, http.StatusConflict},
-	CodeCompleted:       {"completed", task.ErrCompleted, http.StatusConflict},
-	CodeConflict:        {"conflict", task.ErrConflict, http.StatusConflict},
-	CodeSeq:             {"seq", task.ErrSeq, http.StatusConflict},
-	CodeNotDead:         {"not_dead", task.ErrNotDead, http.StatusConflict},
-	CodeStale:           {"stale", task.ErrStale, http.StatusConflict},
-	CodeEpoch:           {"stale_epoch", task.ErrEpoch, http.StatusConflict},
-	CodeUnavailable:     {"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
-	CodeTimeout:         {"timeout", context.DeadlineExceeded, http.StatusGatewayTimeout},
-	CodeBadFrame:        {"bad_frame", nil, http.StatusBadRequest},
-	CodeFrameTooLarge:   {"frame_too_large", nil, http.StatusRequestEntityTooLarge},
-	CodeVersion:         {"version", nil, http.StatusBadRequest},
-	CodeUnknownOp:       {"unknown_op", nil, http.StatusNotFound},
-	CodeShuttingDown:    {"shutting_down", ErrShuttingDown, http.StatusServiceUnavailable},
-	CodeOverloaded:      {"overloaded", ErrOverloaded, http.StatusTooManyRequests},
-	CodeCancelled:       {"cancelled", task.ErrCancelled, http.StatusConflict},
-	CodeTimeLimit:       {"time_limit", task.ErrTimeLimit, http.StatusConflict},
+	CodeInternal:         {"internal", nil, http.StatusInternalServerError},
+	CodeInvalid:          {"invalid", task.ErrInvalid, http.StatusBadRequest},
+	CodeNotFound:         {"not_found", task.ErrNotFound, http.StatusNotFound},
+	CodeDepNotFound:      {"dep_not_found", task.ErrDepNotFound, http.StatusBadRequest},
+	CodeTooLarge:         {"too_large", task.ErrTooLarge, http.StatusRequestEntityTooLarge},
+	CodeNoSuchClaim:      {"no_such_claim", task.ErrNoSuchClaim, http.StatusConflict},
+	CodeClaimSuperseded:  {"claim_superseded", task.ErrClaimSuperseded, http.StatusConflict},
+	CodeClaimExpired:     {"claim_expired", task.ErrClaimExpired, http.StatusConflict},
+	CodeClaimEnded:       {"claim_ended", task.ErrClaimEnded, http.StatusConflict},
+	CodeCompleted:        {"completed", task.ErrCompleted, http.StatusConflict},
+	CodeConflict:         {"conflict", task.ErrConflict, http.StatusConflict},
+	CodeSeq:              {"seq", task.ErrSeq, http.StatusConflict},
+	CodeNotDead:          {"not_dead", task.ErrNotDead, http.StatusConflict},
+	CodeStale:            {"stale", task.ErrStale, http.StatusConflict},
+	CodeEpoch:            {"stale_epoch", task.ErrEpoch, http.StatusConflict},
+	CodeUnavailable:      {"unavailable", ErrUnavailable, http.StatusServiceUnavailable},
+	CodeTimeout:          {"timeout", context.DeadlineExceeded, http.StatusGatewayTimeout},
+	CodeBadFrame:         {"bad_frame", nil, http.StatusBadRequest},
+	CodeFrameTooLarge:    {"frame_too_large", nil, http.StatusRequestEntityTooLarge},
+	CodeVersion:          {"version", nil, http.StatusBadRequest},
+	CodeUnknownOp:        {"unknown_op", nil, http.StatusNotFound},
+	CodeShuttingDown:     {"shutting_down", ErrShuttingDown, http.StatusServiceUnavailable},
+	CodeOverloaded:       {"overloaded", ErrOverloaded, http.StatusTooManyRequests},
+	CodeCancelled:        {"cancelled", task.ErrCancelled, http.StatusConflict},
+	CodeTimeLimit:        {"time_limit", task.ErrTimeLimit, http.StatusConflict},
+	CodeMethodNotAllowed: {"method_not_allowed", nil, http.StatusMethodNotAllowed},
 }
 
 // Errors the transport and node produce that are not task errors.

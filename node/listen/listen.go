@@ -217,15 +217,22 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 	return srv, nil
 }
 
+// Probes are the node's liveness and readiness, as the HTTP server
+// reports them (httpapi.Config's Live and Ready).
+type Probes struct {
+	Live  func() error
+	Ready func() []string
+}
+
 // ServeHTTP starts the HTTP server from now on, with the gate and the
-// token as configured, before the node can serve its API: until SetAPI, GET /healthz answers from health (which
-// says the node is starting) and every other request is refused at once
-// with health's reason, a 503 the client can retry elsewhere. (The TCP
-// socket is bound from the start, so a server that waited for SetAPI left
-// connections hanging in the kernel's backlog for the whole start, up to
-// their deadline.)
-func (l *Listener) ServeHTTP(health func() error) {
-	starting := httpapi.Starting(health, l.cfg.Log)
+// token as configured, before the node can serve its API: until SetAPI,
+// GET /healthz says the node is alive and starting, /readyz why it is not
+// ready, and every other request is refused at once, a 503 the client can
+// retry elsewhere. (The TCP socket is bound from the start, so a server
+// that waited for SetAPI left connections hanging in the kernel's backlog
+// for the whole start, up to their deadline.)
+func (l *Listener) ServeHTTP(p Probes) {
+	starting := httpapi.Starting(httpapi.Config{Live: p.Live, Ready: p.Ready, Log: l.cfg.Log})
 	l.api.Store(&starting)
 	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		(*l.api.Load()).ServeHTTP(w, r)
@@ -259,14 +266,10 @@ func (l *Listener) ServeHTTP(health func() error) {
 // SetAPI makes the HTTP server serve the whole API: the client's
 // operations, health and metrics, with the test hooks and pprof as
 // configured (the gate and the token, ServeHTTP's, apply to both). Call it once, after ServeHTTP, when the node is ready.
-func (l *Listener) SetAPI(api wire.Service, health func() error, metrics http.Handler) {
-	var handler http.Handler = httpapi.New(api, health, l.cfg.Log)
-	{
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.Handle("GET /metrics", metrics)
-		handler = mux
-	}
+func (l *Listener) SetAPI(api wire.Service, p Probes, metrics http.Handler) {
+	var handler http.Handler = httpapi.New(httpapi.Config{
+		Service: api, Live: p.Live, Ready: p.Ready, Metrics: metrics, Log: l.cfg.Log,
+	})
 	// The test hooks first: pprof's own /debug/pprof/ then takes
 	// precedence over their /debug/.
 	if l.cfg.Debug != nil {

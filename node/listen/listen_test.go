@@ -3,7 +3,6 @@ package listen
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -102,13 +101,16 @@ func TestHTTP(t *testing.T) {
 	}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "skuldd_up 1\n") })
 	var ready atomic.Bool
-	health := func() error {
-		if !ready.Load() {
-			return fmt.Errorf("%w: starting", wire.ErrUnavailable)
-		}
-		return nil
+	probes := Probes{
+		Live: func() error { return nil },
+		Ready: func() []string {
+			if !ready.Load() {
+				return []string{"starting"}
+			}
+			return nil
+		},
 	}
-	l.ServeHTTP(health)
+	l.ServeHTTP(probes)
 	keys, err := wire.DeriveKeys(cfg.ClusterSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +129,15 @@ func TestHTTP(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	// Before SetAPI: /healthz says the node is starting, and every other
-	// request is refused at once (not left waiting for the whole start),
-	// the token still checked first.
-	if code, body := get("/healthz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
-		t.Errorf("/healthz while starting: %d %q; want 503, starting", code, body)
+	// Before SetAPI: /healthz says the node is alive and starting,
+	// /readyz that it is not ready, and every other request is refused
+	// at once (not left waiting for the whole start), the token still
+	// checked first; the probes need none.
+	if code, body := get("/healthz", false); code != http.StatusOK || !strings.Contains(body, "starting") {
+		t.Errorf("/healthz while starting: %d %q; want 200, starting", code, body)
+	}
+	if code, body := get("/readyz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Errorf("/readyz while starting: %d %q; want 503, starting", code, body)
 	}
 	if code, body := get("/v1/queues", true); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
 		t.Errorf("/v1/queues while starting: %d %q; want 503, starting", code, body)
@@ -139,10 +145,13 @@ func TestHTTP(t *testing.T) {
 	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token while starting: %d; want 401", code)
 	}
-	l.SetAPI(struct{ wire.Service }{}, health, metrics)
+	l.SetAPI(struct{ wire.Service }{}, probes, metrics)
 	ready.Store(true)
 	if code, _ := get("/healthz", false); code != http.StatusOK {
 		t.Errorf("/healthz without a token: %d; want 200", code)
+	}
+	if code, _ := get("/readyz", false); code != http.StatusOK {
+		t.Errorf("/readyz without a token: %d; want 200", code)
 	}
 	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token: %d; want 401", code)
@@ -158,9 +167,9 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("/metrics through a refusing gate: %d %q; want nothing served", code, body)
 	}
 	// The token is checked first: the requests without it never reached
-	// the gate; the two while starting did, as the four after.
-	if n := gated.Load(); n != 6 {
-		t.Errorf("the gate saw %d requests; want 6", n)
+	// the gate; the three while starting did, as the five after.
+	if n := gated.Load(); n != 8 {
+		t.Errorf("the gate saw %d requests; want 8", n)
 	}
 	l.Drain(time.Second)
 	l.Close()

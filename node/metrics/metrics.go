@@ -3,8 +3,6 @@ package metrics
 import (
 	"log/slog"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/skuldd/skuldd/internal/buildinfo"
 	"github.com/skuldd/skuldd/node/replication"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -140,34 +139,19 @@ func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.handler.ServeHTTP(w, r)
 }
 
-// buildUnknown labels what a build does not record: a test binary, or
-// one built with -buildvcs=false or in a git worktree, has no VCS
-// revision.
-const buildUnknown = "unknown"
-
 // buildInfo is skuldd_build_info: 1, labelled with the binary's module
-// version (Go stamps it from the VCS since 1.24), its VCS revision and
-// the Go release that built it. It is read once, as it cannot change,
-// and the one collector serves every node's registry.
+// version, its VCS revision and the Go release that built it
+// (internal/buildinfo). The one collector serves every node's registry.
 var buildInfo = sync.OnceValue(func() prometheus.Collector {
-	version, revision := buildUnknown, buildUnknown
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				revision = s.Value
-			}
-		}
-	}
+	bi := buildinfo.Read()
+	version, revision := bi.Version, bi.Revision
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "skuldd_build_info",
 		Help: "1, labelled with the version, VCS revision and Go release of this skuldd binary.",
 		ConstLabels: prometheus.Labels{
 			"version":   version,
 			"revision":  revision,
-			"goversion": runtime.Version(),
+			"goversion": bi.GoVersion,
 		},
 	}, func() float64 { return 1 })
 })
