@@ -70,3 +70,13 @@ func (s metricsSource) Hints() (pending, handed int64, oldest time.Duration) {
 	}
 	return st.Pending, st.Handed, oldest
 }
+
+// countClaimEnd counts a claim of a task of queue that a fail ended, or
+// whose lease ran out, in a partition this node leads.
+func (n *Node) countClaimEnd(queue string, expired bool) {
+	if expired {
+		n.metrics.Count(queue, metrics.Expired)
+		return
+	}
+	n.metrics.Count(queue, metrics.Failed)
+}

@@ -115,6 +115,8 @@ func (n *Node) loadPartitions() error {
 			Logger:     n.log,
 			OnHead:     n.heads.Set,
 			OnTimer:    n.noteTimer,
+			OnMove:     n.metrics.CountMove,
+			OnClaimEnd: n.countClaimEnd,
 			Fresh:      n.fresh,
 		})
 	}

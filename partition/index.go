@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"math"
+
 	"github.com/google/btree"
 
 	"github.com/skuldd/skuldd/antientropy"
@@ -121,6 +123,33 @@ func (q *queueIndex) track(id task.ID, status task.Status, in bool) {
 	if status == task.Dead {
 		q.dead[id] = struct{}{}
 	}
+}
+
+// oldestReady returns the smallest id (the oldest) among the queue's
+// ready tasks: the first of each priority's run in the index, taken by
+// seeking past each priority in turn.
+func (q *queueIndex) oldestReady() (task.ID, bool) {
+	h, ok := q.head()
+	if !ok {
+		return task.ID{}, false
+	}
+	oldest := h.ID
+	for h.Priority > math.MinInt32 {
+		// The first head of a lower priority: Head{p-1, zero id} sorts
+		// after every head of priority p and before every other of p-1.
+		found := false
+		q.ready.AscendGreaterOrEqual(Head{Priority: h.Priority - 1}, func(x Head) bool {
+			h, found = x, true
+			return false
+		})
+		if !found {
+			break
+		}
+		if h.ID.Compare(oldest) < 0 {
+			oldest = h.ID
+		}
+	}
+	return oldest, true
 }
 
 // head returns the queue's best ready task.

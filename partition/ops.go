@@ -414,7 +414,10 @@ func (r *Replica) Fail(id task.ID, idx uint32, reason string, retryAfter *int64,
 
 // FailApply is Fail without the wait (see Write).
 func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, now int64) (Write, error) {
-	return r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+	var queue string
+	var wrote bool
+	w, err := r.mutateApply(id, now, func(sp *task.Spec, st *task.State) (bool, error) {
+		queue = sp.Queue
 		var wait int64
 		switch {
 		case retry.NoRetry:
@@ -432,8 +435,14 @@ func (r *Replica) FailApply(id task.ID, idx uint32, reason string, retry Retry, 
 			wait = backoff(id, st.Attempts(false), base, maxD)
 		}
 		done, err := st.End(idx, task.Release{At: now, Until: now + wait, Reason: task.TrimReason(reason), NoRetry: retry.NoRetry})
+		wrote = done && err == nil
 		return done, err
 	})
+	if err == nil && wrote {
+		// mutateApply wrote only as the leader (checkLeaderLocked).
+		r.cfg.OnClaimEnd(queue, false)
+	}
+	return w, err
 }
 
 // Retry is how long a task failed by FailApply waits: not at all when
@@ -587,6 +596,20 @@ func (r *Replica) Blocked() []task.ID {
 }
 
 // Stats calls fn with each queue's counts by state.
+// OldestReady calls fn with each queue that has ready tasks here and
+// the enqueue time (the id's, Unix ms) of its oldest. The ready index is
+// ordered by priority, then id, so the oldest is the first task of one of
+// its priorities: it visits one task per distinct priority.
+func (r *Replica) OldestReady(fn func(queue string, at int64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, q := range r.queues {
+		if id, ok := q.oldestReady(); ok {
+			fn(name, id.Millis())
+		}
+	}
+}
+
 func (r *Replica) Stats(fn func(queue string, counts [task.NumStatus]int64)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

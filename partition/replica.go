@@ -48,6 +48,16 @@ type Config struct {
 	// ready task changes while the replica leads (ok=false: the queue has
 	// none). It must not block or call into the replica.
 	OnHead func(part uint16, queue string, head Head, ok bool)
+	// OnMove is called with the replica's lock held whenever a task of
+	// queue moves to another status while the replica leads, for the
+	// node's counters (each move is counted once, by the leader that made
+	// or learned of it). It must not block or call into the replica.
+	OnMove func(queue string, to task.Status)
+	// OnClaimEnd is called when a claim of a task of queue ends by a fail
+	// (expired false) or because its lease ran out (expired true) while
+	// the replica leads, for the node's counters; with or without the
+	// replica's lock held. It must not block or call into the replica.
+	OnClaimEnd func(queue string, expired bool)
 	// OnTimer is called with the replica's lock held whenever a timer is
 	// set, with its due time, so the caller can run Tick on time. It must
 	// not block or call into the replica.
@@ -129,6 +139,12 @@ func New(cfg Config) *Replica {
 	}
 	if cfg.OnTimer == nil {
 		cfg.OnTimer = func(int64) {}
+	}
+	if cfg.OnMove == nil {
+		cfg.OnMove = func(string, task.Status) {}
+	}
+	if cfg.OnClaimEnd == nil {
+		cfg.OnClaimEnd = func(string, bool) {}
 	}
 	if cfg.TreeShape == (antientropy.Shape{}) {
 		cfg.TreeShape = antientropy.DefaultConfig().Shape
@@ -325,6 +341,9 @@ func (r *Replica) setStatusLocked(id task.ID, e *entry, status task.Status, due 
 	}
 	r.unplaceLocked(id, e)
 	r.countLocked(e.q, id, e.status, false)
+	if r.epoch > 0 && e.status != status {
+		r.cfg.OnMove(e.q.name, status)
+	}
 	e.status = status
 	r.countLocked(e.q, id, status, true)
 	if status.Ended() {
@@ -405,6 +424,9 @@ func (r *Replica) Tick(now int64) []string {
 		}
 		switch e.status {
 		case task.Claimed:
+			if r.epoch > 0 {
+				r.cfg.OnClaimEnd(e.q.name, true)
+			}
 			e.attempts++
 			if e.maxAttempts > 0 && e.attempts >= e.maxAttempts {
 				r.setStatusLocked(it.id, e, task.Dead, 0)

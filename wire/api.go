@@ -197,6 +197,10 @@ type ClaimRequest struct {
 // when nothing was ready (that is not an error).
 type ClaimResponse struct {
 	Tasks []TaskView `cbor:"1,keyasint" json:"tasks"`
+	// Waited is how long the claim long-polled for work, of its time at
+	// the node that coordinated it: for the node's own metrics, which
+	// keep the wait apart from the claim's latency. Never encoded.
+	Waited time.Duration `cbor:"-" json:"-"`
 }
 
 // RenewRequest extends claim Claim of task ID to now+TTLMs.

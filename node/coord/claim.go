@@ -38,8 +38,13 @@ func (p *Plane) claim(ctx context.Context, fwd bool, req *wire.ClaimRequest) (*w
 	}
 	resp := &wire.ClaimResponse{Tasks: []wire.TaskView{}}
 	for pass := 0; ; pass++ {
-		if p.queues.Paused(req.Queue) && (deadline == nil || !p.queues.WaitResumed(ctx, req.Queue, deadline, p.h.Stopped())) {
-			return resp, nil // a paused queue grants nothing
+		if p.queues.Paused(req.Queue) {
+			began := time.Now()
+			resumed := deadline != nil && p.queues.WaitResumed(ctx, req.Queue, deadline, p.h.Stopped())
+			resp.Waited += time.Since(began)
+			if !resumed {
+				return resp, nil // a paused queue grants nothing
+			}
 		}
 		wake := p.heads.ReadyChan(req.Queue)
 		if tasks, ok := p.claimRouted(ctx, fwd, req, count); ok {
@@ -71,16 +76,20 @@ func (p *Plane) claim(ctx context.Context, fwd bool, req *wire.ClaimRequest) (*w
 			poll = t.C
 			defer t.Stop()
 		}
+		began := time.Now()
 		select {
 		case <-wake:
 		case <-poll:
 		case <-deadline:
+			resp.Waited += time.Since(began)
 			return resp, nil
 		case <-ctx.Done():
+			resp.Waited += time.Since(began)
 			return resp, nil
 		case <-p.h.Stopped():
 			return resp, nil // nothing claimed: the client tries again, elsewhere
 		}
+		resp.Waited += time.Since(began)
 	}
 }
 

@@ -198,7 +198,10 @@ func ledCount(s Source) int {
 // collector reads the node's own families from its Source at each
 // scrape. The registry may call Collect from several scrapes at once,
 // which Source allows.
-type collector struct{ src Source }
+type collector struct {
+	src    Source
+	events *queueEvents
+}
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	describeScalars(ch, nodeScalars)
@@ -207,11 +210,17 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueTasksDesc
 	ch <- leaderEpochDesc
 	ch <- peerOffsetDesc
+	ch <- oldestReadyDesc
+	for _, d := range eventDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	collectScalars(ch, c.src, nodeScalars)
 	c.collectQueues(ch)
+	c.collectOldest(ch)
+	c.events.collect(ch)
 	c.src.Partitions(func(p Partition) {
 		ch <- prometheus.MustNewConstMetric(leaderEpochDesc, promGauge, float64(p.Epoch()), strconv.FormatUint(uint64(p.Part()), 10))
 	})

@@ -72,11 +72,29 @@ func (m metered) Ping(ctx context.Context) (*wire.PingResponse, error) {
 }
 
 func (m metered) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
-	return meter(m.m, wire.OpEnqueue, func() (*wire.EnqueueResponse, error) { return m.s.Enqueue(ctx, req) })
+	resp, err := meter(m.m, wire.OpEnqueue, func() (*wire.EnqueueResponse, error) { return m.s.Enqueue(ctx, req) })
+	if err == nil {
+		m.m.observeEnqueued(req, resp)
+	}
+	return resp, err
 }
 
+// Claim is timed without its long-poll wait, which goes to
+// skuldd_claim_wait_seconds: an idle worker's claim waits its whole wait
+// by design, and a latency alert must not fire on it.
 func (m metered) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-	return meter(m.m, wire.OpClaim, func() (*wire.ClaimResponse, error) { return m.s.Claim(ctx, req) })
+	start := time.Now()
+	resp, err := m.s.Claim(ctx, req)
+	d := time.Since(start)
+	if err == nil {
+		if resp.Waited > 0 {
+			m.m.claimWait.Observe(resp.Waited.Seconds())
+		}
+		d = max(d-resp.Waited, 0)
+		m.m.observeClaimed(resp.Tasks)
+	}
+	m.m.observe(wire.OpClaim, d, err)
+	return resp, err
 }
 
 func (m metered) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
@@ -88,7 +106,11 @@ func (m metered) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack
 }
 
 func (m metered) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
-	return meter(m.m, wire.OpComplete, func() (*wire.CompleteResponse, error) { return m.s.Complete(ctx, req) })
+	resp, err := meter(m.m, wire.OpComplete, func() (*wire.CompleteResponse, error) { return m.s.Complete(ctx, req) })
+	if err == nil {
+		m.m.observeClaimed(resp.Next)
+	}
+	return resp, err
 }
 
 func (m metered) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {

@@ -64,6 +64,9 @@ type Partition interface {
 	Epoch() uint64
 	// Stats calls fn with each queue's task counts by state.
 	Stats(fn func(queue string, counts [task.NumStatus]int64))
+	// OldestReady calls fn with each queue that has ready tasks and the
+	// enqueue time (Unix ms) of its oldest.
+	OldestReady(fn func(queue string, at int64))
 }
 
 // Store is the store's counters (*store.Store).
@@ -97,7 +100,13 @@ type Metrics struct {
 	// okCounts and latencies cache each client op's series (cached).
 	okCounts  [opCacheSize]atomic.Pointer[prometheus.Counter]
 	latencies [opCacheSize]atomic.Pointer[prometheus.Observer]
-	handler   http.Handler
+	// firstClaim is the time from enqueue to first claim, by queue;
+	// claimWait the long-poll wait of claims, kept out of latency.
+	firstClaim  *prometheus.HistogramVec
+	firstClaims sync.Map // queue -> prometheus.Observer of firstClaim
+	claimWait   prometheus.Histogram
+	events      queueEvents
+	handler     http.Handler
 }
 
 // New returns the registry of a node read through src; log receives the
@@ -114,11 +123,21 @@ func New(src Source, log *slog.Logger) *Metrics {
 			Buckets: latencyBuckets,
 		}, []string{"op"}),
 	}
+	m.firstClaim = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "skuldd_queue_first_claim_seconds",
+		Help:    "Time from a task's enqueue to its first claim, for the claims this node coordinated, by queue.",
+		Buckets: lagBuckets,
+	}, []string{"queue"})
+	m.claimWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "skuldd_claim_wait_seconds",
+		Help:    "How long the claims this node coordinated long-polled for work (kept out of skuldd_request_duration_seconds{op=\"claim\"}).",
+		Buckets: latencyBuckets,
+	})
 	reg := prometheus.NewRegistry()
 	// MustRegister fails only on inconsistent or duplicate descriptors,
 	// all fixed in this package: a programmer's error, so it panics.
 	reg.MustRegister(
-		m.requests, m.latency, collector{src},
+		m.requests, m.latency, m.firstClaim, m.claimWait, collector{src, &m.events},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(),

@@ -25,6 +25,14 @@ type fakePart struct {
 	part   uint16
 	epoch  uint64
 	queues map[string][task.NumStatus]int64
+	// oldest is each queue's oldest ready enqueue time (Unix ms).
+	oldest map[string]int64
+}
+
+func (p fakePart) OldestReady(fn func(string, int64)) {
+	for q, at := range p.oldest {
+		fn(q, at)
+	}
 }
 
 func (p fakePart) Part() uint16  { return p.part }
@@ -281,6 +289,113 @@ func TestMeter(t *testing.T) {
 		}
 		if float64(count) != w.n {
 			t.Errorf("skuldd_request_duration_seconds{op=%s} counted %d; want %v", w.op, count, w.n)
+		}
+	}
+}
+
+// claimService answers claims and completions with fixed tasks, after a
+// long-poll wait it reports as its own.
+type claimService struct {
+	wire.Service
+	tasks  []wire.TaskView
+	waited time.Duration
+}
+
+func (s claimService) Claim(context.Context, *wire.ClaimRequest) (*wire.ClaimResponse, error) {
+	time.Sleep(s.waited)
+	return &wire.ClaimResponse{Tasks: s.tasks, Waited: s.waited}, nil
+}
+
+func (s claimService) Complete(context.Context, *wire.CompleteRequest) (*wire.CompleteResponse, error) {
+	return &wire.CompleteResponse{Acks: 1, Next: s.tasks}, nil
+}
+
+func (s claimService) Enqueue(_ context.Context, req *wire.EnqueueRequest) (*wire.EnqueueResponse, error) {
+	resp := &wire.EnqueueResponse{}
+	for i := range req.Tasks {
+		resp.Results = append(resp.Results, wire.EnqueueResult{Acks: 1, Duplicate: i == 1})
+	}
+	return resp, nil
+}
+
+// TestQueueFamilies: the per-queue counters count enqueues acknowledged
+// (not a key's duplicates) and the moves the partitions report; a claim's
+// latency leaves out its long-poll wait, which has a histogram of its
+// own; a first claim observes the time since its enqueue, a later one
+// does not; and the oldest ready task's age is the oldest over the led
+// partitions.
+func TestQueueFamilies(t *testing.T) {
+	now := time.Now().UnixMilli()
+	src := &fakeSource{parts: []fakePart{
+		{part: 0, epoch: 3, oldest: map[string]int64{"mail": now - 90_000, "sms": now - 5_000}},
+		{part: 1, epoch: 4, oldest: map[string]int64{"mail": now - 30_000}},
+		{part: 2, epoch: 0, oldest: map[string]int64{"mail": now - 999_000}}, // not led here
+	}}
+	m := New(src, discard())
+	zero, one := uint32(0), uint32(1)
+	tasks := []wire.TaskView{
+		{Queue: "mail", Claim: &zero, EnqueuedAt: now - 2_000},
+		{Queue: "mail", Claim: &one, EnqueuedAt: now - 60_000}, // a retry: not a first claim
+	}
+	const waited = 30 * time.Millisecond
+	svc := m.Meter(claimService{tasks: tasks, waited: waited})
+	ctx := context.Background()
+	if _, err := svc.Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "mail"}, {Queue: "mail"}, {Queue: "sms"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Claim(ctx, &wire.ClaimRequest{Queue: "mail", WaitMs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Complete(ctx, &wire.CompleteRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	m.CountMove("mail", task.Claimed)
+	m.CountMove("mail", task.Claimed)
+	m.CountMove("mail", task.Completed)
+	m.CountMove("mail", task.Ready) // not counted
+	m.CountMove("mail", task.Dead)
+	m.CountMove("sms", task.Cancelled)
+	m.Count("mail", Failed)
+	m.Count("mail", Expired)
+
+	fams := scrape(t, m)
+	for _, w := range []struct {
+		name, queue string
+		want        float64
+	}{
+		{"skuldd_queue_enqueued_total", "mail", 1},
+		{"skuldd_queue_enqueued_total", "sms", 1},
+		{"skuldd_queue_claimed_total", "mail", 2},
+		{"skuldd_queue_completed_total", "mail", 1},
+		{"skuldd_queue_dead_total", "mail", 1},
+		{"skuldd_queue_failed_total", "mail", 1},
+		{"skuldd_queue_expired_total", "mail", 1},
+		{"skuldd_queue_cancelled_total", "sms", 1},
+		{"skuldd_queue_cancelled_total", "mail", 0},
+	} {
+		if got, typ := sample(fams, w.name, map[string]string{"queue": w.queue}); got != w.want || typ != dto.MetricType_COUNTER {
+			t.Errorf("%s{queue=%s} = %v (%v); want %v", w.name, w.queue, got, typ, w.want)
+		}
+	}
+	if got, _ := sample(fams, "skuldd_queue_oldest_ready_seconds", map[string]string{"queue": "mail"}); got < 89 || got > 95 {
+		t.Errorf("oldest ready of mail: %v s; want about 90 (the led partitions' oldest)", got)
+	}
+	if got, _ := sample(fams, "skuldd_queue_oldest_ready_seconds", map[string]string{"queue": "sms"}); got < 4 || got > 10 {
+		t.Errorf("oldest ready of sms: %v s; want about 5", got)
+	}
+	// First claims: the claim's and the completion's next, each 2 s
+	// after the enqueue; the later claims are not observed.
+	h := fams["skuldd_queue_first_claim_seconds"].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 2 || h.GetSampleSum() < 3.9 || h.GetSampleSum() > 6 {
+		t.Errorf("first claim: %d samples, sum %v; want 2, about 4 s", h.GetSampleCount(), h.GetSampleSum())
+	}
+	wait := fams["skuldd_claim_wait_seconds"].GetMetric()[0].GetHistogram()
+	if wait.GetSampleCount() != 1 || wait.GetSampleSum() < waited.Seconds() {
+		t.Errorf("claim wait: %d samples, sum %v; want 1 of %v", wait.GetSampleCount(), wait.GetSampleSum(), waited)
+	}
+	for _, mt := range fams["skuldd_request_duration_seconds"].GetMetric() {
+		if mt.GetLabel()[0].GetValue() == "claim" && mt.GetHistogram().GetSampleSum() >= waited.Seconds() {
+			t.Errorf("claim latency %v s includes the %v wait", mt.GetHistogram().GetSampleSum(), waited)
 		}
 	}
 }
