@@ -27,7 +27,7 @@ var allowedInternal = map[string][]string{
 	// When a node holds its log's busy syncs back.
 	"node/pressure": {},
 	// The client API with the coordinator's retry policy.
-	"node/retrying": {"wire"},
+	"node/retrying": {"wire", "task"},
 	// A node's configuration: fields, defaults, validation.
 	"node/config": {"node/listen", "node/peer", "antientropy", "clock", "ring", "store", "task"},
 	// The queues' settings, kept in the metadata group.

@@ -17,8 +17,11 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultDialTimeout bounds connecting to one node.
-	DefaultDialTimeout = 5 * time.Second
+	// DefaultDialTimeout bounds connecting to one node: a node that is
+	// down is known, and the next one tried, after this long (a QUIC
+	// handshake takes a round trip or two; the rest is room for a lost
+	// packet's resend).
+	DefaultDialTimeout = time.Second
 	// DefaultRetryFor is how long a call keeps trying nodes.
 	DefaultRetryFor = 30 * time.Second
 	// retryPause is the pause after every node of Config.Nodes failed a

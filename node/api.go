@@ -66,6 +66,7 @@ type retryHost struct {
 
 func (h retryHost) Stopping() bool                          { return h.n.stopping.Load() }
 func (h retryHost) StampIDs(req *wire.EnqueueRequest) error { return h.c.StampIDs(req) }
+func (h retryHost) Unreachable(need retrying.Need) error    { return h.n.unreachable(need) }
 
 // coordHost is the node as the coordinator plane sees it (coord.Host).
 type coordHost struct{ n *Node }

@@ -2,9 +2,12 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/skuldd/skuldd/node/listen"
+	"github.com/skuldd/skuldd/node/retrying"
+	"github.com/skuldd/skuldd/ring"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -90,3 +93,57 @@ func (n *Node) reachable(ids []uint64) int {
 // as GET /readyz reports it: for the process's own readiness signals
 // (systemd's notify protocol).
 func (n *Node) Readiness() []string { return n.readiness() }
+
+// unreachable says why retrying cannot serve need: a partition it needs
+// whose cohort has no majority within this node's reach, or the metadata
+// group without a majority of its voters in reach (retrying.Host).
+// Reachability is gossip's, as for readiness.
+func (n *Node) unreachable(need retrying.Need) error {
+	if need.Meta {
+		if voters, _ := n.raft.Config(); n.reachable(voters) <= len(voters)/2 {
+			return fmt.Errorf("the metadata group has %d of its %d voters within this node's reach (%s not answering); it needs a majority",
+				n.reachable(voters), len(voters), n.downList(voters))
+		}
+	}
+	var parts []int
+	switch {
+	case need.All:
+		for p := range n.cfg.Partitions {
+			parts = append(parts, p)
+		}
+	default:
+		for _, id := range need.IDs {
+			if p := int(ring.PartitionOf(id[:], n.cfg.Partitions)); !slices.Contains(parts, p) {
+				parts = append(parts, p)
+			}
+		}
+	}
+	for _, p := range parts {
+		cohort := n.partitionCohort(p)
+		if len(cohort) == 0 {
+			continue // not placed yet: a retry may find it placed
+		}
+		if reach := n.reachable(cohort); reach <= len(cohort)/2 {
+			return fmt.Errorf("partition %d has %d of its %d replicas within this node's reach (%s not answering); it needs a majority",
+				p, reach, len(cohort), n.downList(cohort))
+		}
+	}
+	return nil
+}
+
+// downList names the nodes of ids this node does not reach, by address
+// where gossip knows it.
+func (n *Node) downList(ids []uint64) string {
+	var down []string
+	for _, id := range ids {
+		if id == n.id || n.ms.Alive(id) {
+			continue
+		}
+		if addr := n.ms.AddrOf(id); addr != "" {
+			down = append(down, addr)
+		} else {
+			down = append(down, fmt.Sprintf("node %d", id))
+		}
+	}
+	return strings.Join(down, ", ")
+}

@@ -192,6 +192,28 @@ type pending struct {
 	gone chan struct{}
 }
 
+// dialRound rounds the time a timed-out dial waited, for its message.
+const dialRound = 100 * time.Millisecond
+
+// DialTimeoutError is a dial that got no answer in the time it had:
+// the node is down, or nothing listens at the address (QUIC runs over
+// UDP, so a closed port looks the same as a dead machine). It matches
+// context.DeadlineExceeded with errors.Is.
+type DialTimeoutError struct {
+	Addr  string
+	After time.Duration
+}
+
+func (e *DialTimeoutError) Error() string {
+	return fmt.Sprintf("dial %s: no answer within %v (the node is down, or not listening at this address)", e.Addr, e.After)
+}
+
+// Unwrap makes the error a deadline exceeded.
+func (e *DialTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// Timeout reports true, as net errors of a timeout do.
+func (e *DialTimeoutError) Timeout() bool { return true }
+
 // Dial connects to the node at addr ("host:port") over its own UDP socket
 // and opens cfg.Streams request streams. ctx bounds the dial together with
 // cfg.DialTimeout; it does not bound the Conn's life afterwards.
@@ -201,13 +223,21 @@ func Dial(ctx context.Context, addr string, cfg ClientConfig) (*Conn, error) {
 
 // dialOn dials addr over tr, or over a socket and transport of its own
 // when tr is nil.
-func dialOn(ctx context.Context, tr *quic.Transport, addr string, cfg ClientConfig) (*Conn, error) {
-	cfg, err := cfg.validate()
+func dialOn(parent context.Context, tr *quic.Transport, addr string, cfg ClientConfig) (_ *Conn, err error) {
+	cfg, err = cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(parent, cfg.DialTimeout)
 	defer cancel()
+	began := time.Now()
+	defer func() {
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			// No answer in the time the dial had (its own timeout or the
+			// caller's deadline): say what that means.
+			err = &DialTimeoutError{Addr: addr, After: time.Since(began).Round(dialRound)}
+		}
+	}()
 
 	raddr, err := resolveUDP(ctx, addr)
 	if err != nil {

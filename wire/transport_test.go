@@ -737,3 +737,33 @@ func BenchmarkCallParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 	b.ReportMetric(float64(c.qc.ConnectionStats().PacketsSent-sent)/float64(b.N), "pkts/req")
 }
+
+// TestDialTimeoutSaysSo: a dial that gets no answer in its time fails
+// with a DialTimeoutError that says what that means, and still matches
+// context.DeadlineExceeded; so does one cut short by the caller's
+// deadline.
+func TestDialTimeoutSaysSo(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0") // bound, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for _, tc := range []struct {
+		name   string
+		ctx    func() (context.Context, context.CancelFunc)
+		dialTO time.Duration
+	}{
+		{"own timeout", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, 200 * time.Millisecond},
+		{"caller's deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, 5 * time.Second},
+	} {
+		ctx, cancel := tc.ctx()
+		_, err := Dial(ctx, pc.LocalAddr().String(), ClientConfig{DialTimeout: tc.dialTO})
+		cancel()
+		var dte *DialTimeoutError
+		if !errors.As(err, &dte) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer within") {
+			t.Errorf("%s: %v; want a DialTimeoutError saying no answer", tc.name, err)
+		}
+	}
+}

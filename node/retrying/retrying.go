@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
 )
 
@@ -21,7 +22,30 @@ type Host interface {
 	// The Host's Enqueue trusts the marks: every enqueue reaches it
 	// through here. It fails if the node cannot serve.
 	StampIDs(req *wire.EnqueueRequest) error
+	// Unreachable says why retrying cannot serve what a request needs
+	// within the retry time: a partition it needs whose cohort has no
+	// majority within this node's reach (no leader can be elected or
+	// write there until nodes come back), or the metadata group without
+	// a majority of its voters. nil: retrying may help (a failover in
+	// progress, a leader not known yet).
+	Unreachable(need Need) error
 }
+
+// Need is what a request needs to be served, for telling a wait that
+// retrying can end (a failover) from one it cannot (a majority gone).
+type Need struct {
+	// IDs: the partitions of these tasks.
+	IDs []task.ID
+	// All: every partition (a cluster-wide read).
+	All bool
+	// Meta: the metadata group (queue settings, schedules, shards).
+	Meta bool
+}
+
+// none is the need of a request retrying judges by its errors alone.
+var none = Need{}
+
+func (n Need) empty() bool { return len(n.IDs) == 0 && !n.All && !n.Meta }
 
 // Service is the retrying client API of a node.
 type Service struct{ h Host }
@@ -54,8 +78,8 @@ func transient(err error) bool {
 	return false
 }
 
-func retry[T any](ctx context.Context, s Service, f func() (T, error)) (T, error) {
-	return retryOp(ctx, s, false, f)
+func retry[T any](ctx context.Context, s Service, need Need, f func() (T, error)) (T, error) {
+	return retryOp(ctx, s, false, need, f)
 }
 
 // retryWrite is retry for a write. Once an attempt ended in doubt (a
@@ -67,11 +91,15 @@ func retry[T any](ctx context.Context, s Service, f func() (T, error)) (T, error
 // answered as unavailable, an outcome in doubt, with the refusal as its
 // detail: a client that takes a refusal as "it never happened" is then
 // never wrong.
-func retryWrite[T any](ctx context.Context, s Service, f func() (T, error)) (T, error) {
-	return retryOp(ctx, s, true, f)
+func retryWrite[T any](ctx context.Context, s Service, need Need, f func() (T, error)) (T, error) {
+	return retryOp(ctx, s, true, need, f)
 }
 
-func retryOp[T any](ctx context.Context, s Service, write bool, f func() (T, error)) (T, error) {
+// retryOp runs f until it succeeds or fails for good, retrying what
+// failed for a while (transient) up to retryFor; it stops early, with an
+// error that says why, once what the request needs is out of reach for
+// longer than a retry can wait (Host.Unreachable).
+func retryOp[T any](ctx context.Context, s Service, write bool, need Need, f func() (T, error)) (T, error) {
 	deadline := time.Now().Add(retryFor)
 	pause := retryPause
 	var doubt error // the first attempt that ended in doubt
@@ -82,6 +110,11 @@ func retryOp[T any](ctx context.Context, s Service, write bool, f func() (T, err
 		}
 		if !transient(err) || time.Now().After(deadline) || s.h.Stopping() {
 			return v, err
+		}
+		if !need.empty() {
+			if why := s.h.Unreachable(need); why != nil {
+				return v, fmt.Errorf("%w: %v (last attempt: %v)", wire.ErrUnavailable, why, err)
+			}
 		}
 		if doubt == nil {
 			doubt = err
@@ -106,7 +139,13 @@ func (s Service) Enqueue(ctx context.Context, req *wire.EnqueueRequest) (*wire.E
 		return nil, err
 	}
 	var doubt error // the first attempt that ended in doubt
-	return retryWrite(ctx, s, func() (*wire.EnqueueResponse, error) {
+	need := Need{IDs: make([]task.ID, 0, len(req.Tasks))}
+	for _, t := range req.Tasks {
+		if t.ID != nil {
+			need.IDs = append(need.IDs, *t.ID)
+		}
+	}
+	return retryWrite(ctx, s, need, func() (*wire.EnqueueResponse, error) {
 		resp, err := s.h.Enqueue(ctx, req)
 		for i := range req.Tasks {
 			// A retry may find the first attempt's write.
@@ -145,19 +184,21 @@ func duplicateOfAnother(req *wire.EnqueueRequest, resp *wire.EnqueueResponse) in
 }
 
 func (s Service) Claim(ctx context.Context, req *wire.ClaimRequest) (*wire.ClaimResponse, error) {
-	return retry(ctx, s, func() (*wire.ClaimResponse, error) { return s.h.Claim(ctx, req) })
+	// A claim asks every leader in turn when this node has no work: it is
+	// out of reach as a cluster-wide read is.
+	return retry(ctx, s, everywhere, func() (*wire.ClaimResponse, error) { return s.h.Claim(ctx, req) })
 }
 
 func (s Service) Renew(ctx context.Context, req *wire.RenewRequest) (*wire.RenewResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.RenewResponse, error) { return s.h.Renew(ctx, req) })
+	return retryWrite(ctx, s, ids(req.ID), func() (*wire.RenewResponse, error) { return s.h.Renew(ctx, req) })
 }
 
 func (s Service) Update(ctx context.Context, req *wire.UpdateRequest) (*wire.Ack, error) {
-	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Update(ctx, req) })
+	return retryWrite(ctx, s, ids(req.ID), func() (*wire.Ack, error) { return s.h.Update(ctx, req) })
 }
 
 func (s Service) Complete(ctx context.Context, req *wire.CompleteRequest) (*wire.CompleteResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.CompleteResponse, error) { return s.h.Complete(ctx, req) })
+	return retryWrite(ctx, s, ids(req.ID), func() (*wire.CompleteResponse, error) { return s.h.Complete(ctx, req) })
 }
 
 func (s Service) Fail(ctx context.Context, req *wire.FailRequest) (*wire.Ack, error) {
@@ -176,38 +217,38 @@ func (s Service) Requeue(ctx context.Context, req *wire.RequeueRequest) (*wire.A
 // acknowledged. A bulk requeue, purge or group cancel is too: what one did
 // is no longer dead (or open), so a repeat only counts less.
 func (s Service) Cancel(ctx context.Context, req *wire.CancelRequest) (*wire.Ack, error) {
-	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Cancel(ctx, req) })
+	return retryWrite(ctx, s, ids(req.ID), func() (*wire.Ack, error) { return s.h.Cancel(ctx, req) })
 }
 
 func (s Service) Delete(ctx context.Context, req *wire.DeleteRequest) (*wire.Ack, error) {
-	return retryWrite(ctx, s, func() (*wire.Ack, error) { return s.h.Delete(ctx, req) })
+	return retryWrite(ctx, s, ids(req.ID), func() (*wire.Ack, error) { return s.h.Delete(ctx, req) })
 }
 
 func (s Service) RequeueDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.RequeueDead(ctx, req) })
+	return retryWrite(ctx, s, everywhere, func() (*wire.BulkResponse, error) { return s.h.RequeueDead(ctx, req) })
 }
 
 func (s Service) PurgeDead(ctx context.Context, req *wire.DeadRequest) (*wire.BulkResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.PurgeDead(ctx, req) })
+	return retryWrite(ctx, s, everywhere, func() (*wire.BulkResponse, error) { return s.h.PurgeDead(ctx, req) })
 }
 
 func (s Service) GroupCancel(ctx context.Context, req *wire.GroupCancelRequest) (*wire.BulkResponse, error) {
-	return retryWrite(ctx, s, func() (*wire.BulkResponse, error) { return s.h.GroupCancel(ctx, req) })
+	return retryWrite(ctx, s, everywhere, func() (*wire.BulkResponse, error) { return s.h.GroupCancel(ctx, req) })
 }
 
 func (s Service) Group(ctx context.Context, req *wire.GroupRequest) (*wire.GroupResponse, error) {
-	return retry(ctx, s, func() (*wire.GroupResponse, error) { return s.h.Group(ctx, req) })
+	return retry(ctx, s, everywhere, func() (*wire.GroupResponse, error) { return s.h.Group(ctx, req) })
 }
 
 func (s Service) Get(ctx context.Context, req *wire.GetRequest) (*wire.TaskView, error) {
-	return retry(ctx, s, func() (*wire.TaskView, error) { return s.h.Get(ctx, req) })
+	return retry(ctx, s, ids(req.ID), func() (*wire.TaskView, error) { return s.h.Get(ctx, req) })
 }
 
 // List is retried only until it has emitted a page: after that a retry
 // would repeat tasks.
 func (s Service) List(ctx context.Context, req *wire.ListRequest, emit func(*wire.ListPage) error) error {
 	emitted := false
-	_, err := retry(ctx, s, func() (struct{}, error) {
+	_, err := retry(ctx, s, everywhere, func() (struct{}, error) {
 		err := s.h.List(ctx, req, func(p *wire.ListPage) error { emitted = true; return emit(p) })
 		if emitted && err != nil {
 			return struct{}{}, permanent{err}
@@ -221,17 +262,52 @@ func (s Service) List(ctx context.Context, req *wire.ListRequest, emit func(*wir
 	return err
 }
 
+// metaAttempt bounds one attempt of a metadata-group op: a proposal that
+// no quorum commits waits for its context, so without a bound a client
+// would wait out its own deadline to learn nothing. An election fits in
+// it; a retry follows, unless the group is out of reach.
+const metaAttempt = 5 * time.Second
+
+// retryMeta is retry for an op on the metadata group: refused at once
+// when the group is out of reach, each attempt bounded by metaAttempt.
+// Every such op is safe to repeat (a setting or a schedule set again, a
+// shard member's join or leave by its name).
+func retryMeta[T any](ctx context.Context, s Service, f func(context.Context) (T, error)) (T, error) {
+	if why := s.h.Unreachable(meta); why != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: %v", wire.ErrUnavailable, why)
+	}
+	return retry(ctx, s, meta, func() (T, error) {
+		actx, cancel := context.WithTimeout(ctx, metaAttempt)
+		defer cancel()
+		v, err := f(actx)
+		if err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			err = fmt.Errorf("%w: the metadata group did not answer within %v (%v)", wire.ErrUnavailable, metaAttempt, err)
+		}
+		return v, err
+	})
+}
+
+// everywhere and meta are the needs of cluster-wide and metadata ops.
+var (
+	everywhere = Need{All: true}
+	meta       = Need{Meta: true}
+)
+
+// ids is the need of an op on one task.
+func ids(id task.ID) Need { return Need{IDs: []task.ID{id}} }
+
 // permanent marks an error retry must not retry.
 type permanent struct{ err error }
 
 func (p permanent) Error() string { return p.err.Error() }
 
 func (s Service) Count(ctx context.Context, req *wire.CountRequest) (*wire.CountResponse, error) {
-	return retry(ctx, s, func() (*wire.CountResponse, error) { return s.h.Count(ctx, req) })
+	return retry(ctx, s, everywhere, func() (*wire.CountResponse, error) { return s.h.Count(ctx, req) })
 }
 
 func (s Service) Queues(ctx context.Context, req *wire.QueuesRequest) (*wire.QueuesResponse, error) {
-	return retry(ctx, s, func() (*wire.QueuesResponse, error) { return s.h.Queues(ctx, req) })
+	return retry(ctx, s, everywhere, func() (*wire.QueuesResponse, error) { return s.h.Queues(ctx, req) })
 }
 
 func (s Service) Leave(ctx context.Context) (*wire.LeaveResponse, error) {
@@ -248,45 +324,45 @@ func (s Service) Hints(ctx context.Context, req *wire.HintsRequest) (*wire.Hints
 }
 
 func (s Service) GC(ctx context.Context, req *wire.GCRequest) (*wire.GCResponse, error) {
-	return retry(ctx, s, func() (*wire.GCResponse, error) { return s.h.GC(ctx, req) })
+	return retry(ctx, s, everywhere, func() (*wire.GCResponse, error) { return s.h.GC(ctx, req) })
 }
 
 func (s Service) QueueGet(ctx context.Context, req *wire.QueueGetRequest) (*wire.QueueSettings, error) {
-	return retry(ctx, s, func() (*wire.QueueSettings, error) { return s.h.QueueGet(ctx, req) })
+	return retry(ctx, s, none, func() (*wire.QueueSettings, error) { return s.h.QueueGet(ctx, req) }) // a local read
 }
 
 func (s Service) QueueSet(ctx context.Context, req *wire.QueueSetRequest) (*wire.QueueSettings, error) {
-	return retry(ctx, s, func() (*wire.QueueSettings, error) { return s.h.QueueSet(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.QueueSettings, error) { return s.h.QueueSet(ctx, req) })
 }
 
 func (s Service) ScheduleSet(ctx context.Context, req *wire.ScheduleSetRequest) (*wire.ScheduleView, error) {
-	return retry(ctx, s, func() (*wire.ScheduleView, error) { return s.h.ScheduleSet(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.ScheduleView, error) { return s.h.ScheduleSet(ctx, req) })
 }
 
 func (s Service) ScheduleList(ctx context.Context, req *wire.ScheduleListRequest) (*wire.ScheduleListResponse, error) {
-	return retry(ctx, s, func() (*wire.ScheduleListResponse, error) { return s.h.ScheduleList(ctx, req) })
+	return retry(ctx, s, none, func() (*wire.ScheduleListResponse, error) { return s.h.ScheduleList(ctx, req) }) // a local read
 }
 
 func (s Service) ScheduleDelete(ctx context.Context, req *wire.ScheduleDeleteRequest) (*wire.ScheduleDeleteResponse, error) {
-	return retry(ctx, s, func() (*wire.ScheduleDeleteResponse, error) { return s.h.ScheduleDelete(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.ScheduleDeleteResponse, error) { return s.h.ScheduleDelete(ctx, req) })
 }
 
 // The shard ops are retried as one: a join or leave is idempotent by
 // member, and a renewal repeated renews again (its Stopped only grows).
 func (s Service) ShardJoin(ctx context.Context, req *wire.ShardJoinRequest) (*wire.ShardView, error) {
-	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardJoin(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.ShardView, error) { return s.h.ShardJoin(ctx, req) })
 }
 
 func (s Service) ShardRenew(ctx context.Context, req *wire.ShardRenewRequest) (*wire.ShardView, error) {
-	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardRenew(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.ShardView, error) { return s.h.ShardRenew(ctx, req) })
 }
 
 func (s Service) ShardLeave(ctx context.Context, req *wire.ShardLeaveRequest) (*wire.ShardView, error) {
-	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardLeave(ctx, req) })
+	return retryMeta(ctx, s, func(ctx context.Context) (*wire.ShardView, error) { return s.h.ShardLeave(ctx, req) })
 }
 
 func (s Service) ShardMembers(ctx context.Context, req *wire.ShardMembersRequest) (*wire.ShardView, error) {
-	return retry(ctx, s, func() (*wire.ShardView, error) { return s.h.ShardMembers(ctx, req) })
+	return retry(ctx, s, none, func() (*wire.ShardView, error) { return s.h.ShardMembers(ctx, req) }) // a local read
 }
 
 var _ wire.Service = Service{}

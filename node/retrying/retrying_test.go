@@ -3,6 +3,9 @@ package retrying
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/skuldd/skuldd/task"
@@ -16,6 +19,15 @@ type fakeNode struct {
 	script       []error
 	calls        int
 	stopping     bool
+	// out, if set, is what Unreachable answers; needs records what it
+	// was asked.
+	out   error
+	needs []Need
+}
+
+func (f *fakeNode) Unreachable(n Need) error {
+	f.needs = append(f.needs, n)
+	return f.out
 }
 
 func (f *fakeNode) next() error {
@@ -120,5 +132,33 @@ func TestRetryPolicy(t *testing.T) {
 	f = &fakeNode{script: []error{unavailable}, stopping: true}
 	if _, err := New(f).Get(ctx, &wire.GetRequest{}); !errors.Is(err, wire.ErrUnavailable) || f.calls != 1 {
 		t.Errorf("get on a stopping node = %v after %d calls; want no retry", err, f.calls)
+	}
+}
+
+// TestUnreachableEndsRetries: a request that failed for a while is
+// answered at once, as unavailable with the reason, when what it needs is
+// out of reach (Host.Unreachable), instead of after the whole retry time;
+// while it may be reached, it is retried. An op on tasks asks for their
+// partitions.
+func TestUnreachableEndsRetries(t *testing.T) {
+	ctx := context.Background()
+	why := errors.New("partition 7 has 1 of its 3 replicas within this node's reach (a:1, b:1 not answering); it needs a majority")
+	id := task.ID{4}
+	f := &fakeNode{script: []error{unavailable, unavailable, unavailable}, out: why}
+	_, err := New(f).Get(ctx, &wire.GetRequest{ID: id})
+	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), why.Error()) || f.calls != 1 {
+		t.Fatalf("get with its partition out of reach = %v after %d calls; want unavailable at once, saying why", err, f.calls)
+	}
+	if len(f.needs) != 1 || !slices.Equal(f.needs[0].IDs, []task.ID{id}) {
+		t.Errorf("get asked for %+v; want its task's partition", f.needs)
+	}
+	f = &fakeNode{script: []error{unavailable, unavailable}}
+	if _, err := New(f).Get(ctx, &wire.GetRequest{ID: id}); err != nil || f.calls != 3 {
+		t.Errorf("get in reach = %v after %d calls; want success on the third", err, f.calls)
+	}
+	f = &fakeNode{script: []error{unavailable}, out: why}
+	if _, err := New(f).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{ID: &id, Queue: "q"}}}); !strings.Contains(fmt.Sprint(err), "partition 7") ||
+		len(f.needs) != 1 || !slices.Equal(f.needs[0].IDs, []task.ID{id}) {
+		t.Errorf("enqueue = %v, needs %+v; want unavailable naming the partition, asked for its task's", err, f.needs)
 	}
 }
