@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skuldd/skuldd/wire"
 )
 
 // clusterScript runs scripts/cluster.sh with the test's binary, folder and
@@ -80,20 +82,20 @@ func freePorts(t *testing.T, n int) int {
 
 type clusterOut struct {
 	Members []struct {
-		ID    uint64 `json:"id"`
+		ID    uint64 `json:"id,string"`
 		Addr  string `json:"addr"`
 		State string `json:"state"`
 		Raft  string `json:"raft"`
 	} `json:"members"`
 	Raft struct {
-		Leader uint64   `json:"leader"`
-		Voters []uint64 `json:"voters"`
+		Leader uint64       `json:"leader,string"`
+		Voters wire.NodeIDs `json:"voters"`
 	} `json:"raft"`
 	Partitions []struct {
-		Partition int      `json:"partition"`
-		Cohort    []uint64 `json:"cohort"`
-		Leader    uint64   `json:"leader"`
-		Epoch     uint64   `json:"epoch"`
+		Partition int          `json:"partition"`
+		Cohort    wire.NodeIDs `json:"cohort"`
+		Leader    uint64       `json:"leader,string"`
+		Epoch     uint64       `json:"epoch"`
 	} `json:"partitions"`
 }
 

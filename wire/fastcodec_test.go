@@ -311,7 +311,8 @@ func TestFastCodecFieldsKnown(t *testing.T) {
 		&ReplicateResponse{}: 1, &ReplicateResult{}: 3, &Result{}: 2,
 		// EnqueueRequest.Taken and EnqueueTask.Drawn are never encoded.
 		&EnqueueRequest{}: 3 + 1, &EnqueueTask{}: 16 + 1, &EnqueueResponse{}: 1, &EnqueueResult{}: 4,
-		&ClaimRequest{}: 4, &ClaimResponse{}: 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
+		// ClaimResponse.Waited is never encoded.
+		&ClaimRequest{}: 4, &ClaimResponse{}: 1 + 1, &CompleteRequest{}: 4, &CompleteResponse{}: 2,
 		&TaskView{}: 22, &CancelView{}: 2, &ClaimView{}: 5, &UpdateView{}: 3, &FailureView{}: 7,
 	} {
 		if n := reflect.TypeOf(v).Elem().NumField(); n != fields {
