@@ -209,6 +209,9 @@ func runNode(c *ucli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
+	if cfg.Insecure {
+		logger.Warn("--insecure: this node may bind any address without a cluster secret; whoever reaches its port can use the whole API, join the cluster and read every task", "bind", cfg.Bind)
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.New(cfg)
@@ -251,16 +254,29 @@ func runNode(c *ucli.Context) error {
 // fifth of the clock skew bound at most (2s of the default 10s).
 const defaultDriftFraction = 5
 
+// secretModeMask are the permission bits a cluster secret file must not
+// have: a file its group or others may read (or write) is refused, as ssh
+// refuses such a private key.
+const secretModeMask = 0o077
+
 // readSecret reads a cluster secret file: its bytes, surrounding
-// whitespace trimmed (so `openssl rand -hex 32 > F` works).
+// whitespace trimmed (so `openssl rand -hex 32 > F` works). A file other
+// users may read is refused.
 func readSecret(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&secretModeMask != 0 {
+		return nil, fmt.Errorf("cluster secret %s: mode %04o lets other users read it, and whoever reads it is the cluster's admin: chmod 600 %s (or 400)", path, perm, path)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cluster secret: %w", err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) < wire.MinSecretLen {
-		return nil, fmt.Errorf("cluster secret %s: %d bytes; at least %d are needed (try: openssl rand -hex 32 > %s)", path, len(b), wire.MinSecretLen, path)
+		return nil, fmt.Errorf("cluster secret %s: %d bytes; at least %d are needed (try: umask 077; openssl rand -hex 32 > %s)", path, len(b), wire.MinSecretLen, path)
 	}
 	return b, nil
 }
