@@ -23,6 +23,8 @@ type clusterScript struct {
 	bin  string
 	dir  string
 	base int
+	// secret, if set, is the cluster secret file the nodes start with.
+	secret string
 }
 
 func (cs *clusterScript) run(args ...string) (string, error) {
@@ -33,6 +35,9 @@ func (cs *clusterScript) run(args ...string) (string, error) {
 		"SKULD_CLUSTER_PORT="+strconv.Itoa(cs.base),
 		"SKULD_CLUSTER_WAIT=60",
 	)
+	if cs.secret != "" {
+		cmd.Env = append(cmd.Env, "SKULD_CLUSTER_SECRET_FILE="+cs.secret)
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -97,7 +97,8 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"POST", "/healthz", 405, "GET, HEAD"},
 		{"POST", "/metrics", 404, ""}, // no metrics handler in this configuration
 		{"GET", "/v1/nope", 404, ""},
-		{"GET", "/", 404, ""},
+		{"POST", "/", 405, "GET, HEAD"},
+		{"GET", "/nothing/here", 404, ""},
 	} {
 		rec := serve(h, tc.method, tc.path, "")
 		e := errorOf(t, rec)
@@ -250,6 +251,8 @@ func TestOpenAPI(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("GET /openapi.json: %d %s", rec.Code, rec.Body.Bytes())
 	}
+	// The status page is HTML: its body is checked as text.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(rec.Body.Bytes())
 	if err != nil {
@@ -404,4 +407,12 @@ func described(doc *openapi3.T, method, url string) bool {
 		}
 	}
 	return false
+}
+
+func httpTestRequest(method, path string) *http.Request { return httptest.NewRequest(method, path, nil) }
+
+func serveReq(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
 }

@@ -79,10 +79,11 @@ func Starting(cfg Config) http.Handler {
 }
 
 type api struct {
-	svc  wire.Service
-	cfg  Config
-	log  *slog.Logger
-	spec spec
+	svc         wire.Service
+	cfg         Config
+	log         *slog.Logger
+	spec        spec
+	statusState statusState
 }
 
 // serve builds the mux of routes. A request no route takes gets 405 with
@@ -648,9 +649,10 @@ func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
 }
 
 // RequireToken wraps h so that every request but the probes (GET /healthz
-// and /readyz) must carry "Authorization: Bearer TOKEN" (the client token
-// of a cluster with a secret, as `skuldd ctl token` prints it). Others
-// get 401.
+// and /readyz) must carry the client token of a cluster with a secret (as
+// `skuldd ctl token` prints it): "Authorization: Bearer TOKEN", or Basic
+// credentials with the token as the password (a browser's prompt).
+// Others get 401.
 func RequireToken(h http.Handler, token string) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -658,13 +660,23 @@ func RequireToken(h http.Handler, token string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="skuldd"`)
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 && !basicToken(r, token) {
+			// A browser asks for Basic credentials (the token as the
+			// password), which is how a person opens the status page.
+			w.Header().Add("WWW-Authenticate", `Bearer realm="skuldd"`)
+			w.Header().Add("WWW-Authenticate", `Basic realm="skuldd", charset="UTF-8"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a client token is required (Authorization: Bearer TOKEN; skuldd ctl token prints it)", Code: "unauthorized", Num: 0})
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// basicToken reports whether r carries the token as the password of
+// HTTP Basic credentials (any user name).
+func basicToken(r *http.Request, token string) bool {
+	_, pass, ok := r.BasicAuth()
+	return ok && subtle.ConstantTimeCompare([]byte(pass), []byte(token)) == 1
 }
 
 // Health is the body of GET /healthz and /readyz.

@@ -34,7 +34,7 @@ func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
 }
 
 // pathParam finds the {name} segments of a mux pattern.
-var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)
+var pathParam = regexp.MustCompile(`\{([a-z]+)\}`) // not {$}
 
 func buildSpec(routes []route) map[string]any {
 	s := &schemas{byName: map[string]reflect.Type{}, out: map[string]any{}}
@@ -93,10 +93,12 @@ func buildSpec(routes []route) map[string]any {
 				"content":     map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}},
 			},
 		}
-		item, _ := paths[rt.path].(map[string]any)
+		// ServeMux's {$} (the path ends here) is OpenAPI's plain path.
+		path := strings.ReplaceAll(rt.path, "{$}", "")
+		item, _ := paths[path].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[rt.path] = item
+			paths[path] = item
 		}
 		item[strings.ToLower(rt.method)] = op
 	}

@@ -54,6 +54,9 @@ type enqueueOneBody struct {
 func (a *api) routes() []route {
 	svc := a.svc
 	rs := []route{
+		{method: "GET", path: "/{$}", handler: a.status, tag: tagHealth, raw: "text/html",
+			query:   []param{{"task", "string", "show this task (its id)"}},
+			summary: "The status page, for people: members, the metadata group, partitions, queues with rates and lag, recent dead tasks, a task by id"},
 		{method: "GET", path: "/healthz", handler: a.healthz, tag: tagHealth, resp: &Health{},
 			summary: "Liveness: 200 unless the node is stopping"},
 		{method: "GET", path: "/readyz", handler: a.readyz, tag: tagHealth, resp: &Health{},

@@ -61,8 +61,13 @@ func TestDashboardMetrics(t *testing.T) {
 	if _, err := x.cl().Claim(x.ctx, &wire.ClaimRequest{Queue: "dash", WaitMs: 50}); err != nil {
 		t.Fatal(err)
 	}
-	x.enqueue(wire.EnqueueTask{Queue: "dash"}) // ready: the oldest ready age has a queue
+	ready := x.enqueue(wire.EnqueueTask{Queue: "dash"}) // ready: the oldest ready age has a queue
 	fams, body := scrape(t, x.c, 0)
+	// The queues' listing says when the oldest ready task was enqueued.
+	qs, err := x.cl().Queues(x.ctx, &wire.QueuesRequest{})
+	if err != nil || len(qs.Queues) != 1 || qs.Queues[0].OldestReadyAt != ready[0].Millis() {
+		t.Errorf("queues: %+v, %v; want dash's oldest ready at %d", qs, err, ready[0].Millis())
+	}
 
 	// The queue's counters, on one node: each move counted once.
 	for name, want := range map[string]float64{

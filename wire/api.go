@@ -389,6 +389,10 @@ type QueueStats struct {
 	Cancelled int64 `cbor:"8,keyasint,omitempty" json:"cancelled"`
 	// Subtopic is set on the rows of QueuesResponse.Subtopics.
 	Subtopic string `cbor:"9,keyasint,omitempty" json:"subtopic,omitempty"`
+	// OldestReadyAt is when the queue's oldest ready task was enqueued
+	// (Unix ms; 0: none ready): how far behind its workers are. Not set
+	// on subtopic rows.
+	OldestReadyAt int64 `cbor:"10,keyasint,omitempty" json:"oldest_ready_at,omitempty"`
 }
 
 // QueuesResponse answers QueuesRequest, sorted by queue name (and

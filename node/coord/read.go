@@ -265,9 +265,16 @@ func (p *Plane) queueStats(ctx context.Context, fwd bool, req *wire.QueuesReques
 	if err != nil {
 		return nil, err
 	}
+	oldest := map[string]int64{}
+	older := func(q string, at int64) {
+		if o, ok := oldest[q]; at > 0 && (!ok || at < o) {
+			oldest[q] = at
+		}
+	}
 	err = fanOut(ctx, p, plan, wire.OpQueues, req, func(r *wire.QueuesResponse) {
 		for _, q := range r.Queues {
 			add(queues, key{q.Queue, ""}, statsCounts(q))
+			older(q.Queue, q.OldestReadyAt)
 		}
 		for _, q := range r.Subtopics {
 			add(subs, key{q.Queue, q.Subtopic}, statsCounts(q))
@@ -281,6 +288,7 @@ func (p *Plane) queueStats(ctx context.Context, fwd bool, req *wire.QueuesReques
 			continue
 		}
 		r.Stats(func(q string, c [task.NumStatus]int64) { add(queues, key{q, ""}, c) })
+		r.OldestReady(older)
 		if req.Subtopics {
 			r.SubtopicStats(func(q, sub string, c [task.NumStatus]int64) { add(subs, key{q, sub}, c) })
 		}
@@ -292,6 +300,9 @@ func (p *Plane) queueStats(ctx context.Context, fwd bool, req *wire.QueuesReques
 				Queue: k.queue, Subtopic: k.sub, Ready: c[task.Ready], Claimed: c[task.Claimed], Delayed: c[task.Delayed],
 				Blocked: c[task.Blocked], Completed: c[task.Completed], Dead: c[task.Dead], Cancelled: c[task.Cancelled],
 			})
+			if k.sub == "" {
+				out[len(out)-1].OldestReadyAt = oldest[k.queue]
+			}
 		}
 		slices.SortFunc(out, func(a, b wire.QueueStats) int {
 			return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Subtopic, b.Subtopic))
