@@ -409,7 +409,9 @@ func described(doc *openapi3.T, method, url string) bool {
 	return false
 }
 
-func httpTestRequest(method, path string) *http.Request { return httptest.NewRequest(method, path, nil) }
+func httpTestRequest(method, path string) *http.Request {
+	return httptest.NewRequest(method, path, nil)
+}
 
 func serveReq(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()

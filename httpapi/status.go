@@ -75,14 +75,14 @@ type statusView struct {
 	Leaders    []leaderRow
 	// Short lists the partitions whose cohort has fewer members than the
 	// largest cohort (a replica missing, or a move under way).
-	Short string
-	Queues     []queueRow
-	QueuesErr  string
-	Dead       []deadRow
-	DeadErr    string
-	Lookup     string
-	Task       *taskDetail
-	TaskErr    string
+	Short     string
+	Queues    []queueRow
+	QueuesErr string
+	Dead      []deadRow
+	DeadErr   string
+	Lookup    string
+	Task      *taskDetail
+	TaskErr   string
 }
 
 type memberRow struct {
