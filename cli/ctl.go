@@ -140,7 +140,7 @@ func ctlCommand() *ucli.Command {
 			},
 			{
 				Name:  "list",
-				Usage: "list tasks, one per line",
+				Usage: "list tasks in id order (enqueue order), one per line; page through them with --limit and --after",
 				Flags: []ucli.Flag{
 					&ucli.StringFlag{Name: "queue"},
 					&ucli.StringFlag{Name: "state", Usage: "ready, claimed, delayed, snoozed, retrying, blocked, completed, dead or cancelled"},
@@ -148,6 +148,8 @@ func ctlCommand() *ucli.Command {
 					&ucli.StringFlag{Name: "kind"},
 					&ucli.StringFlag{Name: "subtopic"},
 					&ucli.IntFlag{Name: "limit"},
+					&ucli.StringFlag{Name: "after", Usage: "the cursor: only the tasks after it (tasks come in id order, which is enqueue order: the last id of a page is the next page's --after)"},
+					&ucli.BoolFlag{Name: "desc", Usage: "newest first"},
 				},
 				Action: ctlAction(ctlList),
 			},
@@ -572,7 +574,14 @@ func ctlGet(e *ctlEnv) error {
 
 func ctlList(e *ctlEnv) error {
 	req := &wire.ListRequest{Queue: e.c.String("queue"), State: e.c.String("state"), Group: e.c.String("group"),
-		Kind: e.c.String("kind"), Subtopic: e.c.String("subtopic"), Limit: e.c.Int("limit")}
+		Kind: e.c.String("kind"), Subtopic: e.c.String("subtopic"), Limit: e.c.Int("limit"), Desc: e.c.Bool("desc")}
+	if s := e.c.String("after"); s != "" {
+		id, err := task.ParseID(s)
+		if err != nil {
+			return usagef("--after: %v", err)
+		}
+		req.After = &id
+	}
 	return e.cl.List(e.ctx, req, func(p *wire.ListPage) error {
 		for i := range p.Tasks {
 			if err := e.out.Encode(&p.Tasks[i]); err != nil {

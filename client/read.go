@@ -47,13 +47,21 @@ type ListOptions struct {
 	Kind, Subtopic string
 	// Limit is the most tasks listed; 0: all.
 	Limit int
+	// After is the cursor: only the tasks after it in the listing's
+	// order are listed (the zero ID: from the first). Tasks come in id
+	// order, which is enqueue order, so the last ID of one page is the
+	// next page's After.
+	After ID
+	// Desc lists the newest first (descending id order).
+	Desc bool
 }
 
 // errListStopped ends a listing whose caller stopped ranging over it.
 var errListStopped = errors.New("client: list stopped by the caller")
 
-// List ranges over the tasks matching opts, partition by partition, as
-// the node streams them: nothing is held beyond one page. Ranging ends at
+// List ranges over the tasks matching opts in id order (enqueue order)
+// across the cluster, as the node streams them: nothing is held beyond
+// one page. Ranging ends at
 // the first error, yielded with a nil Info. A listing is retried on
 // another node only until its first task was yielded; after that an
 // error ends it (a retry would yield those tasks again).
@@ -67,7 +75,11 @@ var errListStopped = errors.New("client: list stopped by the caller")
 func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[*Info, error] {
 	return func(yield func(*Info, error) bool) {
 		req := &wire.ListRequest{Queue: opts.Queue, State: opts.State, Group: opts.Group, Kind: opts.Kind, Subtopic: opts.Subtopic,
-			Limit: opts.Limit}
+			Limit: opts.Limit, Desc: opts.Desc}
+		if !opts.After.IsZero() {
+			after := opts.After
+			req.After = &after
+		}
 		yielded, stopped := false, false
 		err := c.do(ctx, "list", func(ctx context.Context, cl *wire.Client) error {
 			err := cl.List(ctx, req, func(p *wire.ListPage) error {

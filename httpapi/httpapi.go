@@ -350,7 +350,8 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// list streams matching tasks as NDJSON, one task per line. Errors before
+// list streams matching tasks as NDJSON, one task per line, in id order
+// (enqueue order) across the cluster, from after the cursor ?after=ID. Errors before
 // the first line are JSON errors; a failure later ends the stream with an
 // {"error": ...} line.
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -364,6 +365,22 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Limit = v
+	}
+	if s := q.Get("desc"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			a.fail(w, fmt.Errorf("%w: desc %q is not true or false", task.ErrInvalid, s))
+			return
+		}
+		req.Desc = v
+	}
+	if s := q.Get("after"); s != "" {
+		id, err := task.ParseID(s)
+		if err != nil {
+			a.fail(w, fmt.Errorf("after: %w", err))
+			return
+		}
+		req.After = &id
 	}
 	started := false
 	enc := json.NewEncoder(w)

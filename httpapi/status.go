@@ -278,7 +278,7 @@ func total(q wire.QueueStats) int64 {
 }
 
 func (a *api) statusDead(ctx context.Context, v *statusView) {
-	err := a.svc.List(ctx, &wire.ListRequest{State: "dead", Limit: statusDead}, func(p *wire.ListPage) error {
+	err := a.svc.List(ctx, &wire.ListRequest{State: "dead", Limit: statusDead, Desc: true}, func(p *wire.ListPage) error {
 		for i := range p.Tasks {
 			t := &p.Tasks[i]
 			row := deadRow{ID: t.ID.String(), Queue: t.Queue, Attempts: t.Attempts}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/skuldd/skuldd/node/nodetest"
@@ -132,5 +133,102 @@ func testListUpdates(t *testing.T, nodes int) {
 				t.Errorf("list %s: update %d is %+v; get shows %+v", id, i, l[i], g.Updates[i])
 			}
 		}
+	}
+}
+
+// TestListOrderAndCursor: a listing through any node of a 3-node
+// cluster comes in id order across every partition and leader, and
+// paging with a limit and the last id as
+// the cursor (After) yields the same tasks, each once, filters included.
+// (Before, the tasks came partition by partition, node by node.)
+func TestListOrderAndCursor(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	ctx := t.Context()
+	const n = 700 // more than a chunk of each stream's
+	var batch []wire.EnqueueTask
+	for i := range n {
+		q := "lo"
+		if i%3 == 0 {
+			q = "lo3"
+		}
+		batch = append(batch, wire.EnqueueTask{Queue: q, Data: []byte(fmt.Sprint(i))})
+	}
+	for i := 0; i < n; i += 100 {
+		if _, err := c.Client(i/100%3).Enqueue(ctx, &wire.EnqueueRequest{Tasks: batch[i : i+100]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(node int, req wire.ListRequest) []task.ID {
+		t.Helper()
+		var ids []task.ID
+		err := c.Client(node).List(ctx, &req, func(p *wire.ListPage) error {
+			for _, v := range p.Tasks {
+				ids = append(ids, v.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("list through node %d: %v", node, err)
+		}
+		return ids
+	}
+	ordered := func(what string, ids []task.ID) {
+		t.Helper()
+		for i := 1; i < len(ids); i++ {
+			if ids[i-1].Compare(ids[i]) >= 0 {
+				t.Fatalf("%s: task %d (%s) does not come after task %d (%s)", what, i, ids[i], i-1, ids[i-1])
+			}
+		}
+	}
+	whole := list(0, wire.ListRequest{})
+	if len(whole) != n {
+		t.Fatalf("list: %d tasks; want %d", len(whole), n)
+	}
+	ordered("list", whole)
+	for node := 1; node < 3; node++ {
+		if got := list(node, wire.ListRequest{}); !slices.Equal(got, whole) {
+			t.Fatalf("list through node %d differs from node 0's", node)
+		}
+	}
+	// Pages of 64: the last id is the next page's cursor.
+	page := func(node int, req wire.ListRequest) []task.ID {
+		t.Helper()
+		var out []task.ID
+		req.Limit = 64
+		for {
+			ids := list(node, req)
+			out = append(out, ids...)
+			if len(ids) < req.Limit {
+				return out
+			}
+			last := ids[len(ids)-1]
+			req.After = &last
+		}
+	}
+	if got := page(1, wire.ListRequest{}); !slices.Equal(got, whole) {
+		t.Fatalf("paged list: %d tasks, not the whole list's %d in its order", len(got), len(whole))
+	}
+	threes := list(2, wire.ListRequest{Queue: "lo3"})
+	ordered("list of lo3", threes)
+	if len(threes) != (n+2)/3 {
+		t.Fatalf("list of lo3: %d tasks; want %d", len(threes), (n+2)/3)
+	}
+	if got := page(0, wire.ListRequest{Queue: "lo3"}); !slices.Equal(got, threes) {
+		t.Fatal("paged list of lo3 differs from the whole one")
+	}
+	last := whole[len(whole)-1]
+	if got := list(0, wire.ListRequest{After: &last}); len(got) != 0 {
+		t.Fatalf("list after the last task: %d tasks", len(got))
+	}
+	// Newest first: the whole list reversed, paged the same way.
+	rev := slices.Clone(whole)
+	slices.Reverse(rev)
+	if got := list(1, wire.ListRequest{Desc: true}); !slices.Equal(got, rev) {
+		t.Fatal("list newest first is not the list reversed")
+	}
+	if got := page(2, wire.ListRequest{Desc: true}); !slices.Equal(got, rev) {
+		t.Fatal("paged list newest first is not the list reversed")
 	}
 }

@@ -386,6 +386,56 @@ func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bo
 	return ti.Error()
 }
 
+// ScanPartitionDesc is ScanPartition backwards: it calls fn for every task
+// of partition part with id < before (the zero id: every task), in
+// descending id order, until fn returns false or an error.
+func (s *Store) ScanPartitionDesc(part uint16, before task.ID, fn func(TaskRecord) (bool, error)) error {
+	specLo := partKey(kindSpec, part, 0)
+	stateLo := partKey(kindState, part, 0)
+	specHi, stateHi := prefixEnd(specLo), prefixEnd(stateLo)
+	if !before.IsZero() {
+		specHi, stateHi = taskKey(kindSpec, part, before), taskKey(kindState, part, before)
+	}
+	si, err := s.db.NewIter(&pebble.IterOptions{LowerBound: specLo, UpperBound: specHi})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	defer si.Close()
+	ti, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stateLo, UpperBound: stateHi})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	defer ti.Close()
+	ti.Last()
+	for si.Last(); si.Valid(); si.Prev() {
+		key := si.Key()
+		if len(key) != 3+task.IDLen {
+			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
+		}
+		rec := TaskRecord{Spec: new(task.Spec)}
+		if rec.PayloadApart, err = decodeSpec(si.Value(), rec.Spec); err != nil {
+			return fmt.Errorf("part %d: %w", part, err)
+		}
+		id := key[3:]
+		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) > 0 {
+			ti.Prev() // a state without a spec: cannot happen, skip it
+		}
+		if ti.Valid() && bytes.Equal(ti.Key()[3:], id) {
+			if err := decode(ti.Value(), &rec.State); err != nil {
+				return fmt.Errorf("part %d task %x: %w", part, id, err)
+			}
+		}
+		more, err := fn(rec)
+		if err != nil || !more {
+			return err
+		}
+	}
+	if err := si.Error(); err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	return ti.Error()
+}
+
 // scan iterates [lo, hi) calling fn until it returns false or an error.
 func (s *Store) scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})

@@ -291,6 +291,20 @@ func scanAll(t *testing.T, s *store.Store, part uint16, from task.ID) []scanned 
 	return out
 }
 
+// scanDesc is scanAll backwards, below before.
+func scanDesc(t *testing.T, s *store.Store, part uint16, before task.ID) []scanned {
+	t.Helper()
+	var out []scanned
+	err := s.ScanPartitionDesc(part, before, func(rec store.TaskRecord) (bool, error) {
+		out = append(out, scanned{rec.Spec.ID, rec.Spec.Queue, rec.State})
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("ScanPartitionDesc(%d): %v", part, err)
+	}
+	return out
+}
+
 func TestScanPartition(t *testing.T) {
 	s := newTasksStore(t)
 	parts := []uint16{0, 1, 65535}
@@ -341,6 +355,24 @@ func TestScanPartition(t *testing.T) {
 	for _, part := range []uint16{2, 65534} {
 		if got := scanAll(t, s, part, task.ID{}); len(got) != 0 {
 			t.Errorf("empty part %d: scan found %d tasks", part, len(got))
+		}
+		if got := scanDesc(t, s, part, task.ID{}); len(got) != 0 {
+			t.Errorf("empty part %d: scan backwards found %d tasks", part, len(got))
+		}
+	}
+	// Backwards: every task, newest first; before is exclusive.
+	for _, part := range parts {
+		rev := slices.Clone(want[part])
+		slices.Reverse(rev)
+		if got := scanDesc(t, s, part, task.ID{}); !reflect.DeepEqual(got, rev) {
+			t.Errorf("part %d: scan backwards = %+v\nwant %+v", part, got, rev)
+		}
+		before := want[part][4].id
+		if got := scanDesc(t, s, part, before); !reflect.DeepEqual(got, rev[6:]) {
+			t.Errorf("part %d before %v: scan backwards = %+v\nwant %+v", part, before, got, rev[6:])
+		}
+		if got := scanDesc(t, s, part, task.MakeID(1, 0, 0)); len(got) != 0 {
+			t.Errorf("part %d before the first id: %d tasks; want none", part, len(got))
 		}
 	}
 

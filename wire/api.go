@@ -348,6 +348,13 @@ type ListRequest struct {
 	// Kind and Subtopic filter by those labels.
 	Kind     string `cbor:"5,keyasint,omitempty" json:"kind,omitempty"`
 	Subtopic string `cbor:"6,keyasint,omitempty" json:"subtopic,omitempty"`
+	// After is the cursor: only the tasks that come after it in the
+	// listing's order are listed. A listing is in id order (enqueue
+	// order) across the cluster, so the last id of one page is the
+	// cursor of the next.
+	After *task.ID `cbor:"7,keyasint,omitempty" json:"after,omitempty"`
+	// Desc lists in descending id order: the newest first.
+	Desc bool `cbor:"8,keyasint,omitempty" json:"desc,omitempty"`
 	Fanned
 }
 
