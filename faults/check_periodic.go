@@ -35,6 +35,7 @@ const (
 	kindProgressMiscount = "schedule progress miscounted"
 	kindScheduleChanged  = "acknowledged schedule not read back"
 	kindPeriodicUnread   = "periodic record incomplete"
+	kindListOrder        = "listing out of id order or repeating a task"
 )
 
 // schedGrid is one version of a schedule, as a set's answer or the final
@@ -60,8 +61,8 @@ type occurrence struct {
 
 func checkPeriodic(h *history) *Check {
 	c := newCheck("periodic tasks",
-		"every schedule set is read back as set; of each schedule's occurrences up to its done, those without a live task are at most its skipped count, and enqueued + skipped is their number; no occurrence has two live tasks (a retired duplicate is not live); every task of the schedules' queue is an occurrence of a version set in the run; every final read answered",
-		kindOccurrenceTwice, kindOccurrenceLost, kindOffGrid, kindProgressMiscount, kindScheduleChanged, kindPeriodicUnread)
+		"every schedule set is read back as set; of each schedule's occurrences up to its done, those without a live task are at most its skipped count, and enqueued + skipped is their number; no occurrence has two live tasks (a retired duplicate is not live); every task of the schedules' queue is an occurrence of a version set in the run; the queue's listing, paged with a cursor, is in id order with no task twice; every final read answered",
+		kindOccurrenceTwice, kindOccurrenceLost, kindOffGrid, kindProgressMiscount, kindScheduleChanged, kindPeriodicUnread, kindListOrder)
 	p := h.in.Periodic
 	if p == nil {
 		c.Notes = append(c.Notes, "no "+PeriodicFile+": the run set no schedules (a run from before them, or the simulation); nothing checked")
@@ -74,6 +75,7 @@ func checkPeriodic(h *history) *Check {
 	pc.incomplete()
 	pc.learn()
 	pc.readBack()
+	pc.listOrder()
 	live := pc.tasks()
 	pc.duplicates(live)
 	pc.progress(live)
@@ -220,6 +222,19 @@ func viewSpec(v *wire.ScheduleView) string {
 // tasks flags the listed tasks that are no occurrence of a version set in
 // the run, counts the retired duplicates, and returns the live tasks of
 // each occurrence.
+// listOrder holds the final listing to its order: ids strictly
+// increasing across the pages, so no task twice and none out of place.
+func (pc *periodicCheck) listOrder() {
+	p := pc.p
+	for i := 1; i < len(p.Tasks.Tasks); i++ {
+		prev, t := p.Tasks.Tasks[i-1].ID, p.Tasks.Tasks[i].ID
+		if t <= prev { // 40 lowercase hex characters: the strings sort as the ids
+			pc.c.flag(kindListOrder, "", p.Tasks.TNs, Example{Task: t, TNs: []int64{p.Tasks.TNs}, Nodes: []int{p.Tasks.Node},
+				Detail: fmt.Sprintf("listed at %d, after %s", i, prev)})
+		}
+	}
+}
+
 func (pc *periodicCheck) tasks() map[occurrence][]*PeriodicTask {
 	c, p := pc.c, pc.p
 	live := map[occurrence][]*PeriodicTask{}

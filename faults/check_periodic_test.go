@@ -110,6 +110,17 @@ func TestPeriodic(t *testing.T) {
 			b.wipe(NemWipeMajority, 4000, 4500, nil, 1, 2)
 		}},
 
+		// The listing's order.
+		{name: "a clean listing, in id order", check: check, kind: kindListOrder, inject: func(b *builder) { b.withPeriodic() }},
+		{name: "a listing out of id order", check: check, kind: kindListOrder, want: 1, inject: func(b *builder) {
+			ts := b.withPeriodic().Tasks.Tasks
+			ts[0], ts[1] = ts[1], ts[0]
+		}},
+		{name: "a task listed twice (a page repeated)", check: check, kind: kindListOrder, want: 1, inject: func(b *builder) {
+			p := b.withPeriodic()
+			p.Tasks.Tasks = slices.Insert(p.Tasks.Tasks, 2, p.Tasks.Tasks[1])
+		}},
+
 		// Losses.
 		{name: "an occurrence up to done without a task", check: check, kind: kindOccurrenceLost, want: 1, inject: func(b *builder) {
 			b.withPeriodic().dropTask("tick", tickVersion, tickStart+2000)

@@ -53,6 +53,9 @@ const (
 	periodicReadBound = 30 * time.Second
 	// periodicRetryPause separates two attempts.
 	periodicRetryPause = 300 * time.Millisecond
+	// periodicListPage is how many tasks a page of the final listing asks
+	// for.
+	periodicListPage = 50
 	// periodicListTimeout bounds one listing: the queue's tasks of every
 	// partition, fanned out to their leaders, a few thousand in a long
 	// run (about 350 bytes each, well within maxResponse).
@@ -217,13 +220,30 @@ func (r *Run) periodicReads(ctx context.Context) error {
 	p.Schedules.Views = views
 	var tasks []PeriodicTask
 	p.Tasks.PeriodicRead = r.periodicRead(ctx, periodicListTimeout, periodicReadBound, func(ctx context.Context, node int) error {
-		res := r.api.Do(ctx, node, http.MethodGet, "/v1/tasks?queue="+url.QueryEscape(p.Queue), nil, nil)
-		if res.Type != OK {
-			return fmt.Errorf("%s %s", res.Code, res.Err)
+		// Paged as a client pages a long listing: the last id of a page
+		// is the next one's cursor (the listing is in id order across the
+		// cluster, which the check holds it to).
+		tasks = tasks[:0]
+		after := ""
+		for {
+			path := fmt.Sprintf("/v1/tasks?queue=%s&limit=%d", url.QueryEscape(p.Queue), periodicListPage)
+			if after != "" {
+				path += "&after=" + after
+			}
+			res := r.api.Do(ctx, node, http.MethodGet, path, nil, nil)
+			if res.Type != OK {
+				return fmt.Errorf("%s %s", res.Code, res.Err)
+			}
+			page, err := parseTaskList(res.Body)
+			if err != nil {
+				return err
+			}
+			tasks = append(tasks, page...)
+			if len(page) < periodicListPage {
+				return nil
+			}
+			after = page[len(page)-1].ID
 		}
-		var err error
-		tasks, err = parseTaskList(res.Body)
-		return err
 	})
 	p.Tasks.Tasks = tasks
 	r.log.Info("periodic reads", "schedules", len(views), "schedules read", p.Schedules.OK, "tasks", len(tasks), "tasks read", p.Tasks.OK,
