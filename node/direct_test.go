@@ -560,16 +560,20 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)
 	all := c.IDs(0, 1, 2)
 	c.Placed(t, 0, all, 3)
-	const k = 0
+	// The coordinator: a node that leads a partition (the retry below
+	// needs one). Which nodes lead follows their random ids: with 8
+	// partitions a given node leads none about one time in 25.
+	k, others := leadingNode(t, c, 3)
+	o1, o2 := others[0], others[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
 	defer cancel()
-	for _, j := range []int{1, 2} {
+	for _, j := range others {
 		c.Faults(k).HoldOp(c.Addr(j), wire.OpReplicate)
 	}
-	// Node 2 takes no hint either (its put hangs): node 1's answer is
-	// enough, and the enqueue does not wait for node 2 (it did, until
+	// Node o2 takes no hint either (its put hangs): node o1's answer is
+	// enough, and the enqueue does not wait for node o2 (it did, until
 	// the client's deadline, before 68ed9cf).
-	c.Faults(k).HoldOp(c.Addr(2), wire.OpHintPut)
+	c.Faults(k).HoldOp(c.Addr(o2), wire.OpHintPut)
 	ectx, ecancel := context.WithTimeout(ctx, 3*c.Config(k).HintWait)
 	r, err := c.Client(k).Enqueue(ectx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "spread", Data: []byte("s")}}})
 	ecancel()
@@ -582,8 +586,8 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	if st := c.Node(k).HintStats(); st.Pending != 1 {
 		t.Fatalf("the coordinator's hints %+v; want 1 pending", st)
 	}
-	if st := c.Node(1).HintStats(); st.Pending+st.Handed != 1 {
-		t.Fatalf("node 1's hints %+v; want the one the enqueue needed (w=2)", st)
+	if st := c.Node(o1).HintStats(); st.Pending+st.Handed != 1 {
+		t.Fatalf("node %d's hints %+v; want the one the enqueue needed (w=2)", o1, st)
 	}
 	// A retry of an enqueue whose id this node drew (FreshID cleared,
 	// Drawn kept, as node/retrying sends it) is spread too, and its wait
@@ -603,7 +607,7 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 		}
 	}
 	if len(kLeads) == 0 {
-		t.Fatal("the coordinator leads no partition")
+		t.Fatal("the coordinator leads no partition (leadingNode chose it for one)")
 	}
 	gen := task.NewIDGen(99, clock.Real{})
 	id2 := gen.Next()
@@ -630,7 +634,7 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	})
 	var got []task.ID
 	nodetest.WaitFor(t, clusterWait, func() error {
-		cl, err := c.Client(1).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2})
+		cl, err := c.Client(o1).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2})
 		if err != nil {
 			return err
 		}
@@ -648,7 +652,32 @@ func TestIDlessEnqueueSpreadWhenItsCohortFails(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("claimed %v; want %v, each once", got, want)
 	}
-	if cl, err := c.Client(2).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2}); err != nil || len(cl.Tasks) != 0 {
+	if cl, err := c.Client(o2).Claim(ctx, &wire.ClaimRequest{Queue: "spread", TTLMs: 60_000, Count: 2}); err != nil || len(cl.Tasks) != 0 {
 		t.Fatalf("a second claim: %+v, %v; want none", cl, err)
 	}
+}
+
+// leadingNode returns a node of the cluster's first n that leads a
+// partition, and the others.
+func leadingNode(t *testing.T, c *nodetest.Cluster, n int) (int, []int) {
+	t.Helper()
+	for i := range n {
+		reps, err := c.Node(i).Replicas()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reps {
+			if r.LeadingEpoch != 0 {
+				var others []int
+				for j := range n {
+					if j != i {
+						others = append(others, j)
+					}
+				}
+				return i, others
+			}
+		}
+	}
+	t.Fatal("no node leads a partition")
+	return 0, nil
 }

@@ -232,3 +232,89 @@ func TestListOrderAndCursor(t *testing.T) {
 		t.Fatal("paged list newest first is not the list reversed")
 	}
 }
+
+// TestListByStateReadsIndex: a listing by a state memory holds (ready,
+// claimed, delayed, blocked, dead) reads only the tasks in that state,
+// from the replicas' entries, not every task of the partitions
+// (skuldd_store_scanned_total does not move), and lists what a scan
+// would; a listing by queue alone scans. Paging with the cursor and
+// newest first work on the index too.
+func TestListByStateReadsIndex(t *testing.T) {
+	x := newH(t)
+	const n = 300
+	var batch []wire.EnqueueTask
+	for range n {
+		batch = append(batch, wire.EnqueueTask{Queue: "ix", MaxAttempts: 1})
+	}
+	ids := x.enqueue(batch...)
+	var claimed []task.ID
+	for range 4 {
+		r, err := x.cl().Claim(x.ctx, &wire.ClaimRequest{Queue: "ix"})
+		if err != nil || len(r.Tasks) != 1 {
+			t.Fatalf("claim: %+v, %v", r, err)
+		}
+		claimed = append(claimed, r.Tasks[0].ID)
+	}
+	// One fails for good: dead.
+	if _, err := x.cl().Fail(x.ctx, &wire.FailRequest{ID: claimed[3], Claim: 0, Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed = claimed[:3]
+	slices.SortFunc(claimed, task.ID.Compare)
+	scanned := func() float64 {
+		fams, _ := scrape(t, x.c, 0)
+		return value(find(fams, "skuldd_store_scanned_total", nil))
+	}
+	list := func(req wire.ListRequest) []task.ID {
+		t.Helper()
+		var out []task.ID
+		if err := x.cl().List(x.ctx, &req, func(p *wire.ListPage) error {
+			for _, v := range p.Tasks {
+				out = append(out, v.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := scanned()
+	if got := list(wire.ListRequest{State: "claimed"}); !slices.Equal(got, claimed) {
+		t.Fatalf("claimed: %v; want %v", got, claimed)
+	}
+	if got := list(wire.ListRequest{State: "dead", Queue: "ix"}); len(got) != 1 {
+		t.Fatalf("dead: %v; want one", got)
+	}
+	ready := list(wire.ListRequest{State: "ready"})
+	if len(ready) != n-4 {
+		t.Fatalf("ready: %d tasks; want %d", len(ready), n-4)
+	}
+	// Paged with the cursor, and newest first.
+	var paged []task.ID
+	req := wire.ListRequest{State: "ready", Limit: 70}
+	for {
+		got := list(req)
+		paged = append(paged, got...)
+		if len(got) < req.Limit {
+			break
+		}
+		req.After = &got[len(got)-1]
+	}
+	if !slices.Equal(paged, ready) {
+		t.Fatal("ready, paged: not the whole listing")
+	}
+	rev := slices.Clone(ready)
+	slices.Reverse(rev)
+	if got := list(wire.ListRequest{State: "ready", Desc: true}); !slices.Equal(got, rev) {
+		t.Fatal("ready, newest first: not the listing reversed")
+	}
+	if d := scanned() - before; d != 0 {
+		t.Fatalf("listings by state scanned %v tasks; want none (the index)", d)
+	}
+	if got := list(wire.ListRequest{Queue: "ix"}); len(got) != len(ids) {
+		t.Fatalf("by queue: %d tasks; want %d", len(got), len(ids))
+	}
+	if d := scanned() - before; d < n {
+		t.Fatalf("a listing by queue alone scanned %v tasks; want every one (%d)", d, n)
+	}
+}

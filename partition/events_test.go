@@ -110,3 +110,37 @@ func TestMovesCounted(t *testing.T) {
 		t.Errorf("a follower reported moves %q, ends %v", moves, ends)
 	}
 }
+
+// TestInStatus: the ids in a status come from memory, sorted: ready ones
+// untouched (only in the ready index) and touched (an entry) alike, each
+// once; claimed and dead ones from their entries; by queue or all.
+func TestInStatus(t *testing.T) {
+	r := leader(t, newStore(t))
+	a, b, c, d, e := task.MakeID(t0, 1, 1), task.MakeID(t0, 1, 2), task.MakeID(t0, 1, 3), task.MakeID(t0, 1, 4), task.MakeID(t0, 1, 5)
+	enqueue(t, r, t0, spec(e, "q", 0, 1), spec(d, "q", 0, 1), spec(c, "q", 5, 1), spec(b, "q", 0, 1), spec(a, "other", 0, 1))
+	g := mustClaim(t, r, "q", t0) // c: priority 5
+	if err := r.Fail(g.Spec.ID, g.Claim.Index, "no", nil, t0+1); err != nil {
+		t.Fatal(err)
+	}
+	g = mustClaim(t, r, "q", t0+2) // b
+	// d's entry is materialised by a reservation put back: ready, touched.
+	if id, ok, err := r.Reserve("q"); err != nil || !ok || id != d {
+		t.Fatalf("reserve: %v %v %v; want d", id, ok, err)
+	}
+	for _, tc := range []struct {
+		status task.Status
+		queue  string
+		want   []task.ID
+	}{
+		{task.Ready, "q", []task.ID{d, e}},
+		{task.Ready, "", []task.ID{a, d, e}},
+		{task.Claimed, "q", []task.ID{g.Spec.ID}},
+		{task.Dead, "", []task.ID{c}},
+		{task.Dead, "other", nil},
+		{task.Blocked, "", nil},
+	} {
+		if got := r.InStatus(tc.status, tc.queue); !slices.Equal(got, tc.want) {
+			t.Errorf("InStatus(%v, %q) = %v; want %v", tc.status, tc.queue, got, tc.want)
+		}
+	}
+}

@@ -596,6 +596,44 @@ func (r *Replica) Blocked() []task.ID {
 }
 
 // Stats calls fn with each queue's counts by state.
+// InStatus returns the ids of this replica's tasks in status, of queue
+// unless it is "", in ascending order, from memory: every task that has
+// not ended is an entry or, ready and never touched, an item of its
+// queue's ready index. It is the index of a listing by state: it reads
+// no task from the store. status must not be an ended one (completed,
+// cancelled), which memory does not hold.
+func (r *Replica) InStatus(status task.Status, queue string) []task.ID {
+	r.mu.Lock()
+	var ids []task.ID
+	for id, e := range r.tasks {
+		if e.status == status && (queue == "" || e.q.name == queue) {
+			ids = append(ids, id)
+		}
+	}
+	if status == task.Ready {
+		add := func(q *queueIndex) {
+			q.ready.Ascend(func(h Head) bool {
+				if r.tasks[h.ID] == nil { // an entry's was added above
+					ids = append(ids, h.ID)
+				}
+				return true
+			})
+		}
+		if queue != "" {
+			if q := r.queues[queue]; q != nil {
+				add(q)
+			}
+		} else {
+			for _, q := range r.queues {
+				add(q)
+			}
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(ids, task.ID.Compare)
+	return ids
+}
+
 // OldestReady calls fn with each queue that has ready tasks here and
 // the enqueue time (the id's, Unix ms) of its oldest. The ready index is
 // ordered by priority, then id, so the oldest is the first task of one of

@@ -132,12 +132,18 @@ type Store struct {
 	// memtable and of the tables whose filters admit the key, the main
 	// cost of a read path, so the node exports it and tests count it.
 	lookups atomic.Uint64
+	// scanned counts the tasks partition scans visited (ScanPartition,
+	// ScanPartitionDesc): what a listing that reads every task costs.
+	scanned atomic.Uint64
 	// pacer holds syncs back while the log is busy (syncpace.go).
 	pacer *syncPacer
 }
 
 // Lookups returns the number of point reads since Open.
 func (s *Store) Lookups() uint64 { return s.lookups.Load() }
+
+// Scanned returns the number of tasks partition scans visited since Open.
+func (s *Store) Scanned() uint64 { return s.scanned.Load() }
 
 // Open opens (creating if needed) the database in cfg.Dir.
 func Open(cfg Config) (*Store, error) {

@@ -362,6 +362,7 @@ func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bo
 		if len(key) != 3+task.IDLen {
 			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
 		}
+		s.scanned.Add(1)
 		rec := TaskRecord{Spec: new(task.Spec)}
 		if rec.PayloadApart, err = decodeSpec(si.Value(), rec.Spec); err != nil {
 			return fmt.Errorf("part %d: %w", part, err)
@@ -412,6 +413,7 @@ func (s *Store) ScanPartitionDesc(part uint16, before task.ID, fn func(TaskRecor
 		if len(key) != 3+task.IDLen {
 			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
 		}
+		s.scanned.Add(1)
 		rec := TaskRecord{Spec: new(task.Spec)}
 		if rec.PayloadApart, err = decodeSpec(si.Value(), rec.Spec); err != nil {
 			return fmt.Errorf("part %d: %w", part, err)

@@ -3,7 +3,9 @@ package coord
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
@@ -49,9 +51,9 @@ func (s *listSource) head(ctx context.Context) (*wire.TaskView, error) {
 		s.buf, s.next, s.done = tasks, 0, !more
 		if len(tasks) > 0 {
 			s.last = tasks[len(tasks)-1].ID
-		} else if more {
-			return nil, fmt.Errorf("%w: a list stream said it had more and sent nothing", wire.ErrUnavailable)
 		}
+		// An empty chunk with more to come (an index's ids whose tasks
+		// all moved on) reads the next.
 	}
 	return &s.buf[s.next], nil
 }
@@ -101,7 +103,11 @@ func (p *Plane) list(ctx context.Context, fwd bool, req *wire.ListRequest, emit 
 	for i := range p.parts {
 		part := uint16(i)
 		if plan.mine[part] {
-			sources = append(sources, &listSource{last: after, fill: p.localFill(part, req, want)})
+			fill := p.localFill(part, req, want)
+			if want != nil && !want.Ended() {
+				fill = p.indexFill(part, req, *want, after)
+			}
+			sources = append(sources, &listSource{last: after, fill: fill})
 		}
 	}
 	for _, fp := range plan.others {
@@ -207,6 +213,75 @@ func (p *Plane) localFill(part uint16, req *wire.ListRequest, want *task.Status)
 			return true, nil
 		})
 		return out, more, err
+	}
+}
+
+// indexFill reads the next chunk of a listing by a state that memory
+// holds (ready, claimed, delayed, blocked, dead) from one of this node's
+// partitions: the ids in that state, from the replica's entries
+// (partition.Replica.InStatus, taken once), then each task's records by
+// id. It reads only the tasks in that state, not the partition. The
+// records decide, as a scan's would: a task whose state moved since the
+// ids were taken is left out.
+func (p *Plane) indexFill(part uint16, req *wire.ListRequest, want task.Status, cursor task.ID) func(context.Context, task.ID, int) ([]wire.TaskView, bool, error) {
+	var ids []task.ID
+	taken := false
+	skew := p.cfg.SkewBound.Milliseconds()
+	return func(ctx context.Context, after task.ID, n int) ([]wire.TaskView, bool, error) {
+		if !taken {
+			taken = true
+			ids = p.parts[part].InStatus(want, req.Queue)
+			if req.Desc {
+				slices.Reverse(ids)
+			}
+			// Start after the cursor.
+			if !cursor.IsZero() {
+				i := 0
+				for i < len(ids) && (!req.Desc && ids[i].Compare(cursor) <= 0 || req.Desc && ids[i].Compare(cursor) >= 0) {
+					i++
+				}
+				ids = ids[i:]
+			}
+		}
+		var out []wire.TaskView
+		now := p.now()
+		for len(ids) > 0 && len(out) < n {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+			id := ids[0]
+			ids = ids[1:]
+			sp, err := p.store.FullSpec(part, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // collected or deleted since
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			st, _, err := p.store.State(part, id)
+			if err != nil {
+				return nil, false, err
+			}
+			if req.Group != "" && sp.Group != req.Group || req.Kind != "" && sp.Kind != req.Kind ||
+				req.Subtopic != "" && sp.Subtopic != req.Subtopic || req.Queue != "" && sp.Queue != req.Queue {
+				continue
+			}
+			if s, _ := task.Derive(sp, &st, now, skew); s != want || task.StateName(sp, &st, s) != req.State {
+				continue
+			}
+			var ups []task.Update
+			if len(st.Claims) > 0 {
+				err := p.store.Updates(part, id, func(u task.Update) bool {
+					ups = append(ups, u)
+					return true
+				})
+				if err != nil {
+					return nil, false, err
+				}
+			}
+			out = append(out, p.view(sp, sp.Data, &st, ups, now))
+		}
+		return out, len(ids) > 0, nil
 	}
 }
 

@@ -119,6 +119,8 @@ var nodeScalars = []scalar[Source]{
 		func(s Source) float64 { return float64(s.ClaimCacheBytes()) }),
 	newScalar("skuldd_store_lookups_total", promCounter, "Point reads of the store (spec, payload, state, ...): each searches the memtables and the tables whose filters admit the key.",
 		func(s Source) float64 { return float64(s.Store().Lookups()) }),
+	newScalar("skuldd_store_scanned_total", promCounter, "Tasks that partition scans read (listings that filter by no index, garbage collection): a listing by state reads only that state's tasks, by memory.",
+		func(s Source) float64 { return float64(s.Store().Scanned()) }),
 
 	// Garbage collection.
 	newScalar("skuldd_gc_passes_total", promCounter, "Garbage-collection passes this node ran over the partitions it leads.",

@@ -76,6 +76,8 @@ type Store interface {
 	WALSyncs() (syncs, held uint64)
 	// Lookups returns the point reads of the store.
 	Lookups() uint64
+	// Scanned returns the tasks partition scans read.
+	Scanned() uint64
 }
 
 // Raft is the metadata group's state as this node knows it.

@@ -48,6 +48,7 @@ type fakeStore struct{ syncs, held, lookups uint64 }
 
 func (s fakeStore) WALSyncs() (uint64, uint64) { return s.syncs, s.held }
 func (s fakeStore) Lookups() uint64            { return s.lookups }
+func (s fakeStore) Scanned() uint64            { return 0 }
 
 // fakeSource is a node whose every value is distinct, so that a family
 // reading the wrong one shows.
