@@ -22,6 +22,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# ready: the node on $port serves: /readyz says so, or (a build from
+# before /readyz, which answers it 404) /healthz does.
+ready() {
+	local code
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" 2>/dev/null) || return 1
+	[ "$code" = 200 ] || { [ "$code" = 404 ] && curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; }
+}
+
 # one BIN: prints "ops/s ticks" of one run.
 one() {
 	local bin=$1 dir=$work/data out t0 t1
@@ -29,7 +37,7 @@ one() {
 	GOMAXPROCS=1 "$bin" --bind "127.0.0.1:$port" --data-dir "$dir" --log-level warn &
 	pid=$!
 	for _ in $(seq 1 200); do
-		curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+		ready && break
 		sleep 0.05
 	done
 	GOMAXPROCS=1 "$old" bench --addr "127.0.0.1:$port" -n 100000 -c 64 --phases enqueue --queue ab >/dev/null
