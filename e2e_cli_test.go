@@ -626,10 +626,7 @@ while :; do sleep 0.1; done
 func TestCtlForPeople(t *testing.T) {
 	bin := skulddBin(t)
 	dir := t.TempDir()
-	secret := filepath.Join(dir, "secret")
-	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := writeSecret(t, dir)
 	n := startNode(t, filepath.Join(dir, "data"), 0, "--cluster-secret-file", secret)
 	defer n.stop(t)
 

@@ -269,6 +269,17 @@ func TestClusterScript(t *testing.T) {
 }
 
 // lastLine returns s's last non-empty line.
+// writeSecret writes a cluster secret file, readable by its owner only,
+// in dir and returns its path.
+func writeSecret(t *testing.T, dir string) string {
+	t.Helper()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -278,10 +289,7 @@ func lastLine(s string) string {
 // the secret file, or given), and HTTP needs it as a bearer token.
 func TestSecretCtl(t *testing.T) {
 	dir := t.TempDir()
-	secret := filepath.Join(dir, "secret")
-	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := writeSecret(t, dir)
 	n := startNode(t, filepath.Join(dir, "data"), 0, "--cluster-secret-file", secret)
 	defer n.stop(t)
 

@@ -63,10 +63,7 @@ func TestStatusPage(t *testing.T) {
 		shots = t.TempDir()
 	}
 	dir := t.TempDir()
-	secret := filepath.Join(dir, "secret")
-	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := writeSecret(t, dir)
 	cs := &clusterScript{t: t, bin: skulddBin(t), dir: dir, base: freePorts(t, 3), secret: secret}
 	cs.must("up", "3")
 	t.Cleanup(func() {

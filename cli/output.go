@@ -391,23 +391,16 @@ func isInt(v reflect.Value) bool {
 	return false
 }
 
-// isRecord reports whether v is a struct that is not a value shown as
-// text (an id).
-func isRecord(v reflect.Value) bool {
-	t := v.Type()
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	_, text := reflect.New(t).Interface().(interface{ MarshalText() ([]byte, error) })
-	return t.Kind() == reflect.Struct && !text
-}
+// isRecord reports whether v is a record: a struct (or a pointer to one)
+// that is not a value shown as text (an id).
+func isRecord(v reflect.Value) bool { return recordType(v.Type()) }
 
 // isRecords reports whether v is a list of records.
 func isRecords(v reflect.Value) bool {
-	if v.Kind() != reflect.Slice {
-		return false
-	}
-	t := v.Type().Elem()
+	return v.Kind() == reflect.Slice && recordType(v.Type().Elem())
+}
+
+func recordType(t reflect.Type) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}

@@ -123,11 +123,12 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 
 // checkQuery refuses a request with a query parameter rt does not take.
 func (a *api) checkQuery(rt route) http.Handler {
+	taken := names(rt.query)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery != "" {
 			for name := range r.URL.Query() {
-				if !slices.Contains(names(rt.query), name) {
-					a.fail(w, unknownParam(rt, name))
+				if !slices.Contains(taken, name) {
+					a.fail(w, unknownParam(rt, taken, name))
 					return
 				}
 			}
@@ -136,11 +137,11 @@ func (a *api) checkQuery(rt route) http.Handler {
 	})
 }
 
-func unknownParam(rt route, name string) error {
-	if len(rt.query) == 0 {
+func unknownParam(rt route, taken []string, name string) error {
+	if len(taken) == 0 {
 		return fmt.Errorf("%w: unknown query parameter %q: %s %s takes none", task.ErrInvalid, name, rt.method, rt.path)
 	}
-	return fmt.Errorf("%w: unknown query parameter %q: %s %s takes %s", task.ErrInvalid, name, rt.method, rt.path, strings.Join(names(rt.query), ", "))
+	return fmt.Errorf("%w: unknown query parameter %q: %s %s takes %s", task.ErrInvalid, name, rt.method, rt.path, strings.Join(taken, ", "))
 }
 
 // errorBody is the JSON form of every error.

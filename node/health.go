@@ -64,8 +64,9 @@ func (n *Node) readiness() []string {
 			leaderless = append(leaderless, fmt.Sprint(p))
 			continue
 		}
-		if cohort := n.partitionCohort(p); n.reachable(cohort) <= len(cohort)/2 {
-			cutOff = append(cutOff, fmt.Sprintf("%d (%d of %d)", p, n.reachable(cohort), len(cohort)))
+		cohort := n.partitionCohort(p)
+		if reach := n.reachable(cohort); reach <= len(cohort)/2 {
+			cutOff = append(cutOff, fmt.Sprintf("%d (%d of %d)", p, reach, len(cohort)))
 		}
 	}
 	if len(leaderless) > 0 {
@@ -100,9 +101,10 @@ func (n *Node) Readiness() []string { return n.readiness() }
 // Reachability is gossip's, as for readiness.
 func (n *Node) unreachable(need retrying.Need) error {
 	if need.Meta {
-		if voters, _ := n.raft.Config(); n.reachable(voters) <= len(voters)/2 {
+		voters, _ := n.raft.Config()
+		if reach := n.reachable(voters); reach <= len(voters)/2 {
 			return fmt.Errorf("the metadata group has %d of its %d voters within this node's reach (%s not answering); it needs a majority",
-				n.reachable(voters), len(voters), n.downList(voters))
+				reach, len(voters), n.downList(voters))
 		}
 	}
 	var parts []int

@@ -339,52 +339,12 @@ type TaskRecord struct {
 // inlinePayloadMax is not read (TaskRecord.PayloadApart). It walks the
 // spec and state ranges side by side, so a scan costs one pass over each.
 func (s *Store) ScanPartition(part uint16, from task.ID, fn func(TaskRecord) (bool, error)) error {
-	specLo := taskKey(kindSpec, part, from)
 	specHi := partKey(kindSpec, part+1, 0)
 	if part == ^uint16(0) {
 		specHi = []byte{kindSpec + 1}
 	}
-	stateLo := taskKey(kindState, part, from)
-	stateHi := prefixEnd(partKey(kindState, part, 0))
-	si, err := s.db.NewIter(&pebble.IterOptions{LowerBound: specLo, UpperBound: specHi})
-	if err != nil {
-		return fmt.Errorf("store: scan: %w", err)
-	}
-	defer si.Close()
-	ti, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stateLo, UpperBound: stateHi})
-	if err != nil {
-		return fmt.Errorf("store: scan: %w", err)
-	}
-	defer ti.Close()
-	ti.First()
-	for si.First(); si.Valid(); si.Next() {
-		key := si.Key()
-		if len(key) != 3+task.IDLen {
-			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
-		}
-		s.scanned.Add(1)
-		rec := TaskRecord{Spec: new(task.Spec)}
-		if rec.PayloadApart, err = decodeSpec(si.Value(), rec.Spec); err != nil {
-			return fmt.Errorf("part %d: %w", part, err)
-		}
-		id := key[3:]
-		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) < 0 {
-			ti.Next() // a state without a spec: cannot happen, skip it
-		}
-		if ti.Valid() && bytes.Equal(ti.Key()[3:], id) {
-			if err := decode(ti.Value(), &rec.State); err != nil {
-				return fmt.Errorf("part %d task %x: %w", part, id, err)
-			}
-		}
-		more, err := fn(rec)
-		if err != nil || !more {
-			return err
-		}
-	}
-	if err := si.Error(); err != nil {
-		return fmt.Errorf("store: scan: %w", err)
-	}
-	return ti.Error()
+	return s.scanTasks(part, taskKey(kindSpec, part, from), specHi,
+		taskKey(kindState, part, from), prefixEnd(partKey(kindState, part, 0)), false, fn)
 }
 
 // ScanPartitionDesc is ScanPartition backwards: it calls fn for every task
@@ -397,6 +357,13 @@ func (s *Store) ScanPartitionDesc(part uint16, before task.ID, fn func(TaskRecor
 	if !before.IsZero() {
 		specHi, stateHi = taskKey(kindSpec, part, before), taskKey(kindState, part, before)
 	}
+	return s.scanTasks(part, specLo, specHi, stateLo, stateHi, true, fn)
+}
+
+// scanTasks walks the spec keys in [specLo, specHi) forward (or backward
+// when desc) with the state keys in [stateLo, stateHi) beside them, and
+// calls fn with each task's record.
+func (s *Store) scanTasks(part uint16, specLo, specHi, stateLo, stateHi []byte, desc bool, fn func(TaskRecord) (bool, error)) error {
 	si, err := s.db.NewIter(&pebble.IterOptions{LowerBound: specLo, UpperBound: specHi})
 	if err != nil {
 		return fmt.Errorf("store: scan: %w", err)
@@ -407,8 +374,16 @@ func (s *Store) ScanPartitionDesc(part uint16, before task.ID, fn func(TaskRecor
 		return fmt.Errorf("store: scan: %w", err)
 	}
 	defer ti.Close()
-	ti.Last()
-	for si.Last(); si.Valid(); si.Prev() {
+	// dir is the walk's direction: +1 forward, -1 backward. A state key
+	// behind the spec's id (in the walk's direction) belongs to no spec.
+	first, next, tnext, dir := si.First, si.Next, ti.Next, 1
+	if desc {
+		first, next, tnext, dir = si.Last, si.Prev, ti.Prev, -1
+		ti.Last()
+	} else {
+		ti.First()
+	}
+	for first(); si.Valid(); next() {
 		key := si.Key()
 		if len(key) != 3+task.IDLen {
 			return fmt.Errorf("%w: spec key of %d bytes", ErrCorrupt, len(key))
@@ -419,8 +394,8 @@ func (s *Store) ScanPartitionDesc(part uint16, before task.ID, fn func(TaskRecor
 			return fmt.Errorf("part %d: %w", part, err)
 		}
 		id := key[3:]
-		for ti.Valid() && bytes.Compare(ti.Key()[3:], id) > 0 {
-			ti.Prev() // a state without a spec: cannot happen, skip it
+		for ti.Valid() && bytes.Compare(ti.Key()[3:], id)*dir < 0 {
+			tnext() // a state without a spec: cannot happen, skip it
 		}
 		if ti.Valid() && bytes.Equal(ti.Key()[3:], id) {
 			if err := decode(ti.Value(), &rec.State); err != nil {

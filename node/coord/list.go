@@ -157,7 +157,6 @@ func (p *Plane) list(ctx context.Context, fwd bool, req *wire.ListRequest, emit 
 // localFill reads the next chunk of one of this node's partitions: up to
 // n matching tasks with ids after the given one.
 func (p *Plane) localFill(part uint16, req *wire.ListRequest, want *task.Status) func(context.Context, task.ID, int) ([]wire.TaskView, bool, error) {
-	skew := p.cfg.SkewBound.Milliseconds()
 	return func(ctx context.Context, after task.ID, n int) ([]wire.TaskView, bool, error) {
 		var out []wire.TaskView
 		more := false
@@ -178,39 +177,11 @@ func (p *Plane) localFill(part uint16, req *wire.ListRequest, want *task.Status)
 				more = true
 				return false, nil
 			}
-			if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group ||
-				req.Kind != "" && sp.Kind != req.Kind || req.Subtopic != "" && sp.Subtopic != req.Subtopic {
-				return true, nil
+			v, err := p.listView(part, req, want, sp, &rec.State, rec.PayloadApart, now)
+			if v != nil {
+				out = append(out, *v)
 			}
-			if want != nil {
-				// The state's name, not only its status: "snoozed" and
-				// "retrying" are kinds of Delayed.
-				if s, _ := task.Derive(sp, &rec.State, now, skew); s != *want || task.StateName(sp, &rec.State, s) != req.State {
-					return true, nil
-				}
-			}
-			data := sp.Data
-			if rec.PayloadApart {
-				var err error
-				if data, err = p.store.Data(part, sp.ID); err != nil {
-					return false, err
-				}
-			}
-			// A task's updates live apart from its spec and state: read
-			// them, as get does, so the listing shows the same history
-			// (none to read for a task never claimed).
-			var ups []task.Update
-			if len(rec.State.Claims) > 0 {
-				err := p.store.Updates(part, sp.ID, func(u task.Update) bool {
-					ups = append(ups, u)
-					return true
-				})
-				if err != nil {
-					return false, err
-				}
-			}
-			out = append(out, p.view(sp, data, &rec.State, ups, now))
-			return true, nil
+			return err == nil, err
 		})
 		return out, more, err
 	}
@@ -226,7 +197,6 @@ func (p *Plane) localFill(part uint16, req *wire.ListRequest, want *task.Status)
 func (p *Plane) indexFill(part uint16, req *wire.ListRequest, want task.Status, cursor task.ID) func(context.Context, task.ID, int) ([]wire.TaskView, bool, error) {
 	var ids []task.ID
 	taken := false
-	skew := p.cfg.SkewBound.Milliseconds()
 	return func(ctx context.Context, after task.ID, n int) ([]wire.TaskView, bool, error) {
 		if !taken {
 			taken = true
@@ -262,27 +232,53 @@ func (p *Plane) indexFill(part uint16, req *wire.ListRequest, want task.Status, 
 			if err != nil {
 				return nil, false, err
 			}
-			if req.Group != "" && sp.Group != req.Group || req.Kind != "" && sp.Kind != req.Kind ||
-				req.Subtopic != "" && sp.Subtopic != req.Subtopic || req.Queue != "" && sp.Queue != req.Queue {
-				continue
+			v, err := p.listView(part, req, &want, sp, &st, false, now)
+			if err != nil {
+				return nil, false, err
 			}
-			if s, _ := task.Derive(sp, &st, now, skew); s != want || task.StateName(sp, &st, s) != req.State {
-				continue
+			if v != nil {
+				out = append(out, *v)
 			}
-			var ups []task.Update
-			if len(st.Claims) > 0 {
-				err := p.store.Updates(part, id, func(u task.Update) bool {
-					ups = append(ups, u)
-					return true
-				})
-				if err != nil {
-					return nil, false, err
-				}
-			}
-			out = append(out, p.view(sp, sp.Data, &st, ups, now))
 		}
 		return out, len(ids) > 0, nil
 	}
+}
+
+// listView is a listing's view of task sp of part under state st, or nil
+// when the request's filters leave it out: its labels, then its state's
+// name at now (not only its status: "snoozed" and "retrying" are kinds of
+// Delayed). The payload is read when the spec came without it (apart), and
+// the updates, which live apart from spec and state, as get reads them,
+// so the listing shows the same history (none for a task never claimed).
+func (p *Plane) listView(part uint16, req *wire.ListRequest, want *task.Status, sp *task.Spec, st *task.State, apart bool, now int64) (*wire.TaskView, error) {
+	if req.Queue != "" && sp.Queue != req.Queue || req.Group != "" && sp.Group != req.Group ||
+		req.Kind != "" && sp.Kind != req.Kind || req.Subtopic != "" && sp.Subtopic != req.Subtopic {
+		return nil, nil
+	}
+	if want != nil {
+		if s, _ := task.Derive(sp, st, now, p.cfg.SkewBound.Milliseconds()); s != *want || task.StateName(sp, st, s) != req.State {
+			return nil, nil
+		}
+	}
+	data := sp.Data
+	if apart {
+		var err error
+		if data, err = p.store.Data(part, sp.ID); err != nil {
+			return nil, err
+		}
+	}
+	var ups []task.Update
+	if len(st.Claims) > 0 {
+		err := p.store.Updates(part, sp.ID, func(u task.Update) bool {
+			ups = append(ups, u)
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	v := p.view(sp, data, st, ups, now)
+	return &v, nil
 }
 
 // remoteFill reads the next chunk of another leader's partitions: it asks
