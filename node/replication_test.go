@@ -305,7 +305,17 @@ func TestClusterLeaderPartitionedAway(t *testing.T) {
 			t.Fatalf("task %s: the isolated node wrote claims %+v while cut off", res.ID, g.Claims)
 		}
 	}
-	// The others hand out the rest, never one of the live claims.
+	// The others hand out the rest, never one of the live claims, once
+	// their cohorts stopped changing: while a leader hands a partition to
+	// its new, smaller cohort it grants nothing from it, and an empty
+	// answer would end the loop below early (CI saw 135 of 200).
+	var survivors []int
+	for i := range 3 {
+		if i != victim {
+			survivors = append(survivors, i)
+		}
+	}
+	c.PlacedOn(t, survivors, c.IDs(survivors...), 2)
 	seen := map[task.ID]bool{}
 	for _, tv := range granted {
 		seen[tv.ID] = true
@@ -873,6 +883,102 @@ func TestClusterUnansweredClaimCostsNoAttempt(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A claim left unanswered because the leader's own handoff of its
+// partition (a new epoch) began while the claim was in flight is released
+// once the leader leads again, not held to its lease. CI met it in
+// TestClusterLeaderPartitionedAway: 17 claims at the old epoch, answered
+// to nobody, held their tasks for the 60 s lease while the cohort shrank
+// (and with one attempt, a task would have gone dead though nobody ever
+// held it). Here the leader's shipments and its handoff's installs are
+// held on the way to the followers: the claim's wait ends while the
+// leader has promised itself the new epoch and does not lead.
+func TestUnansweredClaimReleasedAfterOwnHandoff(t *testing.T) {
+	c := nodetest.NewCluster(t, 3)
+	all := c.IDs(0, 1, 2)
+	c.Placed(t, 0, all, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*clusterWait)
+	defer cancel()
+	r, err := c.Client(0).Enqueue(ctx, &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{{Queue: "own-handoff", MaxAttempts: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Results[0].ID
+	part := int(partOfForTest(id, nodetest.DefaultPartitions))
+	led := c.LeadersSettled(t, 0)
+	leader := slices.IndexFunc(all, func(nid uint64) bool { return slices.Contains(led[nid], part) })
+	if leader < 0 {
+		t.Fatalf("no node leads partition %d: %v", part, led)
+	}
+	v, err := c.View(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cohort := v.Partitions[part].Cohort
+	f := c.Faults(leader)
+	for i := range 3 {
+		if i != leader {
+			f.HoldOp(c.Addr(i), wire.OpReplicate)
+			f.HoldOp(c.Addr(i), wire.OpInstall)
+		}
+	}
+	// The claim, granted and shipped; both shipments held.
+	cctx, stopClaim := context.WithCancel(ctx)
+	type answer struct {
+		r   *wire.ClaimResponse
+		err error
+	}
+	claimed := make(chan answer, 1)
+	go func() {
+		r, err := node.Coordinator(c.Node(leader)).Claim(cctx, &wire.ClaimRequest{Queue: "own-handoff", TTLMs: 120_000})
+		claimed <- answer{r, err}
+	}()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if n := f.HeldOps(); n < 2 {
+			return fmt.Errorf("%d requests held; want the claim's 2 shipments", n)
+		}
+		return nil
+	})
+	// The leader's own handoff: promised, then held before its installs.
+	handed := make(chan error, 1)
+	go func() { handed <- node.TakeOver(ctx, c.Node(leader), part, cohort) }()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		if n := f.HeldOps(); n < 4 {
+			return fmt.Errorf("%d requests held; want the 2 shipments and the handoff's 2 installs", n)
+		}
+		rs, err := c.Node(leader).Replicas()
+		if err != nil {
+			return err
+		}
+		if ep := rs[part].LeadingEpoch; ep != 0 {
+			return fmt.Errorf("the leader still leads partition %d at epoch %d", part, ep)
+		}
+		return nil
+	})
+	stopClaim()
+	if a := <-claimed; a.err == nil && len(a.r.Tasks) > 0 {
+		t.Fatalf("a claim no follower held was answered: %+v", a.r.Tasks)
+	}
+	f.ReleaseOps()
+	if err := <-handed; err != nil {
+		t.Fatalf("the leader's handoff: %v", err)
+	}
+	// Released within ClusterWait, well inside its 120 s lease.
+	nodetest.WaitFor(t, clusterWait, func() error {
+		g, err := c.Client(leader).Get(ctx, &wire.GetRequest{ID: id})
+		if err != nil {
+			return err
+		}
+		if len(g.Claims) != 1 || g.State != "ready" || g.Attempts != 0 {
+			return fmt.Errorf("after the unanswered claim: state %s, claims %+v, %d attempts; want ready, the one claim released, 0 attempts", g.State, g.Claims, g.Attempts)
+		}
+		return nil
+	})
+	cr, err := c.Client(leader).Claim(ctx, &wire.ClaimRequest{Queue: "own-handoff", TTLMs: 60_000})
+	if err != nil || len(cr.Tasks) != 1 {
+		t.Fatalf("claim after the release: %+v, %v; want the task (its one attempt unused)", cr, err)
+	}
 }
 
 // TestClusterClaimRouting: a claim through a node goes to the partition

@@ -251,7 +251,8 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 				if firstErr == nil {
 					firstErr = err
 				}
-				c.p.releaseUnanswered(v.ID, *v.Claim, grantEpoch(v))
+				g := grantOf(v)
+				c.p.releaseUnanswered(v.ID, *v.Claim, g.Epoch, g.End)
 				continue
 			}
 			// A lease that ran out while its replication was slow is
@@ -271,17 +272,32 @@ func (c *claimed) wait(ctx context.Context) ([]wire.TaskView, error) {
 // releaseUnanswered ends claim idx of task id, which this leader granted
 // at epoch ep and will not answer (too few replicas held it), as a snooze
 // that takes effect now: the task is ready again at once and the claim
-// costs it no attempt, since nobody ever held it. Best effort, in the
-// background: a leader that stepped down meanwhile cannot write it, and
-// then the claim either stays an orphan (no handoff carries it) or
-// expires. One that stepped down and leads again at a later epoch may
-// hold, under idx, another leader's acknowledged claim: the replica
-// releases idx only if it was granted at ep (ReleaseUnansweredApply).
-func (p *Plane) releaseUnanswered(id task.ID, idx uint32, ep uint64) {
+// costs it no attempt, since nobody ever held it. In the background, and
+// best effort within the claim's lease (it ends at leaseEnd, and then the
+// lease ends the claim): a claim is often unanswered because this node's
+// own handoff of the partition (a new epoch, a new cohort) refused its
+// shipment, and then the node does not lead the partition for a moment;
+// it waits until it leads again (its new epoch carries the claim), or
+// until another node leads and the claim expires there. Without the wait
+// such a claim held its task until the lease ran out and cost it an
+// attempt: a task with one attempt went dead though no worker ever held
+// it. One that stepped down and leads again at a later epoch may hold,
+// under idx, another leader's acknowledged claim: the replica releases
+// idx only if it was granted at ep (ReleaseUnansweredApply).
+func (p *Plane) releaseUnanswered(id task.ID, idx uint32, ep uint64, leaseEnd int64) {
 	p.h.Go(func() {
 		part := p.partOf(id)
-		if !p.leads(part) {
-			return
+		for !p.leads(part) {
+			if p.now() >= leaseEnd {
+				return
+			}
+			t := time.NewTimer(releaseLeadPoll)
+			select {
+			case <-p.h.Stopped():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 		wr, err := p.parts[part].ReleaseUnansweredApply(id, idx, ep, p.now())
 		if err != nil {
@@ -292,15 +308,22 @@ func (p *Plane) releaseUnanswered(id task.ID, idx uint32, ep uint64) {
 	})
 }
 
-// grantEpoch is the epoch v's claim (v.Claim) was granted at, from its
-// claims; 0 if v does not show it (then no claim is released).
-func grantEpoch(v wire.TaskView) uint64 {
+// releaseLeadPoll is how often a release of an unanswered claim looks
+// whether this node leads the claim's partition again (releaseUnanswered):
+// a handoff takes a few round trips, and the claim holds its task until
+// then.
+const releaseLeadPoll = 50 * time.Millisecond
+
+// grantOf is v's claim (v.Claim) as its claims show it: the epoch it was
+// granted at and its lease's end; the zero ClaimView if v does not show
+// it (then no claim is released).
+func grantOf(v wire.TaskView) wire.ClaimView {
 	for _, c := range v.Claims {
 		if v.Claim != nil && c.Claim == *v.Claim {
-			return c.Epoch
+			return c
 		}
 	}
-	return 0
+	return wire.ClaimView{}
 }
 
 // waitAll waits until every write in ps is durable, and returns the first
