@@ -1,6 +1,10 @@
 package main_test
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -53,7 +57,11 @@ func (cs *clusterScript) must(args ...string) string {
 
 // node returns a ctl handle on node i (1-based).
 func (cs *clusterScript) node(i int) *node {
-	return &node{bin: cs.bin, dir: filepath.Join(cs.dir, fmt.Sprintf("n%d", i)), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cs.base+i-1)), out: &lockedBuffer{}}
+	n := &node{bin: cs.bin, dir: filepath.Join(cs.dir, fmt.Sprintf("n%d", i)), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cs.base+i-1)), out: &lockedBuffer{}}
+	if cs.secret != "" {
+		n.tls = secretTLS(cs.t, []string{"--cluster-secret-file", cs.secret})
+	}
+	return n
 }
 
 // freePorts returns the first of n consecutive ports free for UDP and TCP.
@@ -286,7 +294,9 @@ func lastLine(s string) string {
 }
 
 // TestSecretCtl: with a cluster secret, ctl needs the token (derived from
-// the secret file, or given), and HTTP needs it as a bearer token.
+// the secret file, or given), and HTTP is HTTPS (the certificate signed
+// by the authority the secret derives, which ctl tls-ca prints and ctl
+// ready checks) and needs the token as a bearer token.
 func TestSecretCtl(t *testing.T) {
 	dir := t.TempDir()
 	secret := writeSecret(t, dir)
@@ -320,15 +330,17 @@ func TestSecretCtl(t *testing.T) {
 		t.Fatalf("ctl with a malformed token: %v; want exit 2", r)
 	}
 
+	hc := n.httpClient(5 * time.Second)
+	defer hc.CloseIdleConnections()
 	get := func(auth string) int {
-		req, err := http.NewRequest("GET", "http://"+n.addr+"/v1/count", nil)
+		req, err := http.NewRequest("GET", n.url("/v1/count"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,5 +352,42 @@ func TestSecretCtl(t *testing.T) {
 	}
 	if c := get("Bearer " + tok.Token); c != http.StatusOK {
 		t.Fatalf("HTTP with token: %d", c)
+	}
+
+	// curl's view: the authority ctl tls-ca prints verifies the node's
+	// certificate for its address; the pin names its key.
+	caFile := filepath.Join(dir, "ca.pem")
+	ca := n.run(t, nil, "tls-ca", "--cluster-secret-file", secret)
+	if ca.code != 0 || !strings.HasPrefix(ca.stdout, "-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("ctl tls-ca: %v", ca)
+	}
+	if err := os.WriteFile(caFile, []byte(ca.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(ca.stdout))
+	conn, err := tls.Dial("tcp", n.addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("TLS with the authority ctl tls-ca printed: %v", err)
+	}
+	spki, err := x509.MarshalPKIXPublicKey(conn.ConnectionState().PeerCertificates[0].PublicKey)
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(spki)
+	pin := n.run(t, nil, "tls-ca", "--pin", "--cluster-secret-file", secret)
+	if want := "sha256//" + base64.StdEncoding.EncodeToString(sum[:]); strings.TrimSpace(pin.stdout) != want {
+		t.Fatalf("ctl tls-ca --pin: %v; want %s", pin, want)
+	}
+	// ctl ready: over HTTPS with the secret (and --cacert), refused for
+	// plain HTTP with a message that says so.
+	for _, args := range [][]string{{"--cluster-secret-file", secret}, {"--cacert", caFile}} {
+		if r := n.ctl(t, append([]string{"ready"}, args...)...); r.code != 0 || !strings.Contains(r.stdout, `"status":"ready"`) {
+			t.Fatalf("ctl ready %v: %v", args, r)
+		}
+	}
+	if r := n.ctl(t, "ready"); r.code != 1 || !strings.Contains(r.stdout, "HTTPS") {
+		t.Fatalf("ctl ready over plain HTTP to an HTTPS port: %v; want exit 1 saying HTTPS", r)
 	}
 }

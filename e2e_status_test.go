@@ -98,10 +98,20 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("ctl token: %v %v", r, err)
 	}
 	token := strings.TrimSpace(r.stdout)
-	page := "http://" + n1.addr + "/"
+	page := n1.url("/")
+	// The browser trusts the nodes' key by its pin, as an operator's
+	// browser would once told to (ctl tls-ca --pin; importing ctl tls-ca's
+	// authority works as well).
+	r, err = runBinary(cs.bin, nil, "ctl", "tls-ca", "--pin", "--cluster-secret-file", secret)
+	if err != nil || r.code != 0 || !strings.HasPrefix(r.stdout, "sha256//") {
+		t.Fatalf("ctl tls-ca --pin: %v %v", r, err)
+	}
+	pin := strings.TrimPrefix(strings.TrimSpace(r.stdout), "sha256//")
 
 	// Without the token: 401, with a Basic challenge a browser prompts for.
-	resp, err := http.Get(page)
+	hc := n1.httpClient(10 * time.Second)
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +120,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("status page without the token: %s %v; want 401 with a Basic challenge", resp.Status, resp.Header.Values("WWW-Authenticate"))
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 1000))
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 1000), chromedp.Flag("ignore-certificate-errors-spki-list", pin))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	bctx, cancel := chromedp.NewContext(actx)

@@ -10,6 +10,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,6 +143,43 @@ type node struct {
 	done           chan struct{} // closed when the process has exited
 	waitErr        error         // cmd.Wait's result, set before done closes
 	healthyAfter   time.Duration // from process start to /healthz 200
+	// tls is the HTTPS client configuration of a node with a cluster
+	// secret (trusting the secret's authority); nil: plain HTTP.
+	tls *tls.Config
+}
+
+// url is the URL of path on the node's HTTP port: HTTPS when the node
+// has a cluster secret.
+func (n *node) url(path string) string {
+	if n.tls != nil {
+		return "https://" + n.addr + path
+	}
+	return "http://" + n.addr + path
+}
+
+// httpClient is an HTTP client of the node (of its HTTPS authority, when
+// it has a secret), with timeout.
+func (n *node) httpClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: n.tls}}
+}
+
+// secretTLS is the HTTPS client configuration of a node started with
+// args: trusting the authority of its --cluster-secret-file; nil without.
+func secretTLS(t *testing.T, args []string) *tls.Config {
+	t.Helper()
+	i := slices.Index(args, "--cluster-secret-file")
+	if i < 0 || i+1 >= len(args) {
+		return nil
+	}
+	b, err := os.ReadFile(args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := wire.DeriveHTTPS(bytes.TrimSpace(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.ClientTLS()
 }
 
 // freePort returns a port that was free for UDP a moment ago.
@@ -188,7 +226,7 @@ func startNodeBin(t *testing.T, bin, dir string, port int, extra ...string) *nod
 // launch starts one process and waits until it is healthy or has exited.
 func launch(t *testing.T, bin, dir string, port int, extra ...string) (*node, error) {
 	t.Helper()
-	n := &node{bin: bin, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &lockedBuffer{}, done: make(chan struct{})}
+	n := &node{bin: bin, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &lockedBuffer{}, done: make(chan struct{}), tls: secretTLS(t, extra)}
 	args := append(append([]string{"--bind", n.addr, "--data-dir", dir}, nodeFlags...), extra...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Stdout = n.out
@@ -222,9 +260,9 @@ func launch(t *testing.T, bin, dir string, port int, extra ...string) (*node, er
 // waitHealthy polls /readyz until it answers 200: the node has started
 // and serves.
 func (n *node) waitHealthy(timeout time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
+	hc := n.httpClient(time.Second)
 	defer hc.CloseIdleConnections()
-	url := "http://" + n.addr + "/readyz"
+	url := n.url("/readyz")
 	deadline := time.Now().Add(timeout)
 	for {
 		select {

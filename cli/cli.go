@@ -110,7 +110,9 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.StringSliceFlag{Name: "join", EnvVars: envName("join"), Usage: "host:port of a cluster member to join through (repeatable; any live member will do)"},
 			&ucli.StringFlag{Name: "advertise", EnvVars: envName("advertise"), Usage: "host:port other nodes reach this one at (default: --bind; required when --bind is a wildcard)"},
 			&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "file holding the cluster secret (at least 16 bytes): peers and clients must prove it"},
-			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without a cluster secret"},
+			&ucli.BoolFlag{Name: "insecure", EnvVars: envName("insecure"), Usage: "allow binding a non-loopback address without a cluster secret (plain HTTP, no authentication)"},
+			&ucli.StringFlag{Name: "tls-cert", EnvVars: envName("tls-cert"), Usage: "PEM certificate (with its chain) the HTTP port serves HTTPS with, read again when it changes (default with a cluster secret: one the node makes, signed by the authority the secret derives: skuldd ctl tls-ca prints it)"},
+			&ucli.StringFlag{Name: "tls-key", EnvVars: envName("tls-key"), Usage: "PEM private key of --tls-cert"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", EnvVars: envName("log-level"), Usage: "debug, info, warn or error"},
 			&ucli.StringFlag{Name: "log-format", Value: "text", EnvVars: envName("log-format"), Usage: "text or json"},
 			&ucli.BoolFlag{Name: "pprof", EnvVars: envName("pprof"), Usage: "serve Go's profiler at /debug/pprof/ on the HTTP port"},
@@ -196,6 +198,7 @@ func runNode(c *ucli.Context) error {
 		}
 		cfg.ClusterSecret = secret
 	}
+	cfg.TLSCert, cfg.TLSKey = c.String("tls-cert"), c.String("tls-key")
 	cfg.Pprof = c.Bool("pprof")
 	cfg.Logger = logger
 	if off := c.Duration("clock-offset"); off != 0 {

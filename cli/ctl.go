@@ -195,6 +195,8 @@ func ctlCommand() *ucli.Command {
 			ctlScheduleCommand(),
 			ctlShardsCommand(),
 			ctlGroupCommand(),
+			ctlTLSCACommand(),
+			ctlReadyCommand(),
 			{
 				Name:   "token",
 				Usage:  "print the client token derived from --cluster-secret-file as {\"token\"} (--raw: the bare token, for --token \"$(skuldd ctl token --raw ...)\", SKULD_TOKEN or HTTP clients)",

@@ -3,6 +3,8 @@ package faults
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +18,10 @@ import (
 
 // API is an HTTP client of the cluster's nodes. Safe for concurrent use.
 type API struct {
-	hc    *http.Client
-	addrs []string
-	auth  string
+	hc     *http.Client
+	scheme string
+	addrs  []string
+	auth   string
 }
 
 // maxResponse bounds a response body the harness reads: a task view or a
@@ -38,10 +41,11 @@ const (
 )
 
 // NewAPI returns a client of the nodes at addrs (node i at addrs[i-1],
-// host:port) proving token. local, if valid, is the source address of
-// every connection (the harness's address on the bridge, which no
-// partition ever cuts).
-func NewAPI(addrs []string, token string, local netip.Addr) *API {
+// host:port) proving token, over HTTPS trusting the authority caPEM (a
+// cluster with a secret: skuldd ctl tls-ca), else over plain HTTP (nil).
+// local, if valid, is the source address of every connection (the
+// harness's address on the bridge, which no partition ever cuts).
+func NewAPI(addrs []string, token string, caPEM []byte, local netip.Addr) *API {
 	d := &net.Dialer{Timeout: apiDialTimeout}
 	if local.IsValid() {
 		d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
@@ -52,7 +56,17 @@ func NewAPI(addrs []string, token string, local netip.Addr) *API {
 		IdleConnTimeout:     apiIdleTimeout,
 		DisableCompression:  true,
 	}
-	a := &API{hc: &http.Client{Transport: tr}, addrs: addrs}
+	a := &API{hc: &http.Client{Transport: tr}, scheme: "http", addrs: addrs}
+	if caPEM != nil {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(caPEM) {
+			// A bug in the harness (ctl tls-ca printed no PEM), not an
+			// outcome.
+			panic("faults: no certificate in the cluster's authority PEM")
+		}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+		a.scheme = "https"
+	}
 	if token != "" {
 		a.auth = "Bearer " + token
 	}
@@ -107,7 +121,7 @@ func (a *API) Do(ctx context.Context, node int, method, path string, body, out a
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.addrs[node-1]+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, a.scheme+"://"+a.addrs[node-1]+path, rd)
 	if err != nil {
 		panic(fmt.Sprintf("faults: build request: %v", err))
 	}

@@ -411,7 +411,7 @@ func TestPeriodicHarness(t *testing.T) {
 	cfg := QuickConfig()
 	cfg.Out, cfg.ReqTimeout = t.TempDir(), time.Second
 	r := &Run{cfg: cfg, log: slog.New(slog.DiscardHandler), tl: NewTimeline(),
-		api: NewAPI([]string{addr(sb), addr(sg)}, "", netip.Addr{})}
+		api: NewAPI([]string{addr(sb), addr(sg)}, "", nil, netip.Addr{})}
 	defer r.api.Close()
 	ctx := context.Background()
 	if err := r.setSchedules(ctx); err != nil {

@@ -561,7 +561,7 @@ func TestShardsHarness(t *testing.T) {
 	defer s1.Close()
 	defer s2.Close()
 	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
-	api := NewAPI([]string{addr(s1), addr(s2)}, "", netip.Addr{})
+	api := NewAPI([]string{addr(s1), addr(s2)}, "", nil, netip.Addr{})
 	defer api.Close()
 	plan := shardPlan{Set: ShardSetName, TTL: time.Second, Margin: 500 * time.Millisecond, WaitRenew: 50 * time.Millisecond,
 		Roles:     []string{shardSteady, shardSteady, shardChurn, shardSilent},

@@ -36,15 +36,17 @@ type Run struct {
 
 	secretPath string
 	token      string
-	nodes      []*NodeProc
-	api        *API
-	relay      *Relay
-	rec        *Recorder
-	sink       *Sink
-	pool       *WorkerPool
-	delays     *delayMonitor
-	hooks      bool
-	hooksWhy   string
+	// caPEM is the cluster's HTTPS authority (makeSecret).
+	caPEM    []byte
+	nodes    []*NodeProc
+	api      *API
+	relay    *Relay
+	rec      *Recorder
+	sink     *Sink
+	pool     *WorkerPool
+	delays   *delayMonitor
+	hooks    bool
+	hooksWhy string
 	// held maps each node a fault of the current step holds down or
 	// paused to that fault's kind (set at apply, cleared at heal): the
 	// schedule's own doing, which a fault that cannot reach the node
@@ -289,7 +291,7 @@ func (r *Run) setup(ctx context.Context) error {
 	if r.relay, err = StartRelay(rc); err != nil {
 		return err
 	}
-	r.api = NewAPI(addrs, r.token, t.HostIP())
+	r.api = NewAPI(addrs, r.token, r.caPEM, t.HostIP())
 	for i := 1; i <= t.Nodes; i++ {
 		r.nodes = append(r.nodes, &NodeProc{
 			Index: i, Argv: r.nodeArgv(i, founderJoin(i)), Env: []string{"GOMAXPROCS=1"},
@@ -376,7 +378,7 @@ func (r *Run) nodeArgv(i int, join []int) []string {
 }
 
 // makeSecret writes a fresh cluster secret and derives the client token
-// with `skuldd ctl token`.
+// and the HTTPS authority with `skuldd ctl token` and `ctl tls-ca`.
 func (r *Run) makeSecret(ctx context.Context) error {
 	b := make([]byte, secretBytes)
 	if _, err := rand.Read(b); err != nil {
@@ -399,6 +401,11 @@ func (r *Run) makeSecret(ctx context.Context) error {
 		return fmt.Errorf("skuldd ctl token: unexpected output %q", strings.TrimSpace(string(out)))
 	}
 	r.token = tok.Token
+	// The HTTPS authority the secret derives, as a client of the cluster
+	// gets it.
+	if r.caPEM, err = exec.CommandContext(ctx, r.cfg.Binary, "ctl", "tls-ca", "--cluster-secret-file", r.secretPath).Output(); err != nil {
+		return fmt.Errorf("skuldd ctl tls-ca: %w", err)
+	}
 	return nil
 }
 
@@ -591,7 +598,7 @@ func (r *Run) loopConfig(k int) LoopConfig {
 	}
 	return LoopConfig{
 		Loop: k, ProcStride: c.Workers + 1, Addrs: addrs, Local: c.Topology.HostIP(),
-		Token: r.token, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed), Partitions: c.Partitions,
+		Token: r.token, CA: r.caPEM, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed), Partitions: c.Partitions,
 		Queue: c.Queue, TTL: c.TTL, MaxAttempts: c.MaxAttempts, W: c.W,
 		ReqTimeout: c.ReqTimeout, Mix: mix,
 	}

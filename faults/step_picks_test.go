@@ -104,7 +104,7 @@ func newStepWorld(t *testing.T) *stepWorld {
 			}
 		}
 	})
-	r.api = NewAPI(addrs, "", netip.Addr{})
+	r.api = NewAPI(addrs, "", nil, netip.Addr{})
 	t.Cleanup(r.api.Close)
 	return w
 }

@@ -173,6 +173,8 @@ type LoopConfig struct {
 	Addrs []string   `json:"addrs"`
 	Local netip.Addr `json:"local"`
 	Token string     `json:"token"`
+	// CA is the PEM of the cluster's HTTPS authority (nil: plain HTTP).
+	CA []byte `json:"ca,omitempty"`
 	// Seed draws the loop's choices; Start is the run's timeline.
 	Seed  int64 `json:"seed"`
 	Start int64 `json:"start"`
@@ -239,7 +241,7 @@ type Loop struct {
 func NewLoop(cfg LoopConfig, em Emitter) *Loop {
 	return &Loop{
 		cfg:  cfg,
-		api:  NewAPI(cfg.Addrs, cfg.Token, cfg.Local),
+		api:  NewAPI(cfg.Addrs, cfg.Token, cfg.CA, cfg.Local),
 		em:   em,
 		tl:   Timeline{Start: cfg.Start},
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Loop))),

@@ -285,7 +285,7 @@ func TestAPIClassifies(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	api := NewAPI([]string{strings.TrimPrefix(srv.URL, "http://"), closed}, "", netipZero)
+	api := NewAPI([]string{strings.TrimPrefix(srv.URL, "http://"), closed}, "", nil, netipZero)
 	defer api.Close()
 	ctx := context.Background()
 	var ack wire.Ack

@@ -157,8 +157,20 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.reconcileSoonAfter()
 	}
 	n.ready.Store(true)
-	n.log.Info("serving", "addr", n.addr, "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
+	n.log.Info("serving", "addr", n.addr, "http", n.httpURL(), "partitions", n.cfg.Partitions, "startup", time.Since(began).Round(time.Millisecond))
 	return nil
+}
+
+// httpURL is the base URL of the node's HTTP port ("": none).
+func (n *Node) httpURL() string {
+	switch {
+	case n.ln == nil:
+		return ""
+	case n.ln.HTTPS():
+		return "https://" + n.addr
+	default:
+		return "http://" + n.addr
+	}
 }
 
 // startQUIC starts the QUIC server: the peer protocol from now on, the
@@ -196,7 +208,8 @@ func (n *Node) startQUIC() error {
 func (n *Node) listenConfig() listen.Config {
 	lc := listen.Config{
 		Bind: n.cfg.Bind, Advertise: n.cfg.Advertise, NodeID: n.id, ResetKey: &n.resetKey,
-		ClusterSecret: n.cfg.ClusterSecret, Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
+		ClusterSecret: n.cfg.ClusterSecret, TLSCert: n.cfg.TLSCert, TLSKey: n.cfg.TLSKey,
+		Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
 	}
 	if f := n.cfg.Faults; f != nil {
 		lc.Gate = f.Gate

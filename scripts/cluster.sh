@@ -77,12 +77,15 @@ running() {
 }
 
 # healthy I: the node answers /readyz with 200 (started, and in reach of
-# a quorum). Plain bash (/dev/tcp),
-# so the script needs nothing but the binary.
+# a quorum). Asked with `skuldd ctl ready`, which speaks HTTPS to a node
+# with a cluster secret (checking its certificate against the secret's
+# authority), so the script needs nothing but the binary.
 healthy() {
-	local p
-	p=$(port "$1")
-	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$p && printf 'GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n' >&3 && head -1 <&3 | grep -q ' 200 '" 2>/dev/null
+	local args=(ctl ready --addr "127.0.0.1:$(port "$1")" --timeout 2s)
+	if [ -n "${SKULD_CLUSTER_SECRET_FILE:-}" ]; then
+		args+=(--cluster-secret-file "$SKULD_CLUSTER_SECRET_FILE")
+	fi
+	"$(bin)" "${args[@]}" >/dev/null 2>&1
 }
 
 # start I: launch node I and wait until it serves.

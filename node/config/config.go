@@ -40,6 +40,12 @@ type Config struct {
 	// Insecure allows binding a non-loopback address without a cluster
 	// secret.
 	Insecure bool
+	// TLSCert and TLSKey are PEM files of the certificate (with its
+	// chain) and key the HTTP port serves HTTPS with; both or neither.
+	// Neither, with a cluster secret: the node makes its certificate,
+	// signed by the authority the secret derives (wire.DeriveHTTPS).
+	// With neither and no secret the HTTP port is plain HTTP.
+	TLSCert, TLSKey string
 
 	// Partitions is P, fixed when the cluster is created.
 	Partitions int
@@ -364,6 +370,7 @@ func (c *Config) Validate() error {
 	check(c.Logger != nil, "no logger")
 	check(c.GossipProfile == "lan" || c.GossipProfile == "local", "gossip profile %q: want lan or local", c.GossipProfile)
 	check(c.ClusterSecret == nil || len(c.ClusterSecret) >= minSecretLen, "cluster secret is %d bytes; at least %d are needed", len(c.ClusterSecret), minSecretLen)
+	check((c.TLSCert == "") == (c.TLSKey == ""), "tls cert %q and key %q: give both or neither", c.TLSCert, c.TLSKey)
 	if err := listen.CheckBind(c.Bind, c.Insecure || c.ClusterSecret != nil); err != nil {
 		errs = append(errs, err)
 	}

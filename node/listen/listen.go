@@ -2,8 +2,10 @@ package listen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -85,8 +87,15 @@ type Config struct {
 	// restarts.
 	ResetKey *[32]byte
 	// ClusterSecret, when set, derives the peers' and clients' keys: the
-	// HTTP API then needs the client token (but for /healthz).
+	// HTTP API then needs the client token (but for the probes), and the
+	// HTTP port serves HTTPS, with TLSCert and TLSKey or with a
+	// certificate the node makes (wire.DeriveHTTPS).
 	ClusterSecret []byte
+	// TLSCert and TLSKey are the PEM files of the HTTPS certificate and
+	// key (both or neither): the port serves HTTPS with them, secret or
+	// not, and reads them again when they change (a renewed certificate
+	// needs no restart).
+	TLSCert, TLSKey string
 	// Pprof serves /debug/pprof/.
 	Pprof bool
 	// Debug, when set, serves /debug/ (the test hooks).
@@ -108,6 +117,8 @@ type Listener struct {
 
 	quic *wire.Server
 	http *http.Server
+	// tls is the HTTP port's TLS configuration; nil: plain HTTP.
+	tls *tls.Config
 	// api is what the HTTP server serves: the starting handler
 	// (ServeHTTP), then the whole API (SetAPI).
 	api atomic.Pointer[http.Handler]
@@ -154,6 +165,12 @@ func Bind(cfg Config) (_ *Listener, err error) {
 		l.udp, l.tcp, l.addr = udp, tcp, addr
 		break
 	}
+	defer func() {
+		if err != nil {
+			_ = l.udp.Close()
+			_ = l.tcp.Close()
+		}
+	}()
 	if a := cfg.Advertise; a != "" {
 		ahost, aport, _ := net.SplitHostPort(a)
 		if aport == "0" {
@@ -164,8 +181,14 @@ func Bind(cfg Config) (_ *Listener, err error) {
 		l.addr = net.JoinHostPort(hostIP(), port)
 		cfg.Log.Info("advertising a host address for the wildcard bind (set --advertise to choose)", "addr", l.addr)
 	}
+	if l.tls, err = httpsConfig(cfg, l.certHosts()); err != nil {
+		return nil, fmt.Errorf("listen: https: %w", err)
+	}
 	return l, nil
 }
+
+// HTTPS reports whether the HTTP port serves HTTPS.
+func (l *Listener) HTTPS() bool { return l.tls != nil }
 
 // hostIP returns the first non-loopback IPv4 address of the host's
 // interfaces, or 127.0.0.1 when there is none.
@@ -255,9 +278,16 @@ func (l *Listener) ServeHTTP(p Probes) {
 		Handler:           handler,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		IdleTimeout:       httpIdleTimeout,
+		TLSConfig:         l.tls,
+		ErrorLog:          log.New(serverLog{l.cfg.Log}, "", 0),
 	}
 	l.wg.Go(func() {
-		if err := l.http.Serve(l.tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return l.http.Serve(l.tcp) }
+		if l.tls != nil {
+			// The certificates are in TLSConfig (ServeTLS reads no file).
+			serve = func() error { return l.http.ServeTLS(l.tcp, "", "") }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			l.cfg.Log.Error("http server stopped", "err", err)
 		}
 	})

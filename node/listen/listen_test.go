@@ -81,8 +81,10 @@ func TestBindTCPTaken(t *testing.T) {
 }
 
 // TestHTTP: the API's health and the metrics are served; with a secret
-// everything but /healthz needs the client token; the gate sees every
-// request that passed the token check and drops those it refuses; Drain ends the server.
+// over HTTPS only, with the certificate the secret's authority signed,
+// and everything but the probes needs the client token; the gate sees
+// every request that passed the token check and drops those it refuses;
+// Drain ends the server.
 func TestHTTP(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ClusterSecret = []byte("a secret of enough bytes for the keys")
@@ -115,13 +117,22 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !l.HTTPS() {
+		t.Fatal("a node with a secret serves plain HTTP")
+	}
+	id, err := wire.DeriveHTTPS(cfg.ClusterSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: id.ClientTLS()}}
+	defer client.CloseIdleConnections()
 	get := func(path string, token bool) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://"+l.Addr()+path, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", "https://"+l.Addr()+path, nil)
 		if token {
 			req.Header.Set("Authorization", "Bearer "+wire.FormatToken(keys.ClientToken))
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
@@ -145,6 +156,26 @@ func TestHTTP(t *testing.T) {
 	if code, _ := get("/metrics", false); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token while starting: %d; want 401", code)
 	}
+	// Plain HTTP is refused, and so is a client trusting another
+	// cluster's authority.
+	if resp, err := http.Get("http://" + l.Addr() + "/healthz"); err != nil {
+		t.Errorf("plain HTTP: %v; want an answer saying HTTPS", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "HTTPS") {
+			t.Errorf("plain HTTP: %d %q; want 400 saying HTTPS", resp.StatusCode, b)
+		}
+	}
+	other, err := wire.DeriveHTTPS([]byte("another cluster's secret, long enough"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otr := &http.Transport{TLSClientConfig: other.ClientTLS()}
+	if _, err := (&http.Client{Transport: otr}).Get("https://" + l.Addr() + "/healthz"); err == nil {
+		t.Error("a client trusting another cluster's authority was served")
+	}
+	otr.CloseIdleConnections()
 	l.SetAPI(struct{ wire.Service }{}, probes, metrics)
 	ready.Store(true)
 	if code, _ := get("/healthz", false); code != http.StatusOK {
@@ -167,13 +198,15 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("/metrics through a refusing gate: %d %q; want nothing served", code, body)
 	}
 	// The token is checked first: the requests without it never reached
-	// the gate; the three while starting did, as the five after.
+	// the gate (nor did those refused for their scheme or authority); the
+	// three while starting did, as the five after.
 	if n := gated.Load(); n != 8 {
 		t.Errorf("the gate saw %d requests; want 8", n)
 	}
+	client.CloseIdleConnections()
 	l.Drain(time.Second)
 	l.Close()
-	if _, err := http.Get("http://" + l.Addr() + "/healthz"); err == nil {
+	if _, err := client.Get("https://" + l.Addr() + "/healthz"); err == nil {
 		t.Error("HTTP still served after Drain")
 	}
 }
