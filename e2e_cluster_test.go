@@ -390,4 +390,36 @@ func TestSecretCtl(t *testing.T) {
 	if r := n.ctl(t, "ready"); r.code != 1 || !strings.Contains(r.stdout, "HTTPS") {
 		t.Fatalf("ctl ready over plain HTTP to an HTTPS port: %v; want exit 1 saying HTTPS", r)
 	}
+
+	// Credentials: the admin makes a reader; the reader reads over QUIC
+	// and HTTPS and is refused an enqueue (exit 1, saying why) and the
+	// credentials; revoked, it is refused everything.
+	var created struct{ Name, Role, Token string }
+	decode(t, n.ok(t, "--cluster-secret-file", secret, "auth", "create", "dash", "--role", "reader")[0], &created)
+	if created.Role != "reader" || !strings.HasPrefix(created.Token, "skuld_") {
+		t.Fatalf("auth create: %+v", created)
+	}
+	if r := n.ctl(t, "--cluster-secret-file", secret, "auth", "create", "dash", "--role", "reader"); r.code != 1 || !strings.Contains(r.stderr, "a credential named dash exists") || strings.Count(r.stderr, "invalid") > 1 {
+		t.Fatalf("auth create of a taken name: %v; want exit 1 saying it exists, once", r)
+	}
+	if lines := n.ok(t, "--cluster-secret-file", secret, "auth", "list"); len(lines) != 1 || !strings.Contains(lines[0], `"name":"dash"`) || strings.Contains(lines[0], "skuld_") {
+		t.Fatalf("auth list: %q; want dash, no token", lines)
+	}
+	n.ok(t, "--token", created.Token, "count")
+	if r := n.ctl(t, "--token", created.Token, "enqueue", "--queue", "q"); r.code != 1 || !strings.Contains(r.stderr, "forbidden") {
+		t.Fatalf("a reader's enqueue: %v; want exit 1, forbidden", r)
+	}
+	if r := n.ctl(t, "--token", created.Token, "auth", "list"); r.code != 1 || !strings.Contains(r.stderr, "forbidden") {
+		t.Fatalf("a reader's auth list: %v; want exit 1, forbidden", r)
+	}
+	if c := get("Bearer " + created.Token); c != http.StatusOK {
+		t.Fatalf("HTTPS with the reader's token: %d", c)
+	}
+	n.ok(t, "--cluster-secret-file", secret, "auth", "revoke", "dash")
+	if c := get("Bearer " + created.Token); c != http.StatusUnauthorized {
+		t.Fatalf("HTTPS with a revoked token: %d; want 401", c)
+	}
+	if r := n.ctl(t, "--token", created.Token, "count"); r.code != 1 || !strings.Contains(r.stderr, "authentication") {
+		t.Fatalf("ctl with a revoked token: %v; want exit 1 saying authentication", r)
+	}
 }

@@ -15,7 +15,7 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":       {"node", "client", "wire", "task", "clock", "store", "internal/buildinfo"},
-	"node":      {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":      {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/access", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer": {"wire"},
 	// The coordinator plane: the client API, routed to the leaders.
 	"node/coord":   {"node/peer", "node/replication", "node/deps", "node/hints", "node/heads", "node/queues", "node/schedules", "node/shards", "partition", "ring", "store", "task", "wire", "clock"},
@@ -32,6 +32,7 @@ var allowedInternal = map[string][]string{
 	"node/config": {"node/listen", "node/peer", "antientropy", "clock", "ring", "store", "task"},
 	// The queues' settings, kept in the metadata group.
 	"node/queues": {"raftgroup", "task", "wire"},
+	"node/access": {"raftgroup", "task", "wire"},
 	// The dependency protocol across partitions.
 	"node/deps": {"node/peer", "node/replication", "partition", "ring", "store", "task", "wire", "clock"},
 	// Where a claim looks for work: this node's heads and its peers'.

@@ -87,7 +87,7 @@ func distinctIDs(res Result) map[ID]bool {
 
 // TestDiffFindsExactlyTheDifferences: out of 100k tasks, k missing or
 // changed tasks are reported, and nothing else; only their buckets are
-// listed. Reference: DESIGN.md, "Anti-entropy": compare roots, descend
+// listed. Reference: docs/design.md, "Anti-entropy": compare roots, descend
 // into differing subtrees, exchange lists of differing buckets.
 func TestDiffFindsExactlyTheDifferences(t *testing.T) {
 	base := baseReplica()

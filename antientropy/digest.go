@@ -20,7 +20,7 @@ type ID = [IDLen]byte
 // differences that XOR to zero) a 2^-128 event per comparison for data not
 // crafted against the hash, while halving what 256 bits would cost in memory
 // and on the wire (an Entry is IDLen+DigestLen = 36 bytes instead of 52).
-// DESIGN.md, "Digests", has the reasoning and the limits of it.
+// docs/design.md, "Digests", has the reasoning and the limits of it.
 const DigestLen = 16
 
 // Digest is the 128-bit digest of an item, of a task (the XOR of its items'

@@ -1,4 +1,4 @@
-// Package antientropy owns the reconciliation core of replicas (DESIGN.md,
+// Package antientropy owns the reconciliation core of replicas (docs/design.md,
 // "Anti-entropy"): the per-partition hash tree, the digests of task
 // records, the comparison of two trees (Diff) and the byte formats of that
 // exchange. DESIGN.md in this directory says why it is built this way.

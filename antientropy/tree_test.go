@@ -8,7 +8,7 @@ import (
 
 // TestTreeOrderIndependent: the tree is a function of the set of items,
 // not of the order of writes (package doc, "Invariant"). Reference:
-// DESIGN.md, "Anti-entropy": replicas converge.
+// docs/design.md, "Anti-entropy": replicas converge.
 func TestTreeOrderIndependent(t *testing.T) {
 	const items = 5000
 	type item struct {
@@ -101,7 +101,7 @@ func TestTreeReplace(t *testing.T) {
 }
 
 // TestTreeMemoryConstant: memory is O(buckets), not O(tasks).
-// Reference: DESIGN.md, "Anti-entropy".
+// Reference: docs/design.md, "Anti-entropy".
 func TestTreeMemoryConstant(t *testing.T) {
 	const few, many = 1_000, 1_000_000
 	s := DefaultConfig().Shape

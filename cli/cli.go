@@ -313,7 +313,7 @@ func clientToken(c *ucli.Context) ([]byte, error) {
 func authFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "cluster-secret-file", EnvVars: envName("cluster-secret-file"), Usage: "the cluster secret file (the client token is derived from it)"},
-		&ucli.StringFlag{Name: "token", EnvVars: []string{"SKULD_TOKEN"}, Usage: "client token (skuldd ctl token prints it)"},
+		&ucli.StringFlag{Name: "token", EnvVars: []string{"SKULD_TOKEN"}, Usage: "client token: the cluster's (skuldd ctl token prints it) or a credential's (skuldd ctl auth create makes one)"},
 	}
 }
 

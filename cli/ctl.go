@@ -195,11 +195,12 @@ func ctlCommand() *ucli.Command {
 			ctlScheduleCommand(),
 			ctlShardsCommand(),
 			ctlGroupCommand(),
+			ctlAuthCommand(),
 			ctlTLSCACommand(),
 			ctlReadyCommand(),
 			{
 				Name:   "token",
-				Usage:  "print the client token derived from --cluster-secret-file as {\"token\"} (--raw: the bare token, for --token \"$(skuldd ctl token --raw ...)\", SKULD_TOKEN or HTTP clients)",
+				Usage:  "print the cluster token (the admin's) derived from --cluster-secret-file as {\"token\"} (--raw: the bare token, for --token \"$(skuldd ctl token --raw ...)\", SKULD_TOKEN or HTTP clients); ctl auth create makes tokens with fewer rights",
 				Flags:  []ucli.Flag{authFlags()[0], &ucli.BoolFlag{Name: "raw", Usage: "print the bare token"}},
 				Action: ctlToken,
 			},

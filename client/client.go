@@ -37,8 +37,10 @@ type Config struct {
 	// client uses one at a time, starting with the first, and moves on
 	// when it fails.
 	Nodes []string
-	// Token is the cluster's client token, in the hex form `skuldd ctl
-	// token` prints; empty for a cluster without a secret.
+	// Token is what the client proves to a cluster with a secret: the
+	// cluster's token (the admin's, in the hex form `skuldd ctl token`
+	// prints) or a credential's (`skuldd ctl auth create`: skuld_...,
+	// limited to its role); empty for a cluster without a secret.
 	Token string
 	// DialTimeout bounds connecting to one node; default
 	// DefaultDialTimeout.

@@ -47,7 +47,7 @@ func (d Drift) Behind() time.Duration {
 }
 
 // Detector decides whether this node's clock is too far ahead of the
-// cluster's (DESIGN.md, "Clock"). It owns an Estimator fed through Observe
+// cluster's (docs/design.md, "Clock"). It owns an Estimator fed through Observe
 // and Forget, and keeps one bit of state for hysteresis:
 //
 //   - not drifting → drifting when certainly ahead by more than MaxDrift:

@@ -31,7 +31,7 @@ func checkBounds(t *testing.T, name string, v Drift) {
 
 // Verdicts from one node's point of view, given each peer's true offset
 // (peer clock minus this node's clock) and the exchanges' legs.
-// Reference: DESIGN.md, "Clock": ahead of the cluster's median by more than
+// Reference: docs/design.md, "Clock": ahead of the cluster's median by more than
 // --max-clock-drift (default 2s here) means drifting; behind never does.
 func TestDetectorVerdicts(t *testing.T) {
 	ms, s := time.Millisecond, time.Second
@@ -106,7 +106,7 @@ func TestDetectorWholeClusterAgrees(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Clock": a drifting node resumes when back in
+// Reference: docs/design.md, "Clock": a drifting node resumes when back in
 // bounds. It enters above MaxDrift (2s) and leaves only below
 // MaxDrift*ResumeFraction (1s), so a clock near the limit does not flap.
 func TestDetectorHysteresis(t *testing.T) {

@@ -1,6 +1,6 @@
 package clock
 
-// Clock-offset estimation and drift detection (DESIGN.md, "Clock").
+// Clock-offset estimation and drift detection (docs/design.md, "Clock").
 //
 // Nodes exchange wall-clock readings with their heartbeats. From each
 // exchange a node gets one Sample; an Estimator keeps a small window of

@@ -31,7 +31,7 @@ type leg struct{ out, back time.Duration }
 
 // Queueing delays are noisy and asymmetric; the filter must pick the
 // exchange with the smallest round trip, whose error is the smallest.
-// Reference: DESIGN.md, "Clock" (NTP-style, using the round trip).
+// Reference: docs/design.md, "Clock" (NTP-style, using the round trip).
 func TestMinRTTFilterPicksTightestSample(t *testing.T) {
 	const offset = 30 * time.Second
 	ms := time.Millisecond

@@ -1,5 +1,5 @@
 // Package epoch owns partition leadership: the cohort-vote handoff that
-// makes a node the leader of a partition for a new epoch (DESIGN.md,
+// makes a node the leader of a partition for a new epoch (docs/design.md,
 // "Partition leaders").
 //
 // The handoff, run by the candidate:

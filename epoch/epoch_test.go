@@ -84,7 +84,7 @@ func (r *fakeRegistry) CAS(_ context.Context, _ int, prev, next uint64, cohort [
 	return nil
 }
 
-// Reference: DESIGN.md "Partition leaders", steps 1-8 with a one-node
+// Reference: docs/design.md "Partition leaders", steps 1-8 with a one-node
 // cohort (the single-node cluster): a majority of one.
 func TestRunSingleNode(t *testing.T) {
 	v, r := newFakeVoter(), &fakeRegistry{}

@@ -73,6 +73,14 @@ func NewAPI(addrs []string, token string, caPEM []byte, local netip.Addr) *API {
 	return a
 }
 
+// As returns a client of the same nodes, over the same connections,
+// proving token instead.
+func (a *API) As(token string) *API {
+	b := *a
+	b.auth = "Bearer " + token
+	return &b
+}
+
 // Nodes returns the number of nodes.
 func (a *API) Nodes() int { return len(a.addrs) }
 

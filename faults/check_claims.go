@@ -15,7 +15,7 @@ import (
 // when every node expires it at its end by its own clock, since a node
 // ahead by the skew bound expires it that much early. skuldd's leaders do
 // not: a claim expires for a leader only at end + skew_bound by its own
-// clock (DESIGN.md, "Partition leaders"). Take a claim invoked at ti (real
+// clock (docs/design.md, "Partition leaders"). Take a claim invoked at ti (real
 // time) and granted by leader A at g >= ti, whose clock then reads
 // g + oA(g): its end is at least ti + oA(g) + L. Leader B (A itself, or a
 // successor that inherited the claim) grants the task again only when its

@@ -84,6 +84,11 @@ type Event struct {
 	// Histories from before it have none: their enqueues count as not
 	// asking.
 	Hint bool `json:"hint,omitempty"`
+	// As is the role whose credential sent the request ("producer",
+	// "worker"; empty: the cluster token, the admin's). An enqueue sent
+	// as the worker (Mix.Forbidden) must be refused, and its task never
+	// appear.
+	As string `json:"as,omitempty"`
 	// Hinted is set on an enqueue's ok that answered "hinted": the node
 	// holds the task until it can hand it to its cohort (Mix.Hinted). It
 	// is acknowledged like any other.

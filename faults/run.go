@@ -37,16 +37,19 @@ type Run struct {
 	secretPath string
 	token      string
 	// caPEM is the cluster's HTTPS authority (makeSecret).
-	caPEM    []byte
-	nodes    []*NodeProc
-	api      *API
-	relay    *Relay
-	rec      *Recorder
-	sink     *Sink
-	pool     *WorkerPool
-	delays   *delayMonitor
-	hooks    bool
-	hooksWhy string
+	caPEM []byte
+	// producerToken and workerToken are the workload's credentials
+	// (makeCredentials).
+	producerToken, workerToken string
+	nodes                      []*NodeProc
+	api                        *API
+	relay                      *Relay
+	rec                        *Recorder
+	sink                       *Sink
+	pool                       *WorkerPool
+	delays                     *delayMonitor
+	hooks                      bool
+	hooksWhy                   string
 	// held maps each node a fault of the current step holds down or
 	// paused to that fault's kind (set at apply, cleared at heal): the
 	// schedule's own doing, which a fault that cannot reach the node
@@ -94,6 +97,10 @@ const (
 	teardownBound = 60 * time.Second
 	// tokenBound bounds `skuldd ctl token`.
 	tokenBound = 10 * time.Second
+	// credentialBound bounds one `skuldd ctl auth create`: a metadata
+	// write of a cluster that just became ready (the node bounds its
+	// write at 5 s).
+	credentialBound = 15 * time.Second
 	// secretBytes: the cluster secret's random bytes (hex in the file).
 	secretBytes = 32
 	runStream   = 0x7275
@@ -319,7 +326,39 @@ func (r *Run) setup(ctx context.Context) error {
 		r.log.Warn("skuldd has no test hooks: no clock nemeses, crashes without losing unsynced writes, no convergence polling", "why", r.hooksWhy)
 		r.sum.Notes = append(r.sum.Notes, "no test hooks: "+r.hooksWhy)
 	}
+	if err := r.makeCredentials(ctx); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
 	r.log.Info("cluster ready", "t", secs(r.tl.Now()), "relay", r.relay.Stats())
+	return nil
+}
+
+// makeCredentials makes the workload's producer and worker credentials
+// with `skuldd ctl auth create`, as an operator would, through node 1.
+func (r *Run) makeCredentials(ctx context.Context) error {
+	for _, c := range []struct {
+		role string
+		dst  *string
+	}{{roleProducer, &r.producerToken}, {roleWorker, &r.workerToken}} {
+		ctx, cancel := context.WithTimeout(ctx, credentialBound)
+		out, err := exec.CommandContext(ctx, r.cfg.Binary, "ctl", "--addr", r.cfg.Topology.NodeAddr(1).String(),
+			"--cluster-secret-file", r.secretPath, "auth", "create", "fault-"+c.role, "--role", c.role).Output()
+		cancel()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+			}
+			return fmt.Errorf("skuldd ctl auth create (%s): %w", c.role, err)
+		}
+		var made struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal(out, &made); err != nil || made.Token == "" {
+			return fmt.Errorf("skuldd ctl auth create (%s): unexpected output %q", c.role, strings.TrimSpace(string(out)))
+		}
+		*c.dst = made.Token
+	}
 	return nil
 }
 
@@ -598,7 +637,7 @@ func (r *Run) loopConfig(k int) LoopConfig {
 	}
 	return LoopConfig{
 		Loop: k, ProcStride: c.Workers + 1, Addrs: addrs, Local: c.Topology.HostIP(),
-		Token: r.token, CA: r.caPEM, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed), Partitions: c.Partitions,
+		Token: r.token, ProducerToken: r.producerToken, WorkerToken: r.workerToken, CA: r.caPEM, Seed: c.Seed, Start: r.tl.Start, RunTag: fmt.Sprintf("s%d", c.Seed), Partitions: c.Partitions,
 		Queue: c.Queue, TTL: c.TTL, MaxAttempts: c.MaxAttempts, W: c.W,
 		ReqTimeout: c.ReqTimeout, Mix: mix,
 	}

@@ -85,6 +85,14 @@ type Mix struct {
 	// cohort the node cannot write is kept there and answered "hinted"
 	// (Event.Hinted), and must reach its cohort once the fault heals.
 	Hinted float64 `json:"hinted"`
+	// Forbidden is the chance an enqueue is sent with the worker's
+	// credential (LoopConfig.WorkerToken), whose role may not enqueue:
+	// it must be refused (403), and its task never appear anywhere
+	// (total-queue's failed-but-delivered). The loop's other requests go
+	// with the credential of their role: enqueues the producer's, claims
+	// and the writes under them the worker's, the rest (an operator's
+	// cancel, a group's) the cluster token.
+	Forbidden float64 `json:"forbidden"`
 }
 
 // DefaultMix is the mix of TESTING.md section 7, scaled to a shared
@@ -129,6 +137,8 @@ func DefaultMix() Mix {
 		Placed: 0.3,
 		// A fifth: the ones cut off with their node are the test.
 		Hinted: 0.2,
+		// About one enqueue every 4 s per loop is the worker's, refused.
+		Forbidden: 0.02,
 	}
 }
 
@@ -138,7 +148,7 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("mix: enqueue rate %v must be positive", m.EnqueuePerSec)
 	}
 	for name, p := range map[string]float64{"dep": m.DepProb, "fail": m.Fail, "snooze": m.Snooze, "abandon": m.Abandon, "slow": m.Slow, "cancel": m.Cancel,
-		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel, "keyed": m.Keyed, "placed": m.Placed, "hinted": m.Hinted} {
+		"time-limited": m.TimeLimited, "no-retry": m.NoRetry, "group-cancel": m.GroupCancel, "keyed": m.Keyed, "placed": m.Placed, "hinted": m.Hinted, "forbidden": m.Forbidden} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("mix: %s chance %v: want [0, 1]", name, p)
 		}
@@ -173,6 +183,10 @@ type LoopConfig struct {
 	Addrs []string   `json:"addrs"`
 	Local netip.Addr `json:"local"`
 	Token string     `json:"token"`
+	// ProducerToken and WorkerToken are the credentials of those roles
+	// (empty: the cluster token sends everything).
+	ProducerToken string `json:"producer_token,omitempty"`
+	WorkerToken   string `json:"worker_token,omitempty"`
 	// CA is the PEM of the cluster's HTTPS authority (nil: plain HTTP).
 	CA []byte `json:"ca,omitempty"`
 	// Seed draws the loop's choices; Start is the run's timeline.
@@ -217,8 +231,10 @@ const maxEnqueueBacklog = 500 * time.Millisecond
 
 // Loop is one client: one operation in flight at a time.
 type Loop struct {
-	cfg  LoopConfig
-	api  *API
+	cfg LoopConfig
+	api *API
+	// as are the APIs of the roles' credentials (Event.As), by role.
+	as   map[string]*API
 	em   Emitter
 	tl   Timeline
 	rng  *rand.Rand
@@ -239,15 +255,30 @@ type Loop struct {
 
 // NewLoop returns a loop.
 func NewLoop(cfg LoopConfig, em Emitter) *Loop {
-	return &Loop{
+	api := NewAPI(cfg.Addrs, cfg.Token, cfg.CA, cfg.Local)
+	l := &Loop{
 		cfg:  cfg,
-		api:  NewAPI(cfg.Addrs, cfg.Token, cfg.CA, cfg.Local),
+		api:  api,
+		as:   map[string]*API{"": api, roleProducer: api, roleWorker: api},
 		em:   em,
 		tl:   Timeline{Start: cfg.Start},
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Loop))),
 		proc: cfg.Loop,
 	}
+	if cfg.ProducerToken != "" {
+		l.as[roleProducer] = api.As(cfg.ProducerToken)
+	}
+	if cfg.WorkerToken != "" {
+		l.as[roleWorker] = api.As(cfg.WorkerToken)
+	}
+	return l
 }
+
+// The roles of the workload's credentials (Event.As).
+const (
+	roleProducer = "producer"
+	roleWorker   = "worker"
+)
 
 // Close releases the loop's connections.
 func (l *Loop) Close() { l.api.Close() }
@@ -313,7 +344,7 @@ func (l *Loop) call(ctx context.Context, inv Event, method, path string, body, o
 	inv.TNs = l.tl.Now()
 	l.em.Emit(inv)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	r := l.api.Do(cctx, inv.Node, method, path, body, out)
+	r := l.as[inv.As].Do(cctx, inv.Node, method, path, body, out)
 	cancel()
 	res := inv
 	res.Type, res.TNs, res.Code, res.Err = r.Type, l.tl.Now(), r.Code, r.Err
@@ -386,6 +417,11 @@ func (l *Loop) enqueue(ctx context.Context) {
 	// Drawn whatever the mix, so the other draws do not depend on it.
 	hint := l.rng.Float64() < l.cfg.Mix.Hinted
 	inv.Hint = hint
+	// Drawn whatever the mix, so the other draws do not depend on it.
+	inv.As = roleProducer
+	if l.rng.Float64() < l.cfg.Mix.Forbidden && l.cfg.WorkerToken != "" {
+		inv.As = roleWorker
+	}
 	var resp wire.EnqueueResponse
 	res := l.call(ctx, inv, http.MethodPost, "/v1/enqueue", &wire.EnqueueRequest{Tasks: []wire.EnqueueTask{et}, W: l.cfg.W, Hint: hint}, &resp, l.cfg.ReqTimeout,
 		func(e *Event) {
@@ -472,7 +508,7 @@ type claimed struct {
 // the claim's outcome (OK with no task: none was ready).
 func (l *Loop) claim(ctx context.Context, node int, wait time.Duration) (c claimed, ok bool, res Event) {
 	const count = 1
-	inv := Event{F: FClaim, Node: node, Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Tasks: count}
+	inv := Event{F: FClaim, As: roleWorker, Node: node, Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Tasks: count}
 	var resp wire.ClaimResponse
 	res = l.call(ctx, inv, http.MethodPost, "/v1/claim",
 		&wire.ClaimRequest{Queue: l.cfg.Queue, TTLMs: l.cfg.TTL.Milliseconds(), Count: count, WaitMs: wait.Milliseconds()},
@@ -604,13 +640,13 @@ func uint32Ptr(v uint32) *uint32 { return &v }
 
 func (l *Loop) update(ctx context.Context, c claimed, seq uint64) Event {
 	data := fmt.Sprintf("u-%s-c%d-s%d", c.id.String()[:12], c.claim, seq)
-	inv := Event{F: FUpdate, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: uint64Ptr(seq), Value: data}
+	inv := Event{F: FUpdate, As: roleWorker, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: uint64Ptr(seq), Value: data}
 	return l.call(ctx, inv, http.MethodPost, "/v1/update",
 		&wire.UpdateRequest{ID: c.id, Claim: c.claim, Seq: seq, Data: []byte(data)}, nil, l.cfg.ReqTimeout, nil)
 }
 
 func (l *Loop) renew(ctx context.Context, c claimed) Event {
-	inv := Event{F: FRenew, Task: c.id.String(), Claim: uint32Ptr(c.claim), TTLMs: l.cfg.TTL.Milliseconds()}
+	inv := Event{F: FRenew, As: roleWorker, Task: c.id.String(), Claim: uint32Ptr(c.claim), TTLMs: l.cfg.TTL.Milliseconds()}
 	var resp wire.RenewResponse
 	return l.call(ctx, inv, http.MethodPost, "/v1/renew",
 		&wire.RenewRequest{ID: c.id, Claim: c.claim, TTLMs: l.cfg.TTL.Milliseconds()}, &resp, l.cfg.ReqTimeout,
@@ -619,19 +655,19 @@ func (l *Loop) renew(ctx context.Context, c claimed) Event {
 
 func (l *Loop) fail(ctx context.Context, c claimed) Event {
 	if l.rng.Float64() < l.cfg.Mix.NoRetry {
-		inv := Event{F: FFail, Task: c.id.String(), Claim: uint32Ptr(c.claim), NoRetry: true}
+		inv := Event{F: FFail, As: roleWorker, Task: c.id.String(), Claim: uint32Ptr(c.claim), NoRetry: true}
 		return l.call(ctx, inv, http.MethodPost, "/v1/fail",
 			&wire.FailRequest{ID: c.id, Claim: c.claim, Reason: "faults harness, no retry", NoRetry: true}, nil, l.cfg.ReqTimeout, nil)
 	}
 	ms := l.cfg.Mix.FailRetry.Milliseconds()
-	inv := Event{F: FFail, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
+	inv := Event{F: FFail, As: roleWorker, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
 	return l.call(ctx, inv, http.MethodPost, "/v1/fail",
 		&wire.FailRequest{ID: c.id, Claim: c.claim, Reason: "faults harness", RetryAfterMs: &ms}, nil, l.cfg.ReqTimeout, nil)
 }
 
 func (l *Loop) snooze(ctx context.Context, c claimed) Event {
 	ms := l.cfg.Mix.SnoozeDelay.Milliseconds()
-	inv := Event{F: FSnooze, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
+	inv := Event{F: FSnooze, As: roleWorker, Task: c.id.String(), Claim: uint32Ptr(c.claim), DelayMs: ms}
 	return l.call(ctx, inv, http.MethodPost, "/v1/snooze",
 		&wire.SnoozeRequest{ID: c.id, Claim: c.claim, DelayMs: ms}, nil, l.cfg.ReqTimeout, nil)
 }
@@ -645,7 +681,7 @@ func (l *Loop) completeWithEffect(ctx context.Context, node int, c claimed, seq 
 		// The harness is gone; nothing more can be recorded.
 		return Event{}
 	}
-	inv := Event{F: FComplete, Node: node, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: seq}
+	inv := Event{F: FComplete, As: roleWorker, Node: node, Task: c.id.String(), Claim: uint32Ptr(c.claim), Seq: seq}
 	return l.call(ctx, inv, http.MethodPost, "/v1/complete",
 		&wire.CompleteRequest{ID: c.id, Claim: c.claim, Seq: seq}, nil, l.cfg.ReqTimeout, nil)
 }

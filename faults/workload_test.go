@@ -366,3 +366,67 @@ func TestEnqueueCarriesW(t *testing.T) {
 		t.Errorf("enqueues sent w %v; want 1 each time", fake.ws)
 	}
 }
+
+// Each request goes with its role's credential: enqueues the
+// producer's, claims and the writes under them the worker's; an enqueue
+// drawn Forbidden goes with the worker's, is refused (403, a definite
+// fail) and recorded as the worker's.
+func TestLoopCredentials(t *testing.T) {
+	fake := newFakeNode()
+	var mu sync.Mutex
+	seen := map[string]map[string]int{} // path -> token -> requests
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		mu.Lock()
+		if seen[r.URL.Path] == nil {
+			seen[r.URL.Path] = map[string]int{}
+		}
+		seen[r.URL.Path][tok]++
+		mu.Unlock()
+		if r.URL.Path == "/v1/enqueue" && tok == "worker-tok" {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"error":"forbidden: credential fault-worker (role worker) may not enqueue","code":"forbidden","code_num":28}`))
+			return
+		}
+		r.Header.Set("Authorization", "Bearer tok") // the fake knows one token
+		fake.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	lc := testLoopConfig(strings.TrimPrefix(srv.URL, "http://"))
+	lc.ProducerToken, lc.WorkerToken = "producer-tok", "worker-tok"
+	lc.Mix.Forbidden = 0.3
+	lc.Mix.Placed, lc.Mix.Keyed, lc.Mix.DepProb = 0, 0, 0
+	em := &memEmitter{sink: NewSink()}
+	l := NewLoop(lc, em)
+	defer l.Close()
+	ctx := context.Background()
+	for range 40 {
+		l.enqueue(ctx)
+	}
+	for l.claimAndWork(ctx, nil) {
+	}
+	forbidden := 0
+	for _, e := range em.events {
+		if e.F != FEnqueue || e.Type == Invoke {
+			continue
+		}
+		switch {
+		case e.As == roleWorker && (e.Type != Fail || e.Code != "forbidden"):
+			t.Errorf("an enqueue as the worker: %s %s; want a fail, forbidden", e.Type, e.Code)
+		case e.As == roleWorker:
+			forbidden++
+		case e.As != roleProducer || e.Type != OK:
+			t.Errorf("an enqueue as %q: %s %s; want the producer's, ok", e.As, e.Type, e.Code)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if forbidden == 0 || seen["/v1/enqueue"]["producer-tok"] == 0 || seen["/v1/enqueue"]["worker-tok"] != forbidden {
+		t.Errorf("enqueues by token %v, %d refused; want some of each, each worker's refused", seen["/v1/enqueue"], forbidden)
+	}
+	for _, path := range []string{"/v1/claim", "/v1/complete"} {
+		if len(seen[path]) != 1 || seen[path]["worker-tok"] == 0 {
+			t.Errorf("%s by token %v; want the worker's only", path, seen[path])
+		}
+	}
+}

@@ -554,19 +554,44 @@ func TestErrorMapping(t *testing.T) {
 
 }
 
-func TestRequireToken(t *testing.T) {
-	h := httpapi.RequireToken(newAPI(&fakeService{}), "abc")
+// TestAuthenticate: the probes are open; every other request needs a
+// token the authenticator takes (a Bearer header or a Basic password),
+// and goes on as its principal; /debug/ is the admin's.
+func TestAuthenticate(t *testing.T) {
+	authn := func(tok string) (wire.Principal, error) {
+		switch tok {
+		case "admin":
+			return wire.Principal{}, nil
+		case "reader":
+			return wire.Principal{Credential: 7}, nil
+		}
+		return wire.Principal{}, fmt.Errorf("%w: no such token", wire.ErrUnauthenticated)
+	}
+	var seen wire.Principal
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := wire.PrincipalFrom(r.Context())
+		if !ok && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+			t.Errorf("%s reached the API without a principal", r.URL.Path)
+		}
+		seen = p
+		newAPI(&fakeService{}).ServeHTTP(w, r)
+	})
+	h := httpapi.Authenticate(inner, authn, func(p wire.Principal) bool { return p.Credential == 0 })
 	cases := []struct {
 		method, path, auth string
+		basic              string
 		want               int
+		who                uint64
 	}{
-		{"GET", "/healthz", "", http.StatusOK},
-		{"GET", "/v1/queues", "", http.StatusUnauthorized},
-		{"GET", "/v1/queues", "Bearer wrong", http.StatusUnauthorized},
-		{"GET", "/v1/queues", "Bearer abc", http.StatusOK},
-		{"GET", "/v1/cluster", "Bearer abc", http.StatusOK},
-		{"GET", "/readyz", "", http.StatusOK},
-		{"POST", "/healthz", "", http.StatusUnauthorized},
+		{"GET", "/healthz", "", "", http.StatusOK, 0},
+		{"GET", "/readyz", "", "", http.StatusOK, 0},
+		{"GET", "/v1/queues", "", "", http.StatusUnauthorized, 0},
+		{"GET", "/v1/queues", "Bearer wrong", "", http.StatusUnauthorized, 0},
+		{"GET", "/v1/queues", "Bearer admin", "", http.StatusOK, 0},
+		{"GET", "/v1/queues", "Bearer reader", "", http.StatusOK, 7},
+		{"GET", "/v1/cluster", "", "reader", http.StatusOK, 7},
+		{"GET", "/debug/pprof/", "Bearer reader", "", http.StatusForbidden, 0},
+		{"POST", "/healthz", "", "", http.StatusUnauthorized, 0},
 	}
 	for _, tc := range cases {
 		rec := httptest.NewRecorder()
@@ -574,9 +599,19 @@ func TestRequireToken(t *testing.T) {
 		if tc.auth != "" {
 			r.Header.Set("Authorization", tc.auth)
 		}
+		if tc.basic != "" {
+			r.SetBasicAuth("anyone", tc.basic)
+		}
+		seen = wire.Principal{Credential: 99}
 		h.ServeHTTP(rec, r)
 		if rec.Code != tc.want {
 			t.Errorf("%s %s auth %q: status %d, want %d", tc.method, tc.path, tc.auth, rec.Code, tc.want)
+		}
+		if tc.want == http.StatusOK && tc.path != "/healthz" && tc.path != "/readyz" && seen.Credential != tc.who {
+			t.Errorf("%s %s: principal %d, want %d", tc.method, tc.path, seen.Credential, tc.who)
+		}
+		if tc.want == http.StatusUnauthorized && !strings.Contains(strings.Join(rec.Header().Values("WWW-Authenticate"), ";"), "Basic") {
+			t.Errorf("%s %s: 401 without a Basic challenge", tc.method, tc.path)
 		}
 	}
 }

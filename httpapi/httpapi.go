@@ -14,7 +14,6 @@ package httpapi
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
@@ -481,6 +480,30 @@ func (a *api) hints(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// authList lists the client credentials.
+func (a *api) authList(as wire.AuthService) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, err := as.AuthList(r.Context(), &wire.AuthListRequest{})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// authRevoke revokes the path's credential.
+func (a *api) authRevoke(as wire.AuthService) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, err := as.AuthRevoke(r.Context(), &wire.AuthRevokeRequest{Name: r.PathValue("name")})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
 // scheduleList lists the schedules, or the path's one.
 func (a *api) scheduleList(w http.ResponseWriter, r *http.Request) {
 	resp, err := a.svc.ScheduleList(r.Context(), &wire.ScheduleListRequest{Name: r.PathValue("name")})
@@ -666,35 +689,59 @@ func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// RequireToken wraps h so that every request but the probes (GET /healthz
-// and /readyz) must carry the client token of a cluster with a secret (as
-// `skuldd ctl token` prints it): "Authorization: Bearer TOKEN", or Basic
-// credentials with the token as the password (a browser's prompt).
-// Others get 401.
-func RequireToken(h http.Handler, token string) http.Handler {
-	want := []byte("Bearer " + token)
+// Authenticate wraps h so that every request but the probes (GET
+// /healthz and /readyz) must carry a token, the cluster's (as `skuldd ctl
+// token` prints it) or a client credential's (`skuldd ctl auth create`):
+// "Authorization: Bearer TOKEN", or Basic credentials with the token as
+// the password (a browser's prompt). authn says whom a token proves;
+// the request goes on with that principal (wire.WithPrincipal), whose
+// role the API checks per operation. pprof and the test hooks (/debug/)
+// are the admin's (isAdmin). Others get 401, or 403.
+func Authenticate(h http.Handler, authn func(token string) (wire.Principal, error), isAdmin func(wire.Principal) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 && !basicToken(r, token) {
+		tok, ok := bearer(r)
+		if !ok {
 			// A browser asks for Basic credentials (the token as the
 			// password), which is how a person opens the status page.
 			w.Header().Add("WWW-Authenticate", `Bearer realm="skuldd"`)
 			w.Header().Add("WWW-Authenticate", `Basic realm="skuldd", charset="UTF-8"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a client token is required (Authorization: Bearer TOKEN; skuldd ctl token prints it)", Code: "unauthorized", Num: 0})
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a token is required (Authorization: Bearer TOKEN; skuldd ctl token prints the cluster's, skuldd ctl auth create makes a credential)", Code: wire.CodeUnauthenticated.Name(), Num: uint16(wire.CodeUnauthenticated)})
 			return
 		}
-		h.ServeHTTP(w, r)
+		p, err := authn(tok)
+		if errors.Is(err, wire.ErrUnavailable) {
+			// The node cannot tell yet (starting): the client retries.
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: CleanMessage(err.Error()), Code: wire.CodeUnavailable.Name(), Num: uint16(wire.CodeUnavailable)})
+			return
+		}
+		if err != nil {
+			w.Header().Add("WWW-Authenticate", `Bearer realm="skuldd", error="invalid_token"`)
+			w.Header().Add("WWW-Authenticate", `Basic realm="skuldd", charset="UTF-8"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: CleanMessage(err.Error()), Code: wire.CodeUnauthenticated.Name(), Num: uint16(wire.CodeUnauthenticated)})
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/debug/") && !isAdmin(p) {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: r.URL.Path + " is the admin's", Code: wire.CodeForbidden.Name(), Num: uint16(wire.CodeForbidden)})
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(wire.WithPrincipal(r.Context(), p)))
 	})
 }
 
-// basicToken reports whether r carries the token as the password of
-// HTTP Basic credentials (any user name).
-func basicToken(r *http.Request, token string) bool {
-	_, pass, ok := r.BasicAuth()
-	return ok && subtle.ConstantTimeCompare([]byte(pass), []byte(token)) == 1
+// bearer returns the token r carries: "Authorization: Bearer TOKEN", or
+// the password of Basic credentials (any user name).
+func bearer(r *http.Request) (string, bool) {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok != "" {
+		return strings.TrimSpace(tok), true
+	}
+	if _, pass, ok := r.BasicAuth(); ok && pass != "" {
+		return pass, true
+	}
+	return "", false
 }
 
 // Health is the body of GET /healthz and /readyz.

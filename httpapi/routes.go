@@ -43,6 +43,7 @@ const (
 	tagHealth  = "health"
 	tagShards  = "shards"
 	tagSched   = "schedules"
+	tagAuth    = "auth"
 )
 
 // enqueueOneBody is POST /v1/tasks's body: one task and the write quorum.
@@ -162,6 +163,16 @@ func (a *api) routes() []route {
 			summary: "Leave a worker shard set"},
 		{method: "GET", path: "/v1/shards/{set}", handler: a.shardMembers, tag: tagShards, resp: &wire.ShardView{},
 			summary: "A shard set's members and generation"},
+	}
+	if as, ok := svc.(wire.AuthService); ok {
+		rs = append(rs,
+			route{method: "GET", path: "/v1/auth/credentials", handler: a.authList(as), tag: tagAuth, resp: &wire.AuthListResponse{},
+				summary: "The client credentials: name, role, id (admin only)"},
+			route{method: "POST", path: "/v1/auth/credentials", handler: handle(a, as.AuthCreate), tag: tagAuth, body: &wire.AuthCreateRequest{}, resp: &wire.CredentialView{},
+				summary: "Add a client credential: its id, name, role and keys (the client makes the token and keeps it: skuldd ctl auth create does; admin only)"},
+			route{method: "DELETE", path: "/v1/auth/credentials/{name}", handler: a.authRevoke(as), tag: tagAuth, resp: &wire.AuthRevokeResponse{},
+				summary: "Revoke a client credential, by name (admin only; every node refuses it within a second)"},
+		)
 	}
 	if a.cfg.Metrics != nil {
 		rs = append(rs, route{method: "GET", path: "/metrics", handler: a.cfg.Metrics.ServeHTTP, tag: tagHealth,

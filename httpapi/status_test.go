@@ -87,8 +87,13 @@ func TestStatusPageContent(t *testing.T) {
 		t.Error("lookup of a malformed id: no error shown")
 	}
 	// Basic credentials with the token as the password open it behind
-	// RequireToken.
-	guarded := httpapi.RequireToken(h, "tok")
+	// Authenticate.
+	guarded := httpapi.Authenticate(h, func(tok string) (wire.Principal, error) {
+		if tok != "tok" {
+			return wire.Principal{}, wire.ErrUnauthenticated
+		}
+		return wire.Principal{}, nil
+	}, func(wire.Principal) bool { return true })
 	r := httpTestRequest("GET", "/")
 	r.SetBasicAuth("me", "tok")
 	if rec := serveReq(guarded, r); rec.Code != http.StatusOK {

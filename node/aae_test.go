@@ -11,7 +11,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// TestClusterAntiEntropy (DESIGN.md, Anti-entropy): a replica cut off
+// TestClusterAntiEntropy (docs/design.md, Anti-entropy): a replica cut off
 // from replication while 1,000 tasks are written (acknowledged by the
 // other two) converges with its peers within 3 anti-entropy intervals
 // after it returns: the same root hash for every partition, so the same

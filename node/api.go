@@ -38,7 +38,9 @@ func (n *Node) startCoord() error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	client := n.metrics.Meter(retrying.New(retryHost{c.Coordinator(), c, n}))
+	// The guard is outermost: a refused request is counted nowhere and
+	// costs no retry.
+	client := n.access.Guard(n.metrics.Meter(retrying.New(retryHost{c.Coordinator(), c, n})))
 	n.coord.Store(c)
 	n.api.Store(&apiFaces{
 		client:        client,

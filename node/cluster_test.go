@@ -88,7 +88,7 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 // Issue 20, second defect: a node stopped gracefully (the others see it
 // left) and started again without a join list, as systemctl restart
 // does with the first box of the README, must find its cluster from what
-// it stored and serve in it again: reference DESIGN.md, Topology ("a
+// it stored and serve in it again: reference docs/design.md, Topology ("a
 // graceful leave is not a goodbye forever").
 func TestClusterGracefulRestartWithoutJoin(t *testing.T) {
 	c := nodetest.NewCluster(t, 3)

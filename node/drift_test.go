@@ -19,7 +19,7 @@ type shiftClock struct{ by atomic.Int64 }
 
 func (s *shiftClock) Now() time.Time { return time.Now().Add(time.Duration(s.by.Load())) }
 
-// TestClusterClockDrift (DESIGN.md, Clock): a node whose clock runs 30s
+// TestClusterClockDrift (docs/design.md, Clock): a node whose clock runs 30s
 // ahead of the others leads no partition and grants no claim within a few
 // heartbeats, reports unhealthy with the reason, and still serves clients
 // through the other leaders; once its clock is back it serves again.
@@ -127,7 +127,7 @@ func TestClusterClockDrift(t *testing.T) {
 
 // Issue 20, fifth defect: a node restarted with its clock ahead took back
 // its partitions and granted claims for about a second before its drift
-// was detected. Reference: DESIGN.md, Clock: a drifting node grants no
+// was detected. Reference: docs/design.md, Clock: a drifting node grants no
 // leases, so the clock check must pass before a (re)started node leads
 // anything. The node that led partitions is restarted 5 s ahead: from
 // the moment its start returns it leads none and grants no claim.

@@ -118,7 +118,7 @@ func allReplicas(c *nodetest.Cluster, nodes []int, want bool, ids ...task.ID) er
 	return nil
 }
 
-// TestClusterGC (DESIGN.md, Storage): a completed dependency chain spread
+// TestClusterGC (docs/design.md, Storage): a completed dependency chain spread
 // over three leaders is collected on every replica once retention passed;
 // a chain with an open task is not, until that task completes; a replica
 // that was down while its peers collected does not bring the chain back

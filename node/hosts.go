@@ -193,3 +193,9 @@ func (g metaGroup) Changed() <-chan struct{} { return g.n.raft.Changed() }
 func (g metaGroup) ChangeQueue(ctx context.Context, c raftgroup.QueueChange) (raftgroup.QueueSettings, error) {
 	return g.n.raft.ChangeQueue(ctx, c)
 }
+func (g metaGroup) PutCredential(ctx context.Context, c raftgroup.Credential) error {
+	return g.n.raft.PutCredential(ctx, c)
+}
+func (g metaGroup) RevokeCredential(ctx context.Context, id uint64) (bool, error) {
+	return g.n.raft.RevokeCredential(ctx, id)
+}

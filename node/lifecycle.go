@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skuldd/skuldd/node/access"
 	"github.com/skuldd/skuldd/node/coord"
 	"github.com/skuldd/skuldd/node/deps"
 	"github.com/skuldd/skuldd/node/heads"
@@ -59,6 +60,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.log = n.cfg.Logger.With("node", n.id)
 	n.metrics = metrics.New(metricsSource{n}, n.log)
+	if err := n.startAccess(); err != nil {
+		return err
+	}
 	if err := n.startControl(); err != nil {
 		return err
 	}
@@ -161,6 +165,22 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
+// startAccess makes the registry of client credentials (node/access):
+// empty, and putting off the credentials it does not know, until the
+// node is ready.
+func (n *Node) startAccess() error {
+	ac := access.Config{Enabled: n.cfg.ClusterSecret != nil, Group: metaGroup{n}, Now: n.now, Ready: n.ready.Load, Log: n.log}
+	if ac.Enabled {
+		keys, err := wire.DeriveKeys(n.cfg.ClusterSecret)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		ac.ClusterToken = keys.ClientToken
+	}
+	n.access = access.New(ac)
+	return nil
+}
+
 // httpURL is the base URL of the node's HTTP port ("": none).
 func (n *Node) httpURL() string {
 	switch {
@@ -209,6 +229,7 @@ func (n *Node) listenConfig() listen.Config {
 	lc := listen.Config{
 		Bind: n.cfg.Bind, Advertise: n.cfg.Advertise, NodeID: n.id, ResetKey: &n.resetKey,
 		ClusterSecret: n.cfg.ClusterSecret, TLSCert: n.cfg.TLSCert, TLSKey: n.cfg.TLSKey,
+		Credentials: n.access.Keys, Authenticate: n.access.Authenticate, IsAdmin: n.access.IsAdmin,
 		Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
 	}
 	if f := n.cfg.Faults; f != nil {

@@ -84,6 +84,7 @@ func (n *Node) refreshMeta() {
 	n.placement.Store(pl)
 	n.cohort.Store(int32(max(1, size)))
 	n.queues.Refresh(m.Queues) // Meta returned a copy of its own
+	n.access.Refresh(m.Credentials)
 }
 
 // metaLoop refreshes the cached metadata after every change.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/node/access"
 	"github.com/skuldd/skuldd/node/control"
 	"github.com/skuldd/skuldd/node/coord"
 	"github.com/skuldd/skuldd/node/deps"
@@ -96,6 +97,7 @@ type Node struct {
 	placement atomic.Pointer[placementView]
 	// queues are the queues' settings, refreshed with cohort.
 	queues   *queues.Settings
+	access   *access.Registry
 	stopping atomic.Bool
 	killed   atomic.Bool // Kill: no graceful leave
 	// departing: the node hands off its partitions and stops; it takes
@@ -175,10 +177,12 @@ type apiFaces struct {
 // errStarting refuses a client op before the coordinator plane exists.
 var errStarting = fmt.Errorf("%w: node is starting", wire.ErrUnavailable)
 
-// serveClient serves a client's request on a QUIC connection.
+// serveClient serves a client's request on a QUIC connection, as the
+// principal its hello proved (the credential's id, or 0 for the cluster
+// token; node/access checks what it may do).
 func (n *Node) serveClient(ctx context.Context, req *wire.Request, w wire.ResponseWriter) {
 	if a := n.api.Load(); a != nil {
-		a.clientHandler.Serve(ctx, req, w)
+		a.clientHandler.Serve(wire.WithPrincipal(ctx, wire.Principal{Credential: req.PeerID}), req, w)
 		return
 	}
 	_ = w.Error(errStarting)

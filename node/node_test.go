@@ -1,7 +1,7 @@
 package node_test
 
 // Integration tests of one node through its QUIC client (and, at the end,
-// its HTTP API). Each test cites the section of DESIGN.md it checks.
+// its HTTP API). Each test cites the section of docs/design.md it checks.
 
 import (
 	"bufio"
@@ -300,7 +300,7 @@ func (g *idGen) next() task.ID {
 	return task.MakeID(time.Now().UnixMilli(), 0xc11e47, g.n)
 }
 
-// Reference: DESIGN.md, "Operations" (enqueue: assign an id, ack after W
+// Reference: docs/design.md, "Operations" (enqueue: assign an id, ack after W
 // durable acks, idempotent retry with a client-supplied id) and "Data
 // model" (the task's immutable fields).
 func TestEnqueue(t *testing.T) {
@@ -393,7 +393,7 @@ func TestEnqueue(t *testing.T) {
 	})
 }
 
-// Reference: DESIGN.md, "Operations" (claim(queue, ttl): returns task +
+// Reference: docs/design.md, "Operations" (claim(queue, ttl): returns task +
 // claim id; batch claim; no ready task is an empty answer, not an error).
 func TestClaim(t *testing.T) {
 	x := newH(t)
@@ -440,7 +440,7 @@ func TestClaim(t *testing.T) {
 	})
 }
 
-// Reference: DESIGN.md, "Operations" (renew(id, claim, ttl) grows end;
+// Reference: docs/design.md, "Operations" (renew(id, claim, ttl) grows end;
 // end merges by max, so it never shrinks).
 func TestRenew(t *testing.T) {
 	x := newH(t)
@@ -467,7 +467,7 @@ func TestRenew(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model" (updates: a grow-only set keyed
+// Reference: docs/design.md, "Data model" (updates: a grow-only set keyed
 // (claim, seq); reads show only the contiguous prefix) and "Operations"
 // (update is idempotent; get with min_seq refuses a shorter history).
 func TestUpdateAndGet(t *testing.T) {
@@ -510,7 +510,7 @@ func TestUpdateAndGet(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (complete(id, claim, seq); seq
+// Reference: docs/design.md, "Operations" (complete(id, claim, seq); seq
 // defaults to after the last update) and "Guarantees" (an acknowledged
 // completion is never followed by a new claim).
 func TestComplete(t *testing.T) {
@@ -552,7 +552,7 @@ func TestComplete(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (fail(id, claim, reason,
+// Reference: docs/design.md, "Operations" (fail(id, claim, reason,
 // retry_after): the task is retried after the backoff) and "Data model"
 // (attempts = claims ended without completion).
 func TestFail(t *testing.T) {
@@ -625,7 +625,7 @@ func TestFailNoRetry(t *testing.T) {
 	x.waitState(id, "ready")
 }
 
-// Reference: DESIGN.md, "Operations" (snooze(id, claim, delay): ready again
+// Reference: docs/design.md, "Operations" (snooze(id, claim, delay): ready again
 // after the delay without counting a failed attempt).
 func TestSnooze(t *testing.T) {
 	x := newH(t)
@@ -652,7 +652,7 @@ func TestSnooze(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model" (dead after max_attempts failed
+// Reference: docs/design.md, "Data model" (dead after max_attempts failed
 // claims: a dead-letter state, listable and re-queueable).
 func TestRequeueDead(t *testing.T) {
 	x := newH(t)
@@ -692,7 +692,7 @@ func TestRequeueDead(t *testing.T) {
 	})
 }
 
-// Reference: DESIGN.md, "Operations" (list(queue, state, group) and count:
+// Reference: docs/design.md, "Operations" (list(queue, state, group) and count:
 // streamed, never all in memory).
 func TestListAndCount(t *testing.T) {
 	x := newH(t)
@@ -781,7 +781,7 @@ func TestListAndCount(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (count) and "Data model" (derived
+// Reference: docs/design.md, "Operations" (count) and "Data model" (derived
 // state: ready, claimed, delayed, blocked, completed, dead).
 func TestQueues(t *testing.T) {
 	x := newH(t)
@@ -822,7 +822,7 @@ func TestQueues(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (every request is validated, with a
+// Reference: docs/design.md, "Operations" (every request is validated, with a
 // clear error code), "Fencing" (only the task's latest claim may act on
 // it; a superseded claim gets a clear error) and "Guarantees". Each
 // refused request leaves the node unchanged.
@@ -1020,7 +1020,7 @@ func TestErrors(t *testing.T) {
 			return err
 		})
 		// An expired claim not yet superseded may still complete: nobody
-		// else holds the task (DESIGN.md, "Fencing").
+		// else holds the task (docs/design.md, "Fencing").
 		if _, err := x.cl().Complete(x.ctx, &wire.CompleteRequest{ID: id, Claim: 0}); err != nil {
 			t.Fatalf("complete by the expired, unsuperseded claim: %v", err)
 		}
@@ -1061,7 +1061,7 @@ func claimOrder(a, b wire.TaskView) int {
 	return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.ID.Compare(b.ID))
 }
 
-// Reference: DESIGN.md, "Operations" (claim: the leader takes its best
+// Reference: docs/design.md, "Operations" (claim: the leader takes its best
 // ready task from an ordered index, priority desc then id asc; across the
 // partitions one node leads, the order is exact).
 func TestClaimOrder(t *testing.T) {
@@ -1090,7 +1090,7 @@ func TestClaimOrder(t *testing.T) {
 	x.claimNone("o")
 }
 
-// Reference: DESIGN.md, "Guarantees" (two claims of one task never overlap
+// Reference: docs/design.md, "Guarantees" (two claims of one task never overlap
 // in time; every enqueued task is eventually claimable) under concurrent
 // claimers.
 func TestConcurrentClaims(t *testing.T) {
@@ -1154,7 +1154,7 @@ func TestConcurrentClaims(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (claim: long-poll (wait) is
+// Reference: docs/design.md, "Operations" (claim: long-poll (wait) is
 // supported; no ready task is an empty answer, not an error).
 func TestLongPoll(t *testing.T) {
 	x := newH(t)
@@ -1201,7 +1201,7 @@ func TestLongPoll(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Partition leaders" (a claim expires for the
+// Reference: docs/design.md, "Partition leaders" (a claim expires for the
 // leader only at end + skew_bound) and "Guarantees" (claims of one task
 // never overlap; claim ids only grow; dead after max_attempts).
 func TestClaimExpiry(t *testing.T) {
@@ -1298,7 +1298,7 @@ func TestClaimExpiry(t *testing.T) {
 	x.claimNone("x")
 }
 
-// Reference: DESIGN.md, "Operations" (dependencies: deps must exist; when
+// Reference: docs/design.md, "Operations" (dependencies: deps must exist; when
 // a dep completes its dependents become ready) and "Data model" (a task is
 // ready only when every dep is completed).
 func TestDependencies(t *testing.T) {
@@ -1352,7 +1352,7 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "What a user gets" (restart-safe: every
+// Reference: docs/design.md, "What a user gets" (restart-safe: every
 // acknowledged write is durable; a node that restarts comes back with all
 // its data) and "Data model" (claim ids are dense and monotonic).
 func TestRestart(t *testing.T) {
@@ -1505,7 +1505,7 @@ func httpError(t *testing.T, method, url, body string, code wire.Code) {
 	}
 }
 
-// Reference: DESIGN.md, "Interfaces" (HTTP/JSON on the same port, with the
+// Reference: docs/design.md, "Interfaces" (HTTP/JSON on the same port, with the
 // same operations, and /healthz) and "Wire" (errors carry stable codes).
 func TestHTTP(t *testing.T) {
 	const maxPayload = 64
@@ -1641,7 +1641,7 @@ func TestHTTP(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model" (id: a k-ordered flake id of ms time,
+// Reference: docs/design.md, "Data model" (id: a k-ordered flake id of ms time,
 // node id and counter) and "Guarantees" (no acknowledged enqueue is
 // lost). A node that restarts with its clock set back (an NTP step at
 // boot) reaches the milliseconds of ids it issued before the restart
@@ -1672,7 +1672,7 @@ func TestIDsAcrossRestartWithClockSetBack(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (claim long-poll) and STYLE.md habit
+// Reference: docs/design.md, "Operations" (claim long-poll) and STYLE.md habit
 // 18 (every Start has a Close that cancels and then waits). A claim
 // long-polling over HTTP ends when the node stops: it neither holds Close
 // for the whole shutdown timeout nor outlives it.
@@ -1719,7 +1719,7 @@ func TestCloseEndsLongPoll(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (get with min_seq refuses a history
+// Reference: docs/design.md, "Operations" (get with min_seq refuses a history
 // shorter than the client has seen): the history spans claims, so a
 // client that saw claim 0's updates still reads after a reclaim.
 func TestMinSeqSpansClaims(t *testing.T) {
@@ -1763,7 +1763,7 @@ func TestZeroIDInvalid(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations" (dependencies: when a dep completes,
+// Reference: docs/design.md, "Operations" (dependencies: when a dep completes,
 // its dependents are told). The node learns which tasks are deps from the
 // stored reverse edges at start, so a completion after a restart still
 // unblocks its dependents at once, not only at the next reconcile.

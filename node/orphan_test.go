@@ -32,7 +32,7 @@ func postHTTP(c *nodetest.Cluster, i int, path string, body any) (int, string, e
 }
 
 // Issue 20, first defect: a paused ex-leader's refused writes survived and
-// spread. Reference: DESIGN.md, "Partition leaders": no write of a
+// spread. Reference: docs/design.md, "Partition leaders": no write of a
 // superseded epoch that the handoff did not carry may extend, rewrite or
 // complete anything in any replica, and anti-entropy must never spread
 // it as truth.
@@ -227,7 +227,7 @@ func TestClusterFrozenLeaderOrphans(t *testing.T) {
 // after a split healed. A takeover won promises for the next epoch and was
 // abandoned (its old leader came back); the old leader then asked that
 // same epoch again and again, refused each time by the promises the
-// abandoned takeover left. Reference: DESIGN.md, Partition leaders: a
+// abandoned takeover left. Reference: docs/design.md, Partition leaders: a
 // refused promise means "try a higher epoch", and an abandoned takeover
 // must not leave a promise that blocks everyone else.
 //

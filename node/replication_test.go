@@ -96,7 +96,7 @@ func killOne(t *testing.T, size int) {
 	// was granted but never acknowledged (its replication failed while
 	// leaders moved) is nobody's: the task comes back when it expires, so
 	// the lease is short enough for that to happen within the test. A
-	// worker counts a lease from its claim request (DESIGN.md, Fencing):
+	// worker counts a lease from its claim request (docs/design.md, Fencing):
 	// the leases of one task that workers received must never overlap.
 	const ttl = 5 * time.Second
 	type lease struct{ from, to time.Time }

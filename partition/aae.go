@@ -9,7 +9,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// The replica's side of anti-entropy (DESIGN.md, "Anti-entropy"): the
+// The replica's side of anti-entropy (docs/design.md, "Anti-entropy"): the
 // node compares this replica's hash tree with a peer's (antientropy.Diff)
 // and repairs what differs with whole records. These methods answer both
 // sides of that exchange; the tree itself is kept by every write (see

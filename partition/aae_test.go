@@ -17,7 +17,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Anti-entropy": each replica keeps a hash tree of
+// Reference: docs/design.md, "Anti-entropy": each replica keeps a hash tree of
 // its records, updated on every write; replicas holding the same records
 // have equal trees, and a comparison names the tasks that differ, which
 // whole records then repair.

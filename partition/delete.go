@@ -7,7 +7,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Deletion by an operator (task control; DESIGN.md, "Storage").
+// Deletion by an operator (task control; docs/design.md, "Storage").
 //
 // A deleted task ends the way a collected one does (see gc.go): deleted
 // whole and replaced by a tombstone. A tombstone is authoritative and

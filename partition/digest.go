@@ -12,7 +12,7 @@ import (
 )
 
 // The items of a task in the replica's hash tree (package antientropy;
-// DESIGN.md, "Anti-entropy"). What is hashed is what replicas must agree
+// docs/design.md, "Anti-entropy"). What is hashed is what replicas must agree
 // on, and nothing else:
 //
 //   - the spec item (antientropy.SpecItem): the canonical CBOR of the spec

@@ -31,7 +31,7 @@
 // the new update; the spec once, with the enqueue) while its own sync
 // runs; a follower merges it (Merge) and acknowledges after the
 // returned Durable is waited on. Merge relies on the data model being
-// CRDTs (DESIGN.md, "Data model"), so these hold whatever the order,
+// CRDTs (docs/design.md, "Data model"), so these hold whatever the order,
 // repetition or source of the records (live replication, Export, later
 // anti-entropy):
 //
@@ -129,7 +129,7 @@
 //
 // # Anti-entropy
 //
-// Every replica keeps an antientropy.Tree of its records (DESIGN.md,
+// Every replica keeps an antientropy.Tree of its records (docs/design.md,
 // "Anti-entropy"; digest.go says what is hashed: a task's spec, its
 // merged state unless zero, each update and each reverse edge; nothing
 // local to the replica).

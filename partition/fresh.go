@@ -12,7 +12,7 @@ import (
 // largest single cost on a busy node: a point lookup searches every
 // memtable, and a young database has several.
 //
-// Specs are immutable once written (DESIGN.md, "Data model"), so an entry
+// Specs are immutable once written (docs/design.md, "Data model"), so an entry
 // is never stale, only absent, and an absent spec is read from the store:
 // the cache changes costs, never results.
 //

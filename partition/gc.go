@@ -9,7 +9,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Garbage collection (DESIGN.md, "Storage"; the node drives it).
+// Garbage collection (docs/design.md, "Storage"; the node drives it).
 //
 // A collected task is deleted whole (spec, payload, state, updates,
 // reverse edges) and replaced, in the same store batch, by a tombstone:

@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Storage": the node checks a task's dependency
+// Reference: docs/design.md, "Storage": the node checks a task's dependency
 // component (GCInfo) before it collects it, and Collect refuses a task
 // that gained a dependent since; a dependent added after the collection
 // finds the tombstone; Export copies tombstones with the tasks.

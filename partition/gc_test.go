@@ -11,7 +11,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Storage" and "Data model": garbage collection
+// Reference: docs/design.md, "Storage" and "Data model": garbage collection
 // deletes completed tasks and leaves tombstones, so anti-entropy never
 // brings them back; the tombstones expire after a horizon.
 

@@ -10,7 +10,7 @@ import (
 )
 
 // CompletedError is a replica's refusal of a record that carries a claim
-// on a task it knows to be completed (DESIGN.md, "Operations", claim). It
+// on a task it knows to be completed (docs/design.md, "Operations", claim). It
 // wraps task.ErrCompleted and carries the completion, so the leader can
 // record it and pick another task.
 type CompletedError struct {

@@ -20,7 +20,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Data model" (state is a CRDT; any two replicas
+// Reference: docs/design.md, "Data model" (state is a CRDT; any two replicas
 // merge to the same value), "Operations" and "Guarantees" (replicas
 // converge; an acknowledged completion is never followed by a new claim).
 
@@ -329,7 +329,7 @@ func TestMergeFollowsLeader(t *testing.T) {
 	converged(t, "shuffled", l, sl, f3, sf3)
 }
 
-// Reference: DESIGN.md, "Partition leaders", step 3: a node that promised
+// Reference: docs/design.md, "Partition leaders", step 3: a node that promised
 // an epoch refuses writes from lower epochs.
 func TestMergeFencing(t *testing.T) {
 	sl, sf := newStore(t), newStore(t)
@@ -366,7 +366,7 @@ func TestMergeFencing(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations", claim: a follower refuses a claim
+// Reference: docs/design.md, "Operations", claim: a follower refuses a claim
 // for a task it knows to be completed, and says so.
 func TestMergeRefusesClaimOnCompleted(t *testing.T) {
 	sl, sf := newStore(t), newStore(t)
@@ -792,7 +792,7 @@ func TestExportConcurrentWrites(t *testing.T) {
 	converged(t, "export during writes", l, sl, f, sf)
 }
 
-// Reference: DESIGN.md, "Partition leaders": a follower that wins the
+// Reference: docs/design.md, "Partition leaders": a follower that wins the
 // handoff serves at once from the indexes it kept, in claim order, and
 // honours the claims it installed.
 func TestFollowerBecomesLeader(t *testing.T) {

@@ -36,7 +36,7 @@ type Config struct {
 	Self  uint64
 	Store *store.Store
 	// SkewBound is added to a claim's end before the leader treats it as
-	// expired (DESIGN.md, "Partition leaders").
+	// expired (docs/design.md, "Partition leaders").
 	SkewBound time.Duration
 	// RetryBase and RetryMax shape the backoff of a failed task whose
 	// client gave no retry-after: RetryBase·2^(attempts-1), at most
@@ -895,7 +895,7 @@ func stateRecord(id task.ID, st *task.State) task.Record {
 
 // ReleaseAt drops the replica's data: this node left the partition's
 // cohort and the partition's leader, serving with the new cohort, holds
-// what it held (a zombie released; DESIGN.md, Topology). registry is the
+// what it held (a zombie released; docs/design.md, Topology). registry is the
 // registry epoch at which the release was decided, root the replica's
 // tree root (Root) when this node asked the leader: the leader gathered
 // the copy as it was then. The promise stays, so the replica still

@@ -179,7 +179,7 @@ func storedState(t *testing.T, s *store.Store, id task.ID) task.State {
 
 func ptr[T any](v T) *T { return &v }
 
-// Reference: DESIGN.md, "Operations", claim: the leader takes its best
+// Reference: docs/design.md, "Operations", claim: the leader takes its best
 // ready task from an ordered index (priority desc, id asc).
 func TestClaimOrder(t *testing.T) {
 	s := newStore(t)
@@ -291,7 +291,7 @@ func TestClaimEmptyAndAccept(t *testing.T) {
 	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 }
 
-// Reference: DESIGN.md, "Partition leaders": a replica grants claims only
+// Reference: docs/design.md, "Partition leaders": a replica grants claims only
 // while it leads.
 func TestClaimNotLeader(t *testing.T) {
 	s := newStore(t)
@@ -319,7 +319,7 @@ func TestClaimNotLeader(t *testing.T) {
 	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1})
 }
 
-// Reference: DESIGN.md, "Data model" (claim indices are dense and
+// Reference: docs/design.md, "Data model" (claim indices are dense and
 // monotonic) and "Partition leaders" (expiry at end + skew bound).
 func TestClaimExpiry(t *testing.T) {
 	s := newStore(t)
@@ -353,7 +353,7 @@ func TestClaimExpiry(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model": dead after max_attempts failed or
+// Reference: docs/design.md, "Data model": dead after max_attempts failed or
 // expired claims; listable and re-queueable.
 func TestExpiryDeadAndRequeue(t *testing.T) {
 	s := newStore(t)
@@ -512,7 +512,7 @@ func TestFailToDead(t *testing.T) {
 	noClaim(t, r, "q", t0+1)
 }
 
-// Reference: DESIGN.md, "Operations", snooze: ends the claim without
+// Reference: docs/design.md, "Operations", snooze: ends the claim without
 // counting a failed attempt.
 func TestSnooze(t *testing.T) {
 	s := newStore(t)
@@ -545,7 +545,7 @@ func TestSnooze(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model", updates; "Operations", update.
+// Reference: docs/design.md, "Data model", updates; "Operations", update.
 func TestUpdate(t *testing.T) {
 	s := newStore(t)
 	r := leader(t, s)
@@ -592,7 +592,7 @@ func TestUpdate(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations", complete; "Guarantees": an
+// Reference: docs/design.md, "Operations", complete; "Guarantees": an
 // acknowledged completion is never followed by a new claim of that task.
 func TestComplete(t *testing.T) {
 	s := newStore(t)
@@ -652,7 +652,7 @@ func TestComplete(t *testing.T) {
 }
 
 // TestCompleteAfterExpiry: a claim that expired but was not superseded may
-// still complete (DESIGN.md, "Fencing").
+// still complete (docs/design.md, "Fencing").
 func TestCompleteAfterExpiry(t *testing.T) {
 	s := newStore(t)
 	r := leader(t, s)
@@ -742,7 +742,7 @@ func TestHeldIDsSurviveReload(t *testing.T) {
 	wantCounts(t, r, "q", map[task.Status]int64{task.Ready: 1, task.Completed: 1})
 }
 
-// Reference: DESIGN.md, "Operations", enqueue: retrying with the same id is
+// Reference: docs/design.md, "Operations", enqueue: retrying with the same id is
 // idempotent.
 func TestEnqueueIdempotent(t *testing.T) {
 	s := newStore(t)
@@ -815,7 +815,7 @@ func TestEnqueueNotBefore(t *testing.T) {
 	mustClaim(t, r, "q", t0+5000)
 }
 
-// Reference: DESIGN.md, "Operations", dependencies: the dep's partition
+// Reference: docs/design.md, "Operations", dependencies: the dep's partition
 // records who waits on it, and tells whether it is already completed, in
 // one step under its lock; a follower merges the edges it is shipped.
 func TestAddDependents(t *testing.T) {
@@ -879,7 +879,7 @@ func TestAddDependents(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations", dependencies.
+// Reference: docs/design.md, "Operations", dependencies.
 func TestDeps(t *testing.T) {
 	s := newStore(t)
 	r := leader(t, s)
@@ -949,7 +949,7 @@ func TestDeps(t *testing.T) {
 	checkTree(t, "deps", r, s)
 }
 
-// Reference: DESIGN.md, "Partition leaders", step 3: a node promises once
+// Reference: docs/design.md, "Partition leaders", step 3: a node promises once
 // per epoch, persists the promise and refuses lower epochs.
 func TestPromise(t *testing.T) {
 	s := newStore(t)
@@ -1051,7 +1051,7 @@ func TestPromiseSameEpochStepsDown(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Partition leaders", steps 6-7, and "Guarantees":
+// Reference: docs/design.md, "Partition leaders", steps 6-7, and "Guarantees":
 // claim ids per task only grow, even across leader changes. The handoff
 // carries the old leader's line of writes (its stamp is the epoch being
 // sealed) from a promiser into the candidate.
@@ -1109,7 +1109,7 @@ func TestHandoffCarriesClaims(t *testing.T) {
 
 // TestLoadRestart: a fresh Replica over a crash image of the store (only
 // what was synced) rebuilds the same indexes and hands out tasks in the
-// same order as the replica that wrote it (DESIGN.md, "What a user gets":
+// same order as the replica that wrote it (docs/design.md, "What a user gets":
 // restart-safe; every acknowledged write is durable).
 func TestLoadRestart(t *testing.T) {
 	fs := vfs.NewCrashableMem()
@@ -1180,7 +1180,7 @@ func TestLoadRestart(t *testing.T) {
 		t.Error("blocked tasks differ after restart")
 	}
 	// The hash tree, rebuilt from the crash image, is the one kept by the
-	// writes (DESIGN.md, "Anti-entropy").
+	// writes (docs/design.md, "Anti-entropy").
 	if before, after := r.TreeSnapshot(), r2.TreeSnapshot(); !after.Equal(before) || after.Root().IsZero() {
 		t.Errorf("tree root after restart %v; before %v", after.Root(), before.Root())
 	}
@@ -1250,7 +1250,7 @@ func TestLoadExpiresAndDelays(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Operations", claim: leaders gossip per-queue
+// Reference: docs/design.md, "Operations", claim: leaders gossip per-queue
 // head summaries.
 func TestOnHead(t *testing.T) {
 	type event struct {

@@ -70,6 +70,13 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 			return result{err: fmt.Errorf("%w: shards change without arguments", ErrInvalid)}, false
 		}
 		return applyShards(m, c.Shards.op())
+	case opCredentialPut:
+		if c.CredentialPut == nil {
+			return result{err: fmt.Errorf("%w: credential put without a credential", ErrInvalid)}, false
+		}
+		return applyCredentialPut(m, Credential(*c.CredentialPut))
+	case opCredentialRevoke:
+		return applyCredentialRevoke(m, c.CredentialRevoke)
 	}
 	return result{err: fmt.Errorf("%w: unknown op %v", ErrInvalid, c.Op)}, false
 }

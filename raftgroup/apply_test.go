@@ -35,7 +35,7 @@ func memberCmd(id uint64, addr string) *command {
 	return &command{Op: opPutMember, Member: &memberRecord{ID: id, Addr: addr, Since: 5}}
 }
 
-// TestApply is the table of the pure state machine (DESIGN.md, Partition
+// TestApply is the table of the pure state machine (docs/design.md, Partition
 // leaders, step 8: CAS (epoch', cohort', leader) into raftgroup).
 func TestApply(t *testing.T) {
 	empty := Meta{Members: map[uint64]Member{}}
@@ -159,7 +159,7 @@ func TestApply(t *testing.T) {
 }
 
 // A lost CAS says what the partition holds now, so the loser can retry
-// from it (DESIGN.md, Partition leaders, step 8: "on conflict, back off").
+// from it (docs/design.md, Partition leaders, step 8: "on conflict, back off").
 func TestApplyConflictCarriesCurrent(t *testing.T) {
 	m := with(initialised(4), func(m *Meta) {
 		m.Partitions[2] = PartitionInfo{Epoch: 3, Cohort: []uint64{1, 2, 3}, Leader: 2}

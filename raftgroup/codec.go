@@ -32,6 +32,9 @@ const (
 	opScheduleAdvance op = 7
 	// Worker shards (shards.go).
 	opShards op = 8
+	// Client credentials (credentials.go).
+	opCredentialPut    op = 9
+	opCredentialRevoke op = 10
 )
 
 func (o op) String() string {
@@ -52,6 +55,10 @@ func (o op) String() string {
 		return "schedule-advance"
 	case opShards:
 		return "shards"
+	case opCredentialPut:
+		return "credential-put"
+	case opCredentialRevoke:
+		return "credential-revoke"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -74,6 +81,9 @@ type command struct {
 	ScheduleDelete  string                 `cbor:"10,keyasint,omitempty"`
 	ScheduleAdvance *scheduleAdvanceRecord `cbor:"11,keyasint,omitempty"`
 	Shards          *shardOpRecordT        `cbor:"12,keyasint,omitempty"`
+
+	CredentialPut    *credentialRecord `cbor:"13,keyasint,omitempty"`
+	CredentialRevoke uint64            `cbor:"14,keyasint,omitempty"`
 }
 
 type configRecord struct {
@@ -115,6 +125,8 @@ type snapshotRecord struct {
 	Queues     []queueRecord     `cbor:"5,keyasint,omitempty"`
 	Schedules  []scheduleRecord  `cbor:"6,keyasint,omitempty"`
 	Shards     []shardSetRecord  `cbor:"7,keyasint,omitempty"`
+	// Credentials are sorted by id.
+	Credentials []credentialRecord `cbor:"8,keyasint,omitempty"`
 }
 
 // Decoding limits. A snapshot of the largest state has MaxPartitions
@@ -183,6 +195,7 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 	rec.Queues = queueRecords(m.Queues)
 	rec.Schedules = scheduleRecords(m.Schedules)
 	rec.Shards = shardSetRecords(m.Shards)
+	rec.Credentials = credentialRecords(m.Credentials)
 	b, err := marshalVersioned(snapshotVersion, &rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
@@ -237,6 +250,15 @@ func decodeSnapshot(b []byte) (Meta, error) {
 			return Meta{}, fmt.Errorf("decode snapshot: shard set %s twice", sr.Name)
 		}
 		m.Shards[sr.Name] = sr.set()
+	}
+	for _, cr := range rec.Credentials {
+		if m.Credentials == nil {
+			m.Credentials = make(map[uint64]Credential, len(rec.Credentials))
+		}
+		if _, dup := m.Credentials[cr.ID]; dup {
+			return Meta{}, fmt.Errorf("decode snapshot: credential %016x twice", cr.ID)
+		}
+		m.Credentials[cr.ID] = Credential(cr)
 	}
 	if err := m.check(); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: state at %d: %w", m.Applied, err)

@@ -34,7 +34,7 @@ var errConfStale = errors.New("configuration changed before the change applied")
 // AddLearner adds node id to the group as a learner: it receives the log
 // but does not vote. It is a no-op if id is already a learner or a voter.
 // The new node catches up from the log or from a snapshot (one is taken
-// at once if the latest does not name it; DESIGN.md). Call it on a member
+// at once if the latest does not name it; raftgroup/DESIGN.md). Call it on a member
 // of the group, not on the joining node: a node that is not yet a member
 // knows no leader to forward the change to.
 func (g *Group) AddLearner(ctx context.Context, id uint64) error {

@@ -262,7 +262,7 @@ func TestConfChangeRefusesWhatRaftCannotApply(t *testing.T) {
 // through a snapshot (the leader compacted its log), both promote
 // themselves at once, the leader dies, the other two elect a new one and
 // remove it, and a restart keeps the configuration and the state
-// (DESIGN.md, Topology).
+// (docs/design.md, Topology).
 func TestConfChangeLifecycle(t *testing.T) {
 	const snapEvery = 10
 	c := newCluster(t, []uint64{1},

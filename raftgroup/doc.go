@@ -1,7 +1,7 @@
 // Package raftgroup runs this node's member of the metadata raft group: an
 // etcd/raft group that holds the cluster config (partitions P, replicas N),
 // the node registry and each partition's (epoch, cohort, leader). It is
-// the compare-and-set the Skuld seed did in ZooKeeper (DESIGN.md,
+// the compare-and-set the Skuld seed did in ZooKeeper (docs/design.md,
 // Topology and Partition leaders). DESIGN.md in this directory says why it
 // is built the way it is.
 //

@@ -349,7 +349,7 @@ func TestCloseFailsPendingProposals(t *testing.T) {
 	}
 }
 
-// Three voters over the in-memory network (DESIGN.md, Topology: the
+// Three voters over the in-memory network (docs/design.md, Topology: the
 // metadata group survives the loss of its leader).
 func TestThreeVoters(t *testing.T) {
 	c := newCluster(t, []uint64{1, 2, 3}, nil)

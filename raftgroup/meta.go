@@ -79,7 +79,9 @@ type PartitionInfo struct {
 // leader; a partition with Epoch > 0 has a leader that is in its cohort;
 // Queues holds at most MaxQueueSettings queues, none with zero settings;
 // Schedules holds at most MaxSchedules valid schedules, keyed by name;
-// Shards holds at most MaxShardSets sets, each as ShardSet.check says.
+// Shards holds at most MaxShardSets sets, each as ShardSet.check says;
+// Credentials holds at most MaxCredentials valid credentials, each under
+// its own id, their names unique.
 type Meta struct {
 	// Config is nil until Init.
 	Config *ClusterConfig
@@ -94,6 +96,9 @@ type Meta struct {
 	Schedules map[string]Schedule
 	// Shards holds the worker shard sets, by name.
 	Shards map[string]ShardSet
+	// Credentials holds the client credentials, by id. Values hold no
+	// reference: a copy is a deep copy.
+	Credentials map[uint64]Credential
 	// Applied is the raft index of the last applied entry.
 	Applied uint64
 }
@@ -119,6 +124,7 @@ func (m Meta) Clone() Meta {
 	}
 	out.Queues = maps.Clone(m.Queues)
 	out.Schedules = maps.Clone(m.Schedules)
+	out.Credentials = maps.Clone(m.Credentials)
 	if m.Shards != nil {
 		out.Shards = make(map[string]ShardSet, len(m.Shards))
 		for name, s := range m.Shards {
@@ -171,7 +177,10 @@ func (m *Meta) check() error {
 	if err := checkSchedules(m.Schedules); err != nil {
 		return err
 	}
-	return checkShards(m.Shards)
+	if err := checkShards(m.Shards); err != nil {
+		return err
+	}
+	return checkCredentials(m.Credentials)
 }
 
 func (p PartitionInfo) check() error {

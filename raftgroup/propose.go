@@ -47,7 +47,7 @@ func (g *Group) PutMember(ctx context.Context, m Member) error {
 }
 
 // CAS sets a partition's epoch, cohort and leader iff its epoch is still
-// c.PrevEpoch (DESIGN.md, Partition leaders, step 8). A lost race fails
+// c.PrevEpoch (docs/design.md, Partition leaders, step 8). A lost race fails
 // with a *ConflictError (errors.Is ErrCASConflict) carrying the current
 // record. Arguments are checked first: Epoch must exceed PrevEpoch and
 // Leader must be in a cohort of distinct non-zero ids (ErrInvalid); the

@@ -8,7 +8,7 @@ import (
 
 // Defaults of VoterPolicy.
 const (
-	// DefaultMaxVoters is DESIGN.md's cap: "up to 5 voters (the rest are
+	// DefaultMaxVoters is docs/design.md's cap: "up to 5 voters (the rest are
 	// learners)". Five voters survive two failures; more only slow every
 	// commit down.
 	DefaultMaxVoters = 5

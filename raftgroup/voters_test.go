@@ -8,7 +8,7 @@ import (
 )
 
 // PlanVoters keeps an odd number of voters, at most MaxVoters, replaces
-// voters dead past grace and never plans what could not commit (DESIGN.md,
+// voters dead past grace and never plans what could not commit (docs/design.md,
 // Topology: "up to 5 voters (the rest are learners)").
 func TestPlanVoters(t *testing.T) {
 	now := time.Unix(1_000_000, 0)

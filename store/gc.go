@@ -11,7 +11,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Garbage collection (DESIGN.md, "Storage"): a collected task's keys are
+// Garbage collection (docs/design.md, "Storage"): a collected task's keys are
 // deleted and a tombstone (kindTomb part id -> the record's Tomb: the
 // deletion time, Unix ms, negated for a task that had been cancelled;
 // big-endian two's complement) is written in their place, in one batch, so that

@@ -9,7 +9,7 @@ import (
 )
 
 // Hints: enqueues this node acknowledged as hinted because their cohort
-// could not be reached (DESIGN.md, Operations: placement and hints). A
+// could not be reached (docs/design.md, Operations: placement and hints). A
 // hint is the task's spec and the w its enqueue asked, kept under its id
 // until the node has handed it to W replicas of the cohort. A hint is
 // synced before its enqueue is answered and deleted only after the

@@ -478,7 +478,7 @@ func TestNodeMeta(t *testing.T) {
 }
 
 // TestReopenKeepsData: everything a committed batch wrote is there after a
-// close and reopen (DESIGN.md, "What a user gets": restart-safe).
+// close and reopen (docs/design.md, "What a user gets": restart-safe).
 func TestReopenKeepsData(t *testing.T) {
 	fs := vfs.NewMem()
 	s := openTasksStore(t, fs)

@@ -268,7 +268,7 @@ func FuzzMerge(f *testing.F) {
 	})
 }
 
-// allowedQueueByte is the queue charset of DESIGN.md, "Data model".
+// allowedQueueByte is the queue charset of docs/design.md, "Data model".
 func allowedQueueByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '.' || c == '_' || c == ':' || c == '-'

@@ -14,7 +14,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Data model": an id is a 160-bit k-ordered flake id
+// Reference: docs/design.md, "Data model": an id is a 160-bit k-ordered flake id
 // (64-bit ms time, 64-bit node id, 32-bit counter), written as 40 lowercase
 // hex chars, that sorts by time.
 

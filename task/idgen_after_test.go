@@ -9,7 +9,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Data model" (ids sort by time and are never
+// Reference: docs/design.md, "Data model" (ids sort by time and are never
 // reused). A generator told about an earlier id, as a restarted node is
 // about the ids it issued before, issues only ids after it, even when its
 // clock reads earlier than that id.

@@ -3,7 +3,7 @@ package task
 import "fmt"
 
 // The methods below check and apply the client operations that act on a
-// claim. Each checks fencing first (DESIGN.md, Fencing): only the task's
+// claim. Each checks fencing first (docs/design.md, Fencing): only the task's
 // latest claim may renew, update, snooze, fail or complete it. They mutate
 // s only when they return nil.
 

@@ -25,7 +25,7 @@ func TestStatusNames(t *testing.T) {
 }
 
 // TestMergeProperties checks the CRDT laws on random states.
-// Reference: DESIGN.md, "Data model": any two replicas merge to the same
+// Reference: docs/design.md, "Data model": any two replicas merge to the same
 // value; completion is set forever and the earliest wins.
 func TestMergeProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -73,7 +73,7 @@ func TestMergeCases(t *testing.T) {
 	}
 }
 
-// Reference: DESIGN.md, "Data model", derived state, and "Partition
+// Reference: docs/design.md, "Data model", derived state, and "Partition
 // leaders": a claim expires for the leader only at end + skew bound.
 func TestDerive(t *testing.T) {
 	const skew = 100
@@ -245,7 +245,7 @@ func fenceState() task.State {
 	}}
 }
 
-// Reference: DESIGN.md, "Fencing": only the task's latest claim may renew,
+// Reference: docs/design.md, "Fencing": only the task's latest claim may renew,
 // update, snooze, fail or complete it.
 func TestRenew(t *testing.T) {
 	completed := fenceState()

@@ -10,7 +10,7 @@ import (
 	"github.com/skuldd/skuldd/task"
 )
 
-// Reference: DESIGN.md, "Data model": a queue is 1–128 bytes of
+// Reference: docs/design.md, "Data model": a queue is 1–128 bytes of
 // [A-Za-z0-9._:-]; TESTING.md section 8, bad queue names.
 func TestValidateQueue(t *testing.T) {
 	cases := []struct {

@@ -56,6 +56,10 @@ const (
 	OpShardRenew   Op = 38
 	OpShardLeave   Op = 39
 	OpShardMembers Op = 40
+	// The client credentials (AuthService; admin only).
+	OpAuthCreate Op = 41
+	OpAuthList   Op = 42
+	OpAuthRevoke Op = 43
 )
 
 // The ops of the peer protocol (ALPNPeer connections only). Same rule:
@@ -83,7 +87,7 @@ var opNames = map[Op]string{
 	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
 	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints",
 	OpScheduleSet: "schedule-set", OpScheduleList: "schedule-list", OpScheduleDelete: "schedule-delete",
-	OpShardJoin: "shard-join", OpShardRenew: "shard-renew", OpShardLeave: "shard-leave", OpShardMembers: "shard-members", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpShardJoin: "shard-join", OpShardRenew: "shard-renew", OpShardLeave: "shard-leave", OpShardMembers: "shard-members", OpAuthCreate: "auth-create", OpAuthList: "auth-list", OpAuthRevoke: "auth-revoke", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -905,7 +909,7 @@ type ReplicateItem struct {
 	Records []task.Record `cbor:"3,keyasint"`
 	// Direct: the records are new tasks of an enqueue, each a spec alone
 	// (no state, updates, edges or tombstone), written by the enqueue's
-	// coordinator to every replica of the cohort, leader or not (DESIGN.md,
+	// coordinator to every replica of the cohort, leader or not (docs/design.md,
 	// Operations: enqueue is the AP half). Epoch is 0 and not checked: a
 	// spec is a grow-only fact, and the epoch rules guard the claim path.
 	// A replica takes them as its leader's Enqueue would (an id held with

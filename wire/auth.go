@@ -9,12 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/quic-go/quic-go"
 )
 
-// Connection authentication (DESIGN.md, Wire: Security).
+// Connection authentication (docs/design.md, Wire: Security).
 //
 // A dialer proves it knows a key by sending, on the connection's first
 // stream (type streamTypeHello), its node id and an HMAC-SHA256 over a TLS
@@ -93,14 +94,23 @@ func DeriveKeys(secret []byte) (Keys, error) {
 // MinSecretLen is the shortest cluster secret accepted (128 bits).
 const MinSecretLen = 16
 
-// FormatToken renders a client token for --token and SKULD_TOKEN.
-func FormatToken(tok []byte) string { return hex.EncodeToString(tok) }
+// FormatToken renders a client token for --token and SKULD_TOKEN: the
+// cluster token as hex, a credential's token as "skuld_ID_SECRET".
+func FormatToken(tok []byte) string {
+	if _, ok := CredentialID(tok); ok {
+		return formatCredential(tok)
+	}
+	return hex.EncodeToString(tok)
+}
 
 // ParseToken parses what FormatToken rendered.
 func ParseToken(s string) ([]byte, error) {
+	if strings.HasPrefix(s, credTokenPrefix) {
+		return parseCredential(s)
+	}
 	b, err := hex.DecodeString(s)
 	if err != nil || len(b) != tokenLen {
-		return nil, fmt.Errorf("wire: a token is %d hex characters", 2*tokenLen)
+		return nil, fmt.Errorf("wire: a token is %d hex characters (the cluster's) or %s... (a credential's)", 2*tokenLen, credTokenPrefix)
 	}
 	return b, nil
 }
@@ -149,7 +159,18 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 	defer cancel()
 	alpn := qc.ConnectionState().TLS.NegotiatedProtocol
 	dl, ll := labels(alpn)
-	mine, err := proof(qc, key, dl, id)
+	var mine, replyKey []byte
+	var err error
+	if _, cred := CredentialID(key); cred && alpn == ALPNClient {
+		// A credential: its id and the SCRAM proof; the node answers
+		// under the server key.
+		id, mine, err = credentialProof(qc, key, dl)
+		_, keys := credentialKeys(key)
+		replyKey = keys.Server[:]
+	} else {
+		mine, err = proof(qc, key, dl, id)
+		replyKey = key
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -172,18 +193,19 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 		// refuses us; the stream read may see that close, or the
 		// connection's context may carry it.
 		var ae *quic.ApplicationError
-		if errors.As(err, &ae) && ae.ErrorCode == appErrAuth {
-			return 0, fmt.Errorf("wire: hello refused: %w (%w)", err, ErrAuth)
-		}
-		if cause := context.Cause(qc.Context()); cause != nil {
-			if errors.As(cause, &ae) && ae.ErrorCode == appErrAuth {
-				return 0, fmt.Errorf("wire: hello refused: %w (%w)", cause, ErrAuth)
+		for _, e := range []error{err, context.Cause(qc.Context())} {
+			switch {
+			case e == nil || !errors.As(e, &ae):
+			case ae.ErrorCode == appErrAuth:
+				return 0, fmt.Errorf("wire: hello refused: %w (%w)", e, ErrAuth)
+			case ae.ErrorCode == appErrNotYet:
+				return 0, fmt.Errorf("wire: hello put off: %w (%w)", e, ErrUnavailable)
 			}
 		}
 		return 0, fmt.Errorf("wire: read hello reply: %w", err)
 	}
 	peerID, theirs := decodeHello(resp[:])
-	want, err := proof(qc, key, ll, peerID)
+	want, err := proof(qc, replyKey, ll, peerID)
 	if err != nil {
 		return 0, err
 	}
@@ -195,8 +217,11 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 
 // acceptHello runs the listener's side on str (the type byte already
 // read): it checks the dialer's proof under key and answers with the
-// listener's own. It returns the dialer's id.
-func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64) (uint64, error) {
+// listener's own. It returns the dialer's id. On a client connection
+// (creds non-nil) a dialer id other than 0 names a credential, whose
+// keys creds looks up: its proof is checked against them and the answer
+// made under its server key.
+func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64, creds func(uint64) (CredentialKeys, error)) (uint64, error) {
 	_ = str.SetDeadline(time.Now().Add(helloTimeout))
 	var msg [helloLen]byte
 	if _, err := io.ReadFull(str, msg[:]); err != nil {
@@ -205,12 +230,30 @@ func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64) (uint64
 	alpn := qc.ConnectionState().TLS.NegotiatedProtocol
 	dl, ll := labels(alpn)
 	peerID, theirs := decodeHello(msg[:])
-	want, err := proof(qc, key, dl, peerID)
-	if err != nil {
-		return 0, err
-	}
-	if !hmac.Equal(theirs, want) {
-		return 0, fmt.Errorf("wire: hello from node %016x does not prove the cluster secret: %w", peerID, ErrAuth)
+	if creds != nil && peerID != 0 {
+		keys, err := creds(peerID)
+		if errors.Is(err, ErrUnavailable) {
+			return 0, fmt.Errorf("wire: hello names credential %016x: %w", peerID, err)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("wire: hello names credential %016x: %v: %w", peerID, err, ErrAuth)
+		}
+		good, err := checkCredentialProof(qc, peerID, theirs, keys, dl)
+		if err != nil {
+			return 0, err
+		}
+		if !good {
+			return 0, fmt.Errorf("wire: hello does not prove credential %016x: %w", peerID, ErrAuth)
+		}
+		key = keys.Server[:]
+	} else {
+		want, err := proof(qc, key, dl, peerID)
+		if err != nil {
+			return 0, err
+		}
+		if !hmac.Equal(theirs, want) {
+			return 0, fmt.Errorf("wire: hello from node %016x does not prove the cluster secret: %w", peerID, ErrAuth)
+		}
 	}
 	mine, err := proof(qc, key, ll, id)
 	if err != nil {

@@ -44,6 +44,10 @@ const (
 	// CodeMethodNotAllowed: an HTTP method the path has no route for
 	// (HTTP only; the QUIC protocol has no methods).
 	CodeMethodNotAllowed Code = 26
+	// CodeUnauthenticated: the request proved no credential the node
+	// holds; CodeForbidden: its credential does not allow the operation.
+	CodeUnauthenticated Code = 27
+	CodeForbidden       Code = 28
 )
 
 type codeInfo struct {
@@ -81,6 +85,8 @@ var codes = map[Code]codeInfo{
 	CodeCancelled:        {"cancelled", task.ErrCancelled, http.StatusConflict},
 	CodeTimeLimit:        {"time_limit", task.ErrTimeLimit, http.StatusConflict},
 	CodeMethodNotAllowed: {"method_not_allowed", nil, http.StatusMethodNotAllowed},
+	CodeUnauthenticated:  {"unauthorized", ErrUnauthenticated, http.StatusUnauthorized},
+	CodeForbidden:        {"forbidden", ErrForbidden, http.StatusForbidden},
 }
 
 // Errors the transport and node produce that are not task errors.
@@ -149,7 +155,7 @@ var codeOrder = []Code{
 	CodeDepNotFound, CodeNotFound, CodeTooLarge, CodeNoSuchClaim, CodeClaimSuperseded,
 	CodeTimeLimit, CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeCancelled, CodeConflict, CodeSeq, CodeNotDead,
 	CodeStale, CodeEpoch, CodeUnavailable, CodeTimeout, CodeShuttingDown, CodeOverloaded,
-	CodeInvalid,
+	CodeUnauthenticated, CodeForbidden, CodeInvalid,
 }
 
 // Errorf returns a wire error with code and a formatted message.

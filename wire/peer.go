@@ -24,11 +24,23 @@ func (cs *serverConn) hello(str *quic.Stream) {
 	cs.helloStarted.Store(true)
 	cs.helloOnce.Do(func() {
 		ran = true
-		id, err := acceptHello(cs.qc, str, cs.key, cs.srv.cfg.NodeID)
+		var creds func(uint64) (CredentialKeys, error)
+		if !cs.peer {
+			creds = cs.srv.cfg.Credentials
+			if creds == nil {
+				creds = noCredentials
+			}
+		}
+		id, err := acceptHello(cs.qc, str, cs.key, cs.srv.cfg.NodeID, creds)
 		if err != nil {
 			// Close the connection, not the stream: the dialer must see
 			// the connection's reason, and a stream reset could reach it
 			// first.
+			if errors.Is(err, ErrUnavailable) {
+				cs.log.Debug("wire: refusing connection for now", "err", err)
+				_ = cs.qc.CloseWithError(appErrNotYet, "the node cannot check this credential yet (starting): retry")
+				return
+			}
 			if errors.Is(err, ErrAuth) {
 				cs.log.Warn("wire: refusing connection: authentication failed", "err", err)
 				_ = cs.qc.CloseWithError(appErrAuth, "authentication failed: wrong cluster secret or token")
@@ -40,7 +52,8 @@ func (cs *serverConn) hello(str *quic.Stream) {
 		}
 		cs.log.Debug("wire: hello", "peer", fmt.Sprintf("%016x", id))
 		// peerID is read by handlers after authed is closed; a connection
-		// that needs no hello keeps 0 (clients say id 0 anyway).
+		// that needs no hello keeps 0 (a client says 0 with the cluster
+		// token, its credential's id with a credential).
 		if cs.needHello {
 			cs.peerID = id
 			close(cs.authed)
@@ -50,6 +63,11 @@ func (cs *serverConn) hello(str *quic.Stream) {
 		str.CancelRead(streamErrUnknownType)
 		str.CancelWrite(streamErrUnknownType)
 	}
+}
+
+// noCredentials is the lookup of a server that holds no credentials.
+func noCredentials(uint64) (CredentialKeys, error) {
+	return CredentialKeys{}, errors.New("this node holds no credentials")
 }
 
 // waitAuthed waits until the connection said hello when it must. A

@@ -39,6 +39,7 @@ const streamTypeRaw byte = 'R'
 const (
 	appErrNone     quic.ApplicationErrorCode = 0 // orderly close
 	appErrShutdown quic.ApplicationErrorCode = 1 // the server is shutting down
+	appErrNotYet   quic.ApplicationErrorCode = 3 // the server cannot check the hello yet (starting); retry
 )
 
 // QUIC stream error codes, sent when resetting one direction of a stream.
@@ -74,8 +75,9 @@ const (
 // Request is one request as a Handler sees it.
 type Request struct {
 	Op Op
-	// PeerID is the node id the peer proved in its hello; 0 on client
-	// connections.
+	// PeerID is the node id the peer proved in its hello; on a client
+	// connection the credential the client proved (0: the cluster token,
+	// or a node without a secret).
 	PeerID uint64
 	// Body is the request's CBOR body, empty if it had none. It is owned by
 	// the handler: the server never reuses it.
@@ -163,6 +165,12 @@ type ServerConfig struct {
 	NodeID uint64
 	// Keys are the keys peers and clients must prove (see auth.go).
 	Keys Keys
+	// Credentials looks up the keys of a client credential by id
+	// (credential.go): an error wrapping ErrUnavailable says the node
+	// cannot tell yet (it is starting; the client may retry), any other
+	// that it holds no such credential. Nil: the node holds none, and
+	// only the cluster token opens a client connection.
+	Credentials func(id uint64) (CredentialKeys, error)
 	// ResetKey keys QUIC stateless resets. A key that survives restarts
 	// (the node keeps one in its data dir) lets peers drop a connection to
 	// the node's previous life as soon as they use it. Nil: a random key.

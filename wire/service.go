@@ -80,7 +80,10 @@ func ServiceHandler(svc Service) Handler {
 			_ = w.Reply(nil)
 			return
 		}
-		resp, err := dispatch(ctx, svc, req)
+		resp, handled, err := authDispatch(ctx, svc, req)
+		if !handled {
+			resp, err = dispatch(ctx, svc, req)
+		}
 		if err != nil {
 			_ = w.Error(err)
 			return

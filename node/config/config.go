@@ -33,7 +33,7 @@ type Config struct {
 	// one will do). Empty: this node founds a cluster, or restarts in the
 	// one its data dir belongs to.
 	Join []string
-	// ClusterSecret authenticates peers and clients (DESIGN.md, Wire:
+	// ClusterSecret authenticates peers and clients (docs/design.md, Wire:
 	// Security). Nil: no authentication, which is allowed on loopback
 	// only unless Insecure.
 	ClusterSecret []byte
@@ -170,7 +170,7 @@ type Config struct {
 	ShardExpiryInterval time.Duration
 	// Retention is how long a completed task is kept: once it and every
 	// task connected to it by dependency edges completed longer ago, it
-	// is garbage-collected (DESIGN.md, Storage). 0 keeps everything.
+	// is garbage-collected (docs/design.md, Storage). 0 keeps everything.
 	Retention time.Duration
 	// GCInterval is how often a leader looks for tasks to collect.
 	GCInterval time.Duration
@@ -183,7 +183,7 @@ type Config struct {
 	// a replica away longer may still hold the task, and once every
 	// other replica forgot the tombstone, nothing stops it coming back.
 	TombstoneHorizon time.Duration
-	// Drift configures clock-drift detection (DESIGN.md, Clock):
+	// Drift configures clock-drift detection (docs/design.md, Clock):
 	// Drift.MaxDrift is --max-clock-drift.
 	Drift clock.Config
 	// ClockProbe is how often the node reads its peers' clocks.

@@ -18,7 +18,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock is the clock the drift detector judges against the peers'.
 	Clock clock.Clock
-	// Drift configures the drift detector (DESIGN.md, Clock);
+	// Drift configures the drift detector (docs/design.md, Clock);
 	// Drift.MaxDrift is --max-clock-drift.
 	Drift clock.Config
 	// ClockProbe is how often the clock loop reads the peers' clocks,
@@ -91,7 +91,7 @@ func (c Config) Validate() error {
 }
 
 // Placement and failover timing, and the bounds of their work. Not
-// knobs: DESIGN.md's timings are built on them.
+// knobs: docs/design.md's timings are built on them.
 const (
 	// failoverInterval is how often a node checks the leaders of its
 	// cohorts.
@@ -137,6 +137,6 @@ const (
 	// clockAwaitPolls is how many times per ClockProbe AwaitClock looks
 	// for the first verdict.
 	clockAwaitPolls = 4
-	// maxVoters is the metadata group's largest voter count (DESIGN.md).
+	// maxVoters is the metadata group's largest voter count (docs/design.md).
 	maxVoters = 5
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Clock drift (DESIGN.md, Clock). Every ClockProbe this node reads each
+// Clock drift (docs/design.md, Clock). Every ClockProbe this node reads each
 // live peer's clock over a ping and estimates the peer's offset from the
 // round trip (clock.Detector). A node whose clock is ahead of the
 // cluster's median by more than Drift.MaxDrift must not hold claims to its

@@ -6,7 +6,7 @@ import (
 	"github.com/skuldd/skuldd/member"
 )
 
-// The fence (DESIGN.md, Partition leaders): a leader that cannot reach a
+// The fence (docs/design.md, Partition leaders): a leader that cannot reach a
 // majority of its partition's cohort grants no claims. Gossip decides,
 // the same verdict (dead) on which the other side of a network split
 // takes the partition over: then the two sides agree about who may

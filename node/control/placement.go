@@ -8,7 +8,7 @@ import (
 	"github.com/skuldd/skuldd/ring"
 )
 
-// Placement (DESIGN.md, Topology): the metadata leader compares every
+// Placement (docs/design.md, Topology): the metadata leader compares every
 // partition's cohort with ring's cohort over the live members, once
 // membership has been quiet for PlacementSettle, and moves the partitions
 // that differ, a few at a time (PlanPlacement). A move is two-phase: the

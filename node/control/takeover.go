@@ -10,7 +10,7 @@ import (
 	"github.com/skuldd/skuldd/raftgroup"
 )
 
-// Failover (DESIGN.md, Topology and Partition leaders): every node watches
+// Failover (docs/design.md, Topology and Partition leaders): every node watches
 // the leaders of the partitions whose cohort it is in. When gossip says a
 // leader is dead (or left), the first live member of the cohort, in
 // cohort order, runs the handoff with the same cohort and leads

@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Zombies (DESIGN.md, Topology): a node that a move took out of a
+// Zombies (docs/design.md, Topology): a node that a move took out of a
 // partition's cohort keeps its copy until the partition's leader, serving
 // with the new cohort, releases it. The leader serves only after a
 // majority of the new cohort holds the data (the handoff's carry), so by

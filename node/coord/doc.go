@@ -1,6 +1,6 @@
 // Package coord is the coordinator plane of a node: the client API as a
 // node serves it, and how a node that receives a client's request
-// decides where its parts run (DESIGN.md, Operations). Every node
+// decides where its parts run (docs/design.md, Operations). Every node
 // coordinates every request: an operation on one task runs at the leader
 // of the task's partition, forwarded there over a peer connection; a
 // cluster-wide operation (a count, a listing, a bulk op) runs at every

@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Hints (DESIGN.md, Operations: placement and hints): an enqueue that
+// Hints (docs/design.md, Operations: placement and hints): an enqueue that
 // asked for one, and whose cohort cannot take it, is kept on this node
 // (node/hints) and answered "hinted"; node/hints hands it over later.
 

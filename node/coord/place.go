@@ -58,7 +58,7 @@ func (p *Plane) newID(et *wire.EnqueueTask, w int) task.ID {
 	return id
 }
 
-// Placement of id-less tasks (DESIGN.md, Operations: placement and
+// Placement of id-less tasks (docs/design.md, Operations: placement and
 // hints). Ids carry no meaning beyond order, so skipping some costs
 // nothing.
 const (

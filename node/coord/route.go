@@ -11,7 +11,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Routing: every node coordinates every request (DESIGN.md, Operations).
+// Routing: every node coordinates every request (docs/design.md, Operations).
 // An operation on one task runs at the leader of the task's partition: a
 // node that does not lead it forwards the request over a peer connection.
 // Queue-wide operations (claim, count, queues, list) run on every node

@@ -118,7 +118,7 @@ func (p *Plane) enqueueLocal(ctx context.Context, req *wire.EnqueueRequest, star
 	}
 	// Deps outside the batch must exist; their leaders record the new
 	// tasks as waiting on them before the tasks are written, and say which
-	// are completed already (DESIGN.md, Operations: dependencies).
+	// are completed already (docs/design.md, Operations: dependencies).
 	if err := p.deps.Link(batch, func(d task.ID) bool { return !inBatch[d] }, true); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (d *set) take(id task.ID) bool {
 	return ok
 }
 
-// Dependencies across partitions (DESIGN.md, Operations: dependencies).
+// Dependencies across partitions (docs/design.md, Operations: dependencies).
 // The reverse edge "T waits on D" lives in D's partition, written by D's
 // leader and replicated to D's cohort with D's record, so whichever node
 // leads D when it completes can read who waits on it. The protocol:

@@ -1,5 +1,5 @@
 // Package deps is a node's part of the dependency protocol across
-// partitions (DESIGN.md, Operations: dependencies): the reverse edges
+// partitions (docs/design.md, Operations: dependencies): the reverse edges
 // recorded at each dep's leader when a dependent is enqueued (Link,
 // OpDependents), the notices a completion sends to its dependents'
 // leaders (Completed, OpDepDone), the re-check after an enqueue

@@ -10,7 +10,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Claim routing by summaries (DESIGN.md, Operations: claim). Every node
+// Claim routing by summaries (docs/design.md, Operations: claim). Every node
 // tells the others, every SummaryInterval, the best ready head of each
 // queue among the partitions it leads (Summary of Index.Heads). A claim
 // goes to the node whose head is best (this one when its own head is as

@@ -1,4 +1,4 @@
-// Package hints owns a node's hinted enqueues (DESIGN.md, Operations:
+// Package hints owns a node's hinted enqueues (docs/design.md, Operations:
 // placement and hints): a task whose cohort the node could not write when
 // its enqueue asked for a hint is kept in the node's store, synced before
 // the enqueue is answered "hinted", and handed to W replicas of its

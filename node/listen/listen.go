@@ -2,6 +2,7 @@ package listen
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -91,6 +92,15 @@ type Config struct {
 	// HTTP port serves HTTPS, with TLSCert and TLSKey or with a
 	// certificate the node makes (wire.DeriveHTTPS).
 	ClusterSecret []byte
+	// Credentials looks up a client credential's keys for the QUIC
+	// server (wire.ServerConfig.Credentials); nil: none.
+	Credentials func(id uint64) (wire.CredentialKeys, error)
+	// Authenticate returns the principal an HTTP client's token proves;
+	// IsAdmin says whether a principal may do everything (pprof and the
+	// test hooks are the admin's). Nil: the cluster token alone opens
+	// the HTTP API, as its admin (clusterTokenOnly).
+	Authenticate func(token string) (wire.Principal, error)
+	IsAdmin      func(wire.Principal) bool
 	// TLSCert and TLSKey are the PEM files of the HTTPS certificate and
 	// key (both or neither): the port serves HTTPS with them, secret or
 	// not, and reads them again when they change (a renewed certificate
@@ -142,6 +152,10 @@ func Bind(cfg Config) (_ *Listener, err error) {
 		if l.keys, err = wire.DeriveKeys(cfg.ClusterSecret); err != nil {
 			return nil, fmt.Errorf("listen: %w", err)
 		}
+	}
+	if cfg.ClusterSecret != nil && cfg.Authenticate == nil {
+		cfg.Authenticate, cfg.IsAdmin = clusterTokenOnly(l.keys.ClientToken)
+		l.cfg = cfg
 	}
 	host, want, _ := net.SplitHostPort(cfg.Bind)
 	var port, addr string
@@ -223,6 +237,8 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 		ResetKey: l.cfg.ResetKey,
 		NodeID:   l.cfg.NodeID,
 		Keys:     l.keys,
+		// Credentials only where clients must say hello (a secret).
+		Credentials: l.credentials(),
 		// In tests a handler's panic fails the test (invariant's rule).
 		RethrowPanics: testing.Testing(),
 		PeerHandler:   peers.Peer,
@@ -238,6 +254,28 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 		}
 	})
 	return srv, nil
+}
+
+// clusterTokenOnly is the HTTP authentication of a listener given none:
+// the cluster token, as the admin.
+func clusterTokenOnly(token []byte) (func(string) (wire.Principal, error), func(wire.Principal) bool) {
+	authn := func(s string) (wire.Principal, error) {
+		tok, err := wire.ParseToken(s)
+		if err != nil || subtle.ConstantTimeCompare(tok, token) != 1 {
+			return wire.Principal{}, fmt.Errorf("%w: the token is not the cluster's", wire.ErrUnauthenticated)
+		}
+		return wire.Principal{}, nil
+	}
+	return authn, func(wire.Principal) bool { return true }
+}
+
+// credentials is the QUIC server's credential lookup: Config's, on a
+// node with a secret.
+func (l *Listener) credentials() func(uint64) (wire.CredentialKeys, error) {
+	if l.cfg.ClusterSecret == nil {
+		return nil
+	}
+	return l.cfg.Credentials
 }
 
 // Probes are the node's liveness and readiness, as the HTTP server
@@ -269,10 +307,10 @@ func (l *Listener) ServeHTTP(p Probes) {
 			inner.ServeHTTP(w, r)
 		})
 	}
-	// With a secret every endpoint but /healthz (pprof included) needs
-	// the client token.
+	// With a secret every endpoint but the probes needs a token: the
+	// cluster's or a credential's, pprof and the test hooks the admin's.
 	if l.cfg.ClusterSecret != nil {
-		handler = httpapi.RequireToken(handler, wire.FormatToken(l.keys.ClientToken))
+		handler = httpapi.Authenticate(handler, l.cfg.Authenticate, l.cfg.IsAdmin)
 	}
 	l.http = &http.Server{
 		Handler:           handler,

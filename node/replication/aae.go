@@ -13,7 +13,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Anti-entropy (DESIGN.md, Anti-entropy). Every AAEInterval the leader of
+// Anti-entropy (docs/design.md, Anti-entropy). Every AAEInterval the leader of
 // each partition compares its replica's hash tree with each follower's
 // (antientropy.Diff: roots, then the differing subtrees, then the entry
 // lists of differing buckets), fetches the records the follower holds

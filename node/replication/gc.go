@@ -14,7 +14,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Garbage collection (DESIGN.md, Storage). Every GCInterval each leader
+// Garbage collection (docs/design.md, Storage). Every GCInterval each leader
 // scans the partitions it leads for tasks ended (completed or cancelled)
 // more than Retention ago, or their queue's own retention where it has
 // one (Host.QueueRetentions): the candidates. A candidate goes only with its whole dependency

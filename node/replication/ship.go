@@ -12,7 +12,7 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Replication (DESIGN.md, Operations): a partition's leader applies a
+// Replication (docs/design.md, Operations): a partition's leader applies a
 // write to its own replica, ships the task's record to the other members
 // of the cohort, and acknowledges once W replicas hold it durably (its own
 // sync counts as one). Records are CRDT states, so shipping the state as
