@@ -118,6 +118,9 @@ type Input struct {
 	// Periodic is periodic.json: the run's schedules and the tasks of
 	// their queue; nil when the run set none (checkPeriodic notes it).
 	Periodic *PeriodicRecord
+	// Listing is listing.json: the final listing of the workload's
+	// queue; nil when the run made none (a run from before it).
+	Listing *QueueListing
 	// Shards is shards.json: the run's shard members, their requests
 	// and holds; nil when the run ran none (checkShards notes it, or
 	// flags it if RunInfo.Shards says it did).
@@ -158,6 +161,18 @@ func ReadRun(dir string) (*Input, error) {
 		in.Periodic = &PeriodicRecord{}
 		if err := json.Unmarshal(b, in.Periodic); err != nil {
 			return nil, fmt.Errorf("read run: %s: %w", PeriodicFile, err)
+		}
+	}
+	// And one from before the final listing has none.
+	b, err = os.ReadFile(filepath.Join(dir, ListingFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read run: %w", err)
+	default:
+		in.Listing = &QueueListing{}
+		if err := json.Unmarshal(b, in.Listing); err != nil {
+			return nil, fmt.Errorf("read run: %s: %w", ListingFile, err)
 		}
 	}
 	// And a run from before worker shards ran no members.
@@ -217,6 +232,7 @@ func Analyze(in *Input) *Report {
 		checkIdempotentEnqueue(h),
 		checkKeys(h),
 		checkPeriodic(h),
+		checkListing(h),
 		checkShards(h),
 		checkRefused(h),
 		checkAnswers(h),

@@ -46,6 +46,8 @@ type builder struct {
 	periodic *PeriodicRecord
 	// shards is the run's shard record (shards.json); nil: none.
 	shards *ShardRecord
+	// listing is the run's final listing (listing.json); nil: none.
+	listing *QueueListing
 	// corrupt, if set, damages the input after it is built.
 	corrupt func(in *Input)
 }
@@ -166,7 +168,7 @@ func (b *builder) input() *Input {
 		evs[i].Index = int64(i)
 		end = max(end, evs[i].TNs)
 	}
-	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic, Shards: b.shards}
+	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic, Shards: b.shards, Listing: b.listing}
 	for p := range b.run.Partitions {
 		in.Leaders = append(in.Leaders, Leadership{Node: testLeader, Partition: p, Epoch: testEpoch})
 	}
@@ -408,7 +410,7 @@ var flagTests = []func(*testing.T){
 	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
 	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
 	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestPlacedEnqueues, TestHarness, TestAnswers,
-	TestPeriodic, TestShards,
+	TestPeriodic, TestShards, TestListing,
 	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
 }
 

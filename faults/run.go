@@ -180,6 +180,9 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	if err := r.finalReads(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.queueListing(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.periodicReads(ctx); err != nil {
 		return nil, err
 	}

@@ -254,6 +254,13 @@ func TestListByStateReadsIndex(t *testing.T) {
 		batch = append(batch, wire.EnqueueTask{Queue: "ix", MaxAttempts: 1})
 	}
 	ids := x.enqueue(batch...)
+	// Another queue's tasks, which a listing by queue "ix" must not read.
+	const others = 200
+	var other []wire.EnqueueTask
+	for range others {
+		other = append(other, wire.EnqueueTask{Queue: "other"})
+	}
+	x.enqueue(other...)
 	var claimed []task.ID
 	for range 4 {
 		r, err := x.cl().Claim(x.ctx, &wire.ClaimRequest{Queue: "ix"})
@@ -292,13 +299,13 @@ func TestListByStateReadsIndex(t *testing.T) {
 	if got := list(wire.ListRequest{State: "dead", Queue: "ix"}); len(got) != 1 {
 		t.Fatalf("dead: %v; want one", got)
 	}
-	ready := list(wire.ListRequest{State: "ready"})
+	ready := list(wire.ListRequest{State: "ready", Queue: "ix"})
 	if len(ready) != n-4 {
 		t.Fatalf("ready: %d tasks; want %d", len(ready), n-4)
 	}
 	// Paged with the cursor, and newest first.
 	var paged []task.ID
-	req := wire.ListRequest{State: "ready", Limit: 70}
+	req := wire.ListRequest{State: "ready", Queue: "ix", Limit: 70}
 	for {
 		got := list(req)
 		paged = append(paged, got...)
@@ -312,16 +319,40 @@ func TestListByStateReadsIndex(t *testing.T) {
 	}
 	rev := slices.Clone(ready)
 	slices.Reverse(rev)
-	if got := list(wire.ListRequest{State: "ready", Desc: true}); !slices.Equal(got, rev) {
+	if got := list(wire.ListRequest{State: "ready", Queue: "ix", Desc: true}); !slices.Equal(got, rev) {
 		t.Fatal("ready, newest first: not the listing reversed")
 	}
 	if d := scanned() - before; d != 0 {
 		t.Fatalf("listings by state scanned %v tasks; want none (the index)", d)
 	}
+	// By queue alone (and by completed or cancelled state, which memory
+	// does not index), through the queue index: only the queue's tasks
+	// are read, not the other queue's.
 	if got := list(wire.ListRequest{Queue: "ix"}); len(got) != len(ids) {
 		t.Fatalf("by queue: %d tasks; want %d", len(got), len(ids))
 	}
-	if d := scanned() - before; d < n {
-		t.Fatalf("a listing by queue alone scanned %v tasks; want every one (%d)", d, n)
+	if d := scanned() - before; d != n {
+		t.Fatalf("a listing by queue scanned %v tasks; want the queue's %d", d, n)
+	}
+	before = scanned()
+	if got := list(wire.ListRequest{Queue: "other", Desc: true, Limit: 10}); len(got) != 10 {
+		t.Fatalf("by queue, newest first, limit 10: %d tasks", len(got))
+	}
+	if got := list(wire.ListRequest{Queue: "ix", State: "completed"}); len(got) != 0 {
+		t.Fatalf("completed of ix: %v; want none", got)
+	}
+	if d := scanned() - before; d > 10+listChunkForTest+n {
+		t.Fatalf("two listings by queue scanned %v tasks; want at most a chunk past the limit and the queue's %d", d, n)
+	}
+	before = scanned()
+	if got := list(wire.ListRequest{}); len(got) != n+others {
+		t.Fatalf("everything: %d tasks; want %d", len(got), n+others)
+	}
+	if d := scanned() - before; d != n+others {
+		t.Fatalf("a listing of everything scanned %v tasks; want all %d", d, n+others)
 	}
 }
+
+// listChunkForTest is how many tasks a listing's stream reads at a time
+// (node/coord's listChunk), for bounds on what a limited listing reads.
+const listChunkForTest = 256

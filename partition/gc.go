@@ -312,7 +312,7 @@ func (r *Replica) stageCollectLocked(b *store.Batch, id task.ID, tomb int64, ofS
 		c := rec.State.Completion
 		tomb = task.TombOf(tomb, c != nil && c.Cancelled)
 	}
-	if err := b.CollectTask(r.cfg.Part, id, tomb); err != nil {
+	if err := b.CollectTask(r.cfg.Part, id, rec.Spec.Queue, tomb); err != nil {
 		return collected{}, true, err
 	}
 	delta.add(id, exportDigest(&rec))

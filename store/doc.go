@@ -17,6 +17,7 @@
 //	0x15 part                          promised epoch (u64)
 //	0x16 part id                       tombstone of a collected task: deletion time (Unix ms, u64)
 //	0x17 id                            hinted enqueue awaiting its handover (CBOR; hints.go)
+//	0x18 part len queue id             queue index: a task by its queue (empty value; queueindex.go)
 //	0x20 ...                           metadata raft log (raftlog.go)
 //
 // Values that are structs are a format-version byte followed by CBOR; a

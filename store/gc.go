@@ -31,10 +31,14 @@ func decodeTomb(v []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-// DeleteTask deletes every key of task id of partition part: its spec
-// and payload, its state, its updates and its reverse edges (the edges
-// stored under it as the dep). Keys it does not have are no matter.
-func (b *Batch) DeleteTask(part uint16, id task.ID) error {
+// DeleteTask deletes every key of task id of queue in partition part:
+// its spec and payload, its queue index key, its state, its updates and
+// its reverse edges (the edges stored under it as the dep). Keys it does
+// not have are no matter.
+func (b *Batch) DeleteTask(part uint16, id task.ID, queue string) error {
+	if err := b.b.Delete(queueKey(part, queue, id), nil); err != nil {
+		return fmt.Errorf("store: delete task: %w", err)
+	}
 	for _, kind := range []byte{kindSpec, kindData, kindState} {
 		if err := b.b.Delete(taskKey(kind, part, id), nil); err != nil {
 			return fmt.Errorf("store: delete task: %w", err)
@@ -57,10 +61,10 @@ func (b *Batch) PutTomb(part uint16, id task.ID, at int64) error {
 	return nil
 }
 
-// CollectTask deletes task id (DeleteTask) and writes its tombstone
-// (PutTomb) in the batch.
-func (b *Batch) CollectTask(part uint16, id task.ID, at int64) error {
-	if err := b.DeleteTask(part, id); err != nil {
+// CollectTask deletes task id of queue (DeleteTask) and writes its
+// tombstone (PutTomb) in the batch.
+func (b *Batch) CollectTask(part uint16, id task.ID, queue string, at int64) error {
+	if err := b.DeleteTask(part, id, queue); err != nil {
 		return err
 	}
 	return b.PutTomb(part, id, at)

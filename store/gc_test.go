@@ -42,7 +42,7 @@ func TestCollectTask(t *testing.T) {
 		gcTask(t, s, 3, id, 100)
 	}
 	gcTask(t, s, 4, b, 100)
-	commit(t, s, func(bt *store.Batch) error { return bt.CollectTask(3, b, 777) })
+	commit(t, s, func(bt *store.Batch) error { return bt.CollectTask(3, b, "q", 777) })
 
 	if _, err := s.Spec(3, b); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("spec of collected task: %v; want not found", err)

@@ -46,8 +46,12 @@ const (
 	specApart byte = 0x82
 )
 
+// Layout 4 adds the queue index (queueindex.go); Open builds it for a
+// database of an earlier layout. Builds of layout 3 refuse a layout 4
+// database: one they wrote to would lose index keys.
+
 // layoutVersion is the keyspace layout this build writes and reads.
-const layoutVersion byte = 3
+const layoutVersion byte = 4
 
 var layoutKey = []byte{kindMeta, 'l', 'a', 'y', 'o', 'u', 't'}
 
@@ -116,12 +120,16 @@ func (s *Store) upgradeLayout() error {
 	if err != nil {
 		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
 	}
+	indexed, err := s.buildQueueIndex()
+	if err != nil {
+		return fmt.Errorf("store: upgrade to layout %d: queue index: %w", layoutVersion, err)
+	}
 	// Synced: it makes the rewrite's unsynced batches durable first.
 	if err := s.db.Set(layoutKey, []byte{layoutVersion}, pebble.Sync); err != nil {
 		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
 	}
-	if n > 0 || orphans > 0 {
-		s.logger.Info("store layout upgraded", "layout", layoutVersion, "tasks", n, "orphan_payloads_deleted", orphans)
+	if n > 0 || orphans > 0 || indexed > 0 {
+		s.logger.Info("store layout upgraded", "layout", layoutVersion, "tasks", n, "orphan_payloads_deleted", orphans, "queue_index", indexed)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ const (
 	kindPromise byte = 0x15
 	kindTomb    byte = 0x16
 	kindHint    byte = 0x17
+	kindQueue   byte = 0x18
 	kindRaft    byte = 0x20
 )
 

@@ -48,6 +48,9 @@ func (b *Batch) PutSpec(part uint16, sp *task.Spec) error {
 	if err != nil {
 		return err
 	}
+	if err := putQueueIndex(b.b, part, sp); err != nil {
+		return err
+	}
 	if len(sp.Data) <= inlinePayloadMax {
 		if err := b.b.Set(taskKey(kindSpec, part, sp.ID), whole, nil); err != nil {
 			return fmt.Errorf("store: put spec: %w", err)
@@ -475,7 +478,7 @@ func (s *Store) PutNodeMeta(m NodeMeta) error {
 // partitionKinds are the key kinds of a partition's task data: what a
 // replica that leaves a cohort drops (its tombstones included). The promise (kindPromise) is not
 // among them: it fences old epochs whether or not the data is held.
-var partitionKinds = []byte{kindSpec, kindData, kindState, kindUpdate, kindEdge, kindTomb}
+var partitionKinds = []byte{kindSpec, kindData, kindState, kindUpdate, kindEdge, kindTomb, kindQueue}
 
 // HasTasks reports whether partition part holds any task.
 func (s *Store) HasTasks(part uint16) (bool, error) {
@@ -489,7 +492,7 @@ func (s *Store) HasTasks(part uint16) (bool, error) {
 }
 
 // DropPartition deletes every task of partition part (specs, payloads,
-// states, updates, reverse edges, tombstones) in one synced batch of range deletions.
+// states, updates, reverse edges, tombstones, the queue index) in one synced batch of range deletions.
 // The caller makes sure no other write of the partition runs meanwhile.
 func (s *Store) DropPartition(part uint16) error {
 	b := s.db.NewBatch()

@@ -165,6 +165,12 @@ func (p *Plane) localFill(part uint16, req *wire.ListRequest, want *task.Status)
 		if req.Desc {
 			scan = p.store.ScanPartitionDesc // ids below after, exclusive
 		}
+		if req.Queue != "" {
+			// The queue index: only the queue's tasks are read.
+			scan = func(part uint16, after task.ID, fn func(store.TaskRecord) (bool, error)) error {
+				return p.store.ScanQueue(part, req.Queue, after, req.Desc, fn)
+			}
+		}
 		err := scan(part, after, func(rec store.TaskRecord) (bool, error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
