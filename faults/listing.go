@@ -39,28 +39,9 @@ type QueueListing struct {
 func (r *Run) queueListing(ctx context.Context) error {
 	l := &QueueListing{Queue: r.cfg.Queue}
 	var tasks []PeriodicTask
-	l.PeriodicRead = r.periodicRead(ctx, listingTimeout, periodicReadBound, func(ctx context.Context, node int) error {
-		tasks = tasks[:0]
-		after := ""
-		for {
-			path := fmt.Sprintf("/v1/tasks?queue=%s&limit=%d", url.QueryEscape(l.Queue), listingPage)
-			if after != "" {
-				path += "&after=" + after
-			}
-			res := r.api.Do(ctx, node, http.MethodGet, path, nil, nil)
-			if res.Type != OK {
-				return fmt.Errorf("%s %s", res.Code, res.Err)
-			}
-			page, err := parseTaskList(res.Body)
-			if err != nil {
-				return err
-			}
-			tasks = append(tasks, page...)
-			if len(page) < listingPage {
-				return nil
-			}
-			after = page[len(page)-1].ID
-		}
+	l.PeriodicRead = r.periodicRead(ctx, listingTimeout, periodicReadBound, func(ctx context.Context, node int) (err error) {
+		tasks, err = r.listQueue(ctx, node, l.Queue, listingPage)
+		return err
 	})
 	l.Tasks = tasks
 	r.log.Info("final listing", "queue", l.Queue, "tasks", len(tasks), "read", l.OK, "failed attempts", len(l.Errors))
@@ -68,6 +49,34 @@ func (r *Run) queueListing(ctx context.Context) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// listQueue lists queue through node, a page of page tasks at a time, as
+// a client pages a long listing: the last id of a page is the next one's
+// cursor (the listing is in id order across the cluster, which the
+// checks hold it to).
+func (r *Run) listQueue(ctx context.Context, node int, queue string, page int) ([]PeriodicTask, error) {
+	var tasks []PeriodicTask
+	after := ""
+	for {
+		path := fmt.Sprintf("/v1/tasks?queue=%s&limit=%d", url.QueryEscape(queue), page)
+		if after != "" {
+			path += "&after=" + after
+		}
+		res := r.api.Do(ctx, node, http.MethodGet, path, nil, nil)
+		if res.Type != OK {
+			return nil, fmt.Errorf("%s %s", res.Code, res.Err)
+		}
+		got, err := parseTaskList(res.Body)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, got...)
+		if len(got) < page {
+			return tasks, nil
+		}
+		after = got[len(got)-1].ID
+	}
 }
 
 // Anomaly kinds of the listing check.

@@ -219,31 +219,9 @@ func (r *Run) periodicReads(ctx context.Context) error {
 	})
 	p.Schedules.Views = views
 	var tasks []PeriodicTask
-	p.Tasks.PeriodicRead = r.periodicRead(ctx, periodicListTimeout, periodicReadBound, func(ctx context.Context, node int) error {
-		// Paged as a client pages a long listing: the last id of a page
-		// is the next one's cursor (the listing is in id order across the
-		// cluster, which the check holds it to).
-		tasks = tasks[:0]
-		after := ""
-		for {
-			path := fmt.Sprintf("/v1/tasks?queue=%s&limit=%d", url.QueryEscape(p.Queue), periodicListPage)
-			if after != "" {
-				path += "&after=" + after
-			}
-			res := r.api.Do(ctx, node, http.MethodGet, path, nil, nil)
-			if res.Type != OK {
-				return fmt.Errorf("%s %s", res.Code, res.Err)
-			}
-			page, err := parseTaskList(res.Body)
-			if err != nil {
-				return err
-			}
-			tasks = append(tasks, page...)
-			if len(page) < periodicListPage {
-				return nil
-			}
-			after = page[len(page)-1].ID
-		}
+	p.Tasks.PeriodicRead = r.periodicRead(ctx, periodicListTimeout, periodicReadBound, func(ctx context.Context, node int) (err error) {
+		tasks, err = r.listQueue(ctx, node, p.Queue, periodicListPage)
+		return err
 	})
 	p.Tasks.Tasks = tasks
 	r.log.Info("periodic reads", "schedules", len(views), "schedules read", p.Schedules.OK, "tasks", len(tasks), "tasks read", p.Tasks.OK,

@@ -591,6 +591,11 @@ func TestAuthenticate(t *testing.T) {
 		{"GET", "/v1/queues", "Bearer reader", "", http.StatusOK, 7},
 		{"GET", "/v1/cluster", "", "reader", http.StatusOK, 7},
 		{"GET", "/debug/pprof/", "Bearer reader", "", http.StatusForbidden, 0},
+		// Basic credentials (a browser's, sent with any request to the
+		// origin, a cross-site form's too) open reads only.
+		{"POST", "/v1/gc", "", "admin", http.StatusUnauthorized, 0},
+		{"POST", "/v1/gc", "Bearer admin", "", http.StatusBadRequest, 0}, // past authentication: its missing body refused
+		{"DELETE", "/v1/schedules/x", "", "admin", http.StatusUnauthorized, 0},
 		{"POST", "/healthz", "", "", http.StatusUnauthorized, 0},
 	}
 	for _, tc := range cases {

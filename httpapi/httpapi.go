@@ -692,8 +692,9 @@ func (a *api) cluster(w http.ResponseWriter, r *http.Request) {
 // Authenticate wraps h so that every request but the probes (GET
 // /healthz and /readyz) must carry a token, the cluster's (as `skuldd ctl
 // token` prints it) or a client credential's (`skuldd ctl auth create`):
-// "Authorization: Bearer TOKEN", or Basic credentials with the token as
-// the password (a browser's prompt). authn says whom a token proves;
+// "Authorization: Bearer TOKEN", or, for reads, Basic credentials with
+// the token as the password (a browser's prompt; see bearer). authn says
+// whom a token proves;
 // the request goes on with that principal (wire.WithPrincipal), whose
 // role the API checks per operation. pprof and the test hooks (/debug/)
 // are the admin's (isAdmin). Others get 401, or 403.
@@ -732,11 +733,20 @@ func Authenticate(h http.Handler, authn func(token string) (wire.Principal, erro
 	})
 }
 
-// bearer returns the token r carries: "Authorization: Bearer TOKEN", or
-// the password of Basic credentials (any user name).
+// bearer returns the token r carries: "Authorization: Bearer TOKEN", or,
+// for a read (GET or HEAD) only, the password of Basic credentials (any
+// user name). A browser keeps Basic credentials and sends them with any
+// request to the origin, a form another site posts included; a Bearer
+// header it never adds by itself. So Basic opens the status page and
+// the other reads, and nothing that writes: a cross-site form cannot
+// make a credential, leave, purge or cancel in the name of an admin who
+// opened the page.
 func bearer(r *http.Request) (string, bool) {
 	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok != "" {
 		return strings.TrimSpace(tok), true
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return "", false
 	}
 	if _, pass, ok := r.BasicAuth(); ok && pass != "" {
 		return pass, true
