@@ -56,7 +56,7 @@ var allowedInternal = map[string][]string{
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
 	"raftgroup":          {"store", "internal/invariant", "internal/cbormode", "internal/cron"},
 	"antientropy":        {},
-	"store":              {"task", "clock", "internal/cbormode"},
+	"store":              {"task", "clock", "internal/cbormode", "internal/buildinfo"},
 	"wire":               {"task", "clock", "internal/cbormode"},
 	"epoch":              {},
 	"ring":               {},

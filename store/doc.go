@@ -42,6 +42,7 @@
 // is synced is shared by every handle of a file, and MemFS (memfs.go; the
 // simulation's disks).
 //
-// store is the only importer of cockroachdb/pebble. It imports task and
-// clock; it must not import wire, partition, raftgroup, node or raft.
+// store is the only importer of cockroachdb/pebble. It imports task,
+// clock and internal/buildinfo (the build a layout record names); it must
+// not import wire, partition, raftgroup, node or raft.
 package store

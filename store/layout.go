@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/skuldd/skuldd/internal/buildinfo"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -54,6 +55,10 @@ const (
 const layoutVersion byte = 4
 
 var layoutKey = []byte{kindMeta, 'l', 'a', 'y', 'o', 'u', 't'}
+
+// layoutByKey names the build that last wrote the layout record: a build
+// too old for the data dir says which build it needs.
+var layoutByKey = []byte{kindMeta, 'l', 'a', 'y', 'o', 'u', 't', '-', 'b', 'y'}
 
 // upgradeBatchTasks bounds the tasks one batch of the layout upgrade
 // rewrites, so the upgrade of a large database holds bounded memory.
@@ -108,7 +113,12 @@ func (s *Store) upgradeLayout() error {
 			return fmt.Errorf("%w: layout record of %d bytes", ErrCorrupt, len(v))
 		}
 		if v[0] > layoutVersion {
-			return fmt.Errorf("store: the data dir has layout %d, written by a newer skuldd; this build reads layout %d", v[0], layoutVersion)
+			by := "a newer skuldd"
+			if b, err := s.get(layoutByKey); err == nil && len(b) > 0 {
+				by = "skuldd " + string(b)
+			}
+			return fmt.Errorf("store: the data dir has layout %d, written by %s; this build (%s) reads layout %d and older: run that build or a newer one",
+				v[0], by, buildinfo.Read(), layoutVersion)
 		}
 		if v[0] == layoutVersion {
 			return nil
@@ -125,7 +135,15 @@ func (s *Store) upgradeLayout() error {
 		return fmt.Errorf("store: upgrade to layout %d: queue index: %w", layoutVersion, err)
 	}
 	// Synced: it makes the rewrite's unsynced batches durable first.
-	if err := s.db.Set(layoutKey, []byte{layoutVersion}, pebble.Sync); err != nil {
+	mark := s.db.NewBatch()
+	defer func() { _ = mark.Close() }()
+	if err := mark.Set(layoutByKey, []byte(buildinfo.Read().String()), nil); err != nil {
+		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
+	}
+	if err := mark.Set(layoutKey, []byte{layoutVersion}, nil); err != nil {
+		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
+	}
+	if err := mark.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("store: upgrade to layout %d: %w", layoutVersion, err)
 	}
 	if n > 0 || orphans > 0 || indexed > 0 {

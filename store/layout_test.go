@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/skuldd/skuldd/internal/buildinfo"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -240,7 +241,7 @@ func TestLayoutRefused(t *testing.T) {
 		record []byte
 		want   string
 	}{
-		{"newer", []byte{layoutVersion + 1}, "newer skuldd"},
+		{"newer", []byte{layoutVersion + 1}, "written by skuldd " + buildinfo.Read().String() + "; this build"},
 		{"damaged", []byte{layoutVersion, 0}, "layout record of 2 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

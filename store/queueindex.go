@@ -93,6 +93,10 @@ func (s *Store) ScanQueue(part uint16, queue string, after task.ID, desc bool, f
 	return qi.Error()
 }
 
+// upgradeBatchHook, set by tests only, runs after each batch the index
+// build commits (a crash there is the crash test's).
+var upgradeBatchHook func() error
+
 // buildQueueIndex writes the index key of every stored spec: the upgrade
 // to layout 4. Setting a key that exists changes nothing, so a crash
 // halfway is finished by the next Open.
@@ -129,6 +133,11 @@ func (s *Store) buildQueueIndex() (tasks int, err error) {
 			}
 			_ = b.Close()
 			b, inBatch = s.db.NewBatch(), 0
+			if upgradeBatchHook != nil {
+				if err := upgradeBatchHook(); err != nil {
+					return tasks, err
+				}
+			}
 		}
 	}
 	if err := it.Error(); err != nil {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -143,4 +145,81 @@ func countRange(t *testing.T, s *Store, p []byte) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestQueueIndexUpgradeCrash: a power cut in the middle of the index's
+// build (after one or two of its unsynced batches) leaves the data dir at
+// layout 3, as it was; the next Open builds the whole index. The layout
+// mark is written synced after the last batch, so the index is durable
+// before the mark says it is there.
+func TestQueueIndexUpgradeCrash(t *testing.T) {
+	const tasks = 3*upgradeBatchTasks + 7
+	for _, cutAfter := range []int{1, 2} {
+		dir := t.TempDir()
+		s, err := Open(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := s.NewBatch()
+		for i := range tasks {
+			sp := layoutSpec(task.MakeID(1_700_000_000_000+int64(i), 1, 1), 10)
+			sp.Queue = []string{"a", "b"}[i%2]
+			if err := b.PutSpec(uint16(i%4), sp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		// Layout 3: no index.
+		if err := s.db.DeleteRange([]byte{kindQueue}, []byte{kindQueue + 1}, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Set(layoutKey, []byte{3}, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		fs := NewCrashFS(vfs.Default)
+		batches := 0
+		upgradeBatchHook = func() error {
+			if batches++; batches < cutAfter {
+				return nil
+			}
+			if err := fs.Crash(); err != nil {
+				return err
+			}
+			fs.RefuseAfterCrash()
+			return errors.New("power cut")
+		}
+		_, err = Open(Config{Dir: dir, FS: fs, Logger: slog.New(slog.DiscardHandler)})
+		upgradeBatchHook = nil
+		if err == nil || batches != cutAfter {
+			t.Fatalf("cut after batch %d: Open %v after %d batches; want the cut", cutAfter, err, batches)
+		}
+
+		// The reopen finds layout 3 (the cut kept nothing of the build
+		// marked) and builds the whole index again.
+		rebuilt := 0
+		upgradeBatchHook = func() error { rebuilt++; return nil }
+		s, err = Open(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+		upgradeBatchHook = nil
+		if err != nil {
+			t.Fatalf("cut after batch %d: reopen: %v", cutAfter, err)
+		}
+		if rebuilt != tasks/upgradeBatchTasks {
+			t.Fatalf("cut after batch %d: the reopen built %d batches; want the whole index, %d", cutAfter, rebuilt, tasks/upgradeBatchTasks)
+		}
+		if v := rawValue(t, s, layoutKey); len(v) != 1 || v[0] != layoutVersion {
+			t.Fatalf("cut after batch %d: layout %v after the reopen; want [%d]", cutAfter, v, layoutVersion)
+		}
+		if specs, index := countKeys(t, s, kindSpec), countKeys(t, s, kindQueue); specs != tasks || index != tasks {
+			t.Fatalf("cut after batch %d: %d specs, %d index keys; want %d each", cutAfter, specs, index, tasks)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
