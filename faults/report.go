@@ -164,7 +164,9 @@ func (r *Refused) add(o *op) *Refused {
 // (invalid, too_large), names a dependency that does not exist
 // (dep_not_found, or not_found), or contradicts what is already written
 // (conflict: an id or key taken by other content, a dependency that was
-// cancelled and will never complete). A node that answers so served the
+// cancelled and will never complete), or is sent with a credential whose
+// role may not enqueue (forbidden: the workload's Mix.Forbidden). A node
+// that answers so served the
 // request; sent again, it gets the same answer. The codes of a node that
 // could not serve it (unavailable, timeout, shutting_down, overloaded,
 // internal, a transport failure: conn_refused, conn_error, ...) are not
@@ -172,7 +174,7 @@ func (r *Refused) add(o *op) *Refused {
 // update's): those stay counted as not ok.
 var requestCodes = []string{
 	wire.CodeInvalid.Name(), wire.CodeNotFound.Name(), wire.CodeDepNotFound.Name(), wire.CodeTooLarge.Name(),
-	wire.CodeConflict.Name(),
+	wire.CodeConflict.Name(), wire.CodeForbidden.Name(),
 }
 
 // answersRequest is whether o came back a refusal of the request itself
@@ -653,7 +655,7 @@ func (r *Report) writeWindows(p *printer) {
 		p.printf("\nNemesis windows: none\n")
 		return
 	}
-	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until it served again after its restart (report.json: served_ms after the stop), or its resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node that partitions and stopped nodes left cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, ...: report.json's enqueue_refused))\n")
+	p.printf("\nNemesis windows (ops by invoke time; after = the 10 s after the stop; enqueue, placed = the availability of enqueues sent with and without an id, leaving out those sent to a node that this or any other fault had stopped (killed, crashed, SIGTERMed, paused) until it served again after its restart (report.json: served_ms after the stop), or its resume; hinted = of those, with an id or without, the ones that asked for a hint and have no deps (a dependent is never hinted); placed also leaves out those without a hint sent to a node that partitions and stopped nodes left cut off from every cohort, which no cohort can take (the table after counts them); all three leave out refusals that answer the request itself, an answer and not an outage (invalid, conflict, a missing dependency, forbidden, ...: report.json's enqueue_refused))\n")
 	p.printf("#\tnemesis\ttargets\tstart\tstop\tattempted\tok\tfail\tinfo\tavailability\tafter\tenqueue\tplaced\thinted\trecover claim\trecover enqueue\tanomalies\t\n")
 	for i, s := range r.Windows {
 		name := s.Nemesis
