@@ -127,9 +127,26 @@ type Input struct {
 	Shards *ShardRecord
 }
 
+// readOptionalJSON reads the run file name in dir into a T: nil if the
+// run wrote none; an error if it does not parse whole.
+func readOptionalJSON[T any](dir, name string) (*T, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read run: %w", err)
+	}
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("read run: %s: %w", name, err)
+	}
+	return v, nil
+}
+
 // ReadRun reads a run directory written by the harness: run.json,
-// history.jsonl and final.jsonl, and leaders.jsonl, periodic.json and
-// shards.json when present. Every file must exist and parse whole: a truncated history
+// history.jsonl and final.jsonl, and leaders.jsonl, periodic.json,
+// listing.json and shards.json when present. Every file must exist and parse whole: a truncated history
 // would make every checker's verdict meaningless.
 func ReadRun(dir string) (*Input, error) {
 	in := &Input{}
@@ -151,41 +168,17 @@ func ReadRun(dir string) (*Input, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read run: %w", err)
 	}
-	// Optional too: a run from before schedules set none.
-	b, err = os.ReadFile(filepath.Join(dir, PeriodicFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read run: %w", err)
-	default:
-		in.Periodic = &PeriodicRecord{}
-		if err := json.Unmarshal(b, in.Periodic); err != nil {
-			return nil, fmt.Errorf("read run: %s: %w", PeriodicFile, err)
-		}
+	// Optional too: a run from before schedules set none, one from
+	// before the final listing made none, and one from before worker
+	// shards ran no members.
+	if in.Periodic, err = readOptionalJSON[PeriodicRecord](dir, PeriodicFile); err != nil {
+		return nil, err
 	}
-	// And one from before the final listing has none.
-	b, err = os.ReadFile(filepath.Join(dir, ListingFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read run: %w", err)
-	default:
-		in.Listing = &QueueListing{}
-		if err := json.Unmarshal(b, in.Listing); err != nil {
-			return nil, fmt.Errorf("read run: %s: %w", ListingFile, err)
-		}
+	if in.Listing, err = readOptionalJSON[QueueListing](dir, ListingFile); err != nil {
+		return nil, err
 	}
-	// And a run from before worker shards ran no members.
-	b, err = os.ReadFile(filepath.Join(dir, ShardsFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("read run: %w", err)
-	default:
-		in.Shards = &ShardRecord{}
-		if err := json.Unmarshal(b, in.Shards); err != nil {
-			return nil, fmt.Errorf("read run: %s: %w", ShardsFile, err)
-		}
+	if in.Shards, err = readOptionalJSON[ShardRecord](dir, ShardsFile); err != nil {
+		return nil, err
 	}
 	return in, nil
 }

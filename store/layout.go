@@ -169,9 +169,9 @@ func (s *Store) rewriteLayout1() (tasks, orphans int, err error) {
 			err = cerr
 		}
 	}()
-	b := s.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	inBatch := 0
+	u := s.newUpgradeBatches()
+	defer u.close()
+	b := u.batch
 	if it.First() {
 		s.logger.Info("store layout upgrade: rewriting the task records of an earlier build", "layout", layoutVersion)
 	}
@@ -183,11 +183,13 @@ func (s *Store) rewriteLayout1() (tasks, orphans int, err error) {
 		specKey := append([]byte{kindSpec}, k[1:]...)
 		switch _, closer, err := s.db.Get(specKey); {
 		case errors.Is(err, pebble.ErrNotFound):
-			if err := b.Delete(k, nil); err != nil {
+			if err := b().Delete(k, nil); err != nil {
 				return tasks, orphans, err
 			}
 			orphans++
-			inBatch++
+			if err := u.done(); err != nil {
+				return tasks, orphans, err
+			}
 			continue
 		case err != nil:
 			return tasks, orphans, err
@@ -203,31 +205,71 @@ func (s *Store) rewriteLayout1() (tasks, orphans int, err error) {
 		if len(sp.Data) <= inlinePayloadMax {
 			v, err := encode(sp)
 			if err == nil {
-				err = b.Set(specKey, v, nil)
+				err = b().Set(specKey, v, nil)
 			}
 			if err == nil {
-				err = b.Delete(k, nil)
+				err = b().Delete(k, nil)
 			}
 			if err != nil {
 				return tasks, orphans, err
 			}
-		} else if err := b.Set(specKey, encodeSpecApart(sp), nil); err != nil {
+		} else if err := b().Set(specKey, encodeSpecApart(sp), nil); err != nil {
 			return tasks, orphans, err
 		}
 		tasks++
-		inBatch++
-		if inBatch == upgradeBatchTasks {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return tasks, orphans, err
-			}
-			_ = b.Close()
-			b, inBatch = s.db.NewBatch(), 0
-		}
-	}
-	if inBatch > 0 {
-		if err := b.Commit(pebble.NoSync); err != nil {
+		if err := u.done(); err != nil {
 			return tasks, orphans, err
 		}
 	}
-	return tasks, orphans, nil
+	return tasks, orphans, u.flush()
 }
+
+// upgradeBatches holds an upgrade's writes, committed unsynced a batch of
+// upgradeBatchTasks tasks at a time: an upgrade of a large database holds
+// bounded memory, and the synced layout mark written after the last batch
+// makes them all durable (a crash before it leaves the layout as it was,
+// to be upgraded again).
+type upgradeBatches struct {
+	db *pebble.DB
+	b  *pebble.Batch
+	n  int
+}
+
+func (s *Store) newUpgradeBatches() *upgradeBatches {
+	return &upgradeBatches{db: s.db, b: s.db.NewBatch()}
+}
+
+// batch is the batch to write a task's keys in now.
+func (u *upgradeBatches) batch() *pebble.Batch { return u.b }
+
+// done counts one task written, and commits the batch once it holds
+// upgradeBatchTasks of them (then runs upgradeBatchHook).
+func (u *upgradeBatches) done() error {
+	if u.n++; u.n < upgradeBatchTasks {
+		return nil
+	}
+	if err := u.flush(); err != nil {
+		return err
+	}
+	if upgradeBatchHook != nil {
+		return upgradeBatchHook()
+	}
+	return nil
+}
+
+// flush commits what the batch holds and starts the next.
+func (u *upgradeBatches) flush() error {
+	if u.n == 0 {
+		return nil
+	}
+	err := u.b.Commit(pebble.NoSync)
+	_ = u.b.Close()
+	u.b, u.n = u.db.NewBatch(), 0
+	return err
+}
+
+func (u *upgradeBatches) close() { _ = u.b.Close() }
+
+// upgradeBatchHook, set by tests only, runs after each full batch an
+// upgrade commits (a crash there is the crash test's).
+var upgradeBatchHook func() error

@@ -93,10 +93,6 @@ func (s *Store) ScanQueue(part uint16, queue string, after task.ID, desc bool, f
 	return qi.Error()
 }
 
-// upgradeBatchHook, set by tests only, runs after each batch the index
-// build commits (a crash there is the crash test's).
-var upgradeBatchHook func() error
-
 // buildQueueIndex writes the index key of every stored spec: the upgrade
 // to layout 4. Setting a key that exists changes nothing, so a crash
 // halfway is finished by the next Open.
@@ -110,9 +106,8 @@ func (s *Store) buildQueueIndex() (tasks int, err error) {
 			err = cerr
 		}
 	}()
-	b := s.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	inBatch := 0
+	u := s.newUpgradeBatches()
+	defer u.close()
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
 		if len(k) != 3+task.IDLen {
@@ -123,30 +118,16 @@ func (s *Store) buildQueueIndex() (tasks int, err error) {
 			return tasks, fmt.Errorf("task %x: %w", k[3:], err)
 		}
 		part := uint16(k[1])<<8 | uint16(k[2])
-		if err := putQueueIndex(b, part, sp); err != nil {
+		if err := putQueueIndex(u.batch(), part, sp); err != nil {
 			return tasks, err
 		}
 		tasks++
-		if inBatch++; inBatch == upgradeBatchTasks {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return tasks, err
-			}
-			_ = b.Close()
-			b, inBatch = s.db.NewBatch(), 0
-			if upgradeBatchHook != nil {
-				if err := upgradeBatchHook(); err != nil {
-					return tasks, err
-				}
-			}
+		if err := u.done(); err != nil {
+			return tasks, err
 		}
 	}
 	if err := it.Error(); err != nil {
 		return tasks, err
 	}
-	if inBatch > 0 {
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return tasks, err
-		}
-	}
-	return tasks, nil
+	return tasks, u.flush()
 }

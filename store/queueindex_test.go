@@ -104,15 +104,7 @@ func TestQueueIndex(t *testing.T) {
 	check("written")
 
 	// A layout 3 database: no index. Open builds it.
-	if err := s.db.DeleteRange([]byte{kindQueue}, []byte{kindQueue + 1}, pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Set(layoutKey, []byte{3}, pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	toLayout3(t, s)
 	s = openLayoutStore(t, fs)
 	defer s.Close()
 	if v := rawValue(t, s, layoutKey); len(v) != 1 || v[0] != layoutVersion || layoutVersion != 4 {
@@ -126,6 +118,21 @@ func TestQueueIndex(t *testing.T) {
 	check("partition 1 dropped")
 	if n := countRange(t, s, queuePrefix(1, "a")); n != 0 {
 		t.Fatalf("%d index keys of a dropped partition", n)
+	}
+}
+
+// toLayout3 makes s a database of layout 3, as a build from before the
+// queue index left it (no index, its layout mark), and closes it.
+func toLayout3(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.db.DeleteRange([]byte{kindQueue}, []byte{kindQueue + 1}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Set(layoutKey, []byte{3}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -171,16 +178,7 @@ func TestQueueIndexUpgradeCrash(t *testing.T) {
 		if err := b.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		// Layout 3: no index.
-		if err := s.db.DeleteRange([]byte{kindQueue}, []byte{kindQueue + 1}, pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.db.Set(layoutKey, []byte{3}, pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+		toLayout3(t, s)
 
 		fs := NewCrashFS(vfs.Default)
 		batches := 0

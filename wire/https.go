@@ -158,9 +158,9 @@ func (h *HTTPSIdentity) ClientTLS() *tls.Config {
 // from now (less certBackdate) for certLifetime. A node makes it at each
 // start, so it only has to outlast an uptime.
 func (h *HTTPSIdentity) ServerCert(hosts []string, now time.Time) (tls.Certificate, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), certSerialBits))
+	serial, err := certSerial()
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("wire: certificate serial: %w", err)
+		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,

@@ -45,9 +45,9 @@ func SelfSignedCert() (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("wire: generate ed25519 key: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), certSerialBits))
+	serial, err := certSerial()
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("wire: certificate serial: %w", err)
+		return tls.Certificate{}, err
 	}
 	// Wall-clock time is right here (validity is compared with the peer's
 	// wall clock); this does not go through clock.Clock because the value
@@ -71,6 +71,15 @@ func SelfSignedCert() (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("wire: parse certificate: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv, Leaf: leaf}, nil
+}
+
+// certSerial draws a certificate's random serial number.
+func certSerial() (*big.Int, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), certSerialBits))
+	if err != nil {
+		return nil, fmt.Errorf("wire: certificate serial: %w", err)
+	}
+	return serial, nil
 }
 
 // ServerTLS returns the server's TLS configuration: TLS 1.3 (QUIC requires
