@@ -227,6 +227,9 @@ func (r *Registry) Create(ctx context.Context, req *wire.AuthCreateRequest) (*wi
 	if err != nil {
 		return nil, err
 	}
+	if req.Name == "" {
+		return nil, fmt.Errorf("%w: a credential needs a name", task.ErrInvalid)
+	}
 	c := raftgroup.Credential{ID: req.ID, Name: req.Name, Role: string(role), CreatedMs: r.cfg.Now()}
 	if len(req.StoredKey) != len(c.StoredKey) || len(req.ServerKey) != len(c.ServerKey) {
 		return nil, fmt.Errorf("%w: a credential's keys are %d bytes", task.ErrInvalid, len(c.StoredKey))

@@ -131,6 +131,9 @@ func TestAuthorize(t *testing.T) {
 	if _, err := r.Guard(nil).(wire.AuthService).AuthCreate(wire.WithPrincipal(ctx, wire.Principal{Credential: id}), create); !errors.Is(err, wire.ErrUnauthenticated) {
 		t.Fatalf("a create by a credential the node does not hold: %v", err)
 	}
+	if _, err := r.Create(admin, &wire.AuthCreateRequest{ID: id, Role: "worker", StoredKey: ck.Stored[:], ServerKey: ck.Server[:]}); !errors.Is(err, task.ErrInvalid) || !strings.Contains(err.Error(), "needs a name") {
+		t.Fatalf("a create without a name: %v; want invalid, saying so", err)
+	}
 	if _, err := r.Create(admin, create); err != nil {
 		t.Fatal(err)
 	}
