@@ -15,21 +15,21 @@ var allowedInternal = map[string][]string{
 	"": {"cli"},
 	// cli's test build (tag skuldtest) makes the store's crash filesystem.
 	"cli":       {"node", "client", "wire", "task", "clock", "store", "internal/buildinfo"},
-	"node":      {"node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/access", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
+	"node":      {"internal/version", "internal/buildinfo", "node/coord", "node/peer", "node/membership", "node/listen", "node/control", "node/replication", "node/retrying", "node/queues", "node/access", "node/config", "node/heads", "node/deps", "node/hints", "node/schedules", "node/shards", "node/metrics", "node/pressure", "partition", "antientropy", "raftgroup", "member", "epoch", "ring", "store", "wire", "task", "clock"},
 	"node/peer": {"wire"},
 	// The coordinator plane: the client API, routed to the leaders.
 	"node/coord":   {"node/peer", "node/replication", "node/deps", "node/hints", "node/heads", "node/queues", "node/schedules", "node/shards", "partition", "ring", "store", "task", "wire", "clock"},
 	"node/control": {"node/peer", "member", "ring", "raftgroup", "epoch", "partition", "antientropy", "clock", "wire", "task"},
 	// The metadata group's bring-up, joining, gossip, peers' addresses.
-	"node/membership": {"node/peer", "member", "raftgroup", "store", "clock", "wire"},
+	"node/membership": {"node/peer", "member", "raftgroup", "store", "clock", "wire", "internal/version"},
 	// How clients and peers reach a node: sockets, QUIC and HTTP servers.
-	"node/listen": {"node/peer", "httpapi", "wire"},
+	"node/listen": {"node/peer", "httpapi", "wire", "internal/version"},
 	// When a node holds its log's busy syncs back.
 	"node/pressure": {},
 	// The client API with the coordinator's retry policy.
 	"node/retrying": {"wire", "task"},
 	// A node's configuration: fields, defaults, validation.
-	"node/config": {"node/listen", "node/peer", "antientropy", "clock", "ring", "store", "task"},
+	"node/config": {"node/listen", "node/peer", "antientropy", "clock", "ring", "store", "task", "internal/version"},
 	// The queues' settings, kept in the metadata group.
 	"node/queues": {"raftgroup", "task", "wire"},
 	"node/access": {"raftgroup", "task", "wire"},
@@ -54,10 +54,10 @@ var allowedInternal = map[string][]string{
 	"member":             {},
 	"httpapi":            {"wire", "task"},
 	"partition":          {"store", "antientropy", "epoch", "ring", "task", "clock", "internal/invariant", "internal/cbormode"},
-	"raftgroup":          {"store", "internal/invariant", "internal/cbormode", "internal/cron"},
+	"raftgroup":          {"store", "internal/invariant", "internal/cbormode", "internal/cron", "internal/version"},
 	"antientropy":        {},
 	"store":              {"task", "clock", "internal/cbormode", "internal/buildinfo"},
-	"wire":               {"task", "clock", "internal/cbormode"},
+	"wire":               {"task", "clock", "internal/cbormode", "internal/version"},
 	"epoch":              {},
 	"ring":               {},
 	"task":               {"clock"},
@@ -69,7 +69,9 @@ var allowedInternal = map[string][]string{
 	"internal/cron": {},
 	// Which build a binary is (--version, skuldd_build_info): a leaf.
 	"internal/buildinfo": {},
-	"node/nodetest":      nil, // test harness: may import anything
+	// The cluster versions and what each adds: a leaf.
+	"internal/version": {},
+	"node/nodetest":    nil, // test harness: may import anything
 	// The tests' shared helpers (waiting, logging): stdlib only. Only
 	// _test.go files and node/nodetest import it, which the lists above
 	// enforce by not naming it.

@@ -102,6 +102,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			&ucli.GenericFlag{Name: "tombstone-horizon", Value: &days{d.TombstoneHorizon}, EnvVars: envName("tombstone-horizon"), Usage: "how long a collected task's tombstone is kept; must exceed the longest time a node can be away and come back with its data (d for days)"},
 			&ucli.DurationFlag{Name: "max-clock-drift", Value: d.Drift.MaxDrift, EnvVars: envName("max-clock-drift"), Usage: "a node whose clock is ahead of the cluster's median by more than this leads nothing and grants no claims until it is back in bounds (default: 2s, or a fifth of --clock-skew-bound if smaller)"},
 			&ucli.BoolFlag{Name: "exit-on-drift", EnvVars: envName("exit-on-drift"), Usage: "exit (status 1) when this node's clock drifts, instead of standing by"},
+			&ucli.BoolFlag{Name: "upgrade-hold", EnvVars: envName("upgrade-hold"), Usage: "keep the cluster version where it is while this node is a member, until ctl upgrade finalize (a rolling upgrade you may roll back)"},
 			&ucli.DurationFlag{Name: "claim-order-slack", Value: d.ClaimOrderSlack, EnvVars: envName("claim-order-slack"), Usage: "a claim takes its node's own oldest task of the best priority when it is at most this much younger than the cluster's oldest (0: strict order, one more hop)"},
 			&ucli.IntFlag{Name: "max-payload", Value: d.MaxPayload, EnvVars: envName("max-payload"), Usage: "largest task payload, bytes"},
 			&ucli.IntFlag{Name: "claim-cache-mb", Value: int(d.FreshSpecBytes >> 20), EnvVars: envName("claim-cache-mb"), Usage: "memory (MiB) for the payloads of fresh ready tasks, so that claiming them reads nothing from disk (0: none)"},
@@ -171,6 +172,7 @@ func runNode(c *ucli.Context) error {
 		cfg.Drift.MaxDrift = min(cfg.Drift.MaxDrift, cfg.SkewBound/defaultDriftFraction)
 	}
 	cfg.ExitOnDrift = c.Bool("exit-on-drift")
+	cfg.UpgradeHold = c.Bool("upgrade-hold")
 	cfg.AAEInterval = c.Duration("aae-interval")
 	cfg.HintWait = c.Duration("hint-wait")
 	cfg.HintInterval = c.Duration("hint-interval")

@@ -196,6 +196,9 @@ func ctlCommand() *ucli.Command {
 			ctlShardsCommand(),
 			ctlGroupCommand(),
 			ctlAuthCommand(),
+			ctlUpgradeCommand(),
+			ctlDecommissionCommand(),
+			ctlRemoveCommand(),
 			ctlTLSCACommand(),
 			ctlReadyCommand(),
 			{

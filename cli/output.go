@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"strconv"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -114,6 +115,8 @@ func (p *tablePrinter) whole(v reflect.Value, title string) error {
 			if !isZero(f.v) {
 				subs = append(subs, sub{f.name, f.v})
 			}
+		case f.omit && isZero(f.v):
+			// As the JSON does: nothing to say.
 		default:
 			if s := p.cell(f, false); s != "" {
 				lines = append(lines, [2]string{f.label(), s})
@@ -214,6 +217,8 @@ func (p *tablePrinter) table(rows []reflect.Value, title string) error {
 type field struct {
 	name string // the JSON name
 	v    reflect.Value
+	// omit: the JSON leaves the field out when it is zero (omitempty).
+	omit bool
 }
 
 // label is the column's title: the JSON name, its unit dropped (a
@@ -239,7 +244,7 @@ func fieldsOf(v reflect.Value) []field {
 		if tag == "-" {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
+		name, opts, _ := strings.Cut(tag, ",")
 		if sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct {
 			out = append(out, fieldsOf(v.Field(i))...)
 			continue
@@ -250,7 +255,7 @@ func fieldsOf(v reflect.Value) []field {
 		if name == "" {
 			name = sf.Name
 		}
-		out = append(out, field{name: name, v: v.Field(i)})
+		out = append(out, field{name: name, v: v.Field(i), omit: slices.Contains(strings.Split(opts, ","), "omitempty")})
 	}
 	return out
 }

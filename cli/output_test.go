@@ -40,7 +40,7 @@ func TestTablePrinter(t *testing.T) {
 
 	p = utc()
 	cr := wire.ClusterResponse{
-		ClusterID: "c1", Self: 7,
+		ClusterID: "c1", Self: 7, ClusterVersion: 2,
 		Members: []wire.MemberView{{ID: 7, Addr: "a:1", State: "alive", Raft: "voter"}, {ID: 8, Addr: "b:1", State: "dead", Raft: "voter"}},
 		Raft:    wire.RaftView{Leader: 7, Voters: []uint64{7, 8}, Applied: 3},
 	}
@@ -51,8 +51,9 @@ func TestTablePrinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = "" +
-		"CLUSTER_ID  c1\n" +
-		"SELF        7\n" +
+		"CLUSTER_ID       c1\n" +
+		"SELF             7\n" +
+		"CLUSTER_VERSION  2\n" +
 		"\n" +
 		"MEMBERS\n" +
 		"ID  ADDR  STATE  RAFT\n" +

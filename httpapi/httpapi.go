@@ -504,6 +504,74 @@ func (a *api) authRevoke(as wire.AuthService) http.HandlerFunc {
 	}
 }
 
+// upgrade reads the upgrade status, or finalizes the upgrade.
+func (a *api) upgrade(ad wire.AdminService, finalize bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, err := ad.Upgrade(r.Context(), &wire.UpgradeRequest{Finalize: finalize})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// pathNode is the path's node id.
+func pathNode(r *http.Request) (uint64, error) {
+	id, err := strconv.ParseUint(r.PathValue("node"), 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: node %q is not a node id (ctl cluster lists them)", task.ErrInvalid, r.PathValue("node"))
+	}
+	return id, nil
+}
+
+// decommission starts, follows or cancels the path node's decommission.
+func (a *api) decommission(ad wire.AdminService) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req wire.DecommissionRequest
+		body := bufio.NewReader(http.MaxBytesReader(w, r.Body, MaxBody))
+		if hasBody(body) {
+			if err := Decode(body, &req); err != nil {
+				a.fail(w, err)
+				return
+			}
+		}
+		id, err := pathNode(r)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		if req.Node != 0 && req.Node != id {
+			a.fail(w, fmt.Errorf("%w: node %d in the body, %d in the path", task.ErrInvalid, req.Node, id))
+			return
+		}
+		req.Node = id
+		resp, err := ad.Decommission(r.Context(), &req)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// removeNode forgets the path's node.
+func (a *api) removeNode(ad wire.AdminService) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := pathNode(r)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		resp, err := ad.RemoveNode(r.Context(), &wire.RemoveNodeRequest{Node: id})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
 // scheduleList lists the schedules, or the path's one.
 func (a *api) scheduleList(w http.ResponseWriter, r *http.Request) {
 	resp, err := a.svc.ScheduleList(r.Context(), &wire.ScheduleListRequest{Name: r.PathValue("name")})

@@ -44,6 +44,7 @@ const (
 	tagShards  = "shards"
 	tagSched   = "schedules"
 	tagAuth    = "auth"
+	tagAdmin   = "admin"
 )
 
 // enqueueOneBody is POST /v1/tasks's body: one task and the write quorum.
@@ -172,6 +173,18 @@ func (a *api) routes() []route {
 				summary: "Add a client credential: its id, name, role and keys (the client makes the token and keeps it: skuldd ctl auth create does; admin only)"},
 			route{method: "DELETE", path: "/v1/auth/credentials/{name}", handler: a.authRevoke(as), tag: tagAuth, resp: &wire.AuthRevokeResponse{},
 				summary: "Revoke a client credential, by name (admin only; every node refuses it within a second)"},
+		)
+	}
+	if ad, ok := svc.(wire.AdminService); ok {
+		rs = append(rs,
+			route{method: "GET", path: "/v1/upgrade", handler: a.upgrade(ad, false), tag: tagAdmin, resp: &wire.UpgradeStatus{},
+				summary: "The cluster version and what each member's build supports (admin only)"},
+			route{method: "POST", path: "/v1/upgrade/finalize", handler: a.upgrade(ad, true), tag: tagAdmin, resp: &wire.UpgradeStatus{},
+				summary: "Raise the cluster version to the highest every member supports (admin only; no rollback past it)"},
+			route{method: "POST", path: "/v1/nodes/{node}/decommission", handler: a.decommission(ad), tag: tagAdmin, body: &wire.DecommissionRequest{}, optionalBody: true, resp: &wire.DecommissionStatus{},
+				summary: "Move a live node's partitions to the others (or, with cancel, stop); says how many are left (admin only)"},
+			route{method: "DELETE", path: "/v1/nodes/{node}", handler: a.removeNode(ad), tag: tagAdmin, resp: &wire.RemoveNodeResponse{},
+				summary: "Forget a node gone for good, once its partitions are refilled (admin only; its id never rejoins)"},
 		)
 	}
 	if a.cfg.Metrics != nil {

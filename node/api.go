@@ -40,7 +40,7 @@ func (n *Node) startCoord() error {
 	}
 	// The guard is outermost: a refused request is counted nowhere and
 	// costs no retry.
-	client := n.access.Guard(n.metrics.Meter(retrying.New(retryHost{c.Coordinator(), c, n})))
+	client := n.access.Guard(n.metrics.Meter(retrying.New(retryHost{c.Coordinator(), c, n})), adminAPI{n})
 	n.coord.Store(c)
 	n.api.Store(&apiFaces{
 		client:        client,

@@ -48,7 +48,7 @@ func (n *Node) membershipConfig() membership.Config {
 		RejoinInterval: n.cfg.RejoinInterval, LocalGossip: n.cfg.GossipProfile == "local", RaftTick: n.cfg.RaftTick,
 		Partitions: n.cfg.Partitions, Replicas: n.cfg.Replicas, Store: n.store,
 		Ready: n.ready.Load, OnChange: n.ctl.MembersChanged,
-		Clock: n.clock, Log: n.log, RaftLog: n.cfg.Logger,
+		Clock: n.clock, Log: n.log, RaftLog: n.cfg.Logger, Version: n.supports(),
 	}
 }
 
@@ -72,6 +72,9 @@ func (n *Node) registerPeerOps(mux *peer.Mux) {
 	mux.Handle(wire.OpSummary, peer.Unary(func(_ context.Context, req *wire.Request, r *wire.Summary) (any, error) {
 		n.serveSummary(req.PeerID, r)
 		return nil, nil
+	}))
+	mux.Handle(wire.OpBuildInfo, peer.Unary(func(context.Context, *wire.Request, *wire.BuildInfoRequest) (any, error) {
+		return n.buildInfo(), nil
 	}))
 	replica := func(op wire.Op, h wire.Handler) { mux.Handle(op, n.loaded(h)) }
 	replica(wire.OpPromise, peer.Unary(func(_ context.Context, _ *wire.Request, r *wire.PromiseRequest) (any, error) {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/store"
 	"github.com/skuldd/skuldd/task"
 	"github.com/skuldd/skuldd/wire"
@@ -30,3 +31,11 @@ func TakeOver(ctx context.Context, n *Node, part int, cohort []uint64) error {
 // AddHints keeps specs as hints on n, as an enqueue with w answered
 // hinted would (hints.Plane.Add). Valid after Start.
 func AddHints(n *Node, specs []*task.Spec, w int) error { return n.hints.Add(specs, w) }
+
+// MetaOf returns n's copy of the metadata group's state. Valid after
+// Start.
+func MetaOf(n *Node) raftgroup.Meta { return n.raft.Meta() }
+
+// RaftConfig returns the metadata group's voters and learners as n sees
+// them. Valid after Start.
+func RaftConfig(n *Node) (voters, learners []uint64) { return n.raft.Config() }

@@ -101,6 +101,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.raft = n.ms.Group()
+	if err := n.checkOwnVersion(); err != nil {
+		return err
+	}
 	// A joiner takes the cluster's P and N, whatever its flags say.
 	n.cfg.Partitions, n.cfg.Replicas = cc.Partitions, cc.Replicas
 	n.refreshMeta()
@@ -152,6 +155,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.wg.Go(func() { n.hints.Loop(loopCtx) })
 	n.wg.Go(func() { n.sched.Loop(loopCtx) })
 	n.wg.Go(func() { n.shards.Loop(loopCtx) })
+	n.wg.Go(func() { n.upgradeLoop(loopCtx) })
 	n.pressure = pressure.New(n.cfg.WALMinSyncInterval, pressureHost{n}, n.log)
 	n.wg.Go(func() { n.pressure.Run(loopCtx) })
 	if n.ln != nil {
@@ -231,6 +235,7 @@ func (n *Node) listenConfig() listen.Config {
 		ClusterSecret: n.cfg.ClusterSecret, TLSCert: n.cfg.TLSCert, TLSKey: n.cfg.TLSKey,
 		Credentials: n.access.Keys, Authenticate: n.access.Authenticate, IsAdmin: n.access.IsAdmin,
 		Pprof: n.cfg.Pprof, Debug: n.cfg.Debug, Log: n.log,
+		AdmitPeer: n.admitPeer, MaxPeerVersion: n.cfg.MaxVersion,
 	}
 	if f := n.cfg.Faults; f != nil {
 		lc.Gate = f.Gate

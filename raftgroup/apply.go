@@ -37,7 +37,7 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 		if c.Config == nil {
 			return result{err: fmt.Errorf("%w: init without a config", ErrInvalid)}, false
 		}
-		return applyInit(m, ClusterConfig(*c.Config))
+		return applyInit(m, ClusterConfig(*c.Config), c.ClusterVersion)
 	case opPutMember:
 		if c.Member == nil {
 			return result{err: fmt.Errorf("%w: put-member without a member", ErrInvalid)}, false
@@ -77,11 +77,20 @@ func applyCommand(m *Meta, c *command) (result, bool) {
 		return applyCredentialPut(m, Credential(*c.CredentialPut))
 	case opCredentialRevoke:
 		return applyCredentialRevoke(m, c.CredentialRevoke)
+	case opRaise:
+		return applyRaise(m, c.ClusterVersion)
+	case opRemoveMember:
+		return applyRemoveMember(m, c.Remove)
+	case opRetire:
+		if c.Retire == nil {
+			return result{err: fmt.Errorf("%w: retire without a member", ErrInvalid)}, false
+		}
+		return applyRetire(m, c.Retire)
 	}
 	return result{err: fmt.Errorf("%w: unknown op %v", ErrInvalid, c.Op)}, false
 }
 
-func applyInit(m *Meta, c ClusterConfig) (result, bool) {
+func applyInit(m *Meta, c ClusterConfig, founding uint32) (result, bool) {
 	if err := c.validate(); err != nil {
 		return result{err: fmt.Errorf("init: %w", err)}, false
 	}
@@ -95,12 +104,16 @@ func applyInit(m *Meta, c ClusterConfig) (result, bool) {
 	}
 	m.Config = &c
 	m.Partitions = make([]PartitionInfo, c.Partitions)
+	m.ClusterVersion = founding
 	return result{config: c}, true
 }
 
 func applyPutMember(m *Meta, mem Member) (result, bool) {
 	if err := mem.validate(); err != nil {
 		return result{err: fmt.Errorf("put member: %w", err)}, false
+	}
+	if m.Removed[mem.ID] {
+		return result{err: fmt.Errorf("put member %d: %w", mem.ID, ErrMemberRemoved)}, false
 	}
 	old, exists := m.Members[mem.ID]
 	if exists && old == mem {

@@ -3,9 +3,11 @@ package raftgroup
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/skuldd/skuldd/internal/cbormode"
+	"github.com/skuldd/skuldd/internal/version"
 )
 
 // The raft log entries and snapshots of this group are CBOR with integer
@@ -35,6 +37,13 @@ const (
 	// Client credentials (credentials.go).
 	opCredentialPut    op = 9
 	opCredentialRevoke op = 10
+	// Cluster versions (versions.go). A Base build refuses these
+	// commands (and their fields) as unknown: they are proposed only
+	// once no member runs one (opInit's version field: only by a build
+	// that founds a cluster).
+	opRaise        op = 11
+	opRemoveMember op = 12
+	opRetire       op = 13
 )
 
 func (o op) String() string {
@@ -59,6 +68,12 @@ func (o op) String() string {
 		return "credential-put"
 	case opCredentialRevoke:
 		return "credential-revoke"
+	case opRaise:
+		return "raise-version"
+	case opRemoveMember:
+		return "remove-member"
+	case opRetire:
+		return "retire"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -84,6 +99,17 @@ type command struct {
 
 	CredentialPut    *credentialRecord `cbor:"13,keyasint,omitempty"`
 	CredentialRevoke uint64            `cbor:"14,keyasint,omitempty"`
+
+	// ClusterVersion is opRaise's new version, and opInit's founding one
+	// (0 from a build before versions: Base).
+	ClusterVersion uint32        `cbor:"15,keyasint,omitempty"`
+	Remove         uint64        `cbor:"16,keyasint,omitempty"`
+	Retire         *retireRecord `cbor:"17,keyasint,omitempty"`
+}
+
+type retireRecord struct {
+	ID uint64 `cbor:"1,keyasint"`
+	On bool   `cbor:"2,keyasint,omitempty"`
 }
 
 type configRecord struct {
@@ -127,6 +153,14 @@ type snapshotRecord struct {
 	Shards     []shardSetRecord  `cbor:"7,keyasint,omitempty"`
 	// Credentials are sorted by id.
 	Credentials []credentialRecord `cbor:"8,keyasint,omitempty"`
+	// ClusterVersion is 0 (omitted) at version.Base, so that a snapshot
+	// of a cluster a Base build may still be in is one it can read (its
+	// decoder refuses unknown fields).
+	ClusterVersion uint32 `cbor:"9,keyasint,omitempty"`
+	// Removed is sorted; empty below version.MemberRemoval.
+	Removed []uint64 `cbor:"10,keyasint,omitempty"`
+	// Retiring is sorted; empty below version.MemberRemoval.
+	Retiring []uint64 `cbor:"11,keyasint,omitempty"`
 }
 
 // Decoding limits. A snapshot of the largest state has MaxPartitions
@@ -185,6 +219,11 @@ func encodeSnapshot(m *Meta) ([]byte, error) {
 		return nil, fmt.Errorf("encode snapshot: state at %d: %w", m.Applied, err)
 	}
 	rec := snapshotRecord{Applied: m.Applied, Config: toConfigRecord(m.Config)}
+	if m.Version() > version.Base {
+		rec.ClusterVersion = m.ClusterVersion
+	}
+	rec.Removed = slices.Sorted(maps.Keys(m.Removed))
+	rec.Retiring = slices.Sorted(maps.Keys(m.Retiring))
 	for _, mem := range m.Members {
 		rec.Members = append(rec.Members, memberRecord(mem))
 	}
@@ -209,7 +248,7 @@ func decodeSnapshot(b []byte) (Meta, error) {
 	if err := unmarshalVersioned(snapshotVersion, b, &rec); err != nil {
 		return Meta{}, fmt.Errorf("decode snapshot: %w", err)
 	}
-	m := Meta{Applied: rec.Applied, Members: make(map[uint64]Member, len(rec.Members))}
+	m := Meta{Applied: rec.Applied, Members: make(map[uint64]Member, len(rec.Members)), ClusterVersion: rec.ClusterVersion}
 	if rec.Config != nil {
 		c := ClusterConfig(*rec.Config)
 		m.Config = &c
@@ -250,6 +289,24 @@ func decodeSnapshot(b []byte) (Meta, error) {
 			return Meta{}, fmt.Errorf("decode snapshot: shard set %s twice", sr.Name)
 		}
 		m.Shards[sr.Name] = sr.set()
+	}
+	for _, id := range rec.Removed {
+		if m.Removed == nil {
+			m.Removed = make(map[uint64]bool, len(rec.Removed))
+		}
+		if m.Removed[id] {
+			return Meta{}, fmt.Errorf("decode snapshot: removed member %d twice", id)
+		}
+		m.Removed[id] = true
+	}
+	for _, id := range rec.Retiring {
+		if m.Retiring == nil {
+			m.Retiring = make(map[uint64]bool, len(rec.Retiring))
+		}
+		if m.Retiring[id] {
+			return Meta{}, fmt.Errorf("decode snapshot: retiring member %d twice", id)
+		}
+		m.Retiring[id] = true
 	}
 	for _, cr := range rec.Credentials {
 		if m.Credentials == nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/store"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	Transport Transport
 	// Logger receives the group's and raft's logs; default slog.Default().
 	Logger *slog.Logger
+	// FoundingVersion is the cluster version a cluster founded by this
+	// group's Init starts at (0: version.Max, this build's highest). Tests
+	// set it lower to play a node of an older build.
+	FoundingVersion version.V
 }
 
 // DefaultConfig returns the production defaults; the caller sets NodeID,
@@ -95,6 +100,9 @@ func (c *Config) fill() {
 	}
 	if c.HeartbeatTicks == 0 {
 		c.HeartbeatTicks = d.HeartbeatTicks
+	}
+	if c.FoundingVersion == 0 {
+		c.FoundingVersion = version.Max
 	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = d.SnapshotEntries

@@ -30,6 +30,10 @@ var (
 	// proposals and Step before Start). A proposal pending at Close fails
 	// with it; it may or may not have been applied.
 	ErrClosed = errors.New("raft group closed")
+	// ErrMemberRemoved refuses registering a node removed from the
+	// cluster for good: its data dir must be wiped, and it joins as a new
+	// node.
+	ErrMemberRemoved = errors.New("node removed from the cluster for good (wipe its data dir to join again as a new node)")
 	// ErrBadMessage is returned by Step for bytes that are not a raft
 	// message meant for this node.
 	ErrBadMessage = errors.New("bad raft message")

@@ -99,13 +99,22 @@ type Meta struct {
 	// Credentials holds the client credentials, by id. Values hold no
 	// reference: a copy is a deep copy.
 	Credentials map[uint64]Credential
+	// Removed are the ids of the members removed for good (versions.go):
+	// none registers again. INVARIANT: none is in Members.
+	Removed map[uint64]bool
+	// Retiring are the members being decommissioned: placement moves
+	// their partitions to the others. INVARIANT: each is in Members.
+	Retiring map[uint64]bool
+	// ClusterVersion is the cluster version (versions.go); 0 stands for
+	// version.Base. It only grows.
+	ClusterVersion uint32
 	// Applied is the raft index of the last applied entry.
 	Applied uint64
 }
 
 // Clone returns a deep copy of m: nothing in the copy aliases m.
 func (m Meta) Clone() Meta {
-	out := Meta{Applied: m.Applied}
+	out := Meta{Applied: m.Applied, ClusterVersion: m.ClusterVersion}
 	if m.Config != nil {
 		c := *m.Config
 		out.Config = &c
@@ -125,6 +134,8 @@ func (m Meta) Clone() Meta {
 	out.Queues = maps.Clone(m.Queues)
 	out.Schedules = maps.Clone(m.Schedules)
 	out.Credentials = maps.Clone(m.Credentials)
+	out.Removed = maps.Clone(m.Removed)
+	out.Retiring = maps.Clone(m.Retiring)
 	if m.Shards != nil {
 		out.Shards = make(map[string]ShardSet, len(m.Shards))
 		for name, s := range m.Shards {
@@ -164,6 +175,19 @@ func (m *Meta) check() error {
 		}
 		if err := mem.validate(); err != nil {
 			return err
+		}
+	}
+	if len(m.Removed) > MaxMembers {
+		return fmt.Errorf("%d removed members, limit %d", len(m.Removed), MaxMembers)
+	}
+	for id := range m.Removed {
+		if _, ok := m.Members[id]; ok {
+			return fmt.Errorf("member %d is registered and removed", id)
+		}
+	}
+	for id := range m.Retiring {
+		if _, ok := m.Members[id]; !ok {
+			return fmt.Errorf("retiring member %d is not registered", id)
 		}
 	}
 	for i, p := range m.Partitions {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+
+	"github.com/skuldd/skuldd/internal/version"
 )
 
 // Init sets the cluster config if it is unset, creating c.Partitions
@@ -19,7 +21,13 @@ func (g *Group) Init(ctx context.Context, c ClusterConfig) (ClusterConfig, error
 	if err := c.validate(); err != nil {
 		return ClusterConfig{}, fmt.Errorf("raftgroup: init: %w", err)
 	}
-	r, err := g.propose(ctx, command{Op: opInit, Config: toConfigRecord(&c)})
+	cmd := command{Op: opInit, Config: toConfigRecord(&c)}
+	if v := g.cfg.FoundingVersion; v > version.Base {
+		// At Base the field stays out: the command is then one a build
+		// before versions reads (and writes).
+		cmd.ClusterVersion = uint32(v)
+	}
+	r, err := g.propose(ctx, cmd)
 	if err != nil {
 		return ClusterConfig{}, err
 	}

@@ -60,9 +60,14 @@ const (
 	OpAuthCreate Op = 41
 	OpAuthList   Op = 42
 	OpAuthRevoke Op = 43
+	// A cluster's life (AdminService; admin only): the upgrade status and
+	// finalize, forgetting a dead node.
+	OpUpgrade      Op = 44
+	OpRemoveNode   Op = 45
+	OpDecommission Op = 46
 )
 
-// The ops of the peer protocol (ALPNPeer connections only). Same rule:
+// The ops of the peer protocol (peer ALPN connections only). Same rule:
 // never renumber.
 const (
 	// OpRaft carries raft messages to the metadata group (RaftBatch).
@@ -87,7 +92,7 @@ var opNames = map[Op]string{
 	OpCancel: "cancel", OpDelete: "delete", OpRequeueDead: "requeue-dead", OpPurgeDead: "purge-dead",
 	OpGroup: "group", OpGroupCancel: "group-cancel", OpHints: "hints",
 	OpScheduleSet: "schedule-set", OpScheduleList: "schedule-list", OpScheduleDelete: "schedule-delete",
-	OpShardJoin: "shard-join", OpShardRenew: "shard-renew", OpShardLeave: "shard-leave", OpShardMembers: "shard-members", OpAuthCreate: "auth-create", OpAuthList: "auth-list", OpAuthRevoke: "auth-revoke", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
+	OpShardJoin: "shard-join", OpShardRenew: "shard-renew", OpShardLeave: "shard-leave", OpShardMembers: "shard-members", OpAuthCreate: "auth-create", OpAuthList: "auth-list", OpAuthRevoke: "auth-revoke", OpUpgrade: "upgrade", OpRemoveNode: "remove-node", OpDecommission: "decommission", OpRaft: "raft", OpGossip: "gossip", OpJoin: "join",
 }
 
 // String returns the op's name.
@@ -584,6 +589,8 @@ type ClusterResponse struct {
 	Clock *ClockView `cbor:"6,keyasint,omitempty" json:"clock,omitempty"`
 	// AAE is the answering node's anti-entropy work since it started.
 	AAE *AAEView `cbor:"7,keyasint,omitempty" json:"aae,omitempty"`
+	// ClusterVersion is the cluster version the cluster runs.
+	ClusterVersion uint32 `cbor:"8,keyasint,omitempty" json:"cluster_version,omitempty"`
 }
 
 // AAEView counts a node's anti-entropy rounds (as a partition leader, one
@@ -629,6 +636,8 @@ type MemberView struct {
 	// Raft is the node's role in the metadata group: voter, learner or
 	// none.
 	Raft string `cbor:"4,keyasint" json:"raft"`
+	// Retiring: the node is being decommissioned.
+	Retiring bool `cbor:"5,keyasint,omitempty" json:"retiring,omitempty"`
 }
 
 // RaftView is the metadata group.
@@ -771,6 +780,10 @@ const (
 	// the sender's may keep the receiver from leading, and it need not
 	// wait out its promise grace to take the partition back.
 	OpAbandoned Op = 118
+	// OpBuildInfo asks a node about its build (BuildInfoRequest,
+	// BuildInfo): the highest cluster version it supports, whether it
+	// holds upgrades back. A build before versions answers CodeUnknownOp.
+	OpBuildInfo Op = 119
 )
 
 func init() {
@@ -780,6 +793,7 @@ func init() {
 	opNames[OpRelease] = "release"
 	opNames[OpAAENodes], opNames[OpAAEBuckets], opNames[OpAAEFetch] = "aae_nodes", "aae_buckets", "aae_fetch"
 	opNames[OpGCInfo], opNames[OpHintPut], opNames[OpAbandoned] = "gc_info", "hint_put", "abandoned"
+	opNames[OpBuildInfo] = "build_info"
 }
 
 // AbandonedRequest says that the sender gave up its handoff of Part,

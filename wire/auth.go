@@ -146,7 +146,7 @@ func decodeHello(b []byte) (uint64, []byte) {
 
 // labels returns the exporter labels of a protocol.
 func labels(alpn string) (dialer, listener string) {
-	if alpn == ALPNPeer {
+	if _, peer := PeerVersion(alpn); peer {
 		return labelPeerDialer, labelPeerListener
 	}
 	return labelClientDialer, labelClientListener
@@ -200,6 +200,8 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 				return 0, fmt.Errorf("wire: hello refused: %w (%w)", e, ErrAuth)
 			case ae.ErrorCode == appErrNotYet:
 				return 0, fmt.Errorf("wire: hello put off: %w (%w)", e, ErrUnavailable)
+			case ae.ErrorCode == appErrVersion:
+				return 0, fmt.Errorf("wire: refused by the peer: %s (%w)", ae.ErrorMessage, ErrPeerRefused)
 			}
 		}
 		return 0, fmt.Errorf("wire: read hello reply: %w", err)
@@ -220,8 +222,10 @@ func dialHello(ctx context.Context, qc *quic.Conn, key []byte, id uint64) (uint6
 // listener's own. It returns the dialer's id. On a client connection
 // (creds non-nil) a dialer id other than 0 names a credential, whose
 // keys creds looks up: its proof is checked against them and the answer
-// made under its server key.
-func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64, creds func(uint64) (CredentialKeys, error)) (uint64, error) {
+// made under its server key. admit, if not nil, is asked once the dialer
+// proved who it is and before the answer: its error is returned as is
+// and no answer is sent.
+func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64, creds func(uint64) (CredentialKeys, error), admit func(peerID uint64) error) (uint64, error) {
 	_ = str.SetDeadline(time.Now().Add(helloTimeout))
 	var msg [helloLen]byte
 	if _, err := io.ReadFull(str, msg[:]); err != nil {
@@ -253,6 +257,11 @@ func acceptHello(qc *quic.Conn, str *quic.Stream, key []byte, id uint64, creds f
 		}
 		if !hmac.Equal(theirs, want) {
 			return 0, fmt.Errorf("wire: hello from node %016x does not prove the cluster secret: %w", peerID, ErrAuth)
+		}
+	}
+	if admit != nil {
+		if err := admit(peerID); err != nil {
+			return peerID, err
 		}
 	}
 	mine, err := proof(qc, key, ll, id)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,13 +270,12 @@ func dialOn(parent context.Context, tr *quic.Transport, addr string, cfg ClientC
 		remote:   addr,
 		maxFrame: cfg.MaxFrame,
 		qc:       qc,
-		alpn:     cfg.TLS.NextProtos[0],
 		done:     make(chan struct{}),
 	}
 	if owned {
 		c.pc, c.tr = udp, tr
 	}
-	if err := c.open(ctx, cfg.Streams, cfg.hello); err != nil {
+	if err := c.open(ctx, cfg.Streams, cfg.hello, cfg.TLS.NextProtos); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("wire: dial %s: %w", addr, err)
 	}
@@ -284,10 +284,11 @@ func dialOn(parent context.Context, tr *quic.Transport, addr string, cfg ClientC
 
 // open checks the negotiated protocol, says hello if asked to, opens n
 // streams for Calls and one for Stream calls, and starts their goroutines.
-func (c *Conn) open(ctx context.Context, n int, hello *helloConfig) error {
+func (c *Conn) open(ctx context.Context, n int, hello *helloConfig, offered []string) error {
 	state := c.qc.ConnectionState()
-	if p := state.TLS.NegotiatedProtocol; p != c.alpn {
-		return fmt.Errorf("server negotiated protocol %q, want %q", p, c.alpn)
+	c.alpn = state.TLS.NegotiatedProtocol
+	if !slices.Contains(offered, c.alpn) {
+		return fmt.Errorf("server negotiated protocol %q, want one of %q", c.alpn, offered)
 	}
 	if hello != nil {
 		id, err := dialHello(ctx, c.qc, hello.key, hello.id)

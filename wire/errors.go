@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/task"
 )
 
@@ -48,6 +49,9 @@ const (
 	// holds; CodeForbidden: its credential does not allow the operation.
 	CodeUnauthenticated Code = 27
 	CodeForbidden       Code = 28
+	// CodeClusterVersion: the cluster's version does not have the
+	// operation yet (an upgrade is not finalized).
+	CodeClusterVersion Code = 29
 )
 
 type codeInfo struct {
@@ -87,6 +91,7 @@ var codes = map[Code]codeInfo{
 	CodeMethodNotAllowed: {"method_not_allowed", nil, http.StatusMethodNotAllowed},
 	CodeUnauthenticated:  {"unauthorized", ErrUnauthenticated, http.StatusUnauthorized},
 	CodeForbidden:        {"forbidden", ErrForbidden, http.StatusForbidden},
+	CodeClusterVersion:   {"cluster_version", ErrClusterVersion, http.StatusConflict},
 }
 
 // Errors the transport and node produce that are not task errors.
@@ -137,6 +142,10 @@ func CodeOf(err error) Code {
 	if errors.As(err, &we) {
 		return we.Code
 	}
+	var notYet *version.NotYetError
+	if errors.As(err, &notYet) {
+		return CodeClusterVersion
+	}
 	// Check the most specific sentinels first: a task error may wrap more
 	// than one (task.ErrDepNotFound messages also say not found).
 	for _, c := range codeOrder {
@@ -155,7 +164,7 @@ var codeOrder = []Code{
 	CodeDepNotFound, CodeNotFound, CodeTooLarge, CodeNoSuchClaim, CodeClaimSuperseded,
 	CodeTimeLimit, CodeClaimExpired, CodeClaimEnded, CodeCompleted, CodeCancelled, CodeConflict, CodeSeq, CodeNotDead,
 	CodeStale, CodeEpoch, CodeUnavailable, CodeTimeout, CodeShuttingDown, CodeOverloaded,
-	CodeUnauthenticated, CodeForbidden, CodeInvalid,
+	CodeUnauthenticated, CodeForbidden, CodeClusterVersion, CodeInvalid,
 }
 
 // Errorf returns a wire error with code and a formatted message.

@@ -31,8 +31,17 @@ func (cs *serverConn) hello(str *quic.Stream) {
 				creds = noCredentials
 			}
 		}
-		id, err := acceptHello(cs.qc, str, cs.key, cs.srv.cfg.NodeID, creds)
+		var admit func(uint64) error
+		if check := cs.srv.cfg.AdmitPeer; cs.peer && check != nil {
+			admit = func(id uint64) error { return check(id, cs.peerVersion) }
+		}
+		id, err := acceptHello(cs.qc, str, cs.key, cs.srv.cfg.NodeID, creds, admit)
 		if err != nil {
+			if errors.Is(err, ErrPeerRefused) {
+				cs.log.Warn("wire: refusing a peer", "peer", fmt.Sprintf("%016x", id), "err", err)
+				_ = cs.qc.CloseWithError(appErrVersion, err.Error())
+				return
+			}
 			// Close the connection, not the stream: the dialer must see
 			// the connection's reason, and a stream reset could reach it
 			// first.
@@ -51,6 +60,7 @@ func (cs *serverConn) hello(str *quic.Stream) {
 			return
 		}
 		cs.log.Debug("wire: hello", "peer", fmt.Sprintf("%016x", id))
+
 		// peerID is read by handlers after authed is closed; a connection
 		// that needs no hello keeps 0 (a client says 0 with the cluster
 		// token, its credential's id with a credential).
@@ -189,7 +199,7 @@ var errNotServing = errors.New("the server is not serving")
 
 // DialPeer connects to the peer node at addr from the server's own UDP
 // socket (so the peer sees our listen address as the remote address), with
-// ALPNPeer, says hello with the server's NodeID and peer key, and opens
+// this build's peer protocols (peerversion.go), says hello with the server's NodeID and peer key, and opens
 // its request streams (ClientConfig.Streams). cfg.TLS defaults to
 // PeerTLS's settings.
 // Close the Conn when done; it does not close the server's socket.
@@ -207,8 +217,21 @@ func (s *Server) DialPeer(ctx context.Context, addr string, cfg ClientConfig) (*
 	}
 	if cfg.TLS == nil {
 		cfg.TLS = ClientTLS()
-		cfg.TLS.NextProtos = []string{ALPNPeer}
+		cfg.TLS.NextProtos = peerALPNsUpTo(s.cfg.MaxPeerVersion)
 	}
 	cfg.hello = &helloConfig{key: s.cfg.Keys.PeerKey, id: s.cfg.NodeID}
-	return dialOn(ctx, tr, addr, cfg)
+	c, err := dialOn(ctx, tr, addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The dialer checks too: a node of an older build still accepts us,
+	// and must not take part once the cluster runs past its build.
+	if v, ok := PeerVersion(c.alpn); ok && s.cfg.AdmitPeer != nil {
+		if err := s.cfg.AdmitPeer(c.peerID, v); err != nil {
+			_ = c.qc.CloseWithError(appErrVersion, err.Error())
+			_ = c.Close()
+			return nil, fmt.Errorf("wire: dial peer %s: %w", addr, err)
+		}
+	}
+	return c, nil
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/quic-go/quic-go"
+
+	"github.com/skuldd/skuldd/internal/version"
 )
 
 // streamTypeClient is the first byte of every request stream (clients'
@@ -133,7 +136,8 @@ func (f HandlerFunc) Serve(ctx context.Context, req *Request, w ResponseWriter) 
 type ServerConfig struct {
 	// TLS is the server's TLS configuration (see ServerTLS); required, with
 	// a certificate. The server uses a clone; if NextProtos is empty it
-	// offers ALPNClient and ALPNPeer, and it never allows below TLS 1.3.
+	// offers ALPNClient and this build's peer protocols (peerversion.go),
+	// and it never allows below TLS 1.3.
 	TLS *tls.Config
 	// MaxFrame is the largest envelope accepted or sent, in bytes; default
 	// DefaultMaxFrame, at least 1 KiB, at most 4 GiB - 1. A request frame
@@ -149,7 +153,7 @@ type ServerConfig struct {
 	MaxInflightPerConn int
 	// Logger receives the server's logs; default slog.Default().
 	Logger *slog.Logger
-	// PeerHandler serves requests of peer connections (ALPNPeer); nil
+	// PeerHandler serves requests of peer connections (a peer ALPN); nil
 	// refuses peer connections. Handler serves client connections.
 	PeerHandler Handler
 	// RawHandler receives the raw streams peers open (Conn.OpenRaw); nil
@@ -171,6 +175,16 @@ type ServerConfig struct {
 	// that it holds no such credential. Nil: the node holds none, and
 	// only the cluster token opens a client connection.
 	Credentials func(id uint64) (CredentialKeys, error)
+	// AdmitPeer checks a peer once it proved who it is (its node id) on a
+	// connection of protocol version v, the highest cluster version its
+	// build supports (peerversion.go): an error wrapping ErrPeerRefused
+	// (a *TooOldError, say) closes the connection with its message, on
+	// both sides (the dialer checks the node it reached too). Nil admits
+	// every peer.
+	AdmitPeer func(id uint64, v version.V) error
+	// MaxPeerVersion caps the peer protocols the server offers and dials
+	// with (0: version.Max): a test plays a node of an older build with it.
+	MaxPeerVersion version.V
 	// ResetKey keys QUIC stateless resets. A key that survives restarts
 	// (the node keeps one in its data dir) lets peers drop a connection to
 	// the node's previous life as soon as they use it. Nil: a random key.
@@ -190,7 +204,13 @@ func (cfg ServerConfig) validate() (ServerConfig, error) {
 		cfg.TLS.MinVersion = tls.VersionTLS13
 	}
 	if len(cfg.TLS.NextProtos) == 0 {
-		cfg.TLS.NextProtos = []string{ALPNClient, ALPNPeer}
+		cfg.TLS.NextProtos = append([]string{ALPNClient}, peerALPNs()...)
+	}
+	if cfg.MaxPeerVersion != 0 {
+		cfg.TLS.NextProtos = slices.DeleteFunc(cfg.TLS.NextProtos, func(p string) bool {
+			v, peer := PeerVersion(p)
+			return peer && v > cfg.MaxPeerVersion
+		})
 	}
 	switch {
 	case cfg.MaxFrame == 0:
@@ -366,6 +386,8 @@ type serverConn struct {
 	// by the negotiated protocol; peer says which.
 	h    Handler
 	peer bool
+	// peerVersion is a peer connection's protocol version.
+	peerVersion version.V
 	// key is what the dialer's hello must prove; needHello says whether
 	// the connection must say hello before anything else.
 	key       []byte
@@ -413,14 +435,15 @@ func (s *Server) serveConn(qc *quic.Conn) {
 		sem:    make(chan struct{}, s.cfg.MaxInflightPerConn),
 		authed: make(chan struct{}),
 	}
-	switch alpn {
-	case ALPNPeer:
+	switch {
+	case isPeerALPN(alpn):
 		if s.cfg.PeerHandler == nil {
 			cs.log.Warn("wire: refusing a peer connection: this node does not serve peers")
 			_ = qc.CloseWithError(appErrAuth, "this node does not accept peer connections")
 			return
 		}
 		cs.h, cs.peer, cs.key, cs.needHello = s.cfg.PeerHandler, true, s.cfg.Keys.PeerKey, true
+		cs.peerVersion, _ = PeerVersion(alpn)
 	default:
 		cs.h, cs.key, cs.needHello = s.h, s.cfg.Keys.ClientToken, s.cfg.Keys.ClientToken != nil
 	}

@@ -82,6 +82,9 @@ func ServiceHandler(svc Service) Handler {
 		}
 		resp, handled, err := authDispatch(ctx, svc, req)
 		if !handled {
+			resp, handled, err = adminDispatch(ctx, svc, req)
+		}
+		if !handled {
 			resp, err = dispatch(ctx, svc, req)
 		}
 		if err != nil {

@@ -83,12 +83,12 @@ func certSerial() (*big.Int, error) {
 }
 
 // ServerTLS returns the server's TLS configuration: TLS 1.3 (QUIC requires
-// it), cert as the only certificate, and both ALPN protocols offered.
+// it), cert as the only certificate, the client and peer protocols offered.
 func ServerTLS(cert tls.Certificate) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{ALPNClient, ALPNPeer},
+		NextProtos:   append([]string{ALPNClient}, peerALPNs()...),
 	}
 }
 

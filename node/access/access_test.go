@@ -19,6 +19,7 @@ import (
 var adminOnly = []wire.Op{
 	wire.OpRequeue, wire.OpLeave, wire.OpGC, wire.OpQueueSet, wire.OpDelete, wire.OpRequeueDead, wire.OpPurgeDead,
 	wire.OpGroupCancel, wire.OpScheduleSet, wire.OpScheduleDelete, wire.OpAuthCreate, wire.OpAuthList, wire.OpAuthRevoke,
+	wire.OpUpgrade, wire.OpRemoveNode, wire.OpDecommission,
 }
 
 // clientOps are the ops of the client protocol (below the peer ops).
@@ -128,7 +129,7 @@ func TestAuthorize(t *testing.T) {
 		t.Fatal(err)
 	}
 	create := &wire.AuthCreateRequest{ID: id, Name: "w", Role: "worker", StoredKey: ck.Stored[:], ServerKey: ck.Server[:]}
-	if _, err := r.Guard(nil).(wire.AuthService).AuthCreate(wire.WithPrincipal(ctx, wire.Principal{Credential: id}), create); !errors.Is(err, wire.ErrUnauthenticated) {
+	if _, err := r.Guard(nil, nil).(wire.AuthService).AuthCreate(wire.WithPrincipal(ctx, wire.Principal{Credential: id}), create); !errors.Is(err, wire.ErrUnauthenticated) {
 		t.Fatalf("a create by a credential the node does not hold: %v", err)
 	}
 	if _, err := r.Create(admin, &wire.AuthCreateRequest{ID: id, Role: "worker", StoredKey: ck.Stored[:], ServerKey: ck.Server[:]}); !errors.Is(err, task.ErrInvalid) || !strings.Contains(err.Error(), "needs a name") {

@@ -6,21 +6,26 @@ import (
 	"github.com/skuldd/skuldd/wire"
 )
 
-// Guard returns svc with every request checked (Authorize) before it is
-// served, and the credentials' API (wire.AuthService) served here, for
-// the admin alone. Each method is written out: a new method of
-// wire.Service does not compile until it is guarded here.
-func (r *Registry) Guard(svc wire.Service) wire.Service { return guard{svc, r} }
+// Guard returns svc and admin with every request checked (Authorize)
+// before it is served, and the credentials' API (wire.AuthService)
+// served here, for the admin alone. Each method is written out: a new
+// method of wire.Service or wire.AdminService does not compile until it
+// is guarded here.
+func (r *Registry) Guard(svc wire.Service, admin wire.AdminService) wire.Service {
+	return guard{svc, admin, r}
+}
 
 // guard is a client API behind the registry's checks.
 type guard struct {
 	s wire.Service
+	a wire.AdminService
 	r *Registry
 }
 
 var (
-	_ wire.Service     = guard{}
-	_ wire.AuthService = guard{}
+	_ wire.Service      = guard{}
+	_ wire.AuthService  = guard{}
+	_ wire.AdminService = guard{}
 )
 
 // allowed runs f once r allows op with req.
@@ -183,4 +188,16 @@ func (g guard) AuthList(ctx context.Context, req *wire.AuthListRequest) (*wire.A
 
 func (g guard) AuthRevoke(ctx context.Context, req *wire.AuthRevokeRequest) (*wire.AuthRevokeResponse, error) {
 	return allowed(g, ctx, wire.OpAuthRevoke, req, g.r.Revoke)
+}
+
+func (g guard) Upgrade(ctx context.Context, req *wire.UpgradeRequest) (*wire.UpgradeStatus, error) {
+	return allowed(g, ctx, wire.OpUpgrade, req, g.a.Upgrade)
+}
+
+func (g guard) RemoveNode(ctx context.Context, req *wire.RemoveNodeRequest) (*wire.RemoveNodeResponse, error) {
+	return allowed(g, ctx, wire.OpRemoveNode, req, g.a.RemoveNode)
+}
+
+func (g guard) Decommission(ctx context.Context, req *wire.DecommissionRequest) (*wire.DecommissionStatus, error) {
+	return allowed(g, ctx, wire.OpDecommission, req, g.a.Decommission)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skuldd/skuldd/antientropy"
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/node/listen"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/ring"
@@ -195,6 +196,17 @@ type Config struct {
 	JoinRetry time.Duration
 	// LeaveTimeout bounds the gossip of a graceful leave at shutdown.
 	LeaveTimeout time.Duration
+	// UpgradeHold keeps the cluster version where it is while this node
+	// is a member (--upgrade-hold): the metadata leader raises it only
+	// when `ctl upgrade finalize` asks (docs/design.md, Versions).
+	UpgradeHold bool
+	// UpgradeCheck is how often the metadata leader asks the members'
+	// builds whether the cluster version can be raised.
+	UpgradeCheck time.Duration
+	// MaxVersion caps the cluster versions the node supports (0: this
+	// build's, version.Max). Tests set it to play a node of an older
+	// build; production leaves it 0.
+	MaxVersion version.V
 
 	// Faults injects network faults between nodes (tests only; nil in
 	// production).
@@ -281,6 +293,7 @@ func Default() Config {
 		TombstoneHorizon:    14 * 24 * time.Hour,
 		ClockProbe:          time.Second,
 		LeaveTimeout:        2 * time.Second,
+		UpgradeCheck:        DefaultUpgradeCheck,
 		Clock:               clock.Real{},
 		Logger:              slog.Default(),
 	}
@@ -298,6 +311,12 @@ const minHorizonRounds = 10
 // and 7.3k), and 2 ms held claims too long (one run: 6.3k
 // claim+complete/s).
 const DefaultWALMinSyncInterval = time.Millisecond
+
+// DefaultUpgradeCheck is how often the metadata leader asks the members'
+// builds whether the cluster version can be raised: an upgrade is done
+// within seconds of its last node, and one peer call per member each
+// period costs nothing.
+const DefaultUpgradeCheck = 5 * time.Second
 
 // maxWALMinSyncInterval bounds Config.WALMinSyncInterval: every durable
 // write may wait this long for its sync, so more is a typo (2s for 2ms),
@@ -329,6 +348,7 @@ func (c *Config) Validate() error {
 	check(c.Replicas >= 1 && c.Replicas <= 7, "replicas %d: want 1..7", c.Replicas)
 	check(c.SkewBound >= 0, "clock skew bound %v is negative", c.SkewBound)
 	check(c.MaxPayload >= 1 && c.MaxPayload <= maxFramePayload, "max payload %d: want 1..%d bytes", c.MaxPayload, maxFramePayload)
+	check(c.MaxVersion <= version.Max, "max version %d: this build supports up to %d", c.MaxVersion, version.Max)
 	check(c.DefaultTTL > 0 && c.DefaultTTL <= c.MaxTTL, "default ttl %v must be in (0, max ttl %v]", c.DefaultTTL, c.MaxTTL)
 	check(c.MaxWait >= 0, "max wait %v is negative", c.MaxWait)
 	check(c.MaxDelay > 0, "max delay %v must be positive", c.MaxDelay)
@@ -343,7 +363,7 @@ func (c *Config) Validate() error {
 		"election backoff": c.ElectionBackoff, "start timeout": c.StartTimeout,
 		"shutdown timeout": c.ShutdownTimeout, "raft tick": c.RaftTick,
 		"voter interval": c.VoterInterval, "dead voter grace": c.DeadVoterGrace,
-		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "placement settle": c.PlacementSettle,
+		"join retry": c.JoinRetry, "leave timeout": c.LeaveTimeout, "upgrade check": c.UpgradeCheck, "placement settle": c.PlacementSettle,
 		"zombie check": c.ZombieCheck, "rejoin interval": c.RejoinInterval, "clock probe": c.ClockProbe, "anti-entropy interval": c.AAEInterval,
 		"gc interval": c.GCInterval, "tombstone horizon": c.TombstoneHorizon,
 		"hint wait": c.HintWait, "hint interval": c.HintInterval, "schedule interval": c.ScheduleInterval,

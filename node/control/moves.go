@@ -35,7 +35,7 @@ func (c *Control) placementLoop(ctx context.Context) {
 			continue
 		}
 		in := PlacementInput{
-			Members: slices.Collect(maps.Keys(meta.Members)), States: c.gossipStates(),
+			Members: slices.Collect(maps.Keys(meta.Members)), States: c.gossipStates(), Retiring: meta.Retiring,
 			Partitions: make([]Placed, len(meta.Partitions)), Replicas: meta.Config.Replicas,
 			MaxMoves: maxMoves, LastAlive: last.Alive, LastChange: last.LastChange,
 			Now: time.Now(), Settle: c.cfg.PlacementSettle,

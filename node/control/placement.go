@@ -31,6 +31,9 @@ type PlacementInput struct {
 	// them, with this node alive.
 	Members []uint64
 	States  map[uint64]member.State
+	// Retiring are members being decommissioned: alive, but no cohort
+	// is to name them.
+	Retiring map[uint64]bool
 	// Partitions are the registry's entries, indexed by partition.
 	Partitions []Placed
 	Replicas   int
@@ -64,7 +67,7 @@ type PlacementPlan struct {
 }
 
 // PlanPlacement returns the moves that bring the partitions to ring's
-// cohorts over the live members. None while membership is unsettled: a
+// cohorts over the live members that are not retiring. None while membership is unsettled: a
 // member suspect, the live set changed since the last plan or within
 // Settle, or nobody alive. A partition whose leader is not alive is
 // failover's first. A partition is placed when its cohort is ring's (as a
@@ -90,12 +93,18 @@ func PlanPlacement(in PlacementInput) PlacementPlan {
 	if unsettled || in.Now.Sub(in.LastChange) < in.Settle || len(alive) == 0 {
 		return out
 	}
+	// A retiring member still leads what it leads until its moves hand
+	// it over, but no new cohort names it.
+	candidates := slices.DeleteFunc(slices.Clone(alive), func(id uint64) bool { return in.Retiring[id] })
+	if len(candidates) == 0 {
+		return out
+	}
 	moving := len(in.Moving)
 	for p, pi := range in.Partitions {
 		if pi.Leader == 0 || in.States[pi.Leader] != member.Alive {
 			continue // failover first
 		}
-		want := ring.Cohort(p, alive, in.Replicas)
+		want := ring.Cohort(p, candidates, in.Replicas)
 		if sameSet(want, pi.Cohort) && pi.Leader == want[0] {
 			continue
 		}

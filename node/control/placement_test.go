@@ -102,3 +102,38 @@ func TestPlanPlacementBoundsMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPlacementRetiring: a retiring member's partition moves to
+// ring's cohort over the others, led by its current leader (the retiring
+// one too); once placed without it, it stays; a member not in the cohort
+// retiring moves nothing.
+func TestPlanPlacementRetiring(t *testing.T) {
+	const replicas = 3
+	members := []uint64{1, 2, 3, 4}
+	states := map[uint64]member.State{1: member.Alive, 2: member.Alive, 3: member.Alive, 4: member.Alive}
+	now := time.Unix(1000, 0)
+	cur := ring.Cohort(0, members, replicas)
+	for _, retire := range members {
+		others := slices.DeleteFunc(slices.Clone(members), func(id uint64) bool { return id == retire })
+		in := PlacementInput{
+			Members: members, States: states, Retiring: map[uint64]bool{retire: true},
+			Partitions: []Placed{{Leader: cur[0], Cohort: cur}}, Replicas: replicas, MaxMoves: maxMoves,
+			LastAlive: members, LastChange: now.Add(-time.Minute), Now: now, Settle: time.Second,
+		}
+		plan := PlanPlacement(in)
+		want := ring.Cohort(0, others, replicas)
+		if !slices.Contains(cur, retire) {
+			if len(plan.Moves) != 0 {
+				t.Fatalf("retiring %d, not in cohort %v: moves %+v", retire, cur, plan.Moves)
+			}
+			continue
+		}
+		if len(plan.Moves) != 1 || plan.Moves[0].Leader != cur[0] || !slices.Equal(plan.Moves[0].To, want) {
+			t.Fatalf("retiring %d of %v: moves %+v, want one led by %d to %v", retire, cur, plan.Moves, cur[0], want)
+		}
+		in.Partitions = []Placed{{Leader: want[0], Cohort: want}}
+		if plan := PlanPlacement(in); len(plan.Moves) != 0 {
+			t.Fatalf("placed without %d: moves %+v", retire, plan.Moves)
+		}
+	}
+}

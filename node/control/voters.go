@@ -37,9 +37,14 @@ func (c *Control) shapeVoters(ctx context.Context, deadSince map[uint64]time.Tim
 		return
 	}
 	now := c.cfg.Clock.Now()
-	alive := map[uint64]bool{c.cfg.Self: true}
+	meta := g.Meta()
+	// A removed node is never alive to PlanVoters (its rule): it may
+	// still gossip, if someone started it again. Nor is a retiring one:
+	// it is about to leave (ctl decommission), so it is demoted first
+	// (retiringVoter) and not promoted again.
+	alive := map[uint64]bool{c.cfg.Self: !meta.Retiring[c.cfg.Self]}
 	for _, p := range c.members() {
-		if p.State == member.Alive {
+		if p.State == member.Alive && !meta.Removed[p.ID] && !meta.Retiring[p.ID] {
 			alive[p.ID] = true
 		}
 	}
@@ -51,11 +56,16 @@ func (c *Control) shapeVoters(ctx context.Context, deadSince map[uint64]time.Tim
 			deadSince[id] = now
 		}
 	}
-	steps := raftgroup.PlanVoters(voters, learners, alive, deadSince, now, raftgroup.VoterPolicy{MaxVoters: maxVoters, DeadGrace: c.cfg.DeadVoterGrace})
-	if len(steps) == 0 {
-		return
+	var st raftgroup.ConfStep
+	if id, ok := RetiringVoter(voters, meta.Retiring, alive); ok {
+		st = raftgroup.ConfStep{Kind: raftgroup.ConfDemote, ID: id}
+	} else {
+		steps := raftgroup.PlanVoters(voters, learners, alive, deadSince, now, raftgroup.VoterPolicy{MaxVoters: maxVoters, DeadGrace: c.cfg.DeadVoterGrace})
+		if len(steps) == 0 {
+			return
+		}
+		st = steps[0]
 	}
-	st := steps[0]
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	defer cancel()
 	if err := g.ApplyConfStep(cctx, st); err != nil {
@@ -63,4 +73,25 @@ func (c *Control) shapeVoters(ctx context.Context, deadSince map[uint64]time.Tim
 		return
 	}
 	c.log.Info("metadata group changed", "step", st.Kind, "peer", st.ID)
+}
+
+// RetiringVoter returns a retiring voter to demote now: one whose demotion
+// leaves a configuration the other live voters commit alone (so it does
+// not wait for the node that is leaving).
+func RetiringVoter(voters []uint64, retiring, alive map[uint64]bool) (uint64, bool) {
+	for _, id := range voters {
+		if !retiring[id] {
+			continue
+		}
+		live := 0
+		for _, v := range voters {
+			if v != id && alive[v] {
+				live++
+			}
+		}
+		if n := len(voters) - 1; n > 0 && live > n/2 {
+			return id, true
+		}
+	}
+	return 0, false
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/httpapi"
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -95,6 +96,12 @@ type Config struct {
 	// Credentials looks up a client credential's keys for the QUIC
 	// server (wire.ServerConfig.Credentials); nil: none.
 	Credentials func(id uint64) (wire.CredentialKeys, error)
+	// AdmitPeer checks a peer that proved its id, on a connection of
+	// protocol version v (wire.ServerConfig.AdmitPeer); MaxPeerVersion
+	// caps the versions offered (0: all this build's; tests play older
+	// builds with it).
+	AdmitPeer      func(id uint64, v version.V) error
+	MaxPeerVersion version.V
 	// Authenticate returns the principal an HTTP client's token proves;
 	// IsAdmin says whether a principal may do everything (pprof and the
 	// test hooks are the admin's). Nil: the cluster token alone opens
@@ -240,9 +247,11 @@ func (l *Listener) ServeQUIC(client wire.Handler, peers peer.Handlers) (*wire.Se
 		// Credentials only where clients must say hello (a secret).
 		Credentials: l.credentials(),
 		// In tests a handler's panic fails the test (invariant's rule).
-		RethrowPanics: testing.Testing(),
-		PeerHandler:   peers.Peer,
-		RawHandler:    peers.Raw,
+		RethrowPanics:  testing.Testing(),
+		PeerHandler:    peers.Peer,
+		RawHandler:     peers.Raw,
+		AdmitPeer:      l.cfg.AdmitPeer,
+		MaxPeerVersion: l.cfg.MaxPeerVersion,
 	}, client)
 	if err != nil {
 		return nil, fmt.Errorf("listen: quic server: %w", err)

@@ -235,7 +235,9 @@ func TestBindAnyPortTakenForTCP(t *testing.T) {
 		t.Fatalf("bind port 0 when UDP's first pick is taken for TCP: %v", err)
 	}
 	defer l.Close()
-	if picks != 2 || l.Addr() == busy {
-		t.Fatalf("picks %d, address %s (taken %s); want a second pick", picks, l.Addr(), busy)
+	// At least a second pick: port 0's pick may be taken for TCP too, by
+	// another process, and then a third follows (seen under go test ./...).
+	if picks < 2 || l.Addr() == busy {
+		t.Fatalf("picks %d, address %s (taken %s); want another pick", picks, l.Addr(), busy)
 	}
 }

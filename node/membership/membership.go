@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skuldd/skuldd/clock"
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/member"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/raftgroup"
@@ -53,6 +54,9 @@ type Config struct {
 	// Log is the node's logger (with its id); RaftLog the one the group
 	// gets (it adds the id itself).
 	Log, RaftLog *slog.Logger
+	// Version is the highest cluster version the node supports: a
+	// cluster it founds starts at it.
+	Version version.V
 }
 
 // Validate checks c.
@@ -176,6 +180,7 @@ func (m *Membership) startRaft(ctx context.Context, pool *peer.Pool) (raftgroup.
 	rc.Store = m.cfg.Store
 	rc.Transport = raftTransport{m.carrier}
 	rc.Logger = m.cfg.RaftLog
+	rc.FoundingVersion = m.cfg.Version
 	g, err := raftgroup.New(rc)
 	if err != nil {
 		return cc, fmt.Errorf("membership: raft: %w", err)
@@ -218,6 +223,9 @@ func (m *Membership) startRaft(ctx context.Context, pool *peer.Pool) (raftgroup.
 			Replicas:   m.cfg.Replicas,
 			CreatedAt:  clock.UnixMilli(m.cfg.Clock),
 		})
+		if errors.Is(err, raftgroup.ErrRemoved) {
+			return cc, fmt.Errorf("membership: this node was removed from the cluster (ctl remove, ctl decommission): wipe its data dir to join again as a new node: %w", err)
+		}
 		if err != nil {
 			return cc, fmt.Errorf("membership: cluster config (the partition and replica counts are fixed when the cluster is created): %w", err)
 		}

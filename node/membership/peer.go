@@ -139,7 +139,7 @@ func (m *Membership) View() (*wire.ClusterResponse, error) {
 	meta := g.Meta()
 	voters, learners := g.Config()
 	resp := &wire.ClusterResponse{
-		Self: m.cfg.Self,
+		Self: m.cfg.Self, ClusterVersion: uint32(meta.Version()),
 		Raft: wire.RaftView{Leader: g.Leader(), Voters: voters, Learners: learners, Applied: meta.Applied},
 	}
 	if meta.Config != nil {
@@ -158,7 +158,11 @@ func (m *Membership) View() (*wire.ClusterResponse, error) {
 	if gm := m.Gossip(); gm != nil {
 		for _, p := range gm.Members() {
 			seen[p.ID] = true
-			resp.Members = append(resp.Members, wire.MemberView{ID: p.ID, Addr: p.Addr, State: p.State.String(), Raft: role(p.ID)})
+			state := p.State.String()
+			if meta.Removed[p.ID] {
+				state = "removed" // started again after its removal
+			}
+			resp.Members = append(resp.Members, wire.MemberView{ID: p.ID, Addr: p.Addr, State: state, Raft: role(p.ID), Retiring: meta.Retiring[p.ID]})
 		}
 	}
 	for id, mem := range meta.Members {
@@ -167,7 +171,7 @@ func (m *Membership) View() (*wire.ClusterResponse, error) {
 			if id == m.cfg.Self {
 				state = "alive"
 			}
-			resp.Members = append(resp.Members, wire.MemberView{ID: id, Addr: mem.Addr, State: state, Raft: role(id)})
+			resp.Members = append(resp.Members, wire.MemberView{ID: id, Addr: mem.Addr, State: state, Raft: role(id), Retiring: meta.Retiring[id]})
 		}
 	}
 	slices.SortFunc(resp.Members, func(a, b wire.MemberView) int { return cmp.Compare(a.ID, b.ID) })

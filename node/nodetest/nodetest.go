@@ -48,6 +48,7 @@ import (
 
 	"github.com/skuldd/skuldd/clock"
 	"github.com/skuldd/skuldd/internal/testkit"
+	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/node"
 	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/wire"
@@ -111,6 +112,16 @@ const TransportEnv = "SKULDD_TEST_TRANSPORT"
 // replaced.
 func DeadVoterGrace(d time.Duration) Option { return func(c *node.Config) { c.DeadVoterGrace = d } }
 
+// MaxVersion makes the node play a build that supports cluster versions
+// up to v (version.Base: a build from before versions).
+func MaxVersion(v version.V) Option { return func(c *node.Config) { c.MaxVersion = v } }
+
+// UpgradeHold starts the node with --upgrade-hold.
+func UpgradeHold(on bool) Option { return func(c *node.Config) { c.UpgradeHold = on } }
+
+// Replicas sets the replication factor a founding node proposes.
+func Replicas(n int) Option { return func(c *node.Config) { c.Replicas = n } }
+
 // Clock sets the clock the node reads wall time from. Pass one
 // clock.Shift to every node of a cluster to move their clocks together:
 // a test then makes a retention, a horizon or a lease pass by setting the
@@ -146,6 +157,7 @@ func testConfig(t testing.TB, i int, dir string) node.Config {
 	cfg.ReconcileInterval = 500 * time.Millisecond
 	cfg.Drift.MaxDrift = DefaultSkewBound / 2 // below the skew bound, as Validate wants
 	cfg.LeaveTimeout = time.Second
+	cfg.UpgradeCheck = 100 * time.Millisecond
 	cfg.Faults = node.NewFaults()
 	cfg.Logger = Logger(t).With("member", i)
 	return cfg
@@ -486,19 +498,43 @@ func (c *Cluster) RestartAlone(i int) {
 	c.restart(i, false)
 }
 
-func (c *Cluster) restart(i int, join bool) {
+func (c *Cluster) restart(i int, join bool, opts ...Option) {
 	c.t.Helper()
+	if err := c.tryRestart(i, join, opts); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// RestartWith is Restart with opts applied to the node's configuration
+// first (and kept for later restarts): a rolling upgrade restarts each
+// node as another build with it.
+func (c *Cluster) RestartWith(i int, opts ...Option) {
+	c.t.Helper()
+	c.restart(i, true, opts...)
+}
+
+// TryRestartWith is RestartWith returning the start's error (the node
+// is left down then).
+func (c *Cluster) TryRestartWith(i int, opts ...Option) error {
+	c.t.Helper()
+	return c.tryRestart(i, true, opts)
+}
+
+func (c *Cluster) tryRestart(i int, join bool, opts []Option) error {
 	c.Stop(i)
 	m := c.member(i)
 	c.mu.Lock()
 	addr := m.addr
 	c.mu.Unlock()
+	for _, o := range opts {
+		o(&m.cfg)
+	}
 	m.cfg.Join = nil
 	if join && c.Len() > 1 {
 		// Any running member will do to find the cluster again.
 		m.cfg.Join = c.runningAddrs()
 	}
-	c.start(i, m, addr)
+	return c.tryStart(i, m, addr)
 }
 
 // closeAll stops every running node, as the cluster's cleanup. It first
