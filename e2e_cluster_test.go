@@ -59,7 +59,8 @@ func (cs *clusterScript) must(args ...string) string {
 func (cs *clusterScript) node(i int) *node {
 	n := &node{bin: cs.bin, dir: filepath.Join(cs.dir, fmt.Sprintf("n%d", i)), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cs.base+i-1)), out: &lockedBuffer{}}
 	if cs.secret != "" {
-		n.tls = secretTLS(cs.t, []string{"--cluster-secret-file", cs.secret})
+		n.auth = []string{"--cluster-secret-file", cs.secret}
+		n.tls = secretTLS(cs.t, n.auth)
 	}
 	return n
 }

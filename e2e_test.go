@@ -146,6 +146,9 @@ type node struct {
 	// tls is the HTTPS client configuration of a node with a cluster
 	// secret (trusting the secret's authority); nil: plain HTTP.
 	tls *tls.Config
+	// auth are ctl's flags that authenticate to the node (a cluster
+	// secret's); none without a secret.
+	auth []string
 }
 
 // url is the URL of path on the node's HTTP port: HTTPS when the node
@@ -352,7 +355,7 @@ func (n *node) run(t *testing.T, stdin io.Reader, args ...string) result {
 // runErr is run for any goroutine: an error means ctl did not run to an
 // exit status.
 func (n *node) runErr(stdin io.Reader, args ...string) (result, error) {
-	return runBinary(n.bin, stdin, append([]string{"ctl", "--addr", n.addr}, args...)...)
+	return runBinary(n.bin, stdin, slices.Concat([]string{"ctl", "--addr", n.addr}, n.auth, args)...)
 }
 
 // runBinary runs `bin args...` to its exit status, within a minute.

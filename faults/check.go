@@ -125,6 +125,8 @@ type Input struct {
 	// and holds; nil when the run ran none (checkShards notes it, or
 	// flags it if RunInfo.Shards says it did).
 	Shards *ShardRecord
+	// Upgrade is upgrade.json: what upgrade mode did; nil in other runs.
+	Upgrade *UpgradeRecord
 }
 
 // readOptionalJSON reads the run file name in dir into a T: nil if the
@@ -180,6 +182,9 @@ func ReadRun(dir string) (*Input, error) {
 	if in.Shards, err = readOptionalJSON[ShardRecord](dir, ShardsFile); err != nil {
 		return nil, err
 	}
+	if in.Upgrade, err = readOptionalJSON[UpgradeRecord](dir, UpgradeFile); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -227,6 +232,7 @@ func Analyze(in *Input) *Report {
 		checkPeriodic(h),
 		checkListing(h),
 		checkShards(h),
+		checkUpgrade(h),
 		checkRefused(h),
 		checkAnswers(h),
 		checkHarness(h),

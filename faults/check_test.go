@@ -48,6 +48,8 @@ type builder struct {
 	shards *ShardRecord
 	// listing is the run's final listing (listing.json); nil: none.
 	listing *QueueListing
+	// upgrade is the run's upgrade record (upgrade.json); nil: none.
+	upgrade *UpgradeRecord
 	// corrupt, if set, damages the input after it is built.
 	corrupt func(in *Input)
 }
@@ -168,7 +170,7 @@ func (b *builder) input() *Input {
 		evs[i].Index = int64(i)
 		end = max(end, evs[i].TNs)
 	}
-	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic, Shards: b.shards, Listing: b.listing}
+	in := &Input{Run: b.run, Events: evs, Periodic: b.periodic, Shards: b.shards, Listing: b.listing, Upgrade: b.upgrade}
 	for p := range b.run.Partitions {
 		in.Leaders = append(in.Leaders, Leadership{Node: testLeader, Partition: p, Epoch: testEpoch})
 	}
@@ -410,7 +412,7 @@ var flagTests = []func(*testing.T){
 	TestClaimOverlap, TestClaimIDs, TestFencing, TestCompletionThenClaim,
 	TestUpdates, TestDependencyOrder, TestAttempts, TestConvergence, TestIdempotentEnqueue,
 	TestRefused, TestCancels, TestGroupCancels, TestUniqueKeys, TestRetiredKeys, TestPlacedEnqueues, TestHarness, TestAnswers,
-	TestPeriodic, TestShards, TestListing,
+	TestPeriodic, TestShards, TestListing, TestUpgradeCheck,
 	TestWipeExcusesLoss, TestWipeExcusesOtherAnomalies, TestWipeExcusesBlockedDependents,
 }
 

@@ -21,6 +21,10 @@ type Config struct {
 	Out string
 	// Binary is skuldd, built with -tags skuldtest (the test hooks).
 	Binary string
+	// OldBinary, if set, is an older skuldd (also with the hooks): the
+	// cluster starts on it and the faults phase upgrades it to Binary
+	// (upgrade mode, upgrade.go).
+	OldBinary string
 	// Self is this tool's executable, run as the worker processes.
 	Self string
 	// Seed draws the schedule and the workload.

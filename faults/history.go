@@ -229,6 +229,9 @@ type RunInfo struct {
 	// a run that names one must have its shards.json. Empty in runs from
 	// before worker shards.
 	Shards string `json:"shards,omitempty"`
+	// Upgrade: the run started on an older build and replaced it
+	// (upgrade mode); its upgrade.json must say so.
+	Upgrade bool `json:"upgrade,omitempty"`
 }
 
 // Leadership is one node leading one partition at one epoch: written to

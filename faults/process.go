@@ -158,6 +158,13 @@ func (p *NodeProc) Start() error {
 	return nil
 }
 
+// Args returns a copy of the command of the next Start.
+func (p *NodeProc) Args() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.Argv)
+}
+
 // SetArgv replaces the command of the next Start (a wiped node starts
 // again with another join list); a running process is not affected.
 func (p *NodeProc) SetArgv(argv []string) {

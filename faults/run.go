@@ -64,6 +64,10 @@ type Run struct {
 	// at the heal. Both nil until then.
 	shards     *shardHarness
 	shardsDone <-chan error
+	// upgraded marks the nodes upgrade mode replaced with this build;
+	// upgrade is upgrade.json (upgrade.go).
+	upgraded map[int]bool
+	upgrade  UpgradeRecord
 	// watching holds the watchServing goroutines: finish waits for them
 	// (the teardown's kills end them) before it closes the history.
 	watching sync.WaitGroup
@@ -115,6 +119,11 @@ func NewRun(cfg Config) (*Run, error) {
 	if cfg.Binary, err = filepath.Abs(cfg.Binary); err != nil {
 		return nil, fmt.Errorf("skuldd binary: %w", err)
 	}
+	if cfg.OldBinary != "" {
+		if cfg.OldBinary, err = filepath.Abs(cfg.OldBinary); err != nil {
+			return nil, fmt.Errorf("older skuldd binary: %w", err)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -122,6 +131,7 @@ func NewRun(cfg Config) (*Run, error) {
 	r.rng = mrand.New(mrand.NewPCG(uint64(cfg.Seed), runStream))
 	r.mu.seen = make(map[string]bool)
 	r.held = make(map[int]string)
+	r.upgraded = make(map[int]bool)
 	return r, nil
 }
 
@@ -186,6 +196,9 @@ func (r *Run) Execute(ctx context.Context) (sum *RunSummary, err error) {
 	if err := r.periodicReads(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.writeUpgrade(ctx); err != nil {
+		return nil, err
+	}
 	if err := <-r.shardsDone; err != nil {
 		return nil, fmt.Errorf("shards: %w", err)
 	}
@@ -247,6 +260,9 @@ func (r *Run) printOptions() {
 	c := &r.cfg
 	r.printf("faults: seed %d (%s)\n", c.Seed, map[bool]string{true: "quick", false: "long run of " + c.Duration.String()}[c.Quick])
 	r.printf("  command: %s\n  out: %s\n  skuldd: %s\n", c.Command, c.Out, c.Binary)
+	if c.OldBinary != "" {
+		r.printf("  upgrade mode: the cluster starts on %s, rolled to skuldd node by node, then finalized\n", c.OldBinary)
+	}
 	r.printf("  cluster: %d nodes, %d partitions, %d replicas, w=%d; skew bound %v, max drift %v, aae interval %v; node flags %v\n",
 		c.Topology.Nodes, c.Partitions, c.Replicas, c.W, c.SkewBound, c.MaxDrift, c.AAEInterval, c.NodeFlags)
 	r.printf("  workload: %d workers, %.0f enqueue/s in all, ttl %v, max attempts %d, queue %q, request timeout %v\n",
@@ -287,6 +303,10 @@ func (r *Run) setup(ctx context.Context) error {
 	r.phase(PhaseSetup, nil)
 	if err := r.makeSecret(ctx); err != nil {
 		return err
+	}
+	if r.cfg.OldBinary != "" {
+		r.upgrade.From = buildVersion(ctx, r.cfg.OldBinary) + ", " + filepath.Base(r.cfg.OldBinary)
+		r.log.Info("upgrade mode: the cluster starts on an older build", "build", r.upgrade.From)
 	}
 	r.log.Info("building the network", "bridge", t.Bridge, "nodes", t.Nodes)
 	if err := t.SetupNetwork(ctx); err != nil {
@@ -401,7 +421,11 @@ func (r *Run) dataDir(i int) string { return filepath.Join(r.dir("nodes"), fmt.S
 // wipe.
 func (r *Run) nodeArgv(i int, join []int) []string {
 	t, c := r.cfg.Topology, &r.cfg
-	argv := []string{"ip", "netns", "exec", t.NS(i), c.Binary,
+	bin := c.Binary
+	if c.OldBinary != "" && !r.upgraded[i] {
+		bin = c.OldBinary
+	}
+	argv := []string{"ip", "netns", "exec", t.NS(i), bin,
 		"--bind", t.NodeAddr(i).String(),
 		// Peers dial node i through its relay.
 		"--advertise", t.RelayAddr(i).String(),
@@ -416,8 +440,14 @@ func (r *Run) nodeArgv(i int, join []int) []string {
 	for _, j := range join {
 		argv = append(argv, "--join", t.RelayAddr(j).String())
 	}
+	if r.upgraded[i] {
+		argv = append(argv, upgradeHoldFlag)
+	}
 	return append(argv, c.NodeFlags...)
 }
+
+// binaryArg is the index of the skuldd binary in nodeArgv's command.
+const binaryArg = 4
 
 // makeSecret writes a fresh cluster secret and derives the client token
 // and the HTTPS authority with `skuldd ctl token` and `ctl tls-ca`.
@@ -474,6 +504,7 @@ func (r *Run) runInfo() RunInfo {
 		}
 	}
 	ri.Shards = ShardSetName
+	ri.Upgrade = c.OldBinary != ""
 	return ri
 }
 
@@ -671,6 +702,7 @@ func (r *Run) faults(ctx context.Context) error {
 			r.note(NoteRepaired, nil, nil)
 		}
 	}
+	upgrades, finalize := upgradePlan(len(r.sched.Steps), r.cfg.Topology.Nodes)
 	for k, st := range r.sched.Steps {
 		if !r.cfg.Quick && time.Duration(r.tl.Now()-start) >= r.cfg.Duration {
 			r.log.Info("faults phase over", "steps run", k, "of", len(r.sched.Steps))
@@ -679,8 +711,28 @@ func (r *Run) faults(ctx context.Context) error {
 		if err := r.step(ctx, k, st, r.recoverBound(start, k)); err != nil {
 			return err
 		}
+		if r.cfg.OldBinary == "" {
+			continue
+		}
+		for _, i := range upgrades[k] {
+			r.upgradeNode(ctx, i, k)
+		}
+		if k == finalize {
+			r.finalizeUpgrade(ctx)
+		}
 	}
-	return nil
+	if r.cfg.OldBinary != "" {
+		// A long run's time may end before the plan did.
+		for i := 1; i <= r.cfg.Topology.Nodes; i++ {
+			if !r.upgraded[i] {
+				r.upgradeNode(ctx, i, len(r.sched.Steps)-1)
+			}
+		}
+		if !r.upgrade.Finalized && r.upgrade.FinalizeErr == "" {
+			r.finalizeUpgrade(ctx)
+		}
+	}
+	return ctx.Err()
 }
 
 // wipes reports whether the schedule wipes nodes. Such a run waits, before

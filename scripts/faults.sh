@@ -7,6 +7,8 @@
 #   scripts/faults.sh --time 30m [--seed N] [--out DIR] a long run, nemeses at random
 #   scripts/faults.sh --time 2m --nemeses wipe --w 1    beyond the bounds: W=1 with its replica lost
 #   scripts/faults.sh --time 2m --nemeses wipe-majority a majority of a partition lost for good
+#   scripts/faults.sh --quick --upgrade [--seed N]      upgrade mode: start on the build faults/upgrade-from
+#                                                      names, roll to this one under faults, finalize
 #
 # --nemeses a,b,c runs only those (the wipes run only when named there);
 # --exclude a,b leaves nemeses out.
@@ -23,6 +25,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 seed=1
 out=
+upgrade=
 args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--seed=*) seed=${1#--seed=}; args+=("$1"); shift ;;
 	--out) out=$2; shift 2 ;;
 	--out=*) out=${1#--out=}; shift ;;
+	--upgrade) upgrade=1; shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) args+=("$1"); shift ;;
 	esac
@@ -50,6 +54,24 @@ mkdir -p "$out/bin"
 out=$(cd "$out" && pwd)
 echo "faults.sh: building skuldd (-tags skuldtest) and the tool into $out/bin" >&2
 (cd "$root" && go build -tags skuldtest -o "$out/bin/skuldd" . && go build -o "$out/bin/faults" ./faults/cmd/faults)
+if [ -n "$upgrade" ]; then
+	# Upgrade mode: the older build, from the commit faults/upgrade-from
+	# names, built in a worktree of this repository (removed after).
+	rev=$(grep -v '^#' "$root/faults/upgrade-from" | head -1)
+	if ! git -C "$root" cat-file -e "$rev^{commit}" 2>/dev/null; then
+		echo "faults.sh: commit $rev (faults/upgrade-from) is not in this repository (a shallow clone?)" >&2
+		exit 1
+	fi
+	wt=$(mktemp -d "${TMPDIR:-/tmp}/skuldd-upgrade-from.XXXXXX")
+	old="$out/bin/skuldd-${rev:0:12}"
+	echo "faults.sh: building the older skuldd ($rev) into $old" >&2
+	git -C "$root" worktree add --quiet --detach "$wt" "$rev"
+	built=0
+	(cd "$wt" && go build -tags skuldtest -o "$old" .) && built=1
+	git -C "$root" worktree remove --force "$wt"
+	[ "$built" = 1 ] || exit 1
+	args+=(--upgrade-from "$old")
+fi
 
 # The tool tears down what it made; this is the backstop should it die:
 # processes left in the namespaces, the namespaces, the veths, the bridge.

@@ -79,6 +79,7 @@ func runSuite(ctx context.Context, args []string) int {
 	seed := fs.Int64("seed", 1, "seed of the schedule and the workload")
 	out := fs.String("out", "", "output directory (default faults-out/seed-N)")
 	bin := fs.String("skuldd", "", "skuldd binary built with -tags skuldtest (default: skuldd beside this tool)")
+	old := fs.String("upgrade-from", "", "upgrade mode: an older skuldd (built with -tags skuldtest) the cluster starts on; the faults phase replaces it with --skuldd one node at a time, then finalizes (scripts/faults.sh --upgrade builds the commit faults/upgrade-from names)")
 	workers := fs.Int("workers", 0, "client loops (default 10)")
 	rate := fs.Float64("rate", 0, "total enqueue rate, tasks/s (default 120)")
 	w := fs.Int("w", 0, "enqueue ack count (0: a majority)")
@@ -127,6 +128,7 @@ func runSuite(ctx context.Context, args []string) int {
 	if cfg.Binary == "" {
 		cfg.Binary = filepath.Join(filepath.Dir(self), "skuldd")
 	}
+	cfg.OldBinary = *old
 	cfg.Out = *out
 	if cfg.Out == "" {
 		cfg.Out = filepath.Join("faults-out", fmt.Sprintf("seed-%d", cfg.Seed))
