@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -141,7 +140,7 @@ func ctlDecommission(e *ctlEnv) error {
 		}
 	}
 	progress.show(fmt.Sprintf("decommission node %d: its partitions moved; asking it to leave", id))
-	if err := leaveAt(e, st.Addr); err != nil {
+	if _, err := e.cl.Decommission(e.ctx, &wire.DecommissionRequest{Node: id, Leave: true}); err != nil {
 		progress.done()
 		return fmt.Errorf("decommission node %d: its partitions moved, but it did not leave: %w (stop it, then ctl remove %d)", id, err, id)
 	}
@@ -164,24 +163,6 @@ func ctlDecommission(e *ctlEnv) error {
 		return fmt.Errorf("decommission node %d: it left, but was not removed: %w (ctl remove %d)", id, err, id)
 	}
 	return e.out.Encode(resp)
-}
-
-// leaveAt asks the node at addr to leave (ctl leave there).
-func leaveAt(e *ctlEnv, addr string) error {
-	tok, err := clientToken(e.c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(e.ctx, e.c.Duration("timeout"))
-	defer cancel()
-	conn, err := dialAny(ctx, addr, e.c.Duration("dial-timeout"), tok)
-	if err != nil {
-		return err
-	}
-	cl := wire.NewClient(conn)
-	defer cl.Close()
-	_, err = cl.Leave(ctx)
-	return err
 }
 
 // progressLine shows how far a long command got on w: one line redrawn

@@ -112,6 +112,8 @@ func (r *Run) apply(ctx context.Context, f Fault) (*active, error) {
 		err = r.applyCrash(ctx, a, f.Targets[0])
 	case NemTermRestart:
 		err = r.applyTerm(a, f.Targets[0])
+	case NemDecommission:
+		err = r.applyDecommission(ctx, a, f.Targets[0])
 	case NemPauseLeader, NemPauseRaftLeader:
 		err = r.applyPauseLeader(ctx, a, f)
 	case NemPauseWorker:

@@ -324,6 +324,19 @@ func (p *NodeProc) Term(grace time.Duration) error {
 	return fmt.Errorf("node %d: did not stop within %v of SIGTERM", p.Index, grace)
 }
 
+// ExpectExit marks the next exit, whatever its status, as the harness's
+// doing (a node asked to leave the cluster exits by itself) and returns
+// the channel closed at the exit.
+func (p *NodeProc) ExpectExit() (chan struct{}, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.cmd == nil {
+		return nil, fmt.Errorf("node %d: %w", p.Index, ErrNotRunning)
+	}
+	p.mu.causes |= causeTerm
+	return p.mu.done, nil
+}
+
 // ExpectCrash marks an exit with CrashExitStatus as the harness's doing
 // (a crash asked through the test hook) and returns the channel closed at
 // the exit. Any other exit stays the node's own.

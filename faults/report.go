@@ -272,7 +272,7 @@ func belowGoal(s OpStats) bool {
 // out while the fault holds (stoppedNodes), the window's own fault or
 // another.
 var stopsNodes = []string{NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
-	NemCrashUnsynced, NemTermRestart, NemWipe, NemWipeMajority}
+	NemCrashUnsynced, NemTermRestart, NemWipe, NemWipeMajority, NemDecommission}
 
 // opStats counts ops by name, in a fixed order, and in total.
 func opStats(ops []*op) []OpStats {

@@ -26,6 +26,7 @@ const (
 	NemPacketChaos       = "packet-chaos"       // the relay drops, delays and duplicates datagrams
 	NemCrashUnsynced     = "crash-unsynced"     // a crash that loses unsynced writes, then restart
 	NemTermRestart       = "term-restart"       // SIGTERM (a graceful stop) of a random node, then restart
+	NemDecommission      = "decommission"       // ctl decommission of a node (it leaves, removed), back wiped as a new one
 	NemWipe              = "wipe"               // kill -9 of 1 node, its data dir deleted, started again empty
 	NemWipeMajority      = "wipe-majority"      // the same for 2 nodes of one partition's cohort
 )
@@ -36,7 +37,7 @@ var AllNemeses = []string{
 	NemKillMinority, NemKillCohort, NemKillAll, NemPauseLeader, NemPauseRaftLeader,
 	NemPauseWorker, NemPartitionOne, NemPartitionMajority, NemPartitionBridge,
 	NemPartitionAsym, NemClockWithin, NemClockBeyond, NemPacketChaos, NemCrashUnsynced,
-	NemTermRestart,
+	NemTermRestart, NemDecommission,
 }
 
 // OnDemandNemeses run only when a run names them (Config.Nemeses,
@@ -64,7 +65,7 @@ func nemesisClass(kind string) string {
 	case NemKillAll:
 		return "all"
 	case NemKillMinority, NemKillCohort, NemPauseLeader, NemPauseRaftLeader, NemCrashUnsynced, NemTermRestart,
-		NemWipe, NemWipeMajority:
+		NemWipe, NemWipeMajority, NemDecommission:
 		return "process"
 	case NemPauseWorker:
 		return "worker"
@@ -354,6 +355,9 @@ func restartAllowance(kind string) time.Duration {
 		return 12 * time.Second
 	case NemKillMinority, NemKillCohort, NemCrashUnsynced, NemTermRestart:
 		return 4 * time.Second
+	case NemDecommission:
+		// The moves of its partitions, then its start as a new member.
+		return decommissionAllowance
 	case NemWipe, NemWipeMajority:
 		// An empty node joins as a new member, and then the run waits
 		// for the cluster to be whole (Run.waitRepaired): about 28 s
@@ -367,6 +371,10 @@ func restartAllowance(kind string) time.Duration {
 // wipeRestartAllowance is a wipe's restartAllowance: the repair wait
 // less the gap it takes up.
 const wipeRestartAllowance = 22 * time.Second
+
+// decommissionAllowance is a decommission's restartAllowance: its moves
+// (a copy and a handover per partition, a few at a time) and the leave.
+const decommissionAllowance = 8 * time.Second
 
 // EstimateStep estimates a step's wall time: hold, restarts, gap.
 func EstimateStep(s Step) time.Duration {
@@ -404,6 +412,8 @@ func drawFault(kind string, rng *rand.Rand, c ScheduleConfig) Fault {
 	case NemCrashUnsynced:
 		f.Targets, f.Hold = nodes[:1], crashHold
 	case NemTermRestart:
+		f.Targets, f.Hold = nodes[:1], crashHold
+	case NemDecommission:
 		f.Targets, f.Hold = nodes[:1], crashHold
 	case NemWipe:
 		f.Targets, f.Hold = nodes[:1], c.KillHold

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -227,4 +228,103 @@ func checkUpgrade(h *history) *Check {
 	}
 	c.Notes = append(c.Notes, fmt.Sprintf("from %s: %d nodes replaced, cluster version %d", u.From, len(replaced), st.ClusterVersion))
 	return c
+}
+
+// decommissionBound bounds a decommission nemesis's ctl decommission:
+// every partition of the node copied and handed over under the workload.
+const decommissionBound = 60 * time.Second
+
+// applyDecommission retires node i as an operator does: `skuldd ctl
+// decommission ID` through the other nodes moves its partitions to them,
+// makes it leave (its process exits) and removes it. Its data dir is then
+// deleted, and the heal starts it again empty, joining as a new member
+// (the machine reused). Nothing is lost: unlike a wipe, every partition
+// left the node before its disk did. In upgrade mode before the finalize
+// the cluster refuses (its version does not have it yet): the refusal is
+// recorded and the node is left alone.
+func (r *Run) applyDecommission(ctx context.Context, a *active, i int) error {
+	v, err := AnyView(ctx, r.api, r.cfg.Topology, r.serving())
+	if err != nil {
+		return err
+	}
+	var id uint64
+	for nid, k := range v.Index {
+		if k == i && memberAlive(v, nid) {
+			id = nid
+		}
+	}
+	if id == 0 {
+		return fmt.Errorf("node %d is not an alive member", i)
+	}
+	p := r.nodes[i-1]
+	done, err := p.ExpectExit()
+	if err != nil {
+		return err
+	}
+	var others []string
+	for j := 1; j <= r.cfg.Topology.Nodes; j++ {
+		if j != i {
+			others = append(others, r.cfg.Topology.NodeAddr(j).String())
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, decommissionBound+10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, r.cfg.Binary, "ctl", "--addr", strings.Join(others, ","),
+		"--cluster-secret-file", r.secretPath, "decommission", "--wait", decommissionBound.String(), fmt.Sprint(id))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	a.detail["node_id"] = fmt.Sprintf("%016x", id)
+	a.detail["decommission_ms"] = time.Since(start).Milliseconds()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if r.cfg.OldBinary != "" && !r.upgrade.Finalized && notYet(msg) {
+			// The process was not asked to leave: its next exit is its
+			// own again.
+			p.mu.Lock()
+			p.mu.causes &^= causeTerm
+			p.mu.Unlock()
+			a.detail["refused"] = msg
+			a.heal = func(context.Context) error { return nil }
+			return nil
+		}
+		return fmt.Errorf("ctl decommission %d (node %d): %w: %s", id, i, err, msg)
+	}
+	a.detail["removed"] = strings.TrimSpace(string(out))
+	if err := p.WaitExit(done, r.cfg.StopGrace); err != nil {
+		_ = p.Kill()
+		a.detail["killed"] = "did not exit after leaving: killed -9"
+	}
+	a.targets = []int{i}
+	dir := r.dataDir(i)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("node %d: delete %s: %w", i, dir, err)
+	}
+	var join []int
+	for j := 1; j <= r.cfg.Topology.Nodes; j++ {
+		if j != i {
+			join = append(join, j)
+		}
+	}
+	p.SetArgv(r.nodeArgv(i, join))
+	a.heal = func(context.Context) error { return r.restart([]int{i}) }
+	return nil
+}
+
+// memberAlive reports whether v's cluster view holds member id alive.
+func memberAlive(v *View, id uint64) bool {
+	for _, m := range v.Raw.Members {
+		if m.ID == id {
+			return m.State == "alive"
+		}
+	}
+	return false
+}
+
+// notYet reports whether a ctl error says the cluster cannot do it yet:
+// its version does not have it, or a node of an older build does not
+// know the op.
+func notYet(msg string) bool {
+	return strings.Contains(msg, "cluster version") || strings.Contains(msg, "unknown op") || strings.Contains(msg, "does not serve it")
 }

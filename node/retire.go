@@ -147,6 +147,28 @@ func (a adminAPI) Decommission(ctx context.Context, req *wire.DecommissionReques
 		meta = n.raft.Meta()
 	}
 	voters, _ := n.raft.Config()
-	return &wire.DecommissionStatus{Node: id, Addr: meta.Members[id].Addr, Retiring: meta.Retiring[id], Remaining: naming(meta, id),
-		Voter: slices.Contains(voters, id)}, nil
+	st := &wire.DecommissionStatus{Node: id, Addr: meta.Members[id].Addr, Retiring: meta.Retiring[id], Remaining: naming(meta, id),
+		Voter: slices.Contains(voters, id)}
+	if !req.Leave || req.Cancel || !st.Done() {
+		return st, nil
+	}
+	if id == n.id {
+		if _, err := n.Leave(ctx); err != nil {
+			return nil, fmt.Errorf("decommission node %d: leave: %w", id, err)
+		}
+	} else if err := n.peers.Call(ctx, n.peerAddr(id, st.Addr), wire.OpLeave, nil, &wire.LeaveResponse{}); err != nil {
+		return nil, fmt.Errorf("decommission node %d: ask it to leave: %w", id, err)
+	}
+	n.log.Info("decommissioned node leaves", "peer", id)
+	st.Left = true
+	return st, nil
+}
+
+// peerAddr is where node id is reached: gossip's address, else the
+// registry's (addr).
+func (n *Node) peerAddr(id uint64, addr string) string {
+	if a := n.ms.AddrOf(id); a != "" {
+		return a
+	}
+	return addr
 }

@@ -131,8 +131,9 @@ func TestDecommission(t *testing.T) {
 			if !st.Retiring {
 				t.Fatalf("status %+v", st)
 			}
-			if _, err := c.Client(victim).Leave(ctx); err != nil {
-				t.Fatal(err)
+			// The node asked tells the victim to leave, as ctl does.
+			if st, err := c.Client(0).Decommission(ctx, &wire.DecommissionRequest{Node: all[victim], Leave: true}); err != nil || !st.Left {
+				t.Fatalf("leave: %+v, %v", st, err)
 			}
 			c.Stop(victim)
 			nodetest.WaitFor(t, clusterWait, func() error {

@@ -89,12 +89,8 @@ func (n *Node) upgradeStatus(ctx context.Context) (*wire.UpgradeStatus, error) {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, buildAskTimeout)
 			defer cancel()
-			addr := n.ms.AddrOf(id)
-			if addr == "" {
-				addr = mb.Addr
-			}
 			var bi wire.BuildInfo
-			err := n.peers.Call(cctx, addr, wire.OpBuildInfo, &wire.BuildInfoRequest{}, &bi)
+			err := n.peers.Call(cctx, n.peerAddr(id, mb.Addr), wire.OpBuildInfo, &wire.BuildInfoRequest{}, &bi)
 			var we *wire.Error
 			switch {
 			case errors.As(err, &we) && we.Code == wire.CodeUnknownOp:

@@ -76,10 +76,14 @@ type RemoveNodeResponse struct {
 
 // DecommissionRequest starts (or, with Cancel, stops) moving a live
 // node's partitions to the others (ctl decommission); each request says
-// how far it got.
+// how far it got. With Leave, once the node holds nothing the cluster
+// needs (DecommissionStatus.Done), the node asked tells it to leave (the
+// node's process then exits), through the peer protocol: the client
+// need not reach it.
 type DecommissionRequest struct {
 	Node   uint64 `cbor:"1,keyasint" json:"node,string"`
 	Cancel bool   `cbor:"2,keyasint,omitempty" json:"cancel,omitempty"`
+	Leave  bool   `cbor:"3,keyasint,omitempty" json:"leave,omitempty"`
 }
 
 // DecommissionStatus is how far a decommission got.
@@ -93,6 +97,9 @@ type DecommissionStatus struct {
 	// Voter: the node still votes in the metadata group (the group
 	// replaces it first, so that its leaving costs no quorum).
 	Voter bool `cbor:"5,keyasint,omitempty" json:"voter,omitempty"`
+	// Left: the node was told to leave (DecommissionRequest.Leave) and
+	// said it leaves.
+	Left bool `cbor:"6,keyasint,omitempty" json:"left,omitempty"`
 }
 
 // Done reports whether the node holds nothing the cluster needs: it may
