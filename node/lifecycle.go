@@ -98,6 +98,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	cc, err := n.ms.Start(ctx, loopCtx, n.peers)
 	if err != nil {
+		if why := n.refused.Load(); why != nil {
+			// Say why nobody answers: the peers refuse this node.
+			return fmt.Errorf("node: %w; the cluster's nodes refuse this one: %s", err, *why)
+		}
 		return fmt.Errorf("node: %w", err)
 	}
 	n.raft = n.ms.Group()
@@ -223,6 +227,9 @@ func (n *Node) startQUIC() error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.peerEnd, tr = end, end
+	}
+	if tr != nil {
+		tr = refusalWatch{tr, &n.refused}
 	}
 	n.peers = peer.NewPool(n.cfg.Faults.Wrap(tr), peerDialTimeout, peerCallTimeout)
 	return nil

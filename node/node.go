@@ -109,6 +109,9 @@ type Node struct {
 	// leaving is closed by Leave (ctl leave).
 	leaving   chan struct{}
 	leaveOnce sync.Once
+	// refused is why a peer last refused this node's connection
+	// (refusalWatch); nil if none did.
+	refused atomic.Pointer[string]
 	// stopc is closed when shutdown begins: it ends long-polling claims,
 	// which would otherwise hold the HTTP server's graceful shutdown for
 	// its whole timeout and outlive Close.

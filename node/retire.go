@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/skuldd/skuldd/internal/version"
 	"github.com/skuldd/skuldd/member"
+	"github.com/skuldd/skuldd/node/peer"
 	"github.com/skuldd/skuldd/raftgroup"
 	"github.com/skuldd/skuldd/wire"
 )
@@ -171,4 +173,22 @@ func (n *Node) peerAddr(id uint64, addr string) string {
 		return a
 	}
 	return addr
+}
+
+// refusalWatch is the peer transport of a node that remembers why a peer
+// last refused it (wire.ErrPeerRefused: it was removed from the cluster,
+// or its build is older than the cluster's version), so that a start
+// that finds nobody to talk to says why.
+type refusalWatch struct {
+	peer.Transport
+	last *atomic.Pointer[string]
+}
+
+func (w refusalWatch) Dial(ctx context.Context, addr string) (peer.Conn, error) {
+	c, err := w.Transport.Dial(ctx, addr)
+	if errors.Is(err, wire.ErrPeerRefused) {
+		why := err.Error()
+		w.last.Store(&why)
+	}
+	return c, err
 }

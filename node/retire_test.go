@@ -154,3 +154,24 @@ func TestDecommission(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovedNodeRefused: a node removed while it was down and started
+// again is refused by its peers (over QUIC, whose hello names it), and
+// its start fails saying so, not only that no leader answered.
+func TestRemovedNodeRefused(t *testing.T) {
+	c := nodetest.NewCluster(t, 4, nodetest.QUIC())
+	all := c.IDs(indexes(4)...)
+	c.Placed(t, 0, all, 3)
+	victim := 3
+	c.Kill(victim)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*clusterWait)
+	defer cancel()
+	nodetest.WaitFor(t, clusterWait, func() error {
+		_, err := c.Client(0).RemoveNode(ctx, &wire.RemoveNodeRequest{Node: all[victim]})
+		return err
+	})
+	err := c.TryRestartWith(victim, nodetest.StartTimeout(3*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "was removed from the cluster for good") {
+		t.Fatalf("a removed node's start: %v; want it to say it was removed", err)
+	}
+}
