@@ -33,27 +33,22 @@ func ctlUpgradeCommand() *ucli.Command {
 		Usage: "the cluster version: what the cluster runs and what each member's build supports (status); " +
 			"finalize raises it to the highest all support (done by itself unless a node runs with --upgrade-hold); no rollback past it",
 		Subcommands: []*ucli.Command{
-			{Name: "status", Usage: "the cluster version, and each member's build and highest supported version", Action: ctlAction(ctlUpgradeStatus)},
-			{Name: "finalize", Usage: "raise the cluster version to the highest every member supports; refused while a member does not answer", Action: ctlAction(ctlUpgradeFinalize)},
+			{Name: "status", Usage: "the cluster version, and each member's build and highest supported version", Action: ctlAction(ctlUpgrade(false))},
+			{Name: "finalize", Usage: "raise the cluster version to the highest every member supports; refused while a member does not answer", Action: ctlAction(ctlUpgrade(true))},
 		},
-		Action: ctlAction(ctlUpgradeStatus),
+		Action: ctlAction(ctlUpgrade(false)),
 	}
 }
 
-func ctlUpgradeStatus(e *ctlEnv) error {
-	st, err := e.cl.Upgrade(e.ctx, &wire.UpgradeRequest{})
-	if err != nil {
-		return err
+// ctlUpgrade is ctl upgrade status (finalize false) and finalize.
+func ctlUpgrade(finalize bool) func(e *ctlEnv) error {
+	return func(e *ctlEnv) error {
+		st, err := e.cl.Upgrade(e.ctx, &wire.UpgradeRequest{Finalize: finalize})
+		if err != nil {
+			return err
+		}
+		return e.out.Encode(st)
 	}
-	return e.out.Encode(st)
-}
-
-func ctlUpgradeFinalize(e *ctlEnv) error {
-	st, err := e.cl.Upgrade(e.ctx, &wire.UpgradeRequest{Finalize: true})
-	if err != nil {
-		return err
-	}
-	return e.out.Encode(st)
 }
 
 func ctlRemoveCommand() *ucli.Command {
